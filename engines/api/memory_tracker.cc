@@ -1,0 +1,70 @@
+#include "engines/api/memory_tracker.h"
+
+#include "engines/api/error.h"
+
+namespace remat {
+
+const char* CategoryName(Category c) {
+  switch (c) {
+    case Category::kInputs: return "inputs";
+    case Category::kActivations: return "activations";
+    case Category::kGradients: return "gradients";
+    case Category::kScratchpad: return "scratchpad";
+    case Category::kHost: return "host";
+    case Category::kCount: break;
+  }
+  return "?";
+}
+
+void MemoryTracker::Allocate(int64_t bytes, Category category) {
+  if (category == Category::kHost) {
+    live_host_ += bytes;
+    live_[static_cast<int>(category)] += bytes;
+    if (live_host_ > peak_host_) peak_host_ = live_host_;
+    return;
+  }
+  if (limit_bytes_ > 0 && live_total_ + bytes > limit_bytes_) {
+    throw Error(StrCat("memory limit exceeded at ", site_.empty() ? "?" : site_,
+                       ": allocating ", bytes, " bytes of ", CategoryName(category),
+                       " with ", live_total_, " live would pass the limit of ",
+                       limit_bytes_, " bytes (--max-memory)"));
+  }
+  live_total_ += bytes;
+  live_[static_cast<int>(category)] += bytes;
+  if (live_total_ > peak_total_) {
+    peak_total_ = live_total_;
+    at_peak_ = live_;
+    peak_site_ = site_;
+  }
+}
+
+void MemoryTracker::Release(int64_t bytes, Category category) {
+  live_[static_cast<int>(category)] -= bytes;
+  if (category == Category::kHost) {
+    live_host_ -= bytes;
+  } else {
+    live_total_ -= bytes;
+  }
+}
+
+void MemoryTracker::ResetPeak() {
+  peak_total_ = live_total_;
+  at_peak_ = live_;
+  peak_site_ = site_;
+  peak_host_ = live_host_;
+}
+
+ScopedSite::ScopedSite(MemoryTracker* tracker, Category category, std::string site)
+    : tracker_(tracker),
+      saved_category_(tracker->category()),
+      saved_site_(tracker->site()) {
+  tracker_->set_category(category);
+  tracker_->set_site(std::move(site));
+}
+
+ScopedSite::~ScopedSite() {
+  tracker_->set_category(saved_category_);
+  tracker_->set_site(std::move(saved_site_));
+}
+
+}  // namespace remat

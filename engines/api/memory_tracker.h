@@ -1,0 +1,89 @@
+// MemoryTracker: counts the bytes of every tensor an engine run allocates,
+// live and at the high-water mark, by category, and remembers where (which
+// op) the peak happened. Engines allocate all storage through one tracker per
+// run, so the peak a run reports is measured, not estimated.
+#ifndef REMAT_ENGINES_API_MEMORY_TRACKER_H_
+#define REMAT_ENGINES_API_MEMORY_TRACKER_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace remat {
+
+enum class Category {
+  kInputs,       // the arguments (counted, not owned, when the caller holds them)
+  kActivations,  // values computed by the forward pass (and by recomputation)
+  kGradients,    // cotangents computed by the backward pass
+  kScratchpad,   // oneDNN's scratchpad, in user mode
+  kHost,         // offloaded residuals (a separate tier, not device memory)
+  kCount,
+};
+inline constexpr int kNumCategories = static_cast<int>(Category::kCount);
+const char* CategoryName(Category c);
+
+class MemoryTracker {
+ public:
+  MemoryTracker() = default;
+  MemoryTracker(const MemoryTracker&) = delete;
+  MemoryTracker& operator=(const MemoryTracker&) = delete;
+
+  // Records an allocation or a release of `bytes` in `category`. The peak is
+  // the highest sum of live bytes over all categories except kHost, which is
+  // tracked as its own peak (host memory is not the memory being saved).
+  void Allocate(int64_t bytes, Category category);
+  void Release(int64_t bytes, Category category);
+
+  // The category new allocations get, and the op they are attributed to.
+  // Engines set both as they walk the program (see ScopedSite).
+  Category category() const { return category_; }
+  void set_category(Category c) { category_ = c; }
+  const std::string& site() const { return site_; }
+  void set_site(std::string site) { site_ = std::move(site); }
+
+  // A limit on live device bytes; an allocation past it throws remat::Error
+  // before any memory is touched. 0 means no limit.
+  void set_limit_bytes(int64_t limit) { limit_bytes_ = limit; }
+  int64_t limit_bytes() const { return limit_bytes_; }
+
+  int64_t live_bytes() const { return live_total_; }
+  int64_t live_bytes(Category c) const { return live_[static_cast<int>(c)]; }
+  int64_t peak_bytes() const { return peak_total_; }
+  int64_t peak_host_bytes() const { return peak_host_; }
+  // Live bytes per category at the moment of the peak, and the op then.
+  int64_t peak_bytes(Category c) const { return at_peak_[static_cast<int>(c)]; }
+  const std::string& peak_site() const { return peak_site_; }
+
+  // Forgets the high-water mark: the peak restarts from the live bytes now.
+  void ResetPeak();
+
+ private:
+  Category category_ = Category::kActivations;
+  std::string site_;
+  int64_t limit_bytes_ = 0;
+  std::array<int64_t, kNumCategories> live_{};
+  std::array<int64_t, kNumCategories> at_peak_{};
+  int64_t live_total_ = 0;
+  int64_t peak_total_ = 0;
+  int64_t live_host_ = 0;
+  int64_t peak_host_ = 0;
+  std::string peak_site_;
+};
+
+// Sets the tracker's category and site for a scope, then restores them.
+class ScopedSite {
+ public:
+  ScopedSite(MemoryTracker* tracker, Category category, std::string site);
+  ~ScopedSite();
+  ScopedSite(const ScopedSite&) = delete;
+  ScopedSite& operator=(const ScopedSite&) = delete;
+
+ private:
+  MemoryTracker* tracker_;
+  Category saved_category_;
+  std::string saved_site_;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_MEMORY_TRACKER_H_

@@ -1,0 +1,137 @@
+#include "engines/api/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "engines/api/error.h"
+
+namespace remat {
+
+const char* DTypeName(DType d) { return d == DType::kF32 ? "f32" : "f64"; }
+
+int64_t DTypeSize(DType d) { return d == DType::kF32 ? 4 : 8; }
+
+// 64-byte alignment suits oneDNN's vector kernels.
+constexpr size_t kAlignmentBytes = 64;
+
+Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category)
+    : bytes_(bytes), tracker_(std::move(tracker)), category_(category) {
+  // Count first: a limit violation throws before anything is allocated.
+  if (tracker_) tracker_->Allocate(bytes_, category_);
+  size_t rounded = (static_cast<size_t>(bytes_) + kAlignmentBytes - 1) / kAlignmentBytes *
+                   kAlignmentBytes;
+  if (rounded == 0) rounded = kAlignmentBytes;
+  data_ = std::aligned_alloc(kAlignmentBytes, rounded);
+  if (data_ == nullptr) {
+    if (tracker_) tracker_->Release(bytes_, category_);
+    throw Error(StrCat("out of memory allocating ", bytes_, " bytes"));
+  }
+  std::memset(data_, 0, rounded);
+}
+
+Buffer::~Buffer() {
+  std::free(data_);
+  if (tracker_) tracker_->Release(bytes_, category_);
+}
+
+Tensor Tensor::Zeros(DType dtype, const Shape& shape,
+                     const std::shared_ptr<MemoryTracker>& tracker) {
+  return Zeros(dtype, shape, tracker, tracker ? tracker->category() : Category::kActivations);
+}
+
+Tensor Tensor::Zeros(DType dtype, const Shape& shape,
+                     const std::shared_ptr<MemoryTracker>& tracker, Category category) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.buffer_ = std::make_shared<Buffer>(shape.num_elements() * DTypeSize(dtype), tracker,
+                                       category);
+  return t;
+}
+
+Tensor Tensor::FromF32(const Shape& shape, const std::vector<float>& values) {
+  if (static_cast<int64_t>(values.size()) != shape.num_elements()) {
+    throw Error(StrCat("FromF32: ", values.size(), " values for shape ", shape.ToString()));
+  }
+  Tensor t = Zeros(DType::kF32, shape);
+  std::memcpy(t.raw(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+Tensor Tensor::FromF64(const Shape& shape, const std::vector<double>& values) {
+  if (static_cast<int64_t>(values.size()) != shape.num_elements()) {
+    throw Error(StrCat("FromF64: ", values.size(), " values for shape ", shape.ToString()));
+  }
+  Tensor t = Zeros(DType::kF64, shape);
+  std::memcpy(t.raw(), values.data(), values.size() * sizeof(double));
+  return t;
+}
+
+void* Tensor::raw() const {
+  if (!buffer_) throw Error("use of an undefined tensor");
+  return static_cast<char*>(buffer_->data()) + offset_bytes_;
+}
+
+float* Tensor::f32() const {
+  if (dtype_ != DType::kF32) throw Error(StrCat("tensor is ", TypeString(), ", not f32"));
+  return static_cast<float*>(raw());
+}
+
+double* Tensor::f64() const {
+  if (dtype_ != DType::kF64) throw Error(StrCat("tensor is ", TypeString(), ", not f64"));
+  return static_cast<double*>(raw());
+}
+
+double Tensor::at(int64_t i) const {
+  return dtype_ == DType::kF32 ? static_cast<double>(f32()[i]) : f64()[i];
+}
+
+Tensor Tensor::Slice(int64_t i) const {
+  if (shape_.rank() == 0 || i < 0 || i >= shape_.dim(0)) {
+    throw Error(StrCat("slice ", i, " out of range for ", TypeString()));
+  }
+  Tensor t = *this;
+  t.shape_ = shape_.DropLeading();
+  t.offset_bytes_ = offset_bytes_ + i * t.bytes();
+  return t;
+}
+
+Tensor Tensor::Reshaped(const Shape& shape) const {
+  if (shape.num_elements() != num_elements()) {
+    throw Error(StrCat("cannot reshape ", TypeString(), " to ", shape.ToString()));
+  }
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+std::string Tensor::TypeString() const {
+  return StrCat(DTypeName(dtype_), shape_.ToString());
+}
+
+Tensor Cast(const Tensor& t, DType dtype, const std::shared_ptr<MemoryTracker>& tracker) {
+  Tensor out = Tensor::Zeros(dtype, t.shape(), tracker);
+  const int64_t n = t.num_elements();
+  if (dtype == DType::kF64) {
+    double* o = out.f64();
+    for (int64_t i = 0; i < n; ++i) o[i] = t.at(i);
+  } else {
+    float* o = out.f32();
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(t.at(i));
+  }
+  return out;
+}
+
+Tensor Copy(const Tensor& t, const std::shared_ptr<MemoryTracker>& tracker) {
+  Tensor out = Tensor::Zeros(t.dtype(), t.shape(), tracker);
+  std::memcpy(out.raw(), t.raw(), t.bytes());
+  return out;
+}
+
+bool BitwiseEqual(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  return std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+}  // namespace remat

@@ -1,0 +1,94 @@
+// Tensor: a dtype, a shape and contiguous row-major storage. Storage is
+// shared (copies of a Tensor alias the same buffer) and counted by the
+// MemoryTracker it was allocated from until the last alias goes away. A
+// tensor may be a view of a contiguous slice of another's buffer (scan takes
+// step i of a stacked input this way, without copying).
+#ifndef REMAT_ENGINES_API_TENSOR_H_
+#define REMAT_ENGINES_API_TENSOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engines/api/memory_tracker.h"
+#include "engines/api/shape.h"
+
+namespace remat {
+
+enum class DType { kF32, kF64 };
+const char* DTypeName(DType d);  // "f32", "f64"
+int64_t DTypeSize(DType d);
+
+// Owns one allocation and reports it to its tracker (if any) for its life.
+class Buffer {
+ public:
+  // Allocates `bytes`, zero-filled, counted in the tracker's current category
+  // (or `category` when given). A null tracker means uncounted.
+  Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+  Category category() const { return category_; }
+
+ private:
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+  std::shared_ptr<MemoryTracker> tracker_;
+  Category category_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // an empty handle; defined() is false
+
+  // A new zero-filled tensor counted by `tracker` (may be null).
+  static Tensor Zeros(DType dtype, const Shape& shape,
+                      const std::shared_ptr<MemoryTracker>& tracker = nullptr);
+  static Tensor Zeros(DType dtype, const Shape& shape,
+                      const std::shared_ptr<MemoryTracker>& tracker, Category category);
+  // A new tensor of `shape` holding `values` (row-major), uncounted.
+  static Tensor FromF32(const Shape& shape, const std::vector<float>& values);
+  static Tensor FromF64(const Shape& shape, const std::vector<double>& values);
+
+  bool defined() const { return buffer_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t num_elements() const { return shape_.num_elements(); }
+  int64_t bytes() const { return num_elements() * DTypeSize(dtype_); }
+
+  void* raw() const;
+  float* f32() const;    // checks dtype
+  double* f64() const;   // checks dtype
+  double at(int64_t i) const;  // element i as double, either dtype
+
+  // Step i of a tensor with a leading axis: shares storage.
+  Tensor Slice(int64_t i) const;
+  // Same storage, another shape with the same number of elements.
+  Tensor Reshaped(const Shape& shape) const;
+  // The buffer's identity, for counting shared storage once.
+  const Buffer* buffer() const { return buffer_.get(); }
+
+  // "f32[5,4]"
+  std::string TypeString() const;
+
+ private:
+  DType dtype_ = DType::kF32;
+  Shape shape_;
+  std::shared_ptr<Buffer> buffer_;
+  int64_t offset_bytes_ = 0;
+};
+
+// A copy of `t` converted to `dtype`, counted by `tracker` (may be null).
+Tensor Cast(const Tensor& t, DType dtype,
+            const std::shared_ptr<MemoryTracker>& tracker = nullptr);
+// A deep copy (same dtype), counted by `tracker` (may be null).
+Tensor Copy(const Tensor& t, const std::shared_ptr<MemoryTracker>& tracker = nullptr);
+// True when both have the same dtype, shape and bytes (NaNs compare by bits).
+bool BitwiseEqual(const Tensor& a, const Tensor& b);
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_TENSOR_H_
