@@ -1,0 +1,103 @@
+// Kernels: the numeric primitives an engine calls, for one dtype. Every
+// output is a new tensor allocated through the bound MemoryTracker, in the
+// tracker's current category, so engines never allocate behind its back.
+//
+// Contract for implementations (engines/onednn for f32, engines/reference for
+// f64):
+// - The same call with the same shapes gives the same bits, every time: the
+//   configuration (threads, primitive descriptors, loop order) is fixed.
+// - Operands are contiguous, row-major, of this kernel set's dtype; shapes are
+//   checked by the tracer before any kernel runs, and again here (a mismatch
+//   throws remat::Error, never reads out of bounds).
+// - Numerics follow JAX and PyTorch: relu'(0) = 0, no fast-math, no FMA
+//   contraction the other engine would not do.
+//
+// FLOPs are counted here, once, for every engine: a matmul of (m,k)x(k,n) is
+// 2mkn (times the batch); every elementwise op and every reduction is one per
+// element, except the fused backward rules of sin, cos and square, which are
+// two per element (a multiply by the derivative and by the cotangent).
+#ifndef REMAT_ENGINES_API_KERNELS_H_
+#define REMAT_ENGINES_API_KERNELS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engines/api/memory_tracker.h"
+#include "engines/api/tensor.h"
+
+namespace remat {
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+
+  virtual DType dtype() const = 0;
+  virtual std::string name() const = 0;
+
+  // The tracker outputs are counted by (null: uncounted), for one run.
+  void Bind(std::shared_ptr<MemoryTracker> tracker) { tracker_ = std::move(tracker); }
+  const std::shared_ptr<MemoryTracker>& tracker() const { return tracker_; }
+
+  // FLOPs of every kernel called since the last reset.
+  int64_t flops() const { return flops_; }
+  void reset_flops() { flops_ = 0; }
+
+  // out = op(a) @ op(b), where op transposes the last two axes when its flag
+  // is set. Rank 2: (m,k) x (k,n) -> (m,n). Rank 3: (B,m,k) x (B,k,n) ->
+  // (B,m,n), batch by batch.
+  Tensor MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b);
+  Tensor Relu(const Tensor& x);
+  // dx = dy where y > 0, else 0, from relu's output y (relu'(0) = 0).
+  Tensor ReluBackward(const Tensor& y, const Tensor& dy);
+  Tensor Sin(const Tensor& x);
+  Tensor Cos(const Tensor& x);
+  // dx = dy * cos(x).
+  Tensor SinBackward(const Tensor& x, const Tensor& dy);
+  // dx = -(dy * sin(x)).
+  Tensor CosBackward(const Tensor& x, const Tensor& dy);
+  Tensor Square(const Tensor& x);
+  // dx = dy * 2x.
+  Tensor SquareBackward(const Tensor& x, const Tensor& dy);
+  // Elementwise, operands of one shape.
+  Tensor Add(const Tensor& a, const Tensor& b);
+  Tensor Mul(const Tensor& a, const Tensor& b);
+  // The sum of all elements, as a rank-0 tensor.
+  Tensor Sum(const Tensor& x);
+  // A tensor of `shape` with every element equal to the rank-0 `s`.
+  Tensor Broadcast(const Tensor& s, const Shape& shape);
+
+  // The shape of MatMul's output, or remat::Error naming both shapes.
+  static Shape MatMulShape(const Shape& a, bool transpose_a, const Shape& b, bool transpose_b);
+
+ protected:
+  // Implementations write into `out`, already allocated with the right shape.
+  virtual void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                        Tensor& out) = 0;
+  virtual void DoRelu(const Tensor& x, Tensor& out) = 0;
+  virtual void DoReluBackward(const Tensor& y, const Tensor& dy, Tensor& out) = 0;
+  virtual void DoSin(const Tensor& x, Tensor& out) = 0;
+  virtual void DoCos(const Tensor& x, Tensor& out) = 0;
+  virtual void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
+  virtual void DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
+  virtual void DoSquare(const Tensor& x, Tensor& out) = 0;
+  virtual void DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
+  virtual void DoAdd(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void DoMul(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void DoSum(const Tensor& x, Tensor& out) = 0;
+  virtual void DoBroadcast(const Tensor& s, Tensor& out) = 0;
+
+  // A new output tensor of this dtype, counted by the bound tracker.
+  Tensor NewTensor(const Shape& shape) const;
+
+ private:
+  void CheckOperand(const char* op, const Tensor& t) const;
+  void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) const;
+
+  std::shared_ptr<MemoryTracker> tracker_;
+  int64_t flops_ = 0;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_KERNELS_H_

@@ -1,0 +1,177 @@
+#include "engines/api/policy.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engines/api/error.h"
+
+namespace remat {
+namespace {
+
+struct NamedKind {
+  const char* name;
+  PolicyKind kind;
+};
+
+// JAX's names first, then its aliases.
+constexpr NamedKind kPolicyNames[] = {
+    {"everything_saveable", PolicyKind::kEverythingSaveable},
+    {"nothing_saveable", PolicyKind::kNothingSaveable},
+    {"dots_saveable", PolicyKind::kDotsSaveable},
+    {"dots_with_no_batch_dims_saveable", PolicyKind::kDotsWithNoBatchDimsSaveable},
+    {"save_only_these_names", PolicyKind::kSaveOnlyTheseNames},
+    {"save_any_names_but_these", PolicyKind::kSaveAnyNamesButThese},
+    {"save_anything_except_these_names", PolicyKind::kSaveAnythingExceptTheseNames},
+    {"save_from_both_policies", PolicyKind::kSaveFromBothPolicies},
+    {"save_and_offload_only_these_names", PolicyKind::kSaveAndOffloadOnlyTheseNames},
+    {"offload_dot_with_no_batch_dims", PolicyKind::kOffloadDotWithNoBatchDims},
+    {"checkpoint_dots", PolicyKind::kDotsSaveable},
+    {"checkpoint_dots_with_no_batch_dims", PolicyKind::kDotsWithNoBatchDimsSaveable},
+};
+
+bool TakesNames(PolicyKind kind) {
+  return kind == PolicyKind::kSaveOnlyTheseNames || kind == PolicyKind::kSaveAnyNamesButThese ||
+         kind == PolicyKind::kSaveAnythingExceptTheseNames;
+}
+
+std::vector<std::string> SplitNames(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(start, comma - start);
+    if (!item.empty()) out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+Policy::Policy(PolicyKind kind, std::vector<std::string> names)
+    : kind_(kind), names_(std::move(names)) {}
+
+Policy Policy::Both(const Policy& a, const Policy& b) {
+  Policy p(PolicyKind::kSaveFromBothPolicies);
+  p.both_ = {a, b};
+  return p;
+}
+
+Policy Policy::SaveAndOffload(std::vector<std::string> save_names,
+                              std::vector<std::string> offload_names) {
+  Policy p(PolicyKind::kSaveAndOffloadOnlyTheseNames, std::move(save_names));
+  p.offload_names_ = std::move(offload_names);
+  return p;
+}
+
+std::vector<std::string> Policy::Names() {
+  std::vector<std::string> out;
+  for (const NamedKind& n : kPolicyNames) out.push_back(n.name);
+  return out;
+}
+
+Policy Policy::Parse(const std::string& text) {
+  const size_t colon = text.find(':');
+  const std::string head = text.substr(0, colon);
+  const std::string args = colon == std::string::npos ? "" : text.substr(colon + 1);
+  const NamedKind* found = nullptr;
+  for (const NamedKind& n : kPolicyNames) {
+    if (head == n.name) found = &n;
+  }
+  if (found == nullptr) {
+    throw Error(StrCat("unknown policy '", head, "'; policies: ", Join(Names(), ", ")));
+  }
+  const PolicyKind kind = found->kind;
+  if (kind == PolicyKind::kSaveFromBothPolicies) {
+    const size_t plus = args.find('+');
+    if (plus == std::string::npos) {
+      throw Error(StrCat("policy '", text,
+                         "': save_from_both_policies takes two policies, as "
+                         "save_from_both_policies:POLICY1+POLICY2"));
+    }
+    return Both(Parse(args.substr(0, plus)), Parse(args.substr(plus + 1)));
+  }
+  if (kind == PolicyKind::kSaveAndOffloadOnlyTheseNames) {
+    const size_t slash = args.find('/');
+    return SaveAndOffload(SplitNames(args.substr(0, slash)),
+                          slash == std::string::npos ? std::vector<std::string>{}
+                                                     : SplitNames(args.substr(slash + 1)));
+  }
+  if (TakesNames(kind)) return Policy(kind, SplitNames(args));
+  if (!args.empty()) {
+    throw Error(StrCat("policy '", head, "' takes no names, got '", args, "'"));
+  }
+  return Policy(kind);
+}
+
+std::vector<std::string> Policy::ReferencedNames() const {
+  std::vector<std::string> out = names_;
+  out.insert(out.end(), offload_names_.begin(), offload_names_.end());
+  for (const Policy& p : both_) {
+    for (const std::string& n : p.ReferencedNames()) out.push_back(n);
+  }
+  return out;
+}
+
+SaveDecision Policy::Decide(const ValueInfo& v) const {
+  auto save_if = [](bool b) { return b ? SaveDecision::kSave : SaveDecision::kRecompute; };
+  switch (kind_) {
+    case PolicyKind::kEverythingSaveable:
+      return SaveDecision::kSave;
+    case PolicyKind::kNothingSaveable:
+      return SaveDecision::kRecompute;
+    case PolicyKind::kDotsSaveable:
+      return save_if(v.is_matmul);
+    case PolicyKind::kDotsWithNoBatchDimsSaveable:
+      return save_if(v.is_matmul && !v.has_batch_dims);
+    case PolicyKind::kSaveOnlyTheseNames:
+      return save_if(!v.name.empty() && Contains(names_, v.name));
+    case PolicyKind::kSaveAnyNamesButThese:
+      return save_if(!v.name.empty() && !Contains(names_, v.name));
+    case PolicyKind::kSaveAnythingExceptTheseNames:
+      return save_if(v.name.empty() || !Contains(names_, v.name));
+    case PolicyKind::kSaveFromBothPolicies: {
+      // Saved if either saves; offloaded if either offloads and none saves.
+      SaveDecision best = SaveDecision::kRecompute;
+      for (const Policy& p : both_) {
+        SaveDecision d = p.Decide(v);
+        if (d == SaveDecision::kSave) return d;
+        if (d == SaveDecision::kOffload) best = d;
+      }
+      return best;
+    }
+    case PolicyKind::kSaveAndOffloadOnlyTheseNames:
+      if (v.name.empty()) return SaveDecision::kRecompute;
+      if (Contains(names_, v.name)) return SaveDecision::kSave;
+      if (Contains(offload_names_, v.name)) return SaveDecision::kOffload;
+      return SaveDecision::kRecompute;
+    case PolicyKind::kOffloadDotWithNoBatchDims:
+      return v.is_matmul && !v.has_batch_dims ? SaveDecision::kOffload : SaveDecision::kRecompute;
+  }
+  return SaveDecision::kRecompute;
+}
+
+std::string Policy::ToString() const {
+  std::string head;
+  for (const NamedKind& n : kPolicyNames) {
+    if (n.kind == kind_) {
+      head = n.name;
+      break;
+    }
+  }
+  if (kind_ == PolicyKind::kSaveFromBothPolicies) {
+    return StrCat(head, ":", both_[0].ToString(), "+", both_[1].ToString());
+  }
+  if (kind_ == PolicyKind::kSaveAndOffloadOnlyTheseNames) {
+    return StrCat(head, ":", Join(names_, ","), "/", Join(offload_names_, ","));
+  }
+  if (TakesNames(kind_)) return StrCat(head, ":", Join(names_, ","));
+  return head;
+}
+
+}  // namespace remat

@@ -1,0 +1,75 @@
+// Rematerialization policies, with JAX's names and meaning
+// (jax.checkpoint_policies). A policy answers, for each value computed inside
+// a checkpoint region, whether it may be saved for the backward pass
+// (kSave), saved in the host tier (kOffload), or must be recomputed
+// (kRecompute). A policy only says what *may* be saved: engines save a value
+// only if the backward pass needs it.
+#ifndef REMAT_ENGINES_API_POLICY_H_
+#define REMAT_ENGINES_API_POLICY_H_
+
+#include <string>
+#include <vector>
+
+namespace remat {
+
+enum class PolicyKind {
+  kEverythingSaveable,
+  kNothingSaveable,  // jax.checkpoint's default
+  kDotsSaveable,     // alias checkpoint_dots
+  kDotsWithNoBatchDimsSaveable,  // alias checkpoint_dots_with_no_batch_dims
+  kSaveOnlyTheseNames,
+  kSaveAnyNamesButThese,
+  kSaveAnythingExceptTheseNames,
+  kSaveFromBothPolicies,
+  kSaveAndOffloadOnlyTheseNames,
+  kOffloadDotWithNoBatchDims,
+};
+
+enum class SaveDecision { kRecompute, kSave, kOffload };
+
+// What a policy sees of a value: the op that produced it, whether that op is
+// a matmul and whether it has a batch dimension, and its checkpoint_name
+// label (empty when the value is not the output of name()).
+struct ValueInfo {
+  bool is_matmul = false;
+  bool has_batch_dims = false;
+  std::string name;
+};
+
+class Policy {
+ public:
+  Policy() = default;  // nothing_saveable
+  explicit Policy(PolicyKind kind, std::vector<std::string> names = {});
+  // save_from_both_policies(a, b).
+  static Policy Both(const Policy& a, const Policy& b);
+  // save_and_offload_only_these_names(names_which_can_be_saved,
+  // names_which_can_be_offloaded).
+  static Policy SaveAndOffload(std::vector<std::string> save_names,
+                               std::vector<std::string> offload_names);
+
+  // Parses "NAME", "NAME:a,b" (the names of a names-policy),
+  // "save_and_offload_only_these_names:a,b/c,d" (saved / offloaded names) and
+  // "save_from_both_policies:P1+P2". Unknown names throw remat::Error listing
+  // the valid ones.
+  static Policy Parse(const std::string& text);
+  // Every policy name Parse accepts, aliases included.
+  static std::vector<std::string> Names();
+
+  PolicyKind kind() const { return kind_; }
+  const std::vector<std::string>& names() const { return names_; }
+  // The names this policy refers to (for warnings about unknown labels).
+  std::vector<std::string> ReferencedNames() const;
+  SaveDecision Decide(const ValueInfo& value) const;
+  // The text Parse reads back.
+  std::string ToString() const;
+
+ private:
+  PolicyKind kind_ = PolicyKind::kNothingSaveable;
+  std::vector<std::string> names_;          // names-policies; saved names for offload
+  std::vector<std::string> offload_names_;  // save_and_offload_only_these_names
+  std::vector<Policy> both_;                // save_from_both_policies
+};
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_POLICY_H_

@@ -1,0 +1,75 @@
+#include "engines/api/policy.h"
+
+#include <gtest/gtest.h>
+
+#include "engines/api/error.h"
+
+namespace remat {
+namespace {
+
+ValueInfo Dot(bool batched) { return {true, batched, ""}; }
+ValueInfo Named(const std::string& n) { return {false, false, n}; }
+ValueInfo Plain() { return {}; }
+
+TEST(PolicyTest, JaxSemantics) {
+  EXPECT_EQ(Policy().Decide(Dot(false)), SaveDecision::kRecompute);
+  EXPECT_EQ(Policy::Parse("everything_saveable").Decide(Plain()), SaveDecision::kSave);
+  Policy dots = Policy::Parse("dots_saveable");
+  EXPECT_EQ(dots.Decide(Dot(true)), SaveDecision::kSave);
+  EXPECT_EQ(dots.Decide(Plain()), SaveDecision::kRecompute);
+  Policy no_batch = Policy::Parse("checkpoint_dots_with_no_batch_dims");
+  EXPECT_EQ(no_batch.kind(), PolicyKind::kDotsWithNoBatchDimsSaveable);
+  EXPECT_EQ(no_batch.Decide(Dot(false)), SaveDecision::kSave);
+  EXPECT_EQ(no_batch.Decide(Dot(true)), SaveDecision::kRecompute);
+
+  Policy only = Policy::Parse("save_only_these_names:a,b");
+  EXPECT_EQ(only.Decide(Named("a")), SaveDecision::kSave);
+  EXPECT_EQ(only.Decide(Named("c")), SaveDecision::kRecompute);
+  EXPECT_EQ(only.Decide(Dot(false)), SaveDecision::kRecompute);
+  Policy but = Policy::Parse("save_any_names_but_these:a");
+  EXPECT_EQ(but.Decide(Named("a")), SaveDecision::kRecompute);
+  EXPECT_EQ(but.Decide(Named("c")), SaveDecision::kSave);
+  EXPECT_EQ(but.Decide(Plain()), SaveDecision::kRecompute);
+  Policy except = Policy::Parse("save_anything_except_these_names:a");
+  EXPECT_EQ(except.Decide(Named("a")), SaveDecision::kRecompute);
+  EXPECT_EQ(except.Decide(Plain()), SaveDecision::kSave);
+
+  Policy both = Policy::Parse("save_from_both_policies:dots_saveable+save_only_these_names:a");
+  EXPECT_EQ(both.Decide(Dot(true)), SaveDecision::kSave);
+  EXPECT_EQ(both.Decide(Named("a")), SaveDecision::kSave);
+  EXPECT_EQ(both.Decide(Named("b")), SaveDecision::kRecompute);
+
+  Policy offload = Policy::Parse("save_and_offload_only_these_names:a/b");
+  EXPECT_EQ(offload.Decide(Named("a")), SaveDecision::kSave);
+  EXPECT_EQ(offload.Decide(Named("b")), SaveDecision::kOffload);
+  EXPECT_EQ(offload.Decide(Named("c")), SaveDecision::kRecompute);
+  EXPECT_EQ(Policy::Parse("offload_dot_with_no_batch_dims").Decide(Dot(false)),
+            SaveDecision::kOffload);
+}
+
+TEST(PolicyTest, RoundTripsThroughText) {
+  for (const char* text : {"nothing_saveable", "save_only_these_names:a,b",
+                           "save_from_both_policies:dots_saveable+save_only_these_names:a",
+                           "save_and_offload_only_these_names:a/b,c"}) {
+    EXPECT_EQ(Policy::Parse(text).ToString(), text);
+  }
+  EXPECT_EQ(Policy::Parse("save_from_both_policies:dots_saveable+save_only_these_names:x")
+                .ReferencedNames(),
+            std::vector<std::string>{"x"});
+}
+
+TEST(PolicyTest, UnknownNamesListThePolicies) {
+  try {
+    Policy::Parse("dots_savable");
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("unknown policy 'dots_savable'"), std::string::npos) << m;
+    EXPECT_NE(m.find("dots_with_no_batch_dims_saveable"), std::string::npos) << m;
+  }
+  EXPECT_THROW(Policy::Parse("nothing_saveable:a"), Error);
+  EXPECT_THROW(Policy::Parse("save_from_both_policies:dots_saveable"), Error);
+}
+
+}  // namespace
+}  // namespace remat

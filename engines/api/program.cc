@@ -1,0 +1,116 @@
+#include "engines/api/program.h"
+
+#include <algorithm>
+#include <set>
+
+#include "engines/api/error.h"
+
+namespace remat {
+
+const char* OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kMatMul: return "matmul";
+    case OpKind::kRelu: return "relu";
+    case OpKind::kSin: return "sin";
+    case OpKind::kCos: return "cos";
+    case OpKind::kSquare: return "square";
+    case OpKind::kAdd: return "add";
+    case OpKind::kMul: return "mul";
+    case OpKind::kSum: return "sum";
+    case OpKind::kName: return "name";
+    case OpKind::kCheckpoint: return "checkpoint";
+    case OpKind::kScan: return "scan";
+  }
+  return "?";
+}
+
+int Program::Producer(int value) const {
+  if (value < num_params()) return -1;
+  for (int k = 0; k < static_cast<int>(ops.size()); ++k) {
+    if (ops[k].output == value) return k;
+  }
+  throw Error(StrCat("program ", name, " has no value ", value));
+}
+
+std::string Program::Describe(const Op& op) {
+  std::string out = StrCat(OpKindName(op.kind), " at ", op.site.empty() ? "?" : op.site);
+  if (!op.scope.empty()) out += StrCat(" (", op.scope, ")");
+  return out;
+}
+
+namespace {
+
+void CollectLabels(const Program& p, std::set<std::string>* out) {
+  for (const Op& op : p.ops) {
+    if (op.kind == OpKind::kName) out->insert(op.name);
+    if (op.body) CollectLabels(*op.body, out);
+  }
+}
+
+// Value names as jaxpr prints them: a..z, then ba, bb, ...
+std::string ValueName(int id) {
+  std::string s;
+  do {
+    s.insert(s.begin(), static_cast<char>('a' + id % 26));
+    id /= 26;
+  } while (id > 0);
+  return s;
+}
+
+void Print(const Program& p, const std::string& dtype, const std::string& indent,
+           std::string* out) {
+  auto typed = [&](int v) { return StrCat(ValueName(v), ":", dtype, p.shapes[v].ToString()); };
+  *out += "{ lambda ";
+  for (int i = 0; i < p.num_params(); ++i) {
+    if (i) *out += " ";
+    *out += typed(i);
+    if (!p.param_names[i].empty() && p.param_names[i] != ValueName(i)) {
+      *out += StrCat("(", p.param_names[i], ")");
+    }
+  }
+  *out += ". let\n";
+  for (const Op& op : p.ops) {
+    std::string line = StrCat(indent, "    ", typed(op.output), " = ", OpKindName(op.kind));
+    if (op.kind == OpKind::kName) line += StrCat("[", op.name, "]");
+    if (op.kind == OpKind::kCheckpoint) {
+      line += StrCat("[policy=", op.policy.ToString(), op.name.empty() ? "" : ", " + op.name, "]");
+    }
+    if (op.kind == OpKind::kScan) {
+      line += StrCat("[length=", p.shapes[op.inputs[1]].dim(0), "]");
+    }
+    for (int in : op.inputs) line += " " + ValueName(in);
+    line += StrCat("    # ", op.site.empty() ? "?" : op.site,
+                   op.scope.empty() ? "" : " (" + op.scope + ")");
+    *out += line + "\n";
+    if (op.body) {
+      *out += indent + "      body = ";
+      Print(*op.body, dtype, indent + "      ", out);
+    }
+  }
+  *out += StrCat(indent, "  in ", ValueName(p.output), " }\n");
+}
+
+}  // namespace
+
+std::vector<std::string> Program::Labels() const {
+  std::set<std::string> labels;
+  CollectLabels(*this, &labels);
+  return std::vector<std::string>(labels.begin(), labels.end());
+}
+
+int Program::CountOps(OpKind kind) const {
+  int n = 0;
+  for (const Op& op : ops) {
+    if (op.kind == kind) ++n;
+    if (op.body) n += op.body->CountOps(kind);
+  }
+  return n;
+}
+
+std::string ToString(const Program& program, const std::string& dtype) {
+  std::string out;
+  Print(program, dtype, "", &out);
+  return out;
+}
+
+}  // namespace remat

@@ -1,0 +1,79 @@
+// Program: the SSA graph IR every engine runs. A Program has parameters,
+// ops in topological order, and one output. Each op produces one value;
+// values are numbered 0..num_values-1 and parameters come first. Shapes are
+// known for every value (the tracer checks them); dtypes are the engine's
+// (f32 engines run in f32, the reference in f64).
+//
+// Structural ops carry a body Program:
+// - kCheckpoint: the body's parameters are the op's inputs, its output the
+//   op's output; `policy` says what inside it may be saved (jax.checkpoint).
+// - kScan: inputs are [carry, xs_1, ..., xs_k], each xs with leading axis L;
+//   the body maps (carry, x_1[i], ..., x_k[i]) to the next carry, and the op's
+//   output is the carry after L steps (lax.scan with no per-step outputs).
+#ifndef REMAT_ENGINES_API_PROGRAM_H_
+#define REMAT_ENGINES_API_PROGRAM_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engines/api/policy.h"
+#include "engines/api/shape.h"
+
+namespace remat {
+
+enum class OpKind {
+  kMatMul,  // attrs: none; rank 2 or batched rank 3
+  kRelu,
+  kSin,
+  kCos,
+  kSquare,
+  kAdd,
+  kMul,
+  kSum,   // to a rank-0 value
+  kName,  // identity carrying a checkpoint_name label (attr `name`)
+  kCheckpoint,
+  kScan,
+};
+const char* OpKindName(OpKind kind);  // "matmul", "relu", ...
+
+struct Program;
+
+struct Op {
+  OpKind kind = OpKind::kRelu;
+  std::vector<int> inputs;  // value ids of the enclosing program
+  int output = -1;          // value id
+  std::string site;         // where it was traced: "problems/layer_loss.cc:40"
+  std::string scope;        // the enclosing labelled function, e.g. "middle"
+  std::string name;         // kName: the label; kCheckpoint, kScan: the region label
+  std::shared_ptr<const Program> body;  // kCheckpoint, kScan
+  Policy policy;                        // kCheckpoint
+};
+
+struct Program {
+  std::string name;
+  std::vector<Shape> shapes;  // by value id
+  std::vector<std::string> param_names;  // parameters are values 0..n-1
+  std::vector<Op> ops;        // topological order
+  int output = -1;
+
+  int num_params() const { return static_cast<int>(param_names.size()); }
+  int num_values() const { return static_cast<int>(shapes.size()); }
+  // The op that produces `value`, or -1 for a parameter.
+  int Producer(int value) const;
+  // "matmul at problems/layer_loss.cc:40 (middle)": how errors and listings
+  // name an op.
+  static std::string Describe(const Op& op);
+  // Every checkpoint_name label in the program, nested bodies included.
+  std::vector<std::string> Labels() const;
+  // Counts ops of `kind`, nested bodies included (a scan body counts once).
+  int CountOps(OpKind kind) const;
+};
+
+// A jaxpr-like listing: parameters with types, one line per op with its site,
+// bodies indented. `dtype` is printed in the types ("f32").
+std::string ToString(const Program& program, const std::string& dtype = "f32");
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_PROGRAM_H_

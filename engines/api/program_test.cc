@@ -1,0 +1,114 @@
+#include "engines/api/program.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engines/api/error.h"
+#include "engines/api/tracer.h"
+
+namespace remat {
+namespace {
+
+Var Middle(Var y, Var w) { return matmul(y, w); }
+
+Program LayerLoss() {
+  return Trace("layer_loss",
+               {{"w1", Shape({4, 4})}, {"w2", Shape({4, 4})}, {"w3", Shape({4, 4})},
+                {"x", Shape({2, 4})}},
+               [](const std::vector<Var>& a) {
+                 Var y1 = relu(matmul(a[3], a[0]));
+                 Var y2 = relu(checkpoint(Middle, Policy(), "middle")(y1, a[1]));
+                 return sum(square(matmul(y2, a[2])));
+               });
+}
+
+TEST(TracerTest, BuildsTheLayerLossGraph) {
+  Program p = LayerLoss();
+  EXPECT_EQ(p.num_params(), 4);
+  ASSERT_EQ(p.ops.size(), 7u);
+  EXPECT_EQ(p.ops[0].kind, OpKind::kMatMul);
+  EXPECT_EQ(p.ops[2].kind, OpKind::kCheckpoint);
+  ASSERT_NE(p.ops[2].body, nullptr);
+  EXPECT_EQ(p.ops[2].body->ops.size(), 1u);
+  EXPECT_EQ(p.ops[2].body->ops[0].scope, "middle");
+  EXPECT_EQ(p.shapes[p.output], Shape());
+  EXPECT_EQ(p.CountOps(OpKind::kMatMul), 3);
+  // Sites point at this file.
+  EXPECT_NE(p.ops[0].site.find("program_test.cc:"), std::string::npos) << p.ops[0].site;
+  const std::string listing = ToString(p);
+  EXPECT_NE(listing.find("checkpoint[policy=nothing_saveable, middle]"), std::string::npos)
+      << listing;
+  EXPECT_NE(listing.find("e:f32[2,4] = matmul d a"), std::string::npos) << listing;
+}
+
+TEST(TracerTest, ScanChecksTheCarryAndStacksSlices) {
+  Program p = Trace("stack", {{"w", Shape({3, 4, 4})}, {"x", Shape({2, 4})}},
+                    [](const std::vector<Var>& a) {
+                      auto body = [](Var y, Var w) { return relu(matmul(y, w)); };
+                      return sum(square(scan(checkpoint(body), a[1], a[0])));
+                    });
+  ASSERT_EQ(p.ops[0].kind, OpKind::kScan);
+  EXPECT_EQ(p.ops[0].body->shapes[1], Shape({4, 4}));
+  EXPECT_EQ(p.ops[0].body->ops[0].kind, OpKind::kCheckpoint);
+
+  try {
+    Trace("bad", {{"w", Shape({3, 4, 5})}, {"x", Shape({2, 4})}}, [](const std::vector<Var>& a) {
+      return sum(scan([](Var y, Var w) { return matmul(y, w); }, a[1], a[0]));
+    });
+    FAIL() << "a body that changes the carry's shape must be rejected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("carry"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[2,5]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TracerTest, ShapeMismatchNamesOpSiteAndShapes) {
+  try {
+    Trace("bad", {{"a", Shape({2, 3})}, {"b", Shape({4, 5})}},
+          [](const std::vector<Var>& a) { return sum(matmul(a[0], a[1])); });
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("matmul at engines/api/program_test.cc:"), std::string::npos) << m;
+    EXPECT_NE(m.find("[2,3]"), std::string::npos) << m;
+    EXPECT_NE(m.find("[4,5]"), std::string::npos) << m;
+  }
+  try {
+    Trace("bad", {{"a", Shape({2, 3})}, {"b", Shape({3, 2})}},
+          [](const std::vector<Var>& a) { return sum(add(a[0], a[1])); });
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add at"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TracerTest, RejectsNonScalarLossAndClosureCapture) {
+  EXPECT_THROW(Trace("bad", {{"a", Shape({2})}}, [](const std::vector<Var>& a) { return a[0]; }),
+               Error);
+  try {
+    Trace("capture", {{"a", Shape({2})}, {"b", Shape({2})}}, [](const std::vector<Var>& a) {
+      Var outer = a[1];
+      auto f = [outer](Var x) { return mul(x, outer); };
+      return sum(checkpoint(f)(a[0]));
+    });
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("closure"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(relu(Var()), Error);  // outside Trace
+}
+
+TEST(TracerTest, NamesAndNestedCheckpoints) {
+  Program p = Trace("nested", {{"x", Shape()}}, [](const std::vector<Var>& a) {
+    auto inner = checkpoint([](Var x) { return name(sin(x), "s"); });
+    auto outer = checkpoint([inner](Var x) { return sin(inner(x)); });
+    return outer(a[0]);
+  });
+  EXPECT_EQ(p.CountOps(OpKind::kCheckpoint), 2);
+  EXPECT_EQ(p.CountOps(OpKind::kSin), 2);
+  EXPECT_EQ(p.Labels(), std::vector<std::string>{"s"});
+}
+
+}  // namespace
+}  // namespace remat

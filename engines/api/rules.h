@@ -1,0 +1,49 @@
+// Each primitive op's forward rule and backward (VJP) rule, side by side.
+// Engines call these and never re-derive a gradient, so every engine that
+// runs the same rules on the same kernels computes the same bits.
+//
+// A backward rule reads only what the op saved: `Saves` says which inputs and
+// whether the output the backward rule needs, given which input cotangents are
+// wanted. Engines save exactly that (and, under a policy, may recompute it).
+//
+// Structural ops (checkpoint, scan) have no rule here: their forward and
+// backward are the engines' business.
+#ifndef REMAT_ENGINES_API_RULES_H_
+#define REMAT_ENGINES_API_RULES_H_
+
+#include <vector>
+
+#include "engines/api/kernels.h"
+#include "engines/api/program.h"
+#include "engines/api/tensor.h"
+
+namespace remat {
+
+// What a backward rule reads from the forward pass.
+struct Saves {
+  std::vector<bool> inputs;  // by input index
+  bool output = false;
+};
+
+// Which residuals the backward rule of `kind` reads when the cotangents of
+// inputs with needs[i] true are wanted.
+Saves SavesFor(OpKind kind, const std::vector<bool>& needs);
+
+// The forward rule of a primitive op.
+Tensor Forward(Kernels& k, OpKind kind, const std::vector<Tensor>& inputs);
+
+// The backward rule: from the saved inputs (others undefined), the saved
+// output (or undefined), the output cotangent `dout` and the input shapes,
+// returns the cotangent of each input with needs[i] true (others undefined).
+// A cotangent may alias `dout` (add and name pass it through).
+std::vector<Tensor> Backward(Kernels& k, OpKind kind, const std::vector<Tensor>& saved_inputs,
+                             const Tensor& saved_output, const Tensor& dout,
+                             const std::vector<Shape>& input_shapes,
+                             const std::vector<bool>& needs);
+
+// True for the ops Forward and Backward handle.
+bool IsPrimitive(OpKind kind);
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_RULES_H_

@@ -1,0 +1,57 @@
+// Stats: what one value_and_grad run cost, measured.
+#ifndef REMAT_ENGINES_API_STATS_H_
+#define REMAT_ENGINES_API_STATS_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engines/api/memory_tracker.h"
+
+namespace remat {
+
+// One line of the residual listing (jax.ad_checkpoint.print_saved_residuals):
+// a value saved between the forward and the backward pass.
+struct Residual {
+  std::string type;    // "f32[8,16]"; values saved at every scan step are stacked: "f32[8,4,16]"
+  std::string source;  // "from the argument w1", "output of relu at problems/x.cc:31 (middle)"
+  int64_t bytes = 0;
+  bool is_argument = false;
+  int count = 1;       // how many tensors the line stands for (scan steps)
+};
+
+struct Stats {
+  // Device memory: the high-water mark of live bytes during the run, as the
+  // MemoryTracker measured it (arguments, activations, gradients and oneDNN's
+  // scratchpad), the live bytes by category at that moment, and the op then.
+  int64_t peak_bytes = 0;
+  std::array<int64_t, kNumCategories> peak_bytes_by_category{};
+  std::string peak_site;
+  // The host tier (offloaded residuals), counted apart.
+  int64_t host_peak_bytes = 0;
+  // The peak the engine predicted from its schedule before running it; -1
+  // when the engine makes no prediction.
+  int64_t predicted_peak_bytes = -1;
+
+  // Saved between forward and backward, arguments excluded, shared storage
+  // counted once; and the listing, arguments included.
+  int64_t residual_bytes = 0;
+  std::vector<Residual> residuals;
+
+  // FLOPs (see engines/api/kernels.h for how they are counted).
+  int64_t flops_forward = 0;
+  int64_t flops_recomputed = 0;
+  int64_t flops_backward = 0;  // excludes recomputation
+
+  double seconds_forward = 0;
+  double seconds_backward = 0;  // recomputation included
+  double seconds_total() const { return seconds_forward + seconds_backward; }
+};
+
+// The listing, as print_saved_residuals prints it, then the totals.
+std::string FormatResiduals(const Stats& stats);
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_STATS_H_

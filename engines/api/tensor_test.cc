@@ -1,0 +1,111 @@
+#include "engines/api/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "engines/api/error.h"
+#include "engines/api/memory_tracker.h"
+
+namespace remat {
+namespace {
+
+TEST(ShapeTest, CountsAndPrints) {
+  EXPECT_EQ(Shape().num_elements(), 1);
+  EXPECT_EQ(Shape({5, 4}).num_elements(), 20);
+  EXPECT_EQ(Shape({2, 3, 4}).ToString(), "[2,3,4]");
+  EXPECT_EQ(Shape().ToString(), "[]");
+  EXPECT_EQ(Shape({8, 3, 2}).DropLeading(), Shape({3, 2}));
+  EXPECT_EQ(Shape({3, 2}).PrependLeading(8), Shape({8, 3, 2}));
+}
+
+TEST(ShapeTest, RejectsRankFourAndNegativeDims) {
+  EXPECT_THROW(Shape({1, 2, 3, 4}), Error);
+  EXPECT_THROW(Shape({2, -1}), Error);
+  EXPECT_THROW(Shape().DropLeading(), Error);
+}
+
+TEST(MemoryTrackerTest, CountsLivePeakAndWhere) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  {
+    ScopedSite site(tracker.get(), Category::kActivations, "op a");
+    Tensor a = Tensor::Zeros(DType::kF32, Shape({10, 10}), tracker);  // 400 bytes
+    {
+      ScopedSite inner(tracker.get(), Category::kGradients, "op b");
+      Tensor b = Tensor::Zeros(DType::kF64, Shape({10}), tracker);  // 80 bytes
+      EXPECT_EQ(tracker->live_bytes(), 480);
+      EXPECT_EQ(tracker->live_bytes(Category::kGradients), 80);
+    }
+    EXPECT_EQ(tracker->live_bytes(), 400);
+    EXPECT_EQ(tracker->site(), "op a");
+  }
+  EXPECT_EQ(tracker->live_bytes(), 0);
+  EXPECT_EQ(tracker->peak_bytes(), 480);
+  EXPECT_EQ(tracker->peak_bytes(Category::kActivations), 400);
+  EXPECT_EQ(tracker->peak_bytes(Category::kGradients), 80);
+  EXPECT_EQ(tracker->peak_site(), "op b");
+}
+
+TEST(MemoryTrackerTest, ViewsAndCopiesOfAHandleCountOnce) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  Tensor stacked = Tensor::Zeros(DType::kF32, Shape({4, 2, 2}), tracker);  // 64 bytes
+  Tensor step = stacked.Slice(2);
+  Tensor alias = stacked;
+  EXPECT_EQ(tracker->live_bytes(), 64);
+  stacked = Tensor();
+  alias = Tensor();
+  EXPECT_EQ(tracker->live_bytes(), 64);  // the view keeps the buffer alive
+  step = Tensor();
+  EXPECT_EQ(tracker->live_bytes(), 0);
+}
+
+TEST(MemoryTrackerTest, LimitThrowsBeforeAllocating) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  tracker->set_limit_bytes(100);
+  tracker->set_site("matmul at test:1");
+  Tensor ok = Tensor::Zeros(DType::kF32, Shape({20}), tracker);  // 80 bytes
+  try {
+    Tensor too_big = Tensor::Zeros(DType::kF32, Shape({20}), tracker);
+    FAIL() << "expected the limit to throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("matmul at test:1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--max-memory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(tracker->live_bytes(), 80);
+}
+
+TEST(MemoryTrackerTest, HostTierIsSeparate) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  Tensor host = Tensor::Zeros(DType::kF32, Shape({10}), tracker, Category::kHost);
+  EXPECT_EQ(tracker->live_bytes(), 0);
+  EXPECT_EQ(tracker->peak_bytes(), 0);
+  EXPECT_EQ(tracker->peak_host_bytes(), 40);
+}
+
+TEST(TensorTest, SliceSharesStorage) {
+  Tensor t = Tensor::FromF32(Shape({3, 2}), {0, 1, 2, 3, 4, 5});
+  Tensor row = t.Slice(1);
+  EXPECT_EQ(row.shape(), Shape({2}));
+  EXPECT_EQ(row.f32()[0], 2.0f);
+  row.f32()[1] = 9.0f;
+  EXPECT_EQ(t.f32()[3], 9.0f);
+  EXPECT_THROW(t.Slice(3), Error);
+}
+
+TEST(TensorTest, CastCopyAndBitwiseEqual) {
+  Tensor t = Tensor::FromF32(Shape({3}), {1.5f, -2.0f, NAN});
+  Tensor d = Cast(t, DType::kF64);
+  EXPECT_EQ(d.dtype(), DType::kF64);
+  EXPECT_EQ(d.f64()[0], 1.5);
+  EXPECT_TRUE(std::isnan(d.f64()[2]));
+  Tensor c = Copy(t);
+  EXPECT_TRUE(BitwiseEqual(t, c));  // NaN compares equal by bits
+  c.f32()[0] = 1.25f;
+  EXPECT_FALSE(BitwiseEqual(t, c));
+  EXPECT_FALSE(BitwiseEqual(t, d));
+  EXPECT_THROW(t.f64(), Error);
+}
+
+}  // namespace
+}  // namespace remat
