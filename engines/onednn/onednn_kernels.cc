@@ -1,0 +1,374 @@
+#include "engines/onednn/onednn_kernels.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "engines/api/error.h"
+
+namespace remat {
+namespace {
+
+using Dims = dnnl::memory::dims;
+using Tag = dnnl::memory::format_tag;
+
+// Shapes in one benchmark run are few; the bound only stops a long-lived
+// process that sees ever new shapes from growing the cache without end.
+constexpr size_t kMaxCachedPrimitives = 512;
+
+dnnl::memory::desc F32Desc(const Dims& dims, Tag tag) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+}
+
+// "name:d0,d1,...", the cache key of one configuration.
+std::string Key(const char* name, const Dims& dims) {
+  std::string key = name;
+  key += ':';
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) key += ',';
+    key += std::to_string(dims[i]);
+  }
+  return key;
+}
+
+// Runs `body`, turning oneDNN's exceptions into remat::Error. `describe`
+// names the op and its operands; it runs only on failure.
+template <typename Describe, typename Body>
+void Guarded(Describe describe, Body body) {
+  try {
+    body();
+  } catch (const dnnl::error& e) {
+    throw Error(StrCat("onednn kernel ", describe(), ": ", e.what(), " (dnnl status ",
+                       static_cast<int>(e.status), ")"));
+  }
+}
+
+std::string Types(std::initializer_list<const Tensor*> tensors) {
+  std::vector<std::string> types;
+  for (const Tensor* t : tensors) types.push_back(t->TypeString());
+  return Join(types, ", ");
+}
+
+// Elementwise loops for the ops oneDNN 2.6 lacks. The float overloads of
+// std::sin/std::cos keep the arithmetic in f32, like the rest of this engine.
+template <typename F>
+void UnaryLoop(const Tensor& x, Tensor& out, F f) {
+  const float* in = x.f32();
+  float* o = out.f32();
+  const int64_t n = out.num_elements();
+  for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
+}
+
+template <typename F>
+void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
+  const float* pa = a.f32();
+  const float* pb = b.f32();
+  float* o = out.f32();
+  const int64_t n = out.num_elements();
+  for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
+}
+
+}  // namespace
+
+std::string OneDnnVersion() {
+  const dnnl::version_t* v = dnnl::version();
+  const char* runtime = "unknown";
+  switch (v->cpu_runtime) {
+    case DNNL_RUNTIME_SEQ: runtime = "sequential"; break;
+    case DNNL_RUNTIME_OMP: runtime = "OpenMP"; break;
+    case DNNL_RUNTIME_TBB: runtime = "TBB"; break;
+    case DNNL_RUNTIME_THREADPOOL: runtime = "threadpool"; break;
+    default: break;
+  }
+  return StrCat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (cpu runtime: ", runtime,
+                ")");
+}
+
+class OneDnnKernels::State {
+ public:
+  State() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+
+  void MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out,
+              const std::shared_ptr<MemoryTracker>& tracker) {
+    const Shape& shape = out.shape();
+    const bool batched = shape.rank() == 3;
+    const int r = shape.rank() - 2;
+    const int64_t batch = batched ? shape.dim(0) : 1;
+    const int64_t m = shape.dim(r);
+    const int64_t n = shape.dim(r + 1);
+    const int64_t k = transpose_a ? a.shape().dim(r) : a.shape().dim(r + 1);
+    // A transposed operand is the same logical (m,k) or (k,n) matrix with its
+    // last two axes swapped in memory.
+    const Tag plain = batched ? Tag::abc : Tag::ab;
+    const Tag swapped = batched ? Tag::acb : Tag::ba;
+    const Dims a_dims = batched ? Dims{batch, m, k} : Dims{m, k};
+    const Dims b_dims = batched ? Dims{batch, k, n} : Dims{k, n};
+    const Dims out_dims = batched ? Dims{batch, m, n} : Dims{m, n};
+    const auto a_md = F32Desc(a_dims, transpose_a ? swapped : plain);
+    const auto b_md = F32Desc(b_dims, transpose_b ? swapped : plain);
+    const auto out_md = F32Desc(out_dims, plain);
+    const std::string key =
+        Key(transpose_a ? (transpose_b ? "matmul_tt" : "matmul_tn")
+                        : (transpose_b ? "matmul_nt" : "matmul_nn"),
+            {batch, m, k, n});
+    const Cached& cached = Lookup<dnnl::matmul>(key, [&](const dnnl::primitive_attr& attr) {
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, out_md), attr, engine_);
+    });
+    Execute(cached,
+            {{DNNL_ARG_SRC, Memory(a_md, a)},
+             {DNNL_ARG_WEIGHTS, Memory(b_md, b)},
+             {DNNL_ARG_DST, Memory(out_md, out)}},
+            tracker);
+  }
+
+  void EltwiseForward(dnnl::algorithm algorithm, const Tensor& x, Tensor& out,
+                      const std::shared_ptr<MemoryTracker>& tracker) {
+    const auto md = Flat(out);
+    const Cached& cached = Lookup<dnnl::eltwise_forward>(
+        Key(AlgorithmKey("eltwise_fwd", algorithm).c_str(), {out.num_elements()}),
+        [&](const dnnl::primitive_attr& attr) {
+          return dnnl::eltwise_forward::primitive_desc(ForwardDesc(algorithm, md), attr, engine_);
+        });
+    Execute(cached, {{DNNL_ARG_SRC, Memory(md, x)}, {DNNL_ARG_DST, Memory(md, out)}}, tracker);
+  }
+
+  // `data` is the forward's dst for the *_use_dst_for_bwd algorithms, its src
+  // otherwise.
+  void EltwiseBackward(dnnl::algorithm algorithm, const Tensor& data, const Tensor& dy,
+                       Tensor& out, const std::shared_ptr<MemoryTracker>& tracker) {
+    const auto md = Flat(out);
+    const Cached& cached = Lookup<dnnl::eltwise_backward>(
+        Key(AlgorithmKey("eltwise_bwd", algorithm).c_str(), {out.num_elements()}),
+        [&](const dnnl::primitive_attr& attr) {
+          // The forward primitive descriptor is only a hint (for formats,
+          // which are fixed here anyway), but oneDNN requires one.
+          const dnnl::eltwise_forward::primitive_desc hint(ForwardDesc(algorithm, md), engine_);
+          return dnnl::eltwise_backward::primitive_desc(
+              dnnl::eltwise_backward::desc(algorithm, md, md, 0.0f, 0.0f), attr, engine_, hint);
+        });
+    const bool use_dst = algorithm == dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+    Execute(cached,
+            {{use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, Memory(md, data)},
+             {DNNL_ARG_DIFF_DST, Memory(md, dy)},
+             {DNNL_ARG_DIFF_SRC, Memory(md, out)}},
+            tracker);
+  }
+
+  void Binary(dnnl::algorithm algorithm, const Tensor& a, const Tensor& b, Tensor& out,
+              const std::shared_ptr<MemoryTracker>& tracker) {
+    const auto md = Flat(out);
+    const Cached& cached = Lookup<dnnl::binary>(
+        Key(AlgorithmKey("binary", algorithm).c_str(), {out.num_elements()}),
+        [&](const dnnl::primitive_attr& attr) {
+          return dnnl::binary::primitive_desc(dnnl::binary::desc(algorithm, md, md, md), attr,
+                                              engine_);
+        });
+    Execute(cached,
+            {{DNNL_ARG_SRC_0, Memory(md, a)},
+             {DNNL_ARG_SRC_1, Memory(md, b)},
+             {DNNL_ARG_DST, Memory(md, out)}},
+            tracker);
+  }
+
+  // Needs at least two elements: oneDNN rejects a reduction that reduces no
+  // dimension ({1} -> {1}).
+  void Sum(const Tensor& x, Tensor& out, const std::shared_ptr<MemoryTracker>& tracker) {
+    const auto src_md = Flat(x);
+    const auto dst_md = F32Desc({1}, Tag::a);
+    const Cached& cached =
+        Lookup<dnnl::reduction>(Key("sum", {x.num_elements()}), [&](const dnnl::primitive_attr& attr) {
+          return dnnl::reduction::primitive_desc(
+              dnnl::reduction::desc(dnnl::algorithm::reduction_sum, src_md, dst_md, 0.0f, 0.0f),
+              attr, engine_);
+        });
+    Execute(cached, {{DNNL_ARG_SRC, Memory(src_md, x)}, {DNNL_ARG_DST, Memory(dst_md, out)}},
+            tracker);
+  }
+
+ private:
+  struct Cached {
+    dnnl::primitive primitive;
+    dnnl::memory::desc scratchpad_desc;
+    int64_t scratchpad_bytes = 0;
+  };
+
+  // The primitive for `key`, created by `make_pd` on first use. Every
+  // primitive has a user-mode scratchpad, so its memory can be counted.
+  template <typename Primitive, typename MakePd>
+  const Cached& Lookup(const std::string& key, MakePd make_pd) {
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    if (cache_.size() >= kMaxCachedPrimitives) cache_.clear();
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const auto pd = make_pd(attr);
+    Cached cached;
+    cached.primitive = Primitive(pd);
+    cached.scratchpad_desc = pd.scratchpad_desc();
+    cached.scratchpad_bytes = static_cast<int64_t>(cached.scratchpad_desc.get_size());
+    return cache_.emplace(key, std::move(cached)).first->second;
+  }
+
+  // Runs one primitive to completion, with a scratchpad tensor that lives
+  // only for the call.
+  void Execute(const Cached& cached, std::unordered_map<int, dnnl::memory> args,
+               const std::shared_ptr<MemoryTracker>& tracker) {
+    Tensor scratchpad;
+    if (cached.scratchpad_bytes > 0) {
+      scratchpad = Tensor::Zeros(DType::kF32, Shape({(cached.scratchpad_bytes + 3) / 4}), tracker,
+                                 Category::kScratchpad);
+      args.emplace(DNNL_ARG_SCRATCHPAD,
+                   dnnl::memory(cached.scratchpad_desc, engine_, scratchpad.raw()));
+    }
+    cached.primitive.execute(stream_, args);
+    stream_.wait();
+  }
+
+  dnnl::memory Memory(const dnnl::memory::desc& md, const Tensor& t) const {
+    return dnnl::memory(md, engine_, t.raw());
+  }
+
+  // Elementwise ops see every tensor as 1-D: shapes are equal, layout is
+  // contiguous, and one configuration then serves all ranks.
+  static dnnl::memory::desc Flat(const Tensor& t) { return F32Desc({t.num_elements()}, Tag::a); }
+
+  static dnnl::eltwise_forward::desc ForwardDesc(dnnl::algorithm algorithm,
+                                                 const dnnl::memory::desc& md) {
+    return dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, 0.0f,
+                                       0.0f);
+  }
+
+  static std::string AlgorithmKey(const char* name, dnnl::algorithm algorithm) {
+    return StrCat(name, "/", static_cast<int>(algorithm));
+  }
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::map<std::string, Cached> cache_;
+};
+
+OneDnnKernels::OneDnnKernels() {
+  Guarded([] { return std::string("setup (cpu engine 0)"); },
+          [&] { state_ = std::make_unique<State>(); });
+}
+
+OneDnnKernels::~OneDnnKernels() = default;
+
+void OneDnnKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                             Tensor& out) {
+  if (out.num_elements() == 0) return;
+  const int r = a.shape().rank() - 2;
+  const int64_t k = transpose_a ? a.shape().dim(r) : a.shape().dim(r + 1);
+  if (k == 0) {
+    // An empty dot product is 0. oneDNN 2.6 dies of SIGFPE creating a matmul
+    // with k == 0, so it must never see one.
+    std::memset(out.raw(), 0, out.bytes());
+    return;
+  }
+  Guarded(
+      [&] {
+        return StrCat("matmul on ", a.TypeString(), transpose_a ? "^T" : "", " x ",
+                      b.TypeString(), transpose_b ? "^T" : "");
+      },
+      [&] { state_->MatMul(a, transpose_a, b, transpose_b, out, tracker()); });
+}
+
+void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("relu on ", x.TypeString()); },
+          [&] { state_->EltwiseForward(dnnl::algorithm::eltwise_relu, x, out, tracker()); });
+  // With alpha == 0, oneDNN's JIT relu is max(x, 0) in vector registers,
+  // which returns 0 for NaN. NaN must propagate (as in JAX and PyTorch), so
+  // put the NaNs back.
+  const float* in = x.f32();
+  float* o = out.f32();
+  const int64_t n = out.num_elements();
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(in[i])) o[i] = in[i];
+  }
+}
+
+void OneDnnKernels::DoReluBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  // relu_use_dst_for_bwd reads relu's output: dx = y > 0 ? dy : dy * 0, so
+  // relu'(0) = 0.
+  Guarded([&] { return StrCat("relu_backward on ", Types({&y, &dy})); },
+          [&] {
+            state_->EltwiseBackward(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, y, dy, out,
+                                    tracker());
+          });
+}
+
+void OneDnnKernels::DoSin(const Tensor& x, Tensor& out) {
+  UnaryLoop(x, out, [](float v) { return std::sin(v); });
+}
+
+void OneDnnKernels::DoCos(const Tensor& x, Tensor& out) {
+  UnaryLoop(x, out, [](float v) { return std::cos(v); });
+}
+
+void OneDnnKernels::DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
+  BinaryLoop(x, dy, out, [](float v, float g) { return g * std::cos(v); });
+}
+
+void OneDnnKernels::DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
+  BinaryLoop(x, dy, out, [](float v, float g) { return -(g * std::sin(v)); });
+}
+
+void OneDnnKernels::DoSquare(const Tensor& x, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("square on ", x.TypeString()); },
+          [&] { state_->EltwiseForward(dnnl::algorithm::eltwise_square, x, out, tracker()); });
+}
+
+void OneDnnKernels::DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("square_backward on ", Types({&x, &dy})); },
+          [&] {
+            state_->EltwiseBackward(dnnl::algorithm::eltwise_square, x, dy, out, tracker());
+          });
+}
+
+void OneDnnKernels::DoAdd(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("add on ", Types({&a, &b})); },
+          [&] { state_->Binary(dnnl::algorithm::binary_add, a, b, out, tracker()); });
+}
+
+void OneDnnKernels::DoMul(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("mul on ", Types({&a, &b})); },
+          [&] { state_->Binary(dnnl::algorithm::binary_mul, a, b, out, tracker()); });
+}
+
+void OneDnnKernels::DoSum(const Tensor& x, Tensor& out) {
+  const int64_t n = x.num_elements();
+  if (n == 0) {
+    out.f32()[0] = 0.0f;
+    return;
+  }
+  if (n == 1) {
+    // oneDNN rejects a reduction over nothing ({1} -> {1}); 0 + x is what its
+    // sum, which starts from 0, would give (-0.0 becomes +0.0).
+    out.f32()[0] = 0.0f + x.f32()[0];
+    return;
+  }
+  Guarded([&] { return StrCat("sum on ", x.TypeString()); },
+          [&] { state_->Sum(x, out, tracker()); });
+}
+
+void OneDnnKernels::DoBroadcast(const Tensor& s, Tensor& out) {
+  const float v = s.f32()[0];
+  float* o = out.f32();
+  const int64_t n = out.num_elements();
+  for (int64_t i = 0; i < n; ++i) o[i] = v;
+}
+
+}  // namespace remat

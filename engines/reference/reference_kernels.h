@@ -1,0 +1,50 @@
+// ReferenceKernels: remat::Kernels for f64 as plain, obviously correct loops.
+// They are the oracle the other kernel sets are checked against, so they
+// favour clarity over speed: no blocking, no threads, no library calls beyond
+// <cmath>.
+//
+// Contract (on top of Kernels'):
+// - dtype f64, name "reference".
+// - Every reduction (a matmul's dot products, Sum) accumulates in index
+//   order, starting from +0.0, so results are reproducible bit for bit.
+// - Relu(x) = x for x > 0, NaN for NaN (propagated, payload kept), +0.0
+//   otherwise (including -0.0): max(x, 0) with NaN propagation, as in JAX and
+//   PyTorch, and bit for bit what OneDnnKernels produces.
+// - ReluBackward(y, dy) = y > 0 ? dy : dy * 0.0: relu'(0) = 0; a NaN or
+//   infinite dy where y <= 0 gives NaN, as oneDNN's eltwise backward does.
+// - Stateless apart from the base class's tracker and FLOP count.
+#ifndef REMAT_ENGINES_REFERENCE_REFERENCE_KERNELS_H_
+#define REMAT_ENGINES_REFERENCE_REFERENCE_KERNELS_H_
+
+#include <string>
+
+#include "engines/api/kernels.h"
+#include "engines/api/tensor.h"
+
+namespace remat {
+
+class ReferenceKernels : public Kernels {
+ public:
+  DType dtype() const override { return DType::kF64; }
+  std::string name() const override { return "reference"; }
+
+ protected:
+  void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                Tensor& out) override;
+  void DoRelu(const Tensor& x, Tensor& out) override;
+  void DoReluBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
+  void DoSin(const Tensor& x, Tensor& out) override;
+  void DoCos(const Tensor& x, Tensor& out) override;
+  void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoSquare(const Tensor& x, Tensor& out) override;
+  void DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoAdd(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void DoMul(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void DoSum(const Tensor& x, Tensor& out) override;
+  void DoBroadcast(const Tensor& s, Tensor& out) override;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_REFERENCE_REFERENCE_KERNELS_H_

@@ -1,0 +1,27 @@
+"""engine_conformance_test: the whole conformance suite for one engine."""
+
+load("@rules_cc//cc:defs.bzl", "cc_test")
+
+def engine_conformance_test(name, engine, deps, shard_count = 2, **kwargs):
+    """Runs harness/conformance_test.cc against the engine registered as `engine`.
+
+    Args:
+      name: the test target's name.
+      engine: the name the engine registers itself under (REMAT_REGISTER_ENGINE).
+      deps: the engine's library (alwayslink = 1, so its registration links in).
+      shard_count: shards to spread the problems over.
+      **kwargs: passed to cc_test.
+    """
+    cc_test(
+        name = name,
+        srcs = ["//harness:conformance_test.cc"],
+        args = ["--engine=" + engine],
+        shard_count = shard_count,
+        deps = deps + [
+            "//engines/reference",
+            "//harness:conformance",
+            "//problems",
+            "//third_party:gtest",
+        ],
+        **kwargs
+    )

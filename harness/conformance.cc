@@ -1,0 +1,73 @@
+#include "harness/conformance.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engines/api/error.h"
+
+namespace remat {
+
+std::string Case::ToString() const {
+  return StrCat(problem->name(), params.empty() ? "" : " ", FormatParams(params));
+}
+
+Case MakeCase(const Problem& problem, const ParamValues& params, uint64_t seed) {
+  Case c;
+  c.problem = &problem;
+  c.params = params;
+  c.program = problem.Build(params);
+  c.inputs = MakeInputs(problem, c.program, params, seed);
+  c.wrt = WrtIndices(problem, c.program);
+  return c;
+}
+
+std::vector<std::string> OutputNames(const Case& c) {
+  std::vector<std::string> names = {"value"};
+  for (int w : c.wrt) names.push_back("grad " + c.program.param_names[w]);
+  return names;
+}
+
+Agreement CompareWithReference(const Case& c, const Result& got, const Result& ref) {
+  Agreement a;
+  const double k = c.problem->ReductionLength(c.params);
+  std::vector<const Tensor*> gots = {&got.value}, refs = {&ref.value};
+  for (size_t i = 0; i < got.grads.size(); ++i) gots.push_back(&got.grads[i]);
+  for (size_t i = 0; i < ref.grads.size(); ++i) refs.push_back(&ref.grads[i]);
+  const std::vector<std::string> names = OutputNames(c);
+  if (gots.size() != refs.size() || gots.size() != names.size()) {
+    a.ok = false;
+    a.detail = StrCat(c.ToString(), ": ", gots.size() - 1, " gradients, reference has ",
+                      refs.size() - 1);
+    return a;
+  }
+  for (size_t t = 0; t < gots.size(); ++t) {
+    const Tensor& g = *gots[t];
+    const Tensor& r = *refs[t];
+    if (g.shape() != r.shape()) {
+      a.ok = false;
+      a.detail = StrCat(c.ToString(), ": ", names[t], " is ", g.TypeString(), ", reference ",
+                        r.TypeString());
+      return a;
+    }
+    double scale = 0;
+    for (int64_t i = 0; i < r.num_elements(); ++i) scale = std::max(scale, std::abs(r.at(i)));
+    const double tolerance = kF32ToleranceFactor * k * std::ldexp(1.0, -24) * scale;
+    for (int64_t i = 0; i < r.num_elements(); ++i) {
+      const double err = std::abs(g.at(i) - r.at(i));
+      // NaN in either side is a disagreement unless both are NaN.
+      const bool both_nan = std::isnan(g.at(i)) && std::isnan(r.at(i));
+      double ratio = both_nan ? 0 : (tolerance > 0 ? err / tolerance : (err > 0 ? INFINITY : 0));
+      if (std::isnan(ratio)) ratio = INFINITY;
+      if (ratio > a.worst_ratio) {
+        a.worst_ratio = ratio;
+        a.detail = StrCat(c.ToString(), ": ", names[t], "[", i, "] = ", g.at(i), ", reference ",
+                          r.at(i), ", error ", err, ", tolerance ", tolerance, " (", kF32ToleranceFactor,
+                          " * K=", k, " * 2^-24 * max|ref|=", scale, ")");
+      }
+    }
+  }
+  a.ok = a.worst_ratio <= 1.0;
+  return a;
+}
+
+}  // namespace remat

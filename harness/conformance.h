@@ -1,0 +1,49 @@
+// Conformance checks shared by the test suite and the command line: a case
+// (problem, parameters, seeded inputs) and the comparisons that decide
+// whether an engine's value and gradients are right.
+#ifndef REMAT_HARNESS_CONFORMANCE_H_
+#define REMAT_HARNESS_CONFORMANCE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engines/api/engine.h"
+#include "problems/problem.h"
+
+namespace remat {
+
+struct Case {
+  const Problem* problem = nullptr;
+  ParamValues params;
+  Program program;
+  std::vector<Tensor> inputs;  // f32, seeded
+  std::vector<int> wrt;
+  std::string ToString() const;  // "layer_loss d=16 N=8"
+};
+
+Case MakeCase(const Problem& problem, const ParamValues& params, uint64_t seed = 1);
+
+// Tolerance of an f32 engine against the float64 reference, per tensor:
+//   max_i |got_i - ref_i| <= kF32ToleranceFactor * K * 2^-24 * max_i |ref_i|
+// where K is the problem's reduction length (Problem::ReductionLength): the
+// worst-case growth of rounding error in a sum of K terms is K * 2^-24 times
+// the terms' magnitude; the factor covers the few roundings per term.
+inline constexpr double kF32ToleranceFactor = 4.0;
+
+struct Agreement {
+  bool ok = true;
+  // The largest error over its allowed tolerance, over all tensors (<= 1 is ok).
+  double worst_ratio = 0;
+  std::string detail;  // the worst tensor, element, values and tolerance
+};
+
+// Compares value and gradients of `got` with the reference's `ref`.
+Agreement CompareWithReference(const Case& c, const Result& got, const Result& ref);
+
+// Names of value/gradient tensors in Result order: "value", "grad w1", ...
+std::vector<std::string> OutputNames(const Case& c);
+
+}  // namespace remat
+
+#endif  // REMAT_HARNESS_CONFORMANCE_H_

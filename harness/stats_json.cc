@@ -1,0 +1,47 @@
+#include "harness/stats_json.h"
+
+#include <cstdio>
+
+namespace remat {
+
+nlohmann::json StatsToJson(const Stats& s) {
+  nlohmann::json by_category = nlohmann::json::object();
+  for (int c = 0; c < kNumCategories; ++c) {
+    by_category[CategoryName(static_cast<Category>(c))] = s.peak_bytes_by_category[c];
+  }
+  nlohmann::json residuals = nlohmann::json::array();
+  for (const Residual& r : s.residuals) {
+    residuals.push_back({{"type", r.type},
+                         {"source", r.source},
+                         {"bytes", r.bytes},
+                         {"is_argument", r.is_argument},
+                         {"count", r.count}});
+  }
+  return {{"peak_bytes", s.peak_bytes},
+          {"peak_bytes_by_category", by_category},
+          {"peak_site", s.peak_site},
+          {"host_peak_bytes", s.host_peak_bytes},
+          {"predicted_peak_bytes", s.predicted_peak_bytes},
+          {"residual_bytes", s.residual_bytes},
+          {"residuals", residuals},
+          {"flops_forward", s.flops_forward},
+          {"flops_recomputed", s.flops_recomputed},
+          {"flops_backward", s.flops_backward},
+          {"seconds_forward", s.seconds_forward},
+          {"seconds_backward", s.seconds_backward}};
+}
+
+std::string FormatBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace remat

@@ -1,0 +1,110 @@
+#include "problems/problem.h"
+
+#include <algorithm>
+
+#include "engines/api/error.h"
+#include "problems/problems.h"
+
+namespace remat {
+
+double Problem::InputScale(const std::string&, const ParamValues&) const { return 1.0; }
+
+ParamValues ResolveParams(const Problem& problem, const std::map<std::string, int64_t>& overrides,
+                          bool test_sizes) {
+  ParamValues out;
+  std::vector<std::string> names;
+  for (const ParamSpec& s : problem.params()) {
+    out[s.name] = test_sizes ? s.test_value : s.default_value;
+    names.push_back(StrCat(s.name, " (default ", s.default_value, ")"));
+  }
+  for (const auto& [name, value] : overrides) {
+    auto specs = problem.params();
+    auto it = std::find_if(specs.begin(), specs.end(),
+                           [&](const ParamSpec& s) { return s.name == name; });
+    if (it == specs.end()) {
+      throw Error(StrCat("problem ", problem.name(), " has no parameter '", name, "'; ",
+                         names.empty() ? "it takes none" : "parameters: " + Join(names, ", ")));
+    }
+    if (value < it->min_value || value > it->max_value) {
+      throw Error(StrCat("problem ", problem.name(), ": parameter ", name, "=", value,
+                         " is out of range [", it->min_value, ", ", it->max_value, "]"));
+    }
+    out[name] = value;
+  }
+  return out;
+}
+
+namespace {
+
+// SplitMix64: small, fast and the same everywhere.
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
+                               const ParamValues& params, uint64_t seed) {
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < program.num_params(); ++i) {
+    const double scale = problem.InputScale(program.param_names[i], params);
+    uint64_t state = seed * 0x100000001b3ull + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    Tensor t = Tensor::Zeros(DType::kF32, program.shapes[i]);
+    float* data = t.f32();
+    for (int64_t j = 0; j < t.num_elements(); ++j) {
+      // 53 random bits -> [0, 1) -> [-scale, scale).
+      const double u = static_cast<double>(SplitMix64(&state) >> 11) * 0x1.0p-53;
+      data[j] = static_cast<float>((2.0 * u - 1.0) * scale);
+    }
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+std::vector<int> WrtIndices(const Problem& problem, const Program& program) {
+  std::vector<int> out;
+  for (const std::string& name : problem.wrt()) {
+    auto it = std::find(program.param_names.begin(), program.param_names.end(), name);
+    if (it == program.param_names.end()) {
+      throw Error(StrCat("problem ", problem.name(), ": wrt names '", name,
+                         "', which is not an input (", Join(program.param_names, ", "), ")"));
+    }
+    out.push_back(static_cast<int>(it - program.param_names.begin()));
+  }
+  return out;
+}
+
+const std::vector<std::unique_ptr<Problem>>& AllProblems() {
+  // Every problem, listed once, here.
+  static const auto* problems = [] {
+    auto* v = new std::vector<std::unique_ptr<Problem>>();
+    v->push_back(MakeLayerLoss());
+    v->push_back(MakeScanStack());
+    v->push_back(MakeDotPolicy());
+    v->push_back(MakeSinChain());
+    v->push_back(MakeSinPlain());
+    v->push_back(MakeSinRecursive());
+    return v;
+  }();
+  return *problems;
+}
+
+const Problem& FindProblem(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& p : AllProblems()) {
+    if (p->name() == name) return *p;
+    names.push_back(p->name());
+  }
+  throw Error(StrCat("unknown problem '", name, "'; problems: ", Join(names, ", ")));
+}
+
+std::string FormatParams(const ParamValues& params) {
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : params) parts.push_back(StrCat(name, "=", value));
+  return Join(parts, " ");
+}
+
+}  // namespace remat

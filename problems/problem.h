@@ -1,0 +1,75 @@
+// A reference problem: a traced function, its inputs and what it expects.
+// Problems are defined once, against the tracer, and every engine runs them.
+//
+//   const Problem& p = FindProblem("layer_loss");
+//   ParamValues params = ResolveParams(p, {{"d", 64}});
+//   Program program = p.Build(params);
+//   std::vector<Tensor> inputs = MakeInputs(p, program, params, /*seed=*/1);
+//   std::vector<int> wrt = WrtIndices(p, program);
+#ifndef REMAT_PROBLEMS_PROBLEM_H_
+#define REMAT_PROBLEMS_PROBLEM_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engines/api/program.h"
+#include "engines/api/tensor.h"
+
+namespace remat {
+
+struct ParamSpec {
+  std::string name;
+  int64_t default_value;  // what `remat run` and the benchmarks use
+  int64_t test_value;     // small, for the conformance suite
+  int64_t min_value;
+  int64_t max_value;
+  std::string help;
+};
+
+using ParamValues = std::map<std::string, int64_t>;
+
+class Problem {
+ public:
+  virtual ~Problem() = default;
+  virtual std::string name() const = 0;
+  // One line: what it computes and which seed document it mirrors.
+  virtual std::string description() const = 0;
+  virtual std::vector<ParamSpec> params() const = 0;
+  // The program for resolved parameters (see ResolveParams).
+  virtual Program Build(const ParamValues& params) const = 0;
+  // The inputs whose gradients the problem asks for, by name.
+  virtual std::vector<std::string> wrt() const = 0;
+  // Inputs are drawn uniformly from [-scale, scale).
+  virtual double InputScale(const std::string& input, const ParamValues& params) const;
+  // The number of terms in the longest sum an output or gradient element is
+  // computed by: the f32-vs-f64 tolerance scales with it (harness/).
+  virtual double ReductionLength(const ParamValues& params) const = 0;
+};
+
+// Defaults (or test sizes) with `overrides` applied. An unknown name or a
+// value out of range throws remat::Error listing the valid parameters.
+ParamValues ResolveParams(const Problem& problem, const std::map<std::string, int64_t>& overrides,
+                          bool test_sizes = false);
+
+// Seeded f32 inputs, one per program parameter: the same (problem, params,
+// seed) gives the same bits on every machine.
+std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
+                               const ParamValues& params, uint64_t seed);
+
+// The parameter indices of problem.wrt() in `program`.
+std::vector<int> WrtIndices(const Problem& problem, const Program& program);
+
+// Every problem, in listing order; and one by name (remat::Error listing the
+// problems if unknown).
+const std::vector<std::unique_ptr<Problem>>& AllProblems();
+const Problem& FindProblem(const std::string& name);
+
+// "d=16 N=8"
+std::string FormatParams(const ParamValues& params);
+
+}  // namespace remat
+
+#endif  // REMAT_PROBLEMS_PROBLEM_H_

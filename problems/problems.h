@@ -1,0 +1,20 @@
+// Factories of the reference problems, one per file; problem.cc lists them.
+#ifndef REMAT_PROBLEMS_PROBLEMS_H_
+#define REMAT_PROBLEMS_PROBLEMS_H_
+
+#include <memory>
+
+#include "problems/problem.h"
+
+namespace remat {
+
+std::unique_ptr<Problem> MakeLayerLoss();     // seed 000
+std::unique_ptr<Problem> MakeScanStack();     // seed 001
+std::unique_ptr<Problem> MakeDotPolicy();     // seed 003
+std::unique_ptr<Problem> MakeSinChain();      // seed 002, f2
+std::unique_ptr<Problem> MakeSinPlain();      // seed 002, chain_compose
+std::unique_ptr<Problem> MakeSinRecursive();  // seed 002, recursive_checkpoint
+
+}  // namespace remat
+
+#endif  // REMAT_PROBLEMS_PROBLEMS_H_
