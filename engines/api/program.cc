@@ -107,6 +107,41 @@ int Program::CountOps(OpKind kind) const {
   return n;
 }
 
+namespace {
+
+std::shared_ptr<const Program> WithPolicy(const Program& p, const Policy& policy) {
+  auto out = std::make_shared<Program>(p);
+  for (Op& op : out->ops) {
+    if (op.kind == OpKind::kCheckpoint) op.policy = policy;
+    if (op.body) op.body = WithPolicy(*op.body, policy);
+  }
+  return out;
+}
+
+}  // namespace
+
+Program ApplyPolicy(const Program& program, const Policy& policy) {
+  if (program.CountOps(OpKind::kCheckpoint) > 0) return *WithPolicy(program, policy);
+  // Wrap the whole function: the outer program passes its parameters to one
+  // checkpoint op whose body is the original program.
+  Program outer;
+  outer.name = program.name;
+  outer.param_names = program.param_names;
+  outer.shapes.assign(program.shapes.begin(), program.shapes.begin() + program.num_params());
+  Op op;
+  op.kind = OpKind::kCheckpoint;
+  op.site = "--policy";
+  op.name = program.name;
+  op.policy = policy;
+  op.body = std::make_shared<const Program>(program);
+  for (int i = 0; i < program.num_params(); ++i) op.inputs.push_back(i);
+  op.output = outer.num_values();
+  outer.shapes.push_back(program.shapes[program.output]);
+  outer.ops.push_back(std::move(op));
+  outer.output = outer.ops.back().output;
+  return outer;
+}
+
 std::string ToString(const Program& program, const std::string& dtype) {
   std::string out;
   Print(program, dtype, "", &out);

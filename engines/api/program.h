@@ -70,6 +70,12 @@ struct Program {
   int CountOps(OpKind kind) const;
 };
 
+// A policy applied from the calling side, as jax.checkpoint(f, policy=...)
+// does, without editing the problem: every checkpoint region of `program`
+// (nested ones included) gets `policy`; a program with no checkpoint region
+// is wrapped whole in one region with `policy`.
+Program ApplyPolicy(const Program& program, const Policy& policy);
+
 // A jaxpr-like listing: parameters with types, one line per op with its site,
 // bodies indented. `dtype` is printed in the types ("f32").
 std::string ToString(const Program& program, const std::string& dtype = "f32");

@@ -110,5 +110,22 @@ TEST(TracerTest, NamesAndNestedCheckpoints) {
   EXPECT_EQ(p.Labels(), std::vector<std::string>{"s"});
 }
 
+TEST(ApplyPolicyTest, SetsEveryRegionOrWrapsTheWholeFunction) {
+  Program p = LayerLoss();
+  Program q = ApplyPolicy(p, Policy(PolicyKind::kDotsSaveable));
+  EXPECT_EQ(q.ops.size(), p.ops.size());
+  EXPECT_EQ(q.ops[2].policy.kind(), PolicyKind::kDotsSaveable);
+  EXPECT_EQ(p.ops[2].policy.kind(), PolicyKind::kNothingSaveable);  // the original is untouched
+
+  Program plain = Trace("plain", {{"x", Shape({3})}},
+                        [](const std::vector<Var>& a) { return sum(sin(a[0])); });
+  Program wrapped = ApplyPolicy(plain, Policy(PolicyKind::kEverythingSaveable));
+  ASSERT_EQ(wrapped.ops.size(), 1u);
+  EXPECT_EQ(wrapped.ops[0].kind, OpKind::kCheckpoint);
+  EXPECT_EQ(wrapped.ops[0].body->ops.size(), 2u);
+  EXPECT_EQ(wrapped.shapes[wrapped.output], Shape());
+  EXPECT_EQ(wrapped.param_names, plain.param_names);
+}
+
 }  // namespace
 }  // namespace remat
