@@ -1,7 +1,8 @@
 // The sin chains of the JAX tutorial "Gradient checkpointing with
 // jax.checkpoint" (seed 002_13e8acd3a02aef80.txt).
 //
-// sin_chain: f2 of the tutorial, each g checkpointed.
+// sin_chain: f2 of the tutorial, each g checkpointed, each result labelled
+// with checkpoint_name 'a', 'b', 'c' (the tutorial's f4).
 //   g(W, x) = sin(W @ x)
 //   x (4,1) ─checkpoint(g)(W1,·)─> (5,1) ─checkpoint(g)(W2,·)─> (6,1) ─checkpoint(g)(W3,·)─> (7,1) ─sum─> loss
 //   Inputs W1 (5,4), W2 (6,5), W3 (7,6), x (4,1); gradients of all four.
@@ -38,10 +39,12 @@ class SinChain : public Problem {
                  {{"W1", Shape({5, 4})}, {"W2", Shape({6, 5})}, {"W3", Shape({7, 6})},
                   {"x", Shape({4, 1})}},
                  [](const std::vector<Var>& in) {
+                   // Each g's result is labelled as in the tutorial's f4, so
+                   // that names-policies have something to name.
                    auto g = checkpoint(G, Policy(), "g");
-                   Var x = g(in[0], in[3]);
-                   x = g(in[1], x);
-                   x = g(in[2], x);
+                   Var x = remat::name(g(in[0], in[3]), "a");
+                   x = remat::name(g(in[1], x), "b");
+                   x = remat::name(g(in[2], x), "c");
                    return sum(x);
                  });
   }

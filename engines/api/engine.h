@@ -16,6 +16,7 @@
 #ifndef REMAT_ENGINES_API_ENGINE_H_
 #define REMAT_ENGINES_API_ENGINE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,9 +29,19 @@
 namespace remat {
 
 struct RunOptions {
-  // Live device bytes a run may reach; an allocation past it throws
-  // remat::Error before allocating. 0: no limit.
+  // Live device bytes a run may reach. When the engine predicts its peak, a
+  // predicted peak past the limit throws remat::Error before anything is
+  // allocated; otherwise the allocation that would pass it throws. 0: none.
   int64_t max_memory_bytes = 0;
+  // Predict the peak from the schedule (a dry run: the same schedule with
+  // allocations counted, none made, no kernel run) before running.
+  bool predict_memory = true;
+  // Record the schedule as executed (Result::schedule).
+  bool record_schedule = false;
+  // Determinism check of recomputation (PyTorch's determinism_check): every
+  // recomputed value must have the shape and dtype of the forward pass's; in
+  // this debug mode, also the same bits. A mismatch throws remat::Error.
+  bool check_recompute_bits = false;
 };
 
 struct Result {
@@ -38,6 +49,9 @@ struct Result {
   std::vector<Tensor> grads;
   Stats stats;
   std::shared_ptr<MemoryTracker> tracker;
+  // With RunOptions::record_schedule: one line per op executed, in order,
+  // each marked forward, recompute or backward.
+  std::vector<std::string> schedule;
 };
 
 class Engine {

@@ -53,7 +53,7 @@ Tensor Kernels::MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool 
   const int r = a.shape().rank() - 2;
   const int64_t k = transpose_a ? a.shape().dim(r) : a.shape().dim(r + 1);
   flops_ += 2 * out.num_elements() * k;
-  DoMatMul(a, transpose_a, b, transpose_b, out);
+  if (!dry_run() || AllocatesInDryRun()) DoMatMul(a, transpose_a, b, transpose_b, out);
   return out;
 }
 
@@ -63,7 +63,7 @@ Tensor Kernels::MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool 
     CheckOperand(op_name, x);                                   \
     Tensor out = NewTensor(x.shape());                          \
     flops_ += (flops_per_element) * x.num_elements();           \
-    Do##Method(x, out);                                         \
+    if (!dry_run() || AllocatesInDryRun()) Do##Method(x, out);  \
     return out;                                                 \
   }
 #define REMAT_BINARY_KERNEL(Method, op_name, flops_per_element) \
@@ -71,7 +71,7 @@ Tensor Kernels::MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool 
     CheckSameShape(op_name, a, b);                              \
     Tensor out = NewTensor(a.shape());                          \
     flops_ += (flops_per_element) * a.num_elements();           \
-    Do##Method(a, b, out);                                      \
+    if (!dry_run() || AllocatesInDryRun()) Do##Method(a, b, out); \
     return out;                                                 \
   }
 
@@ -93,7 +93,7 @@ Tensor Kernels::Sum(const Tensor& x) {
   CheckOperand("sum", x);
   Tensor out = NewTensor(Shape());
   flops_ += x.num_elements();
-  DoSum(x, out);
+  if (!dry_run() || AllocatesInDryRun()) DoSum(x, out);
   return out;
 }
 
@@ -103,7 +103,7 @@ Tensor Kernels::Broadcast(const Tensor& s, const Shape& shape) {
     throw Error(StrCat(name(), " kernel broadcast: operand is ", s.TypeString(), ", not a scalar"));
   }
   Tensor out = NewTensor(shape);
-  DoBroadcast(s, out);
+  if (!dry_run() || AllocatesInDryRun()) DoBroadcast(s, out);
   return out;
 }
 

@@ -48,8 +48,8 @@ class Kernels {
   // (B,m,n), batch by batch.
   Tensor MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b);
   Tensor Relu(const Tensor& x);
-  // dx = dy where y > 0, else 0, from relu's output y (relu'(0) = 0).
-  Tensor ReluBackward(const Tensor& y, const Tensor& dy);
+  // dx = dy where x > 0, else 0, from relu's input x (relu'(0) = 0).
+  Tensor ReluBackward(const Tensor& x, const Tensor& dy);
   Tensor Sin(const Tensor& x);
   Tensor Cos(const Tensor& x);
   // dx = dy * cos(x).
@@ -89,6 +89,12 @@ class Kernels {
 
   // A new output tensor of this dtype, counted by the bound tracker.
   Tensor NewTensor(const Shape& shape) const;
+
+  // Under a dry-run tracker the wrappers skip Do* (no arithmetic), unless
+  // this returns true: then Do* runs and must itself skip the arithmetic
+  // while making the same allocations as a real call (oneDNN's scratchpad).
+  virtual bool AllocatesInDryRun() const { return false; }
+  bool dry_run() const { return tracker_ && tracker_->dry_run(); }
 
  private:
   void CheckOperand(const char* op, const Tensor& t) const;

@@ -41,6 +41,12 @@ class MemoryTracker {
   const std::string& site() const { return site_; }
   void set_site(std::string site) { site_ = std::move(site); }
 
+  // A dry-run tracker counts allocations without making them: buffers it
+  // counts have no storage, and kernels skip their arithmetic. Engines use it
+  // to predict a run's peak from its schedule before running it.
+  bool dry_run() const { return dry_run_; }
+  void set_dry_run(bool dry) { dry_run_ = dry; }
+
   // A limit on live device bytes; an allocation past it throws remat::Error
   // before any memory is touched. 0 means no limit.
   void set_limit_bytes(int64_t limit) { limit_bytes_ = limit; }
@@ -58,6 +64,7 @@ class MemoryTracker {
   void ResetPeak();
 
  private:
+  bool dry_run_ = false;
   Category category_ = Category::kActivations;
   std::string site_;
   int64_t limit_bytes_ = 0;

@@ -142,6 +142,33 @@ Program ApplyPolicy(const Program& program, const Policy& policy) {
   return outer;
 }
 
+namespace {
+
+void CollectPolicyWarnings(const Program& p, const std::vector<std::string>& labels,
+                           const std::string& program_name, std::vector<std::string>* out) {
+  for (const Op& op : p.ops) {
+    if (op.kind == OpKind::kCheckpoint) {
+      for (const std::string& n : op.policy.ReferencedNames()) {
+        if (std::find(labels.begin(), labels.end(), n) == labels.end()) {
+          out->push_back(StrCat("warning: policy ", op.policy.ToString(), " of ",
+                                Program::Describe(op), " names '", n,
+                                "', which no checkpoint_name in ", program_name, " labels (labels: ",
+                                labels.empty() ? "none" : Join(labels, ", "), ")"));
+        }
+      }
+    }
+    if (op.body) CollectPolicyWarnings(*op.body, labels, program_name, out);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> PolicyWarnings(const Program& program) {
+  std::vector<std::string> out;
+  CollectPolicyWarnings(program, program.Labels(), program.name, &out);
+  return out;
+}
+
 std::string ToString(const Program& program, const std::string& dtype) {
   std::string out;
   Print(program, dtype, "", &out);

@@ -76,6 +76,10 @@ struct Program {
 // is wrapped whole in one region with `policy`.
 Program ApplyPolicy(const Program& program, const Policy& policy);
 
+// Warnings for names-policies in `program` that name a label no
+// checkpoint_name in the program has (a likely typo): one line each.
+std::vector<std::string> PolicyWarnings(const Program& program);
+
 // A jaxpr-like listing: parameters with types, one line per op with its site,
 // bodies indented. `dtype` is printed in the types ("f32").
 std::string ToString(const Program& program, const std::string& dtype = "f32");

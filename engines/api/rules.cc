@@ -12,8 +12,9 @@ bool IsPrimitive(OpKind kind) {
 //
 // matmul  y = a @ b          saves b for da, a for db
 //         da = dy @ b^T, db = a^T @ dy
-// relu    y = relu(x)        saves y
-//         dx = dy where y > 0 (relu'(0) = 0)
+// relu    y = relu(x)        saves x (as JAX saves x > 0; PyTorch saves y,
+//                            which would make every pre-activation free)
+//         dx = dy where x > 0 (relu'(0) = 0)
 // sin     y = sin(x)         saves x
 //         dx = dy * cos(x)
 // cos     y = cos(x)         saves x
@@ -39,8 +40,6 @@ Saves SavesFor(OpKind kind, const std::vector<bool>& needs) {
       s.inputs[0] = needs[1];
       break;
     case OpKind::kRelu:
-      s.output = needs[0];
-      break;
     case OpKind::kSin:
     case OpKind::kCos:
     case OpKind::kSquare:
@@ -85,7 +84,7 @@ std::vector<Tensor> Backward(Kernels& k, OpKind kind, const std::vector<Tensor>&
       if (needs[1]) d[1] = k.MatMul(in[0], true, dout, false);
       break;
     case OpKind::kRelu:
-      if (needs[0]) d[0] = k.ReluBackward(out, dout);
+      if (needs[0]) d[0] = k.ReluBackward(in[0], dout);
       break;
     case OpKind::kSin:
       if (needs[0]) d[0] = k.SinBackward(in[0], dout);

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct Stats {
   // The peak the engine predicted from its schedule before running it; -1
   // when the engine makes no prediction.
   int64_t predicted_peak_bytes = -1;
+  std::string predicted_peak_site;
 
   // Saved between forward and backward, arguments excluded, shared storage
   // counted once; and the listing, arguments included.
@@ -43,6 +45,10 @@ struct Stats {
   int64_t flops_forward = 0;
   int64_t flops_recomputed = 0;
   int64_t flops_backward = 0;  // excludes recomputation
+
+  // How many times each op ran forward (recomputation included), by
+  // Program::Describe(op); a scan body's ops count once per step.
+  std::map<std::string, int64_t> op_runs;
 
   double seconds_forward = 0;
   double seconds_backward = 0;  // recomputation included

@@ -19,6 +19,7 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
     : bytes_(bytes), tracker_(std::move(tracker)), category_(category) {
   // Count first: a limit violation throws before anything is allocated.
   if (tracker_) tracker_->Allocate(bytes_, category_);
+  if (tracker_ && tracker_->dry_run()) return;
   size_t rounded = (static_cast<size_t>(bytes_) + kAlignmentBytes - 1) / kAlignmentBytes *
                    kAlignmentBytes;
   if (rounded == 0) rounded = kAlignmentBytes;
@@ -70,6 +71,7 @@ Tensor Tensor::FromF64(const Shape& shape, const std::vector<double>& values) {
 
 void* Tensor::raw() const {
   if (!buffer_) throw Error("use of an undefined tensor");
+  if (buffer_->data() == nullptr) return nullptr;
   return static_cast<char*>(buffer_->data()) + offset_bytes_;
 }
 
@@ -112,6 +114,7 @@ std::string Tensor::TypeString() const {
 
 Tensor Cast(const Tensor& t, DType dtype, const std::shared_ptr<MemoryTracker>& tracker) {
   Tensor out = Tensor::Zeros(dtype, t.shape(), tracker);
+  if (out.dry() || t.dry()) return out;
   const int64_t n = t.num_elements();
   if (dtype == DType::kF64) {
     double* o = out.f64();
@@ -125,6 +128,7 @@ Tensor Cast(const Tensor& t, DType dtype, const std::shared_ptr<MemoryTracker>& 
 
 Tensor Copy(const Tensor& t, const std::shared_ptr<MemoryTracker>& tracker) {
   Tensor out = Tensor::Zeros(t.dtype(), t.shape(), tracker);
+  if (out.dry() || t.dry()) return out;
   std::memcpy(out.raw(), t.raw(), t.bytes());
   return out;
 }

@@ -22,8 +22,9 @@ int64_t DTypeSize(DType d);
 // Owns one allocation and reports it to its tracker (if any) for its life.
 class Buffer {
  public:
-  // Allocates `bytes`, zero-filled, counted in the tracker's current category
-  // (or `category` when given). A null tracker means uncounted.
+  // Allocates `bytes`, zero-filled, counted in `category`. A null tracker
+  // means uncounted; a dry-run tracker counts the bytes but allocates nothing
+  // (data() is null).
   Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category);
   ~Buffer();
   Buffer(const Buffer&) = delete;
@@ -59,7 +60,9 @@ class Tensor {
   int64_t num_elements() const { return shape_.num_elements(); }
   int64_t bytes() const { return num_elements() * DTypeSize(dtype_); }
 
+  // The first element; null for a tensor of a dry-run tracker.
   void* raw() const;
+  bool dry() const { return buffer_ && buffer_->data() == nullptr; }
   float* f32() const;    // checks dtype
   double* f64() const;   // checks dtype
   double at(int64_t i) const;  // element i as double, either dtype

@@ -224,9 +224,11 @@ class OneDnnKernels::State {
     if (cached.scratchpad_bytes > 0) {
       scratchpad = Tensor::Zeros(DType::kF32, Shape({(cached.scratchpad_bytes + 3) / 4}), tracker,
                                  Category::kScratchpad);
+      if (scratchpad.dry()) return;  // a dry run counts the scratchpad, runs nothing
       args.emplace(DNNL_ARG_SCRATCHPAD,
                    dnnl::memory(cached.scratchpad_desc, engine_, scratchpad.raw()));
     }
+    if (tracker && tracker->dry_run()) return;
     cached.primitive.execute(stream_, args);
     stream_.wait();
   }
@@ -267,6 +269,7 @@ void OneDnnKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b,
   const int r = a.shape().rank() - 2;
   const int64_t k = transpose_a ? a.shape().dim(r) : a.shape().dim(r + 1);
   if (k == 0) {
+    if (dry_run()) return;
     // An empty dot product is 0. oneDNN 2.6 dies of SIGFPE creating a matmul
     // with k == 0, so it must never see one.
     std::memset(out.raw(), 0, out.bytes());
@@ -284,6 +287,7 @@ void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
   if (out.num_elements() == 0) return;
   Guarded([&] { return StrCat("relu on ", x.TypeString()); },
           [&] { state_->EltwiseForward(dnnl::algorithm::eltwise_relu, x, out, tracker()); });
+  if (dry_run()) return;
   // With alpha == 0, oneDNN's JIT relu is max(x, 0) in vector registers,
   // which returns 0 for NaN. NaN must propagate (as in JAX and PyTorch), so
   // put the NaNs back.
@@ -297,28 +301,32 @@ void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
 
 void OneDnnKernels::DoReluBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
   if (out.num_elements() == 0) return;
-  // relu_use_dst_for_bwd reads relu's output: dx = y > 0 ? dy : dy * 0, so
+  // eltwise_relu backward reads relu's input: dx = x > 0 ? dy : dy * 0, so
   // relu'(0) = 0.
   Guarded([&] { return StrCat("relu_backward on ", Types({&y, &dy})); },
           [&] {
-            state_->EltwiseBackward(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, y, dy, out,
+            state_->EltwiseBackward(dnnl::algorithm::eltwise_relu, y, dy, out,
                                     tracker());
           });
 }
 
 void OneDnnKernels::DoSin(const Tensor& x, Tensor& out) {
+  if (dry_run()) return;
   UnaryLoop(x, out, [](float v) { return std::sin(v); });
 }
 
 void OneDnnKernels::DoCos(const Tensor& x, Tensor& out) {
+  if (dry_run()) return;
   UnaryLoop(x, out, [](float v) { return std::cos(v); });
 }
 
 void OneDnnKernels::DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
+  if (dry_run()) return;
   BinaryLoop(x, dy, out, [](float v, float g) { return g * std::cos(v); });
 }
 
 void OneDnnKernels::DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
+  if (dry_run()) return;
   BinaryLoop(x, dy, out, [](float v, float g) { return -(g * std::sin(v)); });
 }
 
@@ -350,6 +358,7 @@ void OneDnnKernels::DoMul(const Tensor& a, const Tensor& b, Tensor& out) {
 
 void OneDnnKernels::DoSum(const Tensor& x, Tensor& out) {
   const int64_t n = x.num_elements();
+  if (n <= 1 && dry_run()) return;
   if (n == 0) {
     out.f32()[0] = 0.0f;
     return;
@@ -365,6 +374,7 @@ void OneDnnKernels::DoSum(const Tensor& x, Tensor& out) {
 }
 
 void OneDnnKernels::DoBroadcast(const Tensor& s, Tensor& out) {
+  if (dry_run()) return;
   const float v = s.f32()[0];
   float* o = out.f32();
   const int64_t n = out.num_elements();

@@ -46,12 +46,14 @@ class OneDnnKernels : public Kernels {
 
   DType dtype() const override { return DType::kF32; }
   std::string name() const override { return "onednn"; }
+  // Dry runs still create primitives, to count their scratchpads.
+  bool AllocatesInDryRun() const override { return true; }
 
  protected:
   void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
                 Tensor& out) override;
   void DoRelu(const Tensor& x, Tensor& out) override;
-  void DoReluBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
+  void DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
   void DoSin(const Tensor& x, Tensor& out) override;
   void DoCos(const Tensor& x, Tensor& out) override;
   void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;

@@ -62,7 +62,8 @@ void ReferenceKernels::DoRelu(const Tensor& x, Tensor& out) {
 void ReferenceKernels::DoReluBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
   // dy * 0.0 rather than 0.0: this is what oneDNN's eltwise backward computes
   // (dy times the derivative), so a NaN cotangent stays NaN on both engines.
-  Binary(y, dy, out, [](double yv, double g) { return yv > 0.0 ? g : g * 0.0; });
+  // From relu's input: relu'(0) = 0.
+  Binary(y, dy, out, [](double xv, double g) { return xv > 0.0 ? g : g * 0.0; });
 }
 
 void ReferenceKernels::DoSin(const Tensor& x, Tensor& out) {

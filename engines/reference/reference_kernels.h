@@ -10,7 +10,7 @@
 // - Relu(x) = x for x > 0, NaN for NaN (propagated, payload kept), +0.0
 //   otherwise (including -0.0): max(x, 0) with NaN propagation, as in JAX and
 //   PyTorch, and bit for bit what OneDnnKernels produces.
-// - ReluBackward(y, dy) = y > 0 ? dy : dy * 0.0: relu'(0) = 0; a NaN or
+// - ReluBackward(x, dy) = x > 0 ? dy : dy * 0.0: relu'(0) = 0; a NaN or
 //   infinite dy where y <= 0 gives NaN, as oneDNN's eltwise backward does.
 // - Stateless apart from the base class's tracker and FLOP count.
 #ifndef REMAT_ENGINES_REFERENCE_REFERENCE_KERNELS_H_
@@ -32,7 +32,7 @@ class ReferenceKernels : public Kernels {
   void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
                 Tensor& out) override;
   void DoRelu(const Tensor& x, Tensor& out) override;
-  void DoReluBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
+  void DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
   void DoSin(const Tensor& x, Tensor& out) override;
   void DoCos(const Tensor& x, Tensor& out) override;
   void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;

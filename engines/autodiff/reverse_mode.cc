@@ -1,4 +1,4 @@
-#include "engines/eager/reverse_mode.h"
+#include "engines/autodiff/reverse_mode.h"
 
 #include <chrono>
 #include <cstring>
@@ -49,16 +49,87 @@ class ExternalBytes {
   int64_t bytes_;
 };
 
+// The values the backward pass of `p` reads when the inputs with
+// param_needs[i] true want cotangents: each primitive's residuals, and every
+// input of a structural op.
+std::vector<bool> ResidualValues(const Program& p, const std::vector<bool>& value_needs) {
+  std::vector<bool> wanted(p.num_values(), false);
+  for (const Op& op : p.ops) {
+    if (!value_needs[op.output]) continue;
+    if (!IsPrimitive(op.kind)) {
+      for (int in : op.inputs) wanted[in] = true;
+      continue;
+    }
+    std::vector<bool> in_needs;
+    for (int in : op.inputs) in_needs.push_back(value_needs[in]);
+    const Saves saves = SavesFor(op.kind, in_needs);
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (saves.inputs[i]) wanted[op.inputs[i]] = true;
+    }
+    if (saves.output) wanted[op.output] = true;
+  }
+  return wanted;
+}
+
+// FNV-1a over a tensor's bytes: the determinism check's fingerprint.
+uint64_t Fingerprint(const Tensor& t) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* bytes = static_cast<const unsigned char*>(t.raw());
+  for (int64_t i = 0; i < t.bytes(); ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  return h;
+}
+
+ValueInfo InfoOf(const Op& op, const Shape& shape) {
+  ValueInfo info;
+  info.is_matmul = op.kind == OpKind::kMatMul;
+  info.has_batch_dims = info.is_matmul && shape.rank() == 3;
+  if (op.kind == OpKind::kName) info.name = op.name;
+  return info;
+}
+
 }  // namespace
 
 Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
                         const std::vector<int>& wrt, const RunOptions& options) {
   ValidateArguments(program, args, wrt);
+  Stats predicted;
+  if (options.predict_memory) {
+    // The dry run sees the arguments' shapes and dtypes, not their bytes.
+    auto shapes_only = std::make_shared<MemoryTracker>();
+    shapes_only->set_dry_run(true);
+    std::vector<Tensor> dry_args;
+    for (const Tensor& a : args) dry_args.push_back(Tensor::Zeros(a.dtype(), a.shape(), shapes_only));
+    RunOptions dry_options = options;
+    dry_options.max_memory_bytes = 0;
+    dry_options.record_schedule = false;
+    predicted = Execute(program, dry_args, wrt, dry_options, /*dry_run=*/true).stats;
+    if (options.max_memory_bytes > 0 && predicted.peak_bytes > options.max_memory_bytes) {
+      throw Error(StrCat("program ", program.name, ": the predicted peak of ", predicted.peak_bytes,
+                         " bytes (at ", predicted.peak_site, ") exceeds the limit of ",
+                         options.max_memory_bytes, " bytes (--max-memory); nothing was allocated"));
+    }
+  }
+  Result result = Execute(program, args, wrt, options, /*dry_run=*/false);
+  if (options.predict_memory) {
+    result.stats.predicted_peak_bytes = predicted.peak_bytes;
+    result.stats.predicted_peak_site = predicted.peak_site;
+  }
+  return result;
+}
+
+Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& args,
+                            const std::vector<int>& wrt, const RunOptions& options,
+                            bool dry_run) {
+  run_options_ = options;
   tracker_ = std::make_shared<MemoryTracker>();
+  tracker_->set_dry_run(dry_run);
   tracker_->set_limit_bytes(options.max_memory_bytes);
   kernels_->Bind(tracker_);
+  recomputed_flops_ = 0;
+  op_runs_.clear();
   Result result;
   result.tracker = tracker_;
+  schedule_ = options.record_schedule ? &result.schedule : nullptr;
 
   // Arguments already in the engine's dtype are used in place and counted as
   // live inputs; others are converted into tracked copies.
@@ -90,7 +161,7 @@ Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
   Clock::time_point start = Clock::now();
   {
     ScopedSite site(tracker_.get(), Category::kActivations, "forward");
-    result.value = Forward(program, inputs, needs, &tape, "");
+    result.value = Forward(program, inputs, needs, &tape, "", nullptr, nullptr);
   }
   result.stats.seconds_forward = SecondsSince(start);
   result.stats.flops_forward = kernels_->flops();
@@ -103,7 +174,8 @@ Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
   {
     ScopedSite site(tracker_.get(), Category::kGradients, "backward");
     Tensor one = Tensor::Zeros(kernels_->dtype(), Shape(), tracker_);
-    if (one.dtype() == DType::kF32) {
+    if (one.dry()) {
+    } else if (one.dtype() == DType::kF32) {
       one.f32()[0] = 1.0f;
     } else {
       one.f64()[0] = 1.0;
@@ -117,11 +189,13 @@ Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
   }
   cotangents.clear();
   result.stats.seconds_backward = SecondsSince(start);
-  result.stats.flops_backward = kernels_->flops();
+  result.stats.flops_recomputed = recomputed_flops_;
+  result.stats.flops_backward = kernels_->flops() - recomputed_flops_;
 
   inputs.clear();
   arguments_.clear();
   origin_.clear();
+  result.stats.op_runs = op_runs_;
   result.stats.peak_bytes = tracker_->peak_bytes();
   for (int c = 0; c < kNumCategories; ++c) {
     result.stats.peak_bytes_by_category[c] = tracker_->peak_bytes(static_cast<Category>(c));
@@ -129,22 +203,49 @@ Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
   result.stats.peak_site = tracker_->peak_site();
   result.stats.host_peak_bytes = tracker_->peak_host_bytes();
   kernels_->Bind(nullptr);
+  schedule_ = nullptr;
   return result;
 }
 
 Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
                             const std::vector<bool>& param_needs, Tape* tape,
-                            const std::string& where) {
+                            const std::string& where, const Capture* capture,
+                            const Recompute* recompute) {
   const std::vector<bool> needs = ValueNeeds(p, param_needs);
   const std::vector<int> last_use = LastUses(p);
+  const int num_ops = static_cast<int>(p.ops.size());
   std::vector<Tensor> values(p.num_values());
   for (int i = 0; i < p.num_params(); ++i) values[i] = std::move(inputs[i]);
-  if (tape) tape->ops.resize(p.ops.size());
+  if (tape) tape->ops.resize(num_ops);
 
-  for (int k = 0; k < static_cast<int>(p.ops.size()); ++k) {
+  // Which ops run. A recomputation runs only the ops whose results the
+  // backward pass reads (directly, or through another op that runs), and
+  // none whose result was saved.
+  std::vector<bool> run(num_ops, true);
+  if (recompute) {
+    // The region's output is wanted only if a backward rule reads it.
+    std::vector<bool> wanted = ResidualValues(p, needs);
+    for (int k = num_ops - 1; k >= 0; --k) {
+      const Op& op = p.ops[k];
+      // A scan is never substituted: it must run to record its steps.
+      const bool saved = recompute->saved->count(op.output) > 0 && op.kind != OpKind::kScan;
+      // Honoured checkpoints with a saving policy and scans must run to
+      // record their residuals; a checkpoint that saves nothing only needs
+      // its inputs kept.
+      const bool records = needs[op.output] &&
+                           (op.kind == OpKind::kScan ||
+                            (op.kind == OpKind::kCheckpoint &&
+                             (!options_.honour_checkpoints ||
+                              op.policy.kind() != PolicyKind::kNothingSaveable)));
+      run[k] = !saved && (wanted[op.output] || records);
+      if (run[k]) {
+        for (int in : op.inputs) wanted[in] = true;
+      }
+    }
+  }
+
+  for (int k = 0; k < num_ops; ++k) {
     const Op& op = p.ops[k];
-    const std::string site = where + Program::Describe(op);
-    tracker_->set_site(site);
     std::vector<Tensor> in;
     std::vector<bool> in_needs;
     for (int v : op.inputs) {
@@ -154,11 +255,51 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
     const bool record = tape != nullptr && needs[op.output];
     OpTape* op_tape = record ? &tape->ops[k] : nullptr;
     if (op_tape) op_tape->needs = in_needs;
+    const std::string site = where + Program::Describe(op);
+    tracker_->set_site(site);
 
     Tensor out;
-    if (IsPrimitive(op.kind)) {
+    const Tensor* saved = nullptr;
+    if (recompute && op.kind != OpKind::kScan) {
+      auto it = recompute->saved->find(op.output);
+      if (it != recompute->saved->end()) saved = &it->second;
+    }
+    if (saved != nullptr || !run[k]) {
+      // Saved by the policy (offloaded values come back to the device), or
+      // not read by the backward pass of this recomputation. A checkpoint
+      // that is not run still keeps its inputs for its own backward pass.
+      if (saved != nullptr) {
+        out = saved->buffer()->category() == Category::kHost ? Copy(*saved, tracker_) : *saved;
+      }
+      if (op.kind == OpKind::kCheckpoint && op_tape) {
+        Tensor unused;
+        ForwardCheckpoint(op, in, in_needs, op_tape, /*run=*/false, where, &unused);
+      }
+    } else if (IsPrimitive(op.kind)) {
+      Log(recomputing_ ? "recompute" : "forward", where, op, p);
+      ++op_runs_[Program::Describe(op)];
       out = remat::Forward(*kernels_, op.kind, in);
-      if (op_tape) {
+    } else if (op.kind == OpKind::kCheckpoint) {
+      ForwardCheckpoint(op, in, in_needs, op_tape, /*run=*/true, where, &out);
+    } else {
+      out = ForwardScan(p, op, in, in_needs, op_tape, where);
+    }
+
+    if (out.defined()) {
+      if (recompute && recompute->hashes && run[k] && !out.dry()) {
+        auto h = recompute->hashes->find(op.output);
+        if (h != recompute->hashes->end() && h->second != Fingerprint(out)) {
+          throw Error(StrCat("determinism check: recomputing ", site,
+                             " gave different bits than the forward pass; the checkpoint region "
+                             "cannot be reproduced, so its gradient would be wrong"));
+        }
+      }
+      if (out.shape() != p.shapes[op.output] || out.dtype() != kernels_->dtype()) {
+        throw Error(StrCat("determinism check: ", site, " produced ", out.TypeString(),
+                           " where the program has ", DTypeName(kernels_->dtype()),
+                           p.shapes[op.output].ToString()));
+      }
+      if (op_tape && IsPrimitive(op.kind)) {
         const Saves saves = SavesFor(op.kind, in_needs);
         op_tape->inputs.resize(in.size());
         for (size_t i = 0; i < in.size(); ++i) {
@@ -166,20 +307,31 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
         }
         if (saves.output) op_tape->output = out;
       }
-    } else if (op.kind == OpKind::kCheckpoint) {
-      // The store-everything baseline runs a checkpoint region inline.
-      std::unique_ptr<Tape> body_tape;
-      if (op_tape) body_tape = std::make_unique<Tape>();
-      out = Forward(*op.body, in, in_needs, body_tape.get(), where);
-      if (op_tape) op_tape->body = std::move(body_tape);
-    } else {
-      out = ForwardScan(p, op, in, in_needs, op_tape, where);
-    }
-
-    if (op.kind == OpKind::kName) {
-      origin_[out.buffer()] += StrCat(" named '", op.name, "'");
-    } else {
-      origin_[out.buffer()] = StrCat("output of ", site);
+      if (capture) {
+        if (run_options_.check_recompute_bits && !out.dry()) {
+          capture->into->hashes[op.output] = Fingerprint(out);
+        }
+        if (capture->wanted[op.output]) {
+          const SaveDecision d = capture->policy->Decide(InfoOf(op, p.shapes[op.output]));
+          if (d == SaveDecision::kSave) {
+            capture->into->saved[op.output] = out;
+          } else if (d == SaveDecision::kOffload) {
+            ScopedSite host(tracker_.get(), Category::kHost, site);
+            capture->into->saved[op.output] = Copy(out, tracker_);
+          }
+        }
+      }
+      if (op.kind == OpKind::kName) {
+        origin_[out.buffer()] += StrCat(" named '", op.name, "'");
+      } else if (saved == nullptr) {
+        origin_[out.buffer()] = StrCat("output of ", site);
+      }
+    } else if (op_tape && IsPrimitive(op.kind)) {
+      op_tape->inputs.resize(in.size());
+      const Saves saves = SavesFor(op.kind, in_needs);
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (saves.inputs[i]) op_tape->inputs[i] = in[i];
+      }
     }
     values[op.output] = std::move(out);
     // Free what the rest of the forward pass no longer reads.
@@ -188,6 +340,63 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
     }
   }
   return values[p.output];
+}
+
+void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
+                                    const std::vector<bool>& needs, OpTape* op_tape, bool run,
+                                    const std::string& where, Tensor* out) {
+  const Program& body = *op.body;
+  if (!options_.honour_checkpoints) {
+    // The store-everything baseline runs a checkpoint region inline (and
+    // never recomputes, so `run` is always true here).
+    std::unique_ptr<Tape> body_tape;
+    if (op_tape) body_tape = std::make_unique<Tape>();
+    if (run) *out = Forward(body, in, needs, body_tape.get(), where, nullptr, nullptr);
+    if (op_tape) op_tape->body = std::move(body_tape);
+    return;
+  }
+  if (op_tape == nullptr) {
+    // Not differentiated here: just the values.
+    if (run) *out = Forward(body, in, needs, nullptr, where, nullptr, nullptr);
+    return;
+  }
+  // Honoured: keep the region's inputs and what its policy saves.
+  op_tape->honoured = true;
+  op_tape->inputs = in;
+  if (!run) return;
+  Capture capture;
+  capture.policy = &op.policy;
+  capture.wanted = ResidualValues(body, ValueNeeds(body, needs));
+  for (int i = 0; i < body.num_params(); ++i) capture.wanted[i] = false;
+  capture.into = op_tape;
+  *out = Forward(body, in, needs, nullptr, where, &capture, nullptr);
+}
+
+std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tape,
+                                                    const Tensor& dout,
+                                                    const std::string& where) {
+  const Program& body = *op.body;
+  if (!op_tape->honoured) {
+    return Backward(body, op_tape->body.get(), dout, op_tape->needs, where);
+  }
+  // Recompute the region's forward pass from its saved inputs, recording a
+  // tape, then differentiate it.
+  Tape tape;
+  Recompute recompute;
+  recompute.saved = &op_tape->saved;
+  recompute.hashes = run_options_.check_recompute_bits ? &op_tape->hashes : nullptr;
+  const bool was_recomputing = recomputing_;
+  recomputing_ = true;
+  const int64_t flops_before = kernels_->flops();
+  {
+    ScopedSite site(tracker_.get(), Category::kActivations, tracker_->site());
+    Forward(body, op_tape->inputs, op_tape->needs, &tape, where, nullptr, &recompute);
+  }
+  recomputed_flops_ += kernels_->flops() - flops_before;
+  recomputing_ = was_recomputing;
+  op_tape->inputs.clear();
+  op_tape->saved.clear();
+  return Backward(body, &tape, dout, op_tape->needs, where);
 }
 
 Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vector<Tensor>& in,
@@ -212,7 +421,7 @@ Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vecto
       step_needs.push_back(needs[j]);
     }
     carry = Forward(body, std::move(step_in), step_needs, op_tape ? &op_tape->steps[i] : nullptr,
-                    StrCat(where, "scan step ", i, ": "));
+                    StrCat(where, "scan step ", i, ": "), nullptr, nullptr);
   }
   return carry;
 }
@@ -235,13 +444,14 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
     tracker_->set_site(where + Program::Describe(op));
     std::vector<Tensor> din;
     if (IsPrimitive(op.kind)) {
+      Log("backward", where, op, p);
       std::vector<Shape> in_shapes;
       for (int v : op.inputs) in_shapes.push_back(p.shapes[v]);
       op_tape.inputs.resize(op.inputs.size());
       din = remat::Backward(*kernels_, op.kind, op_tape.inputs, op_tape.output, d, in_shapes,
                             op_tape.needs);
     } else if (op.kind == OpKind::kCheckpoint) {
-      din = Backward(*op.body, op_tape.body.get(), d, op_tape.needs, where);
+      din = BackwardCheckpoint(op, &op_tape, d, where);
     } else {
       din = BackwardScan(p, op, &op_tape, d, op_tape.needs, where);
     }
@@ -280,7 +490,7 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
                                      StrCat(where, "scan step ", i, ": "));
     op_tape->steps[i] = Tape();
     for (size_t j = 1; j < needs.size(); ++j) {
-      if (needs[j] && d[j].defined()) {
+      if (needs[j] && d[j].defined() && !d[j].dry()) {
         Tensor slot = din[j].Slice(i);
         std::memcpy(slot.raw(), d[j].raw(), slot.bytes());
       }
@@ -289,6 +499,20 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
   }
   if (needs[0]) din[0] = carry_cot;
   return din;
+}
+
+void ReverseMode::Log(const std::string& phase, const std::string& where, const Op& op,
+                      const Program& p) {
+  if (schedule_ == nullptr) return;
+  std::string operands;
+  for (int v : op.inputs) {
+    operands += StrCat(operands.empty() ? "" : " ", DTypeName(kernels_->dtype()),
+                       p.shapes[v].ToString());
+  }
+  schedule_->push_back(StrCat(phase, std::string(10 - phase.size(), ' '), where,
+                              OpKindName(op.kind), phase == "backward" ? "^T" : "", " ", operands,
+                              " -> ", DTypeName(kernels_->dtype()), p.shapes[op.output].ToString(),
+                              "    # ", op.site, op.scope.empty() ? "" : " (" + op.scope + ")"));
 }
 
 void ReverseMode::Accumulate(Tensor* acc, const Tensor& contribution) {
@@ -305,6 +529,7 @@ void ReverseMode::CollectResiduals(const Tape& tape, std::vector<Tensor>* out) c
       if (in.defined()) out->push_back(in);
     }
     if (t.output.defined()) out->push_back(t.output);
+    for (const auto& [id, saved] : t.saved) out->push_back(saved);
     if (t.body) CollectResiduals(*t.body, out);
     for (const Tape& step : t.steps) CollectResiduals(step, out);
   }

@@ -1,0 +1,137 @@
+// ReverseMode: reverse-mode differentiation of a Program by the rules of
+// engines/api/rules.h on one set of Kernels. Every engine of remat-bench that
+// runs on Kernels is this interpreter with different options, so their
+// gradients are computed by the same code, in the same order, and agree bit
+// for bit.
+//
+// The forward pass records a tape of exactly the residuals each op's backward
+// rule reads; the backward pass walks the ops in reverse and frees each op's
+// residuals as soon as its rule has run. Values are freed at their last use.
+//
+// Checkpoint regions:
+// - honour_checkpoints = false (eager, reference): a region runs inline and
+//   its policy is ignored; everything is stored.
+// - honour_checkpoints = true (recompute): a region saves its inputs and the
+//   values its policy allows (and the backward pass reads), nothing else; its
+//   backward re-runs the region's forward from those (only the ops whose
+//   results are needed: a saved value is not recomputed) and then
+//   differentiates it. Nested regions recurse, so recursive checkpointing
+//   gives O(log D) residuals. Offloaded values live in the host tier.
+//
+// The order of cotangent accumulation is fixed: ops are visited in reverse
+// program order (a scan's steps from last to first); within an op, input
+// cotangents are added in input order; a value's cotangent is its first
+// contribution, then acc = Kernels::Add(acc, contribution), out of place.
+//
+// Memory prediction: the same interpreter runs on a dry-run tracker (the
+// schedule walked with allocations counted and none made, no kernel run), so
+// the predicted peak is that of the schedule the real run executes.
+#ifndef REMAT_ENGINES_AUTODIFF_REVERSE_MODE_H_
+#define REMAT_ENGINES_AUTODIFF_REVERSE_MODE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engines/api/engine.h"
+#include "engines/api/kernels.h"
+#include "engines/api/program.h"
+#include "engines/api/tensor.h"
+
+namespace remat {
+
+struct ReverseModeOptions {
+  bool honour_checkpoints = false;
+};
+
+class ReverseMode {
+ public:
+  // `kernels` is bound to each run's tracker for the length of the run.
+  ReverseMode(Kernels* kernels, ReverseModeOptions options)
+      : kernels_(kernels), options_(options) {}
+
+  // value_and_grad of `program` (see engines/api/engine.h for the contract).
+  Result Run(const Program& program, const std::vector<Tensor>& args,
+             const std::vector<int>& wrt, const RunOptions& options);
+
+ private:
+  struct Tape;
+  struct OpTape {
+    std::vector<Tensor> inputs;  // saved inputs; undefined where not read
+    Tensor output;               // saved output, when read
+    std::vector<bool> needs;     // which input cotangents the backward computes
+    std::unique_ptr<Tape> body;  // an inline checkpoint: the body's tape
+    std::vector<Tape> steps;     // scan: one tape per step
+    // A honoured checkpoint: the body values its policy saved (by body value
+    // id; offloaded ones in the host tier), and in debug mode the hash of
+    // every value the forward pass computed in it.
+    std::map<int, Tensor> saved;
+    std::map<int, uint64_t> hashes;
+    bool honoured = false;
+  };
+  struct Tape {
+    std::vector<OpTape> ops;
+  };
+
+  // What a honoured checkpoint's first forward pass keeps, and checks.
+  struct Capture {
+    const Policy* policy = nullptr;
+    std::vector<bool> wanted;  // by body value id: read by the backward pass
+    OpTape* into = nullptr;
+  };
+  // A recomputation: values to substitute instead of recomputing, and the
+  // forward pass's hashes to compare with (debug mode).
+  struct Recompute {
+    const std::map<int, Tensor>* saved = nullptr;
+    const std::map<int, uint64_t>* hashes = nullptr;
+  };
+
+  Result Execute(const Program& program, const std::vector<Tensor>& args,
+                 const std::vector<int>& wrt, const RunOptions& options, bool dry_run);
+
+  // Runs `program` on `inputs`. With a tape, records the residuals of the
+  // inputs with needs[i] true; with a capture, keeps what a policy saves;
+  // with a recompute, substitutes saved values and runs only needed ops.
+  Tensor Forward(const Program& program, std::vector<Tensor> inputs,
+                 const std::vector<bool>& needs, Tape* tape, const std::string& where,
+                 const Capture* capture, const Recompute* recompute);
+  // Returns the cotangent of each input with needs[i] true, consuming `tape`.
+  std::vector<Tensor> Backward(const Program& program, Tape* tape, Tensor dout,
+                               const std::vector<bool>& needs, const std::string& where);
+
+  void ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
+                         const std::vector<bool>& needs, OpTape* op_tape, bool run,
+                         const std::string& where, Tensor* out);
+  std::vector<Tensor> BackwardCheckpoint(const Op& op, OpTape* op_tape, const Tensor& dout,
+                                         const std::string& where);
+  Tensor ForwardScan(const Program& program, const Op& op, const std::vector<Tensor>& in,
+                     const std::vector<bool>& needs, OpTape* op_tape, const std::string& where);
+  std::vector<Tensor> BackwardScan(const Program& program, const Op& op, OpTape* op_tape,
+                                   const Tensor& dout, const std::vector<bool>& needs,
+                                   const std::string& where);
+
+  void Accumulate(Tensor* acc, const Tensor& contribution);
+  void Log(const std::string& phase, const std::string& where, const Op& op,
+           const Program& program);
+  void CollectResiduals(const Tape& tape, std::vector<Tensor>* out) const;
+  std::vector<Residual> ListResiduals(const Tape& tape, int64_t* residual_bytes) const;
+
+  Kernels* kernels_;
+  ReverseModeOptions options_;
+  RunOptions run_options_;
+  std::shared_ptr<MemoryTracker> tracker_;
+  bool recomputing_ = false;
+  int64_t recomputed_flops_ = 0;
+  std::map<std::string, int64_t> op_runs_;
+  std::vector<std::string>* schedule_ = nullptr;
+  // Where each live buffer came from, for the residual listing.
+  std::unordered_map<const Buffer*, std::string> origin_;
+  std::unordered_map<const Buffer*, Tensor> arguments_;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_AUTODIFF_REVERSE_MODE_H_

@@ -1,0 +1,380 @@
+// The recompute engine against eager, bit for bit, for every problem under
+// every policy; and what it saves and recomputes, as JAX's tests of remat
+// state it (counts of op evaluations, residual sets), with the memory
+// arithmetic in the comments.
+#include "engines/recompute/recompute_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+
+#include "engines/api/error.h"
+#include "engines/api/registry.h"
+#include "engines/api/tracer.h"
+#include "engines/reference/reference_kernels.h"
+#include "harness/conformance.h"
+#include "problems/problem.h"
+
+namespace remat {
+namespace {
+
+// "as-written" runs the problem's own policies; the others are applied from
+// the calling side (ApplyPolicy), as jax.checkpoint(f, policy=...) does.
+const std::vector<std::string> kPolicies = {
+    "as-written",
+    "everything_saveable",
+    "nothing_saveable",
+    "dots_saveable",
+    "dots_with_no_batch_dims_saveable",
+    "save_only_these_names:a",
+    "save_any_names_but_these:a",
+    "save_anything_except_these_names:b",
+    "save_from_both_policies:dots_saveable+save_only_these_names:c",
+    "save_and_offload_only_these_names:a/b",
+    "offload_dot_with_no_batch_dims",
+};
+
+Program WithPolicy(const Program& p, const std::string& policy) {
+  return policy == "as-written" ? p : ApplyPolicy(p, Policy::Parse(policy));
+}
+
+void ExpectBitwiseEqual(const Result& a, const Result& b, const std::string& what) {
+  EXPECT_TRUE(BitwiseEqual(a.value, b.value)) << what << ": value " << a.value.at(0) << " vs "
+                                              << b.value.at(0);
+  ASSERT_EQ(a.grads.size(), b.grads.size()) << what;
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    EXPECT_TRUE(BitwiseEqual(a.grads[i], b.grads[i])) << what << ": gradient " << i;
+  }
+}
+
+class PolicyTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    const Problem& problem = FindProblem(std::get<0>(GetParam()));
+    case_ = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
+    program_ = WithPolicy(case_.program, std::get<1>(GetParam()));
+  }
+  std::string What() const { return case_.ToString() + " under " + std::get<1>(GetParam()); }
+
+  Case case_;
+  Program program_;
+};
+
+TEST_P(PolicyTest, GradientsEqualEagerBitForBit) {
+  Result eager = MakeEngine("eager")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
+  Result recompute = MakeEngine("recompute")->ValueAndGrad(program_, case_.inputs, case_.wrt);
+  ExpectBitwiseEqual(eager, recompute, What());
+}
+
+TEST_P(PolicyTest, NonFiniteInputsGiveTheSameBits) {
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    std::vector<Tensor> inputs;
+    for (const Tensor& t : case_.inputs) inputs.push_back(Copy(t));
+    for (Tensor& t : inputs) t.f32()[t.num_elements() - 1] = bad;
+    Result eager = MakeEngine("eager")->ValueAndGrad(case_.program, inputs, case_.wrt);
+    Result recompute = MakeEngine("recompute")->ValueAndGrad(program_, inputs, case_.wrt);
+    ExpectBitwiseEqual(eager, recompute, What() + " with " + std::to_string(bad));
+  }
+}
+
+TEST_P(PolicyTest, MeasuredPeakEqualsPredictedPeak) {
+  for (const char* engine : {"eager", "recompute"}) {
+    Result r = MakeEngine(engine)->ValueAndGrad(program_, case_.inputs, case_.wrt);
+    EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes) << What() << " on " << engine;
+    EXPECT_EQ(r.stats.peak_site, r.stats.predicted_peak_site) << What() << " on " << engine;
+    std::shared_ptr<MemoryTracker> tracker = r.tracker;
+    r = Result();
+    EXPECT_EQ(tracker->live_bytes(), 0) << What() << " on " << engine;
+    EXPECT_EQ(tracker->live_bytes(Category::kHost), 0) << What() << " on " << engine;
+  }
+}
+
+TEST_P(PolicyTest, SavesNoMoreThanEager) {
+  Result eager = MakeEngine("eager")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
+  Result recompute = MakeEngine("recompute")->ValueAndGrad(program_, case_.inputs, case_.wrt);
+  EXPECT_LE(recompute.stats.residual_bytes, eager.stats.residual_bytes) << What();
+}
+
+TEST(RecomputeTest, DroppedResidualsLowerThePeakWhereRegionsRepeat) {
+  // scan_stack, L = 8, d = 16, N = 64: eager holds 16 activations of
+  // 64*16*4 = 4 KiB (a carry and a pre-activation per step) when the backward
+  // pass starts; the checkpointed body holds 8 carries and recomputes one
+  // step's pre-activation at a time: about 32 KiB less.
+  const Problem& stack = FindProblem("scan_stack");
+  Case c = MakeCase(stack, ResolveParams(stack, {{"L", 8}, {"d", 16}, {"N", 64}}));
+  Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  Result recompute = MakeEngine("recompute")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  EXPECT_LE(recompute.stats.peak_bytes + 7 * 64 * 16 * 4, eager.stats.peak_bytes);
+  // The recursive sin chain at D = 64: 7 scalars saved instead of 64.
+  const Problem& sins = FindProblem("sin_recursive");
+  Case s = MakeCase(sins, ResolveParams(sins, {{"D", 64}}));
+  Result plain = MakeEngine("eager")->ValueAndGrad(s.program, s.inputs, s.wrt);
+  Result recursive = MakeEngine("recompute")->ValueAndGrad(s.program, s.inputs, s.wrt);
+  EXPECT_LT(recursive.stats.peak_bytes, plain.stats.peak_bytes);
+  // Not so for one region around the whole function (dot_policy under
+  // nothing_saveable): its backward pass recomputes everything it dropped
+  // before any of it is differentiated, so the peak is eager's, as the
+  // tutorial warns ("wrapping the whole pipeline defeats granularity").
+  const Problem& dot = FindProblem("dot_policy");
+  Case d = MakeCase(dot, ResolveParams(dot, {{"d", 16}, {"N", 64}}));
+  Result dot_eager = MakeEngine("eager")->ValueAndGrad(d.program, d.inputs, d.wrt);
+  Result dot_nothing = MakeEngine("recompute")->ValueAndGrad(
+      ApplyPolicy(d.program, Policy(PolicyKind::kNothingSaveable)), d.inputs, d.wrt);
+  EXPECT_EQ(dot_nothing.stats.residual_bytes, 0);
+  EXPECT_EQ(dot_nothing.stats.peak_bytes, dot_eager.stats.peak_bytes);
+}
+
+std::vector<std::string> ProblemNames() {
+  std::vector<std::string> names;
+  for (const auto& p : AllProblems()) names.push_back(p->name());
+  return names;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<PolicyTest::ParamType>& info) {
+  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(ProblemsTimesPolicies, PolicyTest,
+                         ::testing::Combine(::testing::ValuesIn(ProblemNames()),
+                                            ::testing::ValuesIn(kPolicies)),
+                         CaseName);
+
+// Helpers for the tests of what is saved and run.
+Result RunRecompute(const std::string& problem, const ParamValues& overrides,
+                    const std::string& policy = "as-written", bool schedule = false) {
+  const Problem& p = FindProblem(problem);
+  Case c = MakeCase(p, ResolveParams(p, overrides));
+  RunOptions options;
+  options.record_schedule = schedule;
+  return MakeEngine("recompute")
+      ->ValueAndGrad(WithPolicy(c.program, policy), c.inputs, c.wrt, options);
+}
+
+int64_t Runs(const Stats& s, const std::string& kind) {
+  int64_t n = 0;
+  for (const auto& [op, count] : s.op_runs) {
+    if (op.rfind(kind + " at", 0) == 0) n += count;
+  }
+  return n;
+}
+
+int64_t CountSaved(const Stats& s) {
+  int64_t n = 0;
+  for (const Residual& r : s.residuals) n += r.count;
+  return n;
+}
+
+std::string Listing(const Stats& s) { return FormatResiduals(s); }
+
+TEST(RecomputeTest, RecursiveSinChainSavesLogDValues) {
+  // JAX's print_saved_residuals for recursive_checkpoint([sin] * D) lists 4,
+  // 5, 6, 7 values for D = 8, 16, 32, 64, the argument included; the plain
+  // chain lists D.
+  const int64_t expected[][2] = {{8, 4}, {16, 5}, {32, 6}, {64, 7}};
+  for (const auto& [depth, saved] : expected) {
+    Result rec = RunRecompute("sin_recursive", {{"D", depth}});
+    EXPECT_EQ(CountSaved(rec.stats), saved) << "D=" << depth << "\n" << Listing(rec.stats);
+    Result plain = RunRecompute("sin_plain", {{"D", depth}});
+    EXPECT_EQ(CountSaved(plain.stats), depth) << "D=" << depth << "\n" << Listing(plain.stats);
+    // Each sin is evaluated once forward, plus its recomputations: more than
+    // D, at most D (1 + log2 D).
+    EXPECT_GT(Runs(rec.stats, "sin"), depth);
+    EXPECT_LE(Runs(rec.stats, "sin"), depth * (1 + std::log2(static_cast<double>(depth))));
+    EXPECT_EQ(Runs(plain.stats, "sin"), depth);
+  }
+  // D = 8: 8 sins forward. A recomputation runs only what the backward pass
+  // reads (sin reads its input, so a region's last sin is never rerun): the
+  // region of sins 1-2 reruns sin 1 (1); the region of sins 1-4 reruns its
+  // inner region (2) and sin 3 (1), whose backward reruns sin 1 (1); the
+  // region of sins 5-6 reruns sin 5 (1). 8 + 1 + 3 + 1 = 13.
+  EXPECT_EQ(Runs(RunRecompute("sin_recursive", {{"D", 8}}).stats, "sin"), 13);
+}
+
+TEST(RecomputeTest, SinChainSavesTheSinOutputsThatFeedTheNextG) {
+  // The tutorial's f2: W1, W2, W3, x and the outputs of the first two g
+  // (f32[5,1], f32[6,1]); no matmul output.
+  Result r = RunRecompute("sin_chain", {});
+  const std::string listing = Listing(r.stats);
+  EXPECT_EQ(CountSaved(r.stats), 6) << listing;
+  EXPECT_EQ(r.stats.residual_bytes, (5 + 6) * 4) << listing;
+  EXPECT_NE(listing.find("f32[5,1] output of checkpoint"), std::string::npos) << listing;
+  EXPECT_EQ(listing.find("matmul"), std::string::npos) << listing;
+  // Every matmul runs twice (sin's backward reads the matmul's output); sin
+  // runs once (its output is the region's, saved outside it).
+  EXPECT_EQ(Runs(r.stats, "matmul"), 6);
+  EXPECT_EQ(Runs(r.stats, "sin"), 3);
+  // The labels a, b, c are on the regions' outputs, outside the regions:
+  // save_only_these_names:a,b,c saves nothing inside them.
+  Result named = RunRecompute("sin_chain", {}, "save_only_these_names:a,b,c");
+  EXPECT_EQ(Runs(named.stats, "matmul"), 6);
+  // dots_with_no_batch_dims_saveable saves the three matmul outputs (the
+  // tutorial's f3): nothing is recomputed, 5+6+7 more floats are saved.
+  Result dots = RunRecompute("sin_chain", {}, "dots_with_no_batch_dims_saveable");
+  EXPECT_EQ(Runs(dots.stats, "matmul"), 3) << Listing(dots.stats);
+  EXPECT_EQ(dots.stats.residual_bytes, (5 + 6 + 5 + 6 + 7) * 4) << Listing(dots.stats);
+}
+
+TEST(RecomputeTest, DotPolicySavesBothMatmulOutputsAndRecomputesRelu) {
+  // d = 16, N = 8: h1 = x@w1 and h2 = relu(h1)@w2 are saved (2 * 8*16*4 =
+  // 1024 bytes); relu runs twice; the matmuls once.
+  Result r = RunRecompute("dot_policy", {{"d", 16}, {"N", 8}});
+  EXPECT_EQ(r.stats.residual_bytes, 2 * 8 * 16 * 4) << Listing(r.stats);
+  EXPECT_EQ(Runs(r.stats, "matmul"), 2);
+  EXPECT_EQ(Runs(r.stats, "relu"), 2);
+  EXPECT_EQ(Runs(r.stats, "square"), 1);
+  // nothing_saveable saves no computed value and recomputes relu and both
+  // matmuls (square is read by nothing backward: not recomputed).
+  Result nothing = RunRecompute("dot_policy", {{"d", 16}, {"N", 8}}, "nothing_saveable");
+  EXPECT_EQ(nothing.stats.residual_bytes, 0) << Listing(nothing.stats);
+  EXPECT_EQ(Runs(nothing.stats, "matmul"), 4);
+  EXPECT_EQ(Runs(nothing.stats, "relu"), 2);
+  EXPECT_EQ(Runs(nothing.stats, "square"), 1);
+  EXPECT_GT(nothing.stats.flops_recomputed, 0);
+}
+
+TEST(RecomputeTest, ScanStackSavesOneCarryPerStepAndNoReluOutput) {
+  // L = 8, d = 16, N = 8. The checkpointed body keeps its inputs: the carry
+  // of each step (y_0 = x is an argument, y_1..y_7 are computed) and the
+  // weights' slice (an argument); square keeps y_8. Computed residuals:
+  // 8 carries of 8*16*4 = 512 bytes = 4096 bytes, nothing saved inside a
+  // step. Eager also keeps each step's pre-activation (relu's residual):
+  // 16 tensors, 8192 bytes.
+  Result r = RunRecompute("scan_stack", {{"L", 8}, {"d", 16}, {"N", 8}});
+  EXPECT_EQ(r.stats.residual_bytes, 8 * 8 * 16 * 4) << Listing(r.stats);
+  EXPECT_EQ(Listing(r.stats).find("relu"), std::string::npos) << Listing(r.stats);
+  Result eager = MakeEngine("eager")->ValueAndGrad(
+      FindProblem("scan_stack").Build({{"L", 8}, {"d", 16}, {"N", 8}}),
+      MakeCase(FindProblem("scan_stack"), {{"L", 8}, {"d", 16}, {"N", 8}}).inputs, {0});
+  EXPECT_EQ(eager.stats.residual_bytes, 16 * 8 * 16 * 4) << Listing(eager.stats);
+  // The per-step matmul runs twice (relu's backward reads its output); relu
+  // runs once (its output is the step's carry, already kept).
+  EXPECT_EQ(Runs(r.stats, "matmul"), 16);
+  EXPECT_EQ(Runs(r.stats, "relu"), 8);
+  // FLOPs: forward L(2Nd^2 + Nd) + 2Nd; recomputed L 2Nd^2.
+  EXPECT_EQ(r.stats.flops_forward, 8 * (2 * 8 * 16 * 16 + 8 * 16) + 2 * 8 * 16);
+  EXPECT_EQ(r.stats.flops_recomputed, 8 * 2 * 8 * 16 * 16);
+}
+
+TEST(RecomputeTest, LayerLossRecomputesOnlyWhatTheBackwardPassReads) {
+  // The middle region's output b feeds relu outside the region, which saves
+  // b as its residual; the backward pass of y1 @ w2 reads y1 and w2, which
+  // the region keeps. So, as in JAX (whose recomputation is dead-code
+  // eliminated), nothing inside the region is recomputed: every op runs once.
+  Result r = RunRecompute("layer_loss", {{"d", 16}, {"N", 8}});
+  EXPECT_EQ(Runs(r.stats, "matmul"), 3);
+  EXPECT_EQ(r.stats.flops_recomputed, 0);
+  // With relu inside the region (everything recomputable), it is different:
+  // see dot_policy under nothing_saveable.
+}
+
+TEST(RecomputeTest, EverythingSaveableSavesWhatEagerSaves) {
+  // Regions nested in regions are the exception: an inner region whose
+  // output the outer one saved keeps only its inputs (sin_recursive).
+  for (const auto& p : AllProblems()) {
+    if (p->name() == "sin_recursive") continue;
+    Case c = MakeCase(*p, ResolveParams(*p, {}, true));
+    Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+    Result all = MakeEngine("recompute")->ValueAndGrad(
+        ApplyPolicy(c.program, Policy(PolicyKind::kEverythingSaveable)), c.inputs, c.wrt);
+    EXPECT_EQ(all.stats.residual_bytes, eager.stats.residual_bytes) << p->name();
+    EXPECT_EQ(all.stats.flops_recomputed, 0) << p->name();
+  }
+}
+
+TEST(RecomputeTest, OffloadedResidualsLiveInTheHostTier) {
+  Result r = RunRecompute("dot_policy", {{"d", 16}, {"N", 8}}, "offload_dot_with_no_batch_dims");
+  EXPECT_EQ(r.stats.host_peak_bytes, 2 * 8 * 16 * 4);
+  EXPECT_EQ(r.stats.residual_bytes, 2 * 8 * 16 * 4);  // listed, though on the host
+}
+
+TEST(RecomputeTest, ScheduleShowsTheRecomputation) {
+  Result r = RunRecompute("sin_chain", {}, "as-written", /*schedule=*/true);
+  ASSERT_FALSE(r.schedule.empty());
+  int forward = 0, recompute = 0, backward = 0;
+  for (const std::string& line : r.schedule) {
+    forward += line.rfind("forward", 0) == 0;
+    recompute += line.rfind("recompute", 0) == 0;
+    backward += line.rfind("backward", 0) == 0;
+  }
+  EXPECT_EQ(forward, 7 + 3);  // 3 matmul, 3 sin, sum; 3 names
+  EXPECT_EQ(recompute, 3);    // the matmuls
+  EXPECT_GT(backward, 0);
+}
+
+TEST(RecomputeTest, PolicyWarningsNameUnknownLabels) {
+  Program p = ApplyPolicy(FindProblem("sin_chain").Build({}),
+                          Policy::Parse("save_only_these_names:a,zz"));
+  std::vector<std::string> warnings = PolicyWarnings(p);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings[0].find("'zz'"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("labels: a, b, c"), std::string::npos) << warnings[0];
+}
+
+// Kernels whose matmul drifts by one ulp after its first `good_calls` calls:
+// a checkpoint region whose recomputation is not reproducible.
+class DriftingKernels : public ReferenceKernels {
+ public:
+  explicit DriftingKernels(int good_calls) : good_calls_(good_calls) {}
+
+ protected:
+  void DoMatMul(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& out) override {
+    ReferenceKernels::DoMatMul(a, ta, b, tb, out);
+    if (++calls_ > good_calls_) {
+      for (int64_t i = 0; i < out.num_elements(); ++i) {
+        out.f64()[i] = std::nextafter(out.f64()[i], INFINITY);
+      }
+    }
+  }
+
+ private:
+  int good_calls_;
+  int calls_ = 0;
+};
+
+TEST(RecomputeTest, DeterminismCheckCatchesIrreproducibleRecomputation) {
+  Case c = MakeCase(FindProblem("sin_chain"), {});
+  // Three matmuls in the forward pass, then the recomputation drifts.
+  RecomputeEngine engine("drifting", std::make_unique<DriftingKernels>(3));
+  RunOptions debug;
+  debug.predict_memory = false;
+  debug.check_recompute_bits = true;
+  try {
+    engine.ValueAndGrad(c.program, c.inputs, c.wrt, debug);
+    FAIL() << "a drifting recomputation went unnoticed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("determinism check"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("matmul at problems/sin_chains.cc"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(RecomputeTest, PredictedPeakPastTheLimitFailsBeforeAllocating) {
+  // scan_stack at L = 1024, d = 1024, N = 1024 needs over 8 GiB; the dry run
+  // predicts it without allocating any of it.
+  const Problem& p = FindProblem("scan_stack");
+  Program program = p.Build(ResolveParams(p, {{"L", 1024}, {"d", 1024}, {"N", 1024}}));
+  auto shapes_only = std::make_shared<MemoryTracker>();
+  shapes_only->set_dry_run(true);
+  std::vector<Tensor> args;
+  for (int i = 0; i < program.num_params(); ++i) {
+    args.push_back(Tensor::Zeros(DType::kF32, program.shapes[i], shapes_only));
+  }
+  RunOptions options;
+  options.max_memory_bytes = 1ll << 30;
+  try {
+    MakeEngine("eager")->ValueAndGrad(program, args, {0}, options);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("predicted peak"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nothing was allocated"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace remat
