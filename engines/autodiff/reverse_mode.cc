@@ -321,9 +321,11 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
           }
         }
       }
+      // A checkpoint's or scan's output keeps its producer's name inside the
+      // body ("output of sin at ... (g)"), as JAX lists it.
       if (op.kind == OpKind::kName) {
         origin_[out.buffer()] += StrCat(" named '", op.name, "'");
-      } else if (saved == nullptr) {
+      } else if (saved == nullptr && IsPrimitive(op.kind)) {
         origin_[out.buffer()] = StrCat("output of ", site);
       }
     } else if (op_tape && IsPrimitive(op.kind)) {

@@ -1,0 +1,331 @@
+#include "tools/remat_cli.h"
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include "engines/api/error.h"
+#include "engines/api/policy.h"
+#include "engines/api/registry.h"
+#include "harness/conformance.h"
+#include "harness/stats_json.h"
+#include "problems/problem.h"
+#include "tools/npy.h"
+
+namespace remat {
+namespace {
+
+namespace po = boost::program_options;
+
+constexpr char kUsage[] =
+    "usage: remat COMMAND [options]\n"
+    "commands:\n"
+    "  list        problems (with parameters and defaults), engines, policies\n"
+    "  run         value and gradients of a problem on an engine, with peak memory and time\n"
+    "  residuals   what an engine saves between forward and backward\n"
+    "  schedule    the forward and backward computation as run, recomputation marked\n"
+    "  program     the traced program of a problem\n"
+    "`remat COMMAND --help` lists a command's options.\n";
+
+std::map<std::string, int64_t> ParseParamFlags(const std::vector<std::string>& flags) {
+  std::map<std::string, int64_t> out;
+  for (const std::string& f : flags) {
+    const size_t eq = f.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error(StrCat("--param '", f, "': expected NAME=INTEGER, e.g. --param d=16"));
+    }
+    const std::string value = f.substr(eq + 1);
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value.size()) {
+      throw Error(StrCat("--param '", f, "': '", value, "' is not an integer"));
+    }
+    out[f.substr(0, eq)] = v;
+  }
+  return out;
+}
+
+// Options every problem-running command shares.
+struct CaseOptions {
+  std::string problem;
+  std::string engine = "eager";
+  std::vector<std::string> params;
+  uint64_t seed = 1;
+  std::string inputs_dir;
+  std::string max_memory;
+  std::string policy;
+};
+
+void AddCaseOptions(po::options_description* d, CaseOptions* o) {
+  d->add_options()("problem", po::value(&o->problem)->required(), "problem name (remat list)")(
+      "engine", po::value(&o->engine)->default_value("eager"), "engine name (remat list)")(
+      "param", po::value(&o->params)->composing(), "NAME=VALUE, repeatable: a problem parameter")(
+      "seed", po::value(&o->seed)->default_value(1), "seed of the generated inputs")(
+      "inputs", po::value(&o->inputs_dir),
+      "read inputs from DIR/<input name>.npy instead of generating them")(
+      "max-memory", po::value(&o->max_memory),
+      "fail before allocating past this many bytes (e.g. 4GiB); default: no limit")(
+      "policy", po::value(&o->policy),
+      "NAME[:label,...]: set every checkpoint region's policy, or wrap the whole problem in "
+      "one region with it (jax.checkpoint(f, policy=...)); remat list shows the names");
+}
+
+Case LoadCase(const CaseOptions& o, std::ostream& err) {
+  const Problem& problem = FindProblem(o.problem);
+  Case c = MakeCase(problem, ResolveParams(problem, ParseParamFlags(o.params)), o.seed);
+  if (!o.policy.empty()) {
+    c.program = ApplyPolicy(c.program, Policy::Parse(o.policy));
+    for (const std::string& w : PolicyWarnings(c.program)) err << "remat: " << w << "\n";
+  }
+  if (!o.inputs_dir.empty()) {
+    for (int i = 0; i < c.program.num_params(); ++i) {
+      const std::string path =
+          (std::filesystem::path(o.inputs_dir) / (c.program.param_names[i] + ".npy")).string();
+      Tensor t = ReadNpy(path);
+      if (t.shape() != c.program.shapes[i]) {
+        throw Error(StrCat(path, ": input ", c.program.param_names[i], " of ", c.ToString(),
+                           " should be ", c.program.shapes[i].ToString(), ", the file holds ",
+                           t.TypeString()));
+      }
+      c.inputs[i] = t;
+    }
+  }
+  return c;
+}
+
+RunOptions MakeRunOptions(const CaseOptions& o) {
+  RunOptions r;
+  if (!o.max_memory.empty()) r.max_memory_bytes = ParseBytes(o.max_memory);
+  return r;
+}
+
+// Parses `args` into `desc`; returns false (after printing help) for --help.
+bool Parse(const std::vector<std::string>& args, po::options_description& desc,
+           std::ostream& out) {
+  desc.add_options()("help", "this help");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(desc).run(), vm);
+  if (vm.count("help")) {
+    out << desc;
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+double Norm(const Tensor& t) {
+  double s = 0;
+  for (int64_t i = 0; i < t.num_elements(); ++i) s += t.at(i) * t.at(i);
+  return std::sqrt(s);
+}
+
+int List(std::ostream& out) {
+  out << "problems:\n";
+  for (const auto& p : AllProblems()) {
+    out << "  " << std::left << std::setw(14) << p->name() << " " << p->description() << "\n";
+    for (const ParamSpec& s : p->params()) {
+      out << "      --param " << s.name << "=N   " << s.help << " (default " << s.default_value
+          << ", tests " << s.test_value << ")\n";
+    }
+  }
+  out << "engines:\n";
+  for (const EngineInfo& e : RegisteredEngines()) {
+    out << "  " << std::left << std::setw(14) << e.name << " " << e.description << "\n";
+  }
+  out << "policies:\n";
+  for (const std::string& name : Policy::Names()) out << "  " << name << "\n";
+  return 0;
+}
+
+void Dump(const std::string& dir, const Case& c, const Result& r) {
+  std::filesystem::create_directories(dir);
+  auto path = [&](const std::string& file) { return (std::filesystem::path(dir) / file).string(); };
+  WriteNpy(path("loss.npy"), r.value);
+  for (size_t j = 0; j < c.wrt.size(); ++j) {
+    WriteNpy(path("grad_" + c.program.param_names[c.wrt[j]] + ".npy"), r.grads[j]);
+  }
+  for (int i = 0; i < c.program.num_params(); ++i) {
+    WriteNpy(path(c.program.param_names[i] + ".npy"), c.inputs[i]);
+  }
+  std::ofstream json(path("stats.json"));
+  json << StatsToJson(r.stats).dump(2) << "\n";
+  if (!json) throw Error(StrCat(path("stats.json"), ": cannot write"));
+}
+
+int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CaseOptions o;
+  std::string dump_dir;
+  bool json = false;
+  po::options_description desc("remat run: value and gradients of a problem on an engine");
+  AddCaseOptions(&desc, &o);
+  desc.add_options()("dump", po::value(&dump_dir),
+                     "write DIR/loss.npy, DIR/grad_<input>.npy, DIR/<input>.npy, DIR/stats.json")(
+      "json", po::bool_switch(&json), "print one JSON object instead of the table");
+  if (!Parse(args, desc, out)) return 0;
+  Case c = LoadCase(o, err);
+  std::unique_ptr<Engine> engine = MakeEngine(o.engine);
+  Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, MakeRunOptions(o));
+  if (!dump_dir.empty()) Dump(dump_dir, c, r);
+  const std::vector<std::string> names = OutputNames(c);
+  if (json) {
+    nlohmann::json j = {{"problem", c.problem->name()},
+                        {"params", c.params},
+                        {"engine", engine->name()},
+                        {"dtype", DTypeName(engine->dtype())},
+                        {"loss", r.value.at(0)},
+                        {"stats", StatsToJson(r.stats)}};
+    for (size_t i = 0; i < r.grads.size(); ++i) j["grad_norms"][names[i + 1]] = Norm(r.grads[i]);
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  const Stats& s = r.stats;
+  out << std::setprecision(9);
+  out << "problem     " << c.ToString() << "\n";
+  out << "engine      " << engine->name() << " (" << DTypeName(engine->dtype()) << ")\n";
+  out << "loss        " << r.value.at(0) << "\n";
+  for (size_t i = 0; i < r.grads.size(); ++i) {
+    out << std::left << std::setw(12) << names[i + 1] << "norm " << Norm(r.grads[i]) << "\n";
+  }
+  out << "peak        " << FormatBytes(s.peak_bytes) << " (" << s.peak_bytes << " bytes) at "
+      << s.peak_site << "\n";
+  if (s.predicted_peak_bytes >= 0) {
+    out << "predicted   " << s.predicted_peak_bytes << " bytes at " << s.predicted_peak_site
+        << " (dry run of the schedule)\n";
+  }
+  if (s.host_peak_bytes > 0) out << "host tier   " << FormatBytes(s.host_peak_bytes) << " at peak\n";
+  out << "  at peak  ";
+  for (int cat = 0; cat < kNumCategories; ++cat) {
+    out << " " << CategoryName(static_cast<Category>(cat)) << " " << s.peak_bytes_by_category[cat];
+  }
+  out << "\n";
+  out << "residuals   " << FormatBytes(s.residual_bytes) << " (" << s.residual_bytes
+      << " bytes, arguments excluded; remat residuals lists them)\n";
+  out << "flops       forward " << s.flops_forward << ", recomputed " << s.flops_recomputed
+      << ", backward " << s.flops_backward << "\n";
+  out << std::fixed << std::setprecision(3);
+  out << "time        forward " << s.seconds_forward * 1e3 << " ms, backward "
+      << s.seconds_backward * 1e3 << " ms, total " << s.seconds_total() * 1e3 << " ms\n";
+  if (!dump_dir.empty()) out << "dumped to   " << dump_dir << "\n";
+  return 0;
+}
+
+int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CaseOptions o;
+  po::options_description desc(
+      "remat residuals: what an engine saves between forward and backward "
+      "(as jax.ad_checkpoint.print_saved_residuals)");
+  AddCaseOptions(&desc, &o);
+  if (!Parse(args, desc, out)) return 0;
+  Case c = LoadCase(o, err);
+  std::unique_ptr<Engine> engine = MakeEngine(o.engine);
+  Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, MakeRunOptions(o));
+  out << "# " << c.ToString() << " on " << engine->name() << "\n";
+  out << FormatResiduals(r.stats);
+  return 0;
+}
+
+int PrintProgram(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CaseOptions o;
+  po::options_description desc("remat program: the traced program of a problem");
+  AddCaseOptions(&desc, &o);
+  if (!Parse(args, desc, out)) return 0;
+  Case c = LoadCase(o, err);
+  out << "# " << c.ToString() << "\n" << ToString(c.program);
+  return 0;
+}
+
+int Schedule(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CaseOptions o;
+  po::options_description desc(
+      "remat schedule: the forward and the backward computation as the engine runs them, "
+      "recomputation marked (as the JAX tutorial's print_fwd_bwd)");
+  AddCaseOptions(&desc, &o);
+  if (!Parse(args, desc, out)) return 0;
+  Case c = LoadCase(o, err);
+  std::unique_ptr<Engine> engine = MakeEngine(o.engine);
+  RunOptions options = MakeRunOptions(o);
+  options.record_schedule = true;
+  Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+  out << "# " << c.ToString() << " on " << engine->name() << "\n";
+  out << "forward computation:\n";
+  bool backward = false;
+  for (const std::string& line : r.schedule) {
+    if (!backward && line.rfind("forward", 0) != 0) {
+      out << "saved for the backward pass:\n" << FormatResiduals(r.stats);
+      out << "backward computation:\n";
+      backward = true;
+    }
+    out << "  " << line << "\n";
+  }
+  out << "peak " << r.stats.peak_bytes << " bytes at " << r.stats.peak_site << "; recomputed "
+      << r.stats.flops_recomputed << " FLOPs\n";
+  return 0;
+}
+
+}  // namespace
+
+int64_t ParseBytes(const std::string& text) {
+  static const std::pair<const char*, int64_t> kUnits[] = {
+      {"KiB", 1ll << 10}, {"MiB", 1ll << 20}, {"GiB", 1ll << 30}, {"TiB", 1ll << 40},
+      {"KB", 1000ll},     {"MB", 1000000ll},  {"GB", 1000000000ll}, {"B", 1}};
+  std::string number = text;
+  int64_t unit = 1;
+  for (const auto& [suffix, mult] : kUnits) {
+    const std::string s = suffix;
+    if (number.size() > s.size() && number.compare(number.size() - s.size(), s.size(), s) == 0) {
+      number = number.substr(0, number.size() - s.size());
+      unit = mult;
+      break;
+    }
+  }
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != number.size() || !(v >= 0) || v * unit > 9.0e18) {
+    throw Error(StrCat("'", text, "' is not a byte count (e.g. 1000000, 256MiB, 1.5GiB)"));
+  }
+  return static_cast<int64_t>(v * static_cast<double>(unit));
+}
+
+int RunRemat(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || args[0] == "--help" || args[0] == "help") {
+    (args.empty() ? err : out) << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (command == "list") return List(out);
+    if (command == "run") return Run(rest, out, err);
+    if (command == "residuals") return Residuals(rest, out, err);
+    if (command == "schedule") return Schedule(rest, out, err);
+    if (command == "program") return PrintProgram(rest, out, err);
+    err << "remat: unknown command '" << command << "'\n" << kUsage;
+    return 2;
+  } catch (const po::error& e) {
+    err << "remat " << command << ": " << e.what() << " (remat " << command << " --help)\n";
+    return 2;
+  } catch (const Error& e) {
+    err << "remat " << command << ": error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    err << "remat " << command << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace remat

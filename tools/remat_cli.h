@@ -1,0 +1,27 @@
+// The `remat` command line (Boost.Program_options):
+//
+//   remat list
+//   remat run --problem P --engine E [--param d=16 ...] [--seed S]
+//             [--inputs DIR] [--dump DIR] [--json] [--max-memory BYTES]
+//   remat residuals --problem P [--engine E] [--param ...]
+//
+// RunRemat is the whole program, writing to `out` and `err`, so tests can
+// run it in-process. Returns the exit status: 0 success, 1 a bad input or a
+// failed run (the message names it), 2 a usage error.
+#ifndef REMAT_TOOLS_REMAT_CLI_H_
+#define REMAT_TOOLS_REMAT_CLI_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace remat {
+
+int RunRemat(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// "256MiB", "1.5GiB", "1000000" -> bytes; remat::Error when malformed.
+int64_t ParseBytes(const std::string& text);
+
+}  // namespace remat
+
+#endif  // REMAT_TOOLS_REMAT_CLI_H_

@@ -1,0 +1,19 @@
+// remat: see tools/remat_cli.h.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tools/remat_cli.h"
+
+int main(int argc, char** argv) {
+  // Under `bazel run`, relative paths (--inputs, --dump) mean the caller's
+  // directory, not the runfiles tree.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {
+    if (chdir(dir) != 0) std::cerr << "remat: cannot enter " << dir << "\n";
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return remat::RunRemat(args, std::cout, std::cerr);
+}
