@@ -194,7 +194,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   out << "engine      " << engine->name() << " (" << DTypeName(engine->dtype()) << ")\n";
   out << "loss        " << r.value.at(0) << "\n";
   for (size_t i = 0; i < r.grads.size(); ++i) {
-    out << std::left << std::setw(12) << names[i + 1] << "norm " << Norm(r.grads[i]) << "\n";
+    out << std::left << std::setw(12) << names[i + 1] + " " << "norm " << Norm(r.grads[i]) << "\n";
   }
   out << "peak        " << FormatBytes(s.peak_bytes) << " (" << s.peak_bytes << " bytes) at "
       << s.peak_site << "\n";

@@ -556,15 +556,18 @@ std::vector<Residual> ReverseMode::ListResiduals(const Tape& tape,
     }
     auto it = origin_.find(t.buffer());
     const std::string source = it == origin_.end() ? "(unknown origin)" : it->second;
-    // Drop the scan-step prefix so every step's value lands on one line.
+    // Drop the scan-step prefix so every step's value lands on one line;
+    // values outside scans get a line each.
     std::string key_source = source;
+    bool in_scan = false;
     for (size_t pos; (pos = key_source.find("scan step ")) != std::string::npos;) {
       size_t colon = key_source.find(": ", pos);
       key_source.erase(pos, colon == std::string::npos ? std::string::npos : colon + 2 - pos);
+      in_scan = true;
     }
     const int64_t bytes = t.buffer()->bytes();
     *residual_bytes += bytes;
-    auto key = std::make_pair(t.TypeString(), key_source);
+    auto key = std::make_pair(in_scan ? t.TypeString() : StrCat(line_of.size()), key_source);
     auto [line, inserted] = line_of.emplace(key, computed.size());
     if (inserted) {
       computed.push_back({t.TypeString(), key_source, bytes, false, 1});
