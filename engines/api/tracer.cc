@@ -235,6 +235,12 @@ Var name(Var x, const std::string& label, Loc loc) {
   return b->Emit(std::move(op), {x}, x.shape());
 }
 
+Var checkpoint_n(const std::function<Var(const std::vector<Var>&)>& body,
+                 const std::vector<Var>& args, const Policy& policy, const std::string& label,
+                 Loc loc) {
+  return internal::TraceCheckpoint(args, body, policy, label, loc);
+}
+
 Var scan_n(const std::function<Var(Var, const std::vector<Var>&)>& body, Var carry,
            const std::vector<Var>& xs, const std::string& label, Loc loc) {
   return internal::TraceScan(

@@ -104,6 +104,11 @@ Var scan(F body, Var carry, Var xs, std::string label = "", Loc loc = Loc::curre
       [&body](const std::vector<Var>& p) { return internal::Apply<2>(body, p); }, label, loc);
 }
 
+// jax.checkpoint of a function of any number of arguments, applied to `args`.
+Var checkpoint_n(const std::function<Var(const std::vector<Var>&)>& body,
+                 const std::vector<Var>& args, const Policy& policy = Policy(),
+                 const std::string& label = "", Loc loc = Loc::current());
+
 // lax.scan with several stacked inputs: body(carry, {x1_i, x2_i, ...}).
 Var scan_n(const std::function<Var(Var, const std::vector<Var>&)>& body, Var carry,
            const std::vector<Var>& xs, const std::string& label = "",

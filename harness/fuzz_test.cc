@@ -1,0 +1,267 @@
+// Differential testing of random programs (harness/random_program.h): for
+// every case, recompute equals eager bit for bit (under the case's own random
+// policies and under whole-program policies), eager agrees with the float64
+// reference within tolerance, the measured peak equals the predicted one, and
+// every tracker ends at zero live bytes.
+//
+//   bazel-bin/harness/fuzz_test                      # the CI run: --cases=2000
+//   bazel-bin/harness/fuzz_test --seconds=3600       # soak for an hour
+//   bazel-bin/harness/fuzz_test --seed=1234          # replay one case
+//
+// A failing case is shrunk (the same seed with fewer ops, shallower nesting,
+// smaller dims) and printed with the command that replays it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engines/api/error.h"
+#include "engines/api/registry.h"
+#include "harness/random_program.h"
+
+namespace remat {
+namespace {
+
+struct Flags {
+  uint64_t first_seed = 1;
+  std::optional<uint64_t> seed;  // replay exactly one case
+  int cases = 2000;
+  double seconds = 0;  // > 0: soak for this long instead
+  RandomOptions options;
+};
+
+Flags& GetFlags() {
+  static Flags flags;
+  return flags;
+}
+
+const char* const kWholePolicies[] = {"nothing_saveable", "everything_saveable",
+                                      "dots_saveable", "save_only_these_names:a,b",
+                                      "offload_dot_with_no_batch_dims"};
+
+// One engine of each name for the whole run (oneDNN's primitive cache then
+// serves every case).
+Engine* MakeEngineCached(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Engine>> engines;
+  auto& e = engines[name];
+  if (!e) e = MakeEngine(name);
+  return e.get();
+}
+
+bool SameBits(const Result& a, const Result& b) {
+  if (!BitwiseEqual(a.value, b.value) || a.grads.size() != b.grads.size()) return false;
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    if (!BitwiseEqual(a.grads[i], b.grads[i])) return false;
+  }
+  return true;
+}
+
+// The first element where `got` differs from `want` by more than
+// 4 K 2^-24 times the case's scale: the largest magnitude of any reference
+// output (per case, not per tensor: a gradient that cancels to ~0 still had
+// terms of the case's size, and their rounding is what differs).
+std::optional<std::string> CompareToReference(const RandomCase& c, const Result& got,
+                                              const Result& want) {
+  std::vector<const Tensor*> g = {&got.value}, w = {&want.value};
+  for (size_t i = 0; i < got.grads.size(); ++i) {
+    g.push_back(&got.grads[i]);
+    w.push_back(&want.grads[i]);
+  }
+  double scale = 0;
+  for (const Tensor* t : w) {
+    for (int64_t i = 0; i < t->num_elements(); ++i) {
+      if (std::isfinite(t->at(i))) scale = std::max(scale, std::abs(t->at(i)));
+    }
+  }
+  const double tolerance = 4 * c.reduction_length * std::ldexp(1.0, -24) * scale;
+  for (size_t t = 0; t < g.size(); ++t) {
+    for (int64_t i = 0; i < w[t]->num_elements(); ++i) {
+      const double err = std::abs(g[t]->at(i) - w[t]->at(i));
+      if (!(err <= tolerance) && !(std::isnan(g[t]->at(i)) && std::isnan(w[t]->at(i)))) {
+        return StrCat(t == 0 ? "value" : StrCat("gradient ", t - 1), "[", i, "]: ",
+                      g[t]->at(i), " vs reference ", w[t]->at(i), ", tolerance ", tolerance);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// True when the reference itself jumps under perturbations of the inputs
+// as small as f32's rounding (2^-23 relative): the case sits on a kink
+// (relu at 0), where f32 and f64 may take different branches and no
+// tolerance applies. A smooth case moves by O(1e-7) there, far inside it.
+bool NearAKink(const RandomCase& c, Engine& reference, const Result& ref) {
+  uint64_t state = c.seed;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::vector<Tensor> nudged;
+    for (const Tensor& t : c.inputs) {
+      Tensor d = Cast(t, DType::kF64);
+      for (int64_t i = 0; i < d.num_elements(); ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        d.f64()[i] += ((state >> 11) * 0x1.0p-53 - 0.5) * 0x1.0p-22;
+      }
+      nudged.push_back(d);
+    }
+    Result other = reference.ValueAndGrad(c.program, nudged, c.wrt);
+    if (CompareToReference(c, other, ref).has_value()) return true;
+  }
+  return false;
+}
+
+int& KinkCount() {
+  static int kinks = 0;
+  return kinks;
+}
+
+// The first property the case violates, or nothing.
+std::optional<std::string> Check(const RandomCase& c, bool* rejected) {
+  Engine& eager = *MakeEngineCached("eager");
+  Engine& recompute = *MakeEngineCached("recompute");
+  Engine& reference = *MakeEngineCached("reference");
+  Result ref = reference.ValueAndGrad(c.program, c.inputs, c.wrt);
+  // Like benchdnn, a case whose gradients are mostly zero proves little.
+  int64_t zeros = 0, total = 0;
+  for (const Tensor& g : ref.grads) {
+    for (int64_t i = 0; i < g.num_elements(); ++i) zeros += g.at(i) == 0.0;
+    total += g.num_elements();
+  }
+  if (total == 0 || zeros * 2 > total) {
+    *rejected = true;
+    return std::nullopt;
+  }
+  Result e = eager.ValueAndGrad(c.program, c.inputs, c.wrt);
+  if (e.stats.peak_bytes != e.stats.predicted_peak_bytes) {
+    return StrCat("eager: measured peak ", e.stats.peak_bytes, " != predicted ",
+                  e.stats.predicted_peak_bytes);
+  }
+  // Eager against the reference.
+  if (std::optional<std::string> bad = CompareToReference(c, e, ref)) {
+    if (NearAKink(c, reference, ref)) {
+      *rejected = true;
+      ++KinkCount();
+      return std::nullopt;
+    }
+    return "eager vs the float64 reference: " + *bad;
+  }
+  // Recompute against eager, under the case's policies and whole-program ones.
+  std::vector<std::pair<std::string, Program>> programs = {{"as generated", c.program}};
+  for (const char* p : kWholePolicies) {
+    programs.push_back({p, ApplyPolicy(c.program, Policy::Parse(p))});
+  }
+  for (const auto& [what, program] : programs) {
+    Result r = recompute.ValueAndGrad(program, c.inputs, c.wrt);
+    if (!SameBits(e, r)) return StrCat("recompute (", what, ") differs from eager");
+    if (r.stats.peak_bytes != r.stats.predicted_peak_bytes) {
+      return StrCat("recompute (", what, "): measured peak ", r.stats.peak_bytes,
+                    " != predicted ", r.stats.predicted_peak_bytes);
+    }
+    std::shared_ptr<MemoryTracker> tracker = r.tracker;
+    r = Result();
+    if (tracker->live_bytes() != 0 || tracker->live_bytes(Category::kHost) != 0) {
+      return StrCat("recompute (", what, "): ", tracker->live_bytes(), " bytes still live");
+    }
+  }
+  return std::nullopt;
+}
+
+// Replays the seed with smaller options while it still fails.
+RandomCase Shrink(RandomCase c) {
+  bool improved = true;
+  while (improved) {
+    improved = false;
+    for (int field = 0; field < 4; ++field) {
+      RandomOptions smaller = c.options;
+      int* value[] = {&smaller.max_ops, &smaller.max_depth, &smaller.max_dim, &smaller.max_length};
+      if (*value[field] <= (field == 1 ? 0 : 1)) continue;
+      --*value[field];
+      RandomCase candidate;
+      bool rejected = false;
+      try {
+        candidate = MakeRandomCase(c.seed, smaller);
+        if (!Check(candidate, &rejected) || rejected) continue;
+      } catch (const Error&) {
+        continue;
+      }
+      c = candidate;
+      improved = true;
+    }
+  }
+  return c;
+}
+
+TEST(FuzzTest, RandomProgramsAgreeAcrossEngines) {
+  const Flags& f = GetFlags();
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  int tried = 0, rejected_count = 0, failures = 0;
+  for (uint64_t i = 0;; ++i) {
+    const uint64_t seed = f.seed ? *f.seed : f.first_seed + i;
+    if (f.seed && i > 0) break;
+    if (!f.seed && f.seconds <= 0 && tried + rejected_count >= f.cases) break;
+    if (!f.seed && f.seconds > 0 && elapsed() > f.seconds) break;
+    RandomCase c = MakeRandomCase(seed, f.options);
+    bool rejected = false;
+    std::optional<std::string> failure;
+    try {
+      failure = Check(c, &rejected);
+    } catch (const Error& e) {
+      failure = StrCat("threw: ", e.what());
+    }
+    if (rejected) {
+      ++rejected_count;
+      continue;
+    }
+    ++tried;
+    if (failure) {
+      ++failures;
+      RandomCase small = Shrink(c);
+      bool ignored = false;
+      std::optional<std::string> small_failure = Check(small, &ignored);
+      ADD_FAILURE() << "seed " << seed << ": " << *failure << "\nshrunk: "
+                    << small_failure.value_or(*failure) << "\nreplay: " << ReplayCommand(small)
+                    << "\n" << ToString(small.program);
+      if (failures >= 3) break;
+    }
+  }
+  std::printf("fuzz: %d random programs checked; rejected: %d with mostly-zero gradients, %d on "
+              "a relu kink; %.1f s\n",
+              tried, rejected_count - KinkCount(), KinkCount(), elapsed());
+  if (!f.seed) EXPECT_GT(tried, 0);
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  remat::Flags& f = remat::GetFlags();
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      const size_t n = std::strlen(name);
+      return arg.compare(0, n, name) == 0 ? argv[i] + n : nullptr;
+    };
+    if (const char* v = value("--seed=")) f.seed = std::strtoull(v, nullptr, 10);
+    else if (const char* v = value("--first_seed=")) f.first_seed = std::strtoull(v, nullptr, 10);
+    else if (const char* v = value("--cases=")) f.cases = std::atoi(v);
+    else if (const char* v = value("--seconds=")) f.seconds = std::atof(v);
+    else if (const char* v = value("--max_ops=")) f.options.max_ops = std::atoi(v);
+    else if (const char* v = value("--max_depth=")) f.options.max_depth = std::atoi(v);
+    else if (const char* v = value("--max_dim=")) f.options.max_dim = std::atoi(v);
+    else if (const char* v = value("--max_length=")) f.options.max_length = std::atoi(v);
+    else {
+      std::fprintf(stderr, "fuzz_test: unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  return RUN_ALL_TESTS();
+}
