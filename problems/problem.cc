@@ -17,7 +17,9 @@ ParamValues ResolveParams(const Problem& problem, const std::map<std::string, in
     out[s.name] = test_sizes ? s.test_value : s.default_value;
     names.push_back(StrCat(s.name, " (default ", s.default_value, ")"));
   }
-  for (const auto& [name, value] : overrides) {
+  for (const auto& override : overrides) {
+    const std::string& name = override.first;
+    const int64_t value = override.second;
     auto specs = problem.params();
     auto it = std::find_if(specs.begin(), specs.end(),
                            [&](const ParamSpec& s) { return s.name == name; });

@@ -115,6 +115,9 @@ TEST(RematCliTest, BadInputIsAClearError) {
       {{"run", "--problem", "sin_chain", "--max-memory", "100B"}, 1, "--max-memory"},
       {{"run"}, 2, "--problem"},
       {{"run", "--problem", "sin_chain", "--bogus"}, 2, "bogus"},
+      // Found by the fuzzer: Boost loops forever formatting this error.
+      {{"program", "--p%canonical_option%"}, 2, "contains '%'"},
+      {{"run", "--problem", "sin_chain", "--seed", "%canonical_option%"}, 2, "contains '%'"},
   };
   for (const Bad& b : cases) {
     Output o = Remat(b.args);

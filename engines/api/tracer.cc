@@ -80,7 +80,7 @@ class Builder {
 
   static std::string SiteOf(const Loc& loc) {
     std::string_view file = loc.file_name();
-    return StrCat(file, ":", loc.line());
+    return StrCat(file, ":", loc.line_number());
   }
 
   static thread_local Builder* current_;

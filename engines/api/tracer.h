@@ -19,7 +19,6 @@
 
 #include <functional>
 #include <memory>
-#include <source_location>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -48,7 +47,18 @@ class Var {
   int id_ = -1;
 };
 
-using Loc = std::source_location;
+// Where an op was traced: the caller's file and line, taken as default
+// arguments (std::source_location does the same, but clang 14 with
+// libstdc++ 12, which the fuzzers build with, lacks it).
+struct Loc {
+  const char* file = "";
+  int line = 0;
+  static Loc current(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return Loc{file, line};
+  }
+  const char* file_name() const { return file; }
+  int line_number() const { return line; }
+};
 
 Var matmul(Var a, Var b, Loc loc = Loc::current());
 Var relu(Var x, Loc loc = Loc::current());

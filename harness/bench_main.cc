@@ -1,0 +1,456 @@
+// //harness:bench: every problem on every engine (and policy), timed with
+// Google Benchmark; a summary table at the end; JSON into results/.
+//
+//   tools/bazel run //harness:bench
+//   tools/bazel run //harness:bench -- --sweep=depth
+//   tools/bazel run //harness:bench -- --engines=eager,recompute --benchmark_filter=scan_stack
+//
+// Flags: harness/bench_lib.h (BenchHelp); Google Benchmark's own flags pass
+// through. What is planned, written and printed lives in bench_lib; this file
+// runs the rows.
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "engines/api/engine.h"
+#include "engines/api/error.h"
+#include "engines/api/program.h"
+#include "engines/api/registry.h"
+#include "engines/onednn/onednn_kernels.h"
+#include "harness/bench_lib.h"
+#include "harness/conformance.h"
+#include "problems/problem.h"
+
+namespace remat::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Feeds Google Benchmark's memory measurement from the MemoryTracker: the
+// library brackets one extra, untimed pass of each row with Start and Stop,
+// and the row reports its run's Stats.peak_bytes here. max_bytes_used is
+// then the tracker's high-water mark (arguments, activations, gradients and
+// oneDNN's scratchpad), not the process heap. Allocations are not counted.
+class TrackerMemoryManager : public benchmark::MemoryManager {
+ public:
+  void Start() override {
+    active_ = true;
+    recorded_ = false;
+    max_bytes_ = 0;
+  }
+  void Stop(Result& result) override {
+    active_ = false;
+    result.max_bytes_used = max_bytes_;
+  }
+  // The 1.7.1 interface still requires the deprecated pointer form.
+  void Stop(Result* result) override { Stop(*result); }
+
+  bool active() const { return active_; }
+  bool recorded() const { return recorded_; }
+  void Record(int64_t peak_bytes) {
+    max_bytes_ = std::max(max_bytes_, peak_bytes);
+    recorded_ = true;
+  }
+
+ private:
+  bool active_ = false;
+  bool recorded_ = false;
+  int64_t max_bytes_ = 0;
+};
+
+TrackerMemoryManager g_memory;
+
+// The case (program, seeded inputs) of the rows now running. Rows are
+// registered grouped by case, so consecutive rows share it; only one is held,
+// so that a sweep's large cases are not all alive at once.
+class CaseCache {
+ public:
+  const Case& Get(const PlannedRow& row) {
+    if (!case_ || key_ != row.case_key) {
+      case_.reset();  // free the previous inputs before making the next
+      ParamValues params(row.params.begin(), row.params.end());
+      case_ = std::make_unique<Case>(MakeCase(FindProblem(row.problem), params, /*seed=*/1));
+      key_ = row.case_key;
+    }
+    return *case_;
+  }
+
+ private:
+  std::string key_;
+  std::unique_ptr<Case> case_;
+};
+
+CaseCache g_cases;
+
+// The baseline's mean time per case, for the vs_eager counter of the rows
+// that follow it (the JSON's vs_eager is computed again at the end).
+std::map<std::string, double> g_baseline_ms;
+
+// Progress for sweeps: "[k/n] name" on stderr as each row starts.
+struct Progress {
+  bool enabled = false;
+  int started = 0;
+  int total = 0;
+} g_progress;
+
+void ReportStart(const PlannedRow& row) {
+  if (!g_progress.enabled) return;
+  std::cerr << "[" << ++g_progress.started << "/" << g_progress.total << "] " << row.name
+            << std::endl;
+}
+
+// What a row keeps between the calls Google Benchmark makes (one per
+// iteration-count trial, per repetition, and the memory pass).
+struct RowState {
+  PlannedRow row;
+  bool ready = false;
+  std::string error;  // set up failed: every later call reports it at once
+  // kValueAndGrad
+  std::unique_ptr<Engine> engine;
+  Program program;
+  Stats stats;  // of the warm-up run (all but the times repeat exactly)
+  // kMatMulBound
+  std::unique_ptr<OneDnnKernels> kernels;
+  std::shared_ptr<MemoryTracker> tracker;
+  Tensor a, b;
+  int64_t flops = 0;
+};
+
+void SetUpValueAndGrad(RowState* s) {
+  const Case& c = g_cases.Get(s->row);
+  s->program = s->row.policy == kAsWritten ? c.program
+                                           : ApplyPolicy(c.program, Policy::Parse(s->row.policy));
+  s->engine = MakeEngine(s->row.engine);
+  // One untimed run: oneDNN creates and caches its primitives here, so the
+  // first timed iteration is not a cold one. It predicts the peak too, which
+  // the timed runs skip (bookkeeping, not the work being compared).
+  Result warm = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt);
+  s->stats = warm.stats;
+}
+
+void SetUpMatMulBound(RowState* s) {
+  int64_t n = 0, d = 0;
+  for (const auto& [name, value] : s->row.params) (name == "N" ? n : d) = value;
+  s->kernels = std::make_unique<OneDnnKernels>();
+  s->tracker = std::make_shared<MemoryTracker>();
+  s->kernels->Bind(s->tracker);
+  s->a = Tensor::Zeros(DType::kF32, Shape({n, d}), s->tracker, Category::kInputs);
+  s->b = Tensor::Zeros(DType::kF32, Shape({d, d}), s->tracker, Category::kInputs);
+  // Values in [-1, 1): the same arithmetic the problems' inputs make (no
+  // zeros or denormals that some kernels might shortcut).
+  uint64_t state = 1;
+  for (const Tensor* t : {&s->a, &s->b}) {
+    float* data = t->f32();
+    for (int64_t i = 0; i < t->num_elements(); ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      data[i] = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
+    }
+  }
+  s->kernels->reset_flops();
+  s->kernels->MatMul(s->a, false, s->b, false);  // warm-up: creates the primitive
+  s->flops = s->kernels->flops();               // 2*N*d*d, as the engines count it
+}
+
+// Sets up the row on its first call; false (after SkipWithError) if that
+// failed, now or before.
+bool EnsureReady(benchmark::State& state, RowState* s) {
+  if (!s->ready && s->error.empty()) {
+    ReportStart(s->row);
+    try {
+      if (s->row.kind == RowKind::kValueAndGrad) {
+        SetUpValueAndGrad(s);
+      } else {
+        SetUpMatMulBound(s);
+      }
+      s->ready = true;
+    } catch (const std::exception& e) {
+      s->error = e.what();
+    }
+  }
+  if (!s->error.empty()) state.SkipWithError(s->error.c_str());
+  return s->error.empty();
+}
+
+void SetCounters(benchmark::State& state, const RowState& s, int64_t peak_bytes,
+                 int64_t total_flops, double seconds) {
+  using benchmark::Counter;
+  state.counters["peak_bytes"] = Counter(static_cast<double>(peak_bytes), Counter::kDefaults,
+                                         Counter::OneK::kIs1024);
+  state.counters["residual_bytes"] = Counter(static_cast<double>(s.stats.residual_bytes),
+                                             Counter::kDefaults, Counter::OneK::kIs1024);
+  state.counters["flops_fwd"] = static_cast<double>(s.stats.flops_forward);
+  state.counters["flops_recomputed"] = static_cast<double>(s.stats.flops_recomputed);
+  state.counters["flops_bwd"] = static_cast<double>(s.stats.flops_backward);
+  // Per iteration, times the iterations, over the (manual) time: GFLOP/s.
+  state.counters["GFLOP/s"] =
+      Counter(static_cast<double>(total_flops) / 1e9, Counter::kIsIterationInvariantRate);
+  if (s.row.kind != RowKind::kValueAndGrad || state.iterations() == 0) return;
+  const double mean_ms = 1e3 * seconds / static_cast<double>(state.iterations());
+  // The memory pass is not a timing: it must not replace the baseline's time.
+  if (s.row.engine == kBaselineEngine && !g_memory.active()) {
+    g_baseline_ms[s.row.case_key] = mean_ms;
+  }
+  auto base = g_baseline_ms.find(s.row.case_key);
+  if (base != g_baseline_ms.end()) state.counters["vs_eager"] = mean_ms / base->second;
+}
+
+// One timed iteration is one ValueAndGrad (with the result released, since
+// freeing is part of the run). Manual time: exactly that, nothing of the
+// loop around it.
+void RunValueAndGrad(benchmark::State& state, RowState* s) {
+  if (!EnsureReady(state, s)) return;
+  RunOptions options;
+  options.predict_memory = false;
+  const bool memory_pass = g_memory.active();
+  double seconds = 0;
+  try {
+    const Case& c = g_cases.Get(s->row);
+    for (auto _ : state) {
+      // The peak is the same every run: the memory pass needs one, not 16.
+      if (memory_pass && g_memory.recorded()) {
+        state.SetIterationTime(0);
+        continue;
+      }
+      const Clock::time_point start = Clock::now();
+      {
+        Result r = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
+        benchmark::DoNotOptimize(r.value.raw());
+        if (memory_pass) g_memory.Record(r.stats.peak_bytes);
+      }
+      const double t = SecondsSince(start);
+      state.SetIterationTime(t);
+      seconds += t;
+    }
+  } catch (const std::exception& e) {
+    s->error = e.what();
+    state.SkipWithError(s->error.c_str());
+    return;
+  }
+  SetCounters(state, *s, s->stats.peak_bytes,
+              s->stats.flops_forward + s->stats.flops_recomputed + s->stats.flops_backward,
+              seconds);
+}
+
+void RunMatMulBound(benchmark::State& state, RowState* s) {
+  if (!EnsureReady(state, s)) return;
+  const bool memory_pass = g_memory.active();
+  double seconds = 0;
+  try {
+    for (auto _ : state) {
+      const Clock::time_point start = Clock::now();
+      {
+        Tensor out = s->kernels->MatMul(s->a, false, s->b, false);
+        benchmark::DoNotOptimize(out.raw());
+      }
+      const double t = SecondsSince(start);
+      state.SetIterationTime(t);
+      seconds += t;
+    }
+  } catch (const std::exception& e) {
+    s->error = e.what();
+    state.SkipWithError(s->error.c_str());
+    return;
+  }
+  if (memory_pass) g_memory.Record(s->tracker->peak_bytes());
+  s->stats.peak_bytes = s->tracker->peak_bytes();
+  s->stats.flops_forward = s->flops;
+  SetCounters(state, *s, s->tracker->peak_bytes(), s->flops, seconds);
+}
+
+// Hands every run on to the reporter --benchmark_format chose, and keeps
+// what the JSON and the summary need.
+class CollectingReporter : public benchmark::BenchmarkReporter {
+ public:
+  struct Collected {
+    std::vector<double> times_ms;  // per repetition
+    int64_t iterations = 0;
+    std::optional<double> mean_ms;  // the "mean" aggregate, with repetitions
+    int64_t max_bytes_used = -1;
+    std::string error;
+  };
+
+  explicit CollectingReporter(benchmark::BenchmarkReporter* display) : display_(display) {}
+
+  bool ReportContext(const Context& context) override { return display_->ReportContext(context); }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) Collect(run);
+    display_->ReportRuns(runs);
+  }
+  void Finalize() override { display_->Finalize(); }
+
+  const std::map<std::string, Collected>& collected() const { return collected_; }
+
+ private:
+  static double ToMs(double value, benchmark::TimeUnit unit) {
+    switch (unit) {
+      case benchmark::kNanosecond:
+        return value * 1e-6;
+      case benchmark::kMicrosecond:
+        return value * 1e-3;
+      case benchmark::kMillisecond:
+        return value;
+      case benchmark::kSecond:
+        return value * 1e3;
+    }
+    return value;
+  }
+
+  void Collect(const Run& run) {
+    // The name as registered, without "/manual_time" or repetition suffixes.
+    Collected& c = collected_[run.run_name.function_name];
+    if (run.error_occurred) {
+      c.error = run.error_message;
+      return;
+    }
+    if (run.run_type == Run::RT_Aggregate) {
+      if (run.aggregate_name == "mean") c.mean_ms = ToMs(run.GetAdjustedRealTime(), run.time_unit);
+      return;
+    }
+    c.times_ms.push_back(ToMs(run.GetAdjustedRealTime(), run.time_unit));
+    c.iterations += run.iterations;
+    if (run.memory_result) c.max_bytes_used = run.memory_result->max_bytes_used;
+  }
+
+  benchmark::BenchmarkReporter* display_;
+  std::map<std::string, Collected> collected_;
+};
+
+// Whether Google Benchmark's --benchmark_filter selects `name` (its regex is
+// POSIX extended; a leading '-' negates), to count a sweep's rows.
+bool FilterSelects(std::string filter, const std::string& name) {
+  if (filter.empty()) return false;
+  if (filter == "all") filter = ".";
+  bool negate = false;
+  if (filter[0] == '-') {
+    negate = true;
+    filter = filter.substr(1);
+  }
+  try {
+    return std::regex_search(name, std::regex(filter, std::regex::extended)) != negate;
+  } catch (const std::regex_error&) {
+    return true;  // the library reports a bad filter itself
+  }
+}
+
+RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) {
+  RowResult r;
+  r.row = s.row;
+  r.error = c.error;
+  r.iterations = c.iterations;
+  if (c.mean_ms) {
+    r.real_time_ms = *c.mean_ms;
+  } else if (!c.times_ms.empty()) {
+    double sum = 0;
+    for (double t : c.times_ms) sum += t;
+    r.real_time_ms = sum / static_cast<double>(c.times_ms.size());
+  }
+  r.max_bytes_used = c.max_bytes_used;
+  r.peak_bytes = s.stats.peak_bytes;
+  r.predicted_peak_bytes = s.stats.predicted_peak_bytes;
+  r.residual_bytes = s.stats.residual_bytes;
+  r.flops_forward = s.stats.flops_forward;
+  r.flops_recomputed = s.stats.flops_recomputed;
+  r.flops_backward = s.stats.flops_backward;
+  if (r.real_time_ms > 0) r.gflops = static_cast<double>(r.total_flops()) / (r.real_time_ms * 1e6);
+  return r;
+}
+
+int Main(int argc, char** argv) {
+  const std::vector<std::string> args(argv, argv + argc);
+  std::vector<std::string> rest;
+  BenchFlags flags;
+  std::vector<PlannedRow> plan;
+  try {
+    flags = ParseBenchFlags(args, &rest);
+    if (flags.help) std::cout << BenchHelp() << "\nGoogle Benchmark's flags:\n";
+    plan = PlanRows(flags, EngineNames());
+  } catch (const std::exception& e) {
+    std::cerr << "bench: " << e.what() << "\n";
+    return 2;
+  }
+
+  // Google Benchmark takes the rest (and prints its help and exits on --help).
+  std::vector<char*> bench_argv;
+  for (std::string& a : rest) bench_argv.push_back(a.data());
+  int bench_argc = static_cast<int>(bench_argv.size());
+  bench_argv.push_back(nullptr);
+  benchmark::Initialize(&bench_argc, bench_argv.data());
+  if (benchmark::ReportUnrecognizedArguments(bench_argc, bench_argv.data())) return 2;
+  bool console = true;
+  for (const std::string& a : rest) {
+    if (a.rfind("--benchmark_format=", 0) == 0 && a != "--benchmark_format=console") {
+      console = false;
+    }
+  }
+
+  std::vector<std::unique_ptr<RowState>> states;
+  const std::string filter = benchmark::GetBenchmarkFilter();
+  for (const PlannedRow& row : plan) {
+    auto s = std::make_unique<RowState>();
+    s->row = row;
+    RowState* raw = s.get();
+    benchmark::Benchmark* b =
+        row.kind == RowKind::kValueAndGrad
+            ? benchmark::RegisterBenchmark(row.name.c_str(), RunValueAndGrad, raw)
+            : benchmark::RegisterBenchmark(row.name.c_str(), RunMatMulBound, raw);
+    // Matrix problems take milliseconds; the scalar sin chains, microseconds.
+    const bool matrices = !row.params.empty() && row.params.back().first != "D";
+    b->UseManualTime()->Unit(matrices ? benchmark::kMillisecond : benchmark::kMicrosecond);
+    if (FilterSelects(filter, row.name + "/manual_time")) ++g_progress.total;
+    states.push_back(std::move(s));
+  }
+  g_progress.enabled = flags.sweep != Sweep::kNone;
+
+  const std::time_t started = std::time(nullptr);
+  benchmark::RegisterMemoryManager(&g_memory);
+  // The default display reporter is the library's (it honours
+  // --benchmark_format); it is never freed, as the library's own is not.
+  CollectingReporter reporter(benchmark::CreateDefaultDisplayReporter());
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::RegisterMemoryManager(nullptr);
+  benchmark::Shutdown();
+
+  std::vector<RowResult> results;
+  for (const auto& s : states) {
+    auto it = reporter.collected().find(s->row.name);
+    if (it != reporter.collected().end()) results.push_back(MakeResult(*s, it->second));
+  }
+  if (results.empty()) {
+    std::cerr << "bench: no benchmark ran (see --benchmark_filter); no results written\n";
+    return 0;
+  }
+  ComputeVsEager(&results);
+  (console ? std::cout : std::cerr) << FormatSummary(results) << std::flush;
+
+  try {
+    const nlohmann::json run =
+        ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);
+    const std::vector<std::string> written =
+        WriteResults(ResultsDir(flags.out_dir), UtcStamp(started), run);
+    std::cerr << "\nbench: wrote " << Join(written, " and ") << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace remat::bench
+
+int main(int argc, char** argv) { return remat::bench::Main(argc, argv); }

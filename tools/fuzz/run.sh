@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (AddressSanitizer and
+# UndefinedBehaviorSanitizer on) and runs each for a while on the corpus kept
+# in tools/fuzz/corpus/, adding what it finds there.
+#   tools/fuzz/run.sh            # 30 s each (what .ci/run does)
+#   tools/fuzz/run.sh 3600       # an hour each
+# Prints one line per fuzzer with its executions; exits non-zero on a finding.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${1:-30}
+out=${FUZZ_OUT:-/tmp/remat-fuzz}
+mkdir -p "$out"
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz: clang++ is not installed (Debian: clang, libclang-rt-14-dev)" >&2
+  exit 2
+fi
+flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+core=(engines/api/shape.cc engines/api/tensor.cc engines/api/memory_tracker.cc tools/npy.cc)
+cli=(engines/api/*.cc engines/autodiff/*.cc engines/eager/eager_engine.cc
+     engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
+     engines/reference/reference_kernels.cc engines/reference/reference_engine.cc
+     engines/recompute/recompute_engine.cc engines/schedule/schedule.cc problems/*.cc
+     harness/conformance.cc harness/stats_json.cc tools/npy.cc tools/remat_cli.cc)
+cli=($(ls "${cli[@]}" 2>/dev/null | grep -v '_test.cc$' || true))
+
+build() {  # name sources...
+  local name=$1
+  shift
+  if [[ ! -x $out/$name || -n $(find "$@" tools/fuzz/$name.cc -newer "$out/$name" 2>/dev/null) ]]; then
+    echo "fuzz: building $name" >&2
+    clang++ "${flags[@]}" tools/fuzz/$name.cc "$@" -o "$out/$name" -ldnnl -lboost_program_options
+  fi
+}
+build npy_fuzzer "${core[@]}"
+build cli_fuzzer "${cli[@]}"
+
+status=0
+for name in npy_fuzzer cli_fuzzer; do
+  corpus=tools/fuzz/corpus/${name%_fuzzer}
+  log=$out/$name.log
+  if ! ASAN_OPTIONS=detect_leaks=1 "$out/$name" "$corpus" -max_total_time="$seconds" \
+      -max_len=4096 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 >"$log" 2>&1; then
+    echo "fuzz: $name FOUND A FAILURE; see $log" >&2
+    tail -40 "$log" >&2
+    status=1
+  fi
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  echo "fuzz: $name ran $runs inputs in ${seconds}s (corpus $corpus: $(ls "$corpus" | wc -l) files)"
+done
+exit $status
