@@ -26,7 +26,8 @@ Shape Kernels::MatMulShape(const Shape& a, bool transpose_a, const Shape& b,
 }
 
 Tensor Kernels::NewTensor(const Shape& shape) const {
-  return Tensor::Zeros(dtype(), shape, tracker_);
+  // Every kernel writes every element of its output.
+  return Tensor::Uninitialized(dtype(), shape, tracker_);
 }
 
 void Kernels::CheckOperand(const char* op, const Tensor& t) const {

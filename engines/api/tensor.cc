@@ -15,7 +15,8 @@ int64_t DTypeSize(DType d) { return d == DType::kF32 ? 4 : 8; }
 // 64-byte alignment suits oneDNN's vector kernels.
 constexpr size_t kAlignmentBytes = 64;
 
-Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category)
+Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category,
+               bool zero)
     : bytes_(bytes), tracker_(std::move(tracker)), category_(category) {
   // Count first: a limit violation throws before anything is allocated.
   if (tracker_) tracker_->Allocate(bytes_, category_);
@@ -28,7 +29,7 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
     if (tracker_) tracker_->Release(bytes_, category_);
     throw Error(StrCat("out of memory allocating ", bytes_, " bytes"));
   }
-  std::memset(data_, 0, rounded);
+  if (zero) std::memset(data_, 0, rounded);
 }
 
 Buffer::~Buffer() {
@@ -48,6 +49,17 @@ Tensor Tensor::Zeros(DType dtype, const Shape& shape,
   t.shape_ = shape;
   t.buffer_ = std::make_shared<Buffer>(shape.num_elements() * DTypeSize(dtype), tracker,
                                        category);
+  return t;
+}
+
+Tensor Tensor::Uninitialized(DType dtype, const Shape& shape,
+                             const std::shared_ptr<MemoryTracker>& tracker) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.buffer_ = std::make_shared<Buffer>(shape.num_elements() * DTypeSize(dtype), tracker,
+                                       tracker ? tracker->category() : Category::kActivations,
+                                       /*zero=*/false);
   return t;
 }
 

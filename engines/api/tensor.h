@@ -25,7 +25,8 @@ class Buffer {
   // Allocates `bytes`, zero-filled, counted in `category`. A null tracker
   // means uncounted; a dry-run tracker counts the bytes but allocates nothing
   // (data() is null).
-  Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category);
+  Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category,
+         bool zero = true);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -50,6 +51,10 @@ class Tensor {
                       const std::shared_ptr<MemoryTracker>& tracker = nullptr);
   static Tensor Zeros(DType dtype, const Shape& shape,
                       const std::shared_ptr<MemoryTracker>& tracker, Category category);
+  // A new tensor whose contents are unspecified: for kernel outputs, which
+  // write every element (zero-filling them would cost a pass over memory).
+  static Tensor Uninitialized(DType dtype, const Shape& shape,
+                              const std::shared_ptr<MemoryTracker>& tracker);
   // A new tensor of `shape` holding `values` (row-major), uncounted.
   static Tensor FromF32(const Shape& shape, const std::vector<float>& values);
   static Tensor FromF64(const Shape& shape, const std::vector<double>& values);
