@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -84,7 +83,7 @@ std::string FormatMs(double ms) {
   } else if (ms >= 1) {
     std::snprintf(buf, sizeof buf, "%.2f", ms);
   } else {
-    std::snprintf(buf, sizeof buf, "%.3g", ms);
+    std::snprintf(buf, sizeof buf, "%#.3g", ms);  // keeps trailing zeros: "0.0740"
   }
   return buf;
 }
@@ -219,7 +218,9 @@ std::string BenchHelp() {
       "                    `bazel run`, else the current directory)\n"
       "\n"
       "Google Benchmark's flags work as usual, e.g. --benchmark_filter=scan_stack,\n"
-      "--benchmark_min_time=0.1, --benchmark_repetitions=3, --benchmark_out=FILE.\n");
+      "--benchmark_min_time=0.1, --benchmark_repetitions=3, --benchmark_out=FILE.\n"
+      "A row slower than --benchmark_min_time (0.5 s) is timed once: on a shared\n"
+      "machine, --benchmark_repetitions=3 gives a mean that one stall cannot own.\n");
 }
 
 OrderedParams OrderParams(const Problem& problem, const ParamValues& params) {
@@ -239,12 +240,15 @@ std::string FormatOrderedParams(const OrderedParams& params) {
 
 std::vector<ParamValues> DefaultBenchSizes(const Problem& problem) {
   // Overrides of the problem's defaults, per size. The defaults (d=512,
-  // N=256, L=8, D=8) run in milliseconds; a second, deeper size shows how
-  // memory grows with depth without making the default run long.
+  // N=256, L=8, D=8) run in milliseconds; deeper sizes show how memory grows
+  // with depth (linearly, or as log D for sin_recursive). The whole default
+  // run with eager and recompute took about a minute on a 2-core Xeon
+  // (scan_stack L=128 is a third of it), leaving room for more engines
+  // within three minutes; --sweep goes further.
   static const std::map<std::string, std::vector<std::map<std::string, int64_t>>> kSizes = {
-      {"scan_stack", {{}, {{"L", 32}}}},
-      {"sin_plain", {{}, {{"D", 64}}}},
-      {"sin_recursive", {{}, {{"D", 64}}}},
+      {"scan_stack", {{}, {{"L", 32}}, {{"L", 128}}}},
+      {"sin_plain", {{}, {{"D", 64}}, {{"D", 1024}}}},
+      {"sin_recursive", {{}, {{"D", 64}}, {{"D", 1024}}}},
   };
   std::vector<ParamValues> out;
   auto it = kSizes.find(problem.name());
@@ -391,12 +395,15 @@ nlohmann::json MachineInfo() {
   int64_t memory_bytes = 0;
   if (!mem_kib.empty()) memory_bytes = std::strtoll(mem_kib.c_str(), nullptr, 10) * 1024;
   const char* omp = std::getenv("OMP_NUM_THREADS");
+  // Spinning OpenMP threads on a shared 2-core machine make timings erratic.
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   std::string cpu = ProcField("/proc/cpuinfo", "model name");
   return {{"hostname", host},
           {"cores", cores},
           {"cpu", cpu.empty() ? "unknown" : cpu},
           {"memory_bytes", memory_bytes},
           {"omp_num_threads", omp ? omp : "unset"},
+          {"omp_wait_policy", wait_policy ? wait_policy : "unset"},
           {"onednn", OneDnnVersion()}};
 }
 

@@ -140,8 +140,8 @@ void ComputeVsEager(std::vector<RowResult>* rows);
 
 // The machine the run is on: hostname, cores (CPUs this process may run on,
 // as `nproc` counts them), cpu (model name from /proc/cpuinfo), memory_bytes
-// (MemTotal), omp_num_threads (the environment's, or "unset") and onednn
-// (the library's version).
+// (MemTotal), omp_num_threads and omp_wait_policy (the environment's, or
+// "unset") and onednn (the library's version).
 nlohmann::json MachineInfo();
 // The command that reproduces the run: "tools/bazel run //harness:bench",
 // then " -- " and the arguments (args[0] excluded), shell-quoted where needed.

@@ -11,6 +11,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -331,10 +332,10 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
 };
 
 // Whether Google Benchmark's --benchmark_filter selects `name` (its regex is
-// POSIX extended; a leading '-' negates), to count a sweep's rows.
+// POSIX extended; a leading '-' negates; empty or "all" selects all), to
+// count a sweep's rows.
 bool FilterSelects(std::string filter, const std::string& name) {
-  if (filter.empty()) return false;
-  if (filter == "all") filter = ".";
+  if (filter.empty() || filter == "all") filter = ".";
   bool negate = false;
   if (filter[0] == '-') {
     negate = true;
@@ -404,12 +405,13 @@ int Main(int argc, char** argv) {
     auto s = std::make_unique<RowState>();
     s->row = row;
     RowState* raw = s.get();
-    benchmark::Benchmark* b =
+    benchmark::internal::Benchmark* b =
         row.kind == RowKind::kValueAndGrad
             ? benchmark::RegisterBenchmark(row.name.c_str(), RunValueAndGrad, raw)
             : benchmark::RegisterBenchmark(row.name.c_str(), RunMatMulBound, raw);
     // Matrix problems take milliseconds; the scalar sin chains, microseconds.
-    const bool matrices = !row.params.empty() && row.params.back().first != "D";
+    const bool matrices = std::any_of(row.params.begin(), row.params.end(),
+                                      [](const auto& p) { return p.first == "d"; });
     b->UseManualTime()->Unit(matrices ? benchmark::kMillisecond : benchmark::kMicrosecond);
     if (FilterSelects(filter, row.name + "/manual_time")) ++g_progress.total;
     states.push_back(std::move(s));
