@@ -78,7 +78,7 @@ std::string FormatOrderedParams(const OrderedParams& params);  // "L=8,d=512,N=2
 
 enum class RowKind {
   kValueAndGrad,  // engine->ValueAndGrad on a problem
-  kMatMulBound,   // oneDNN's bare (N,d)x(d,d) matmul: the GFLOP/s ceiling
+  kMatMulBound,   // oneDNN alone on a dense layer's three matmuls: the GFLOP/s ceiling
 };
 
 struct PlannedRow {

@@ -128,7 +128,7 @@ struct RowState {
   // kMatMulBound
   std::unique_ptr<OneDnnKernels> kernels;
   std::shared_ptr<MemoryTracker> tracker;
-  Tensor a, b;
+  Tensor a, b, dy;  // x (N,d), w (d,d), the cotangent dy (N,d)
   int64_t flops = 0;
 };
 
@@ -144,6 +144,15 @@ void SetUpValueAndGrad(RowState* s) {
   s->stats = warm.stats;
 }
 
+void RunDenseLayerMatMuls(RowState& s) {
+  Tensor y = s.kernels->MatMul(s.a, false, s.b, false);
+  Tensor dx = s.kernels->MatMul(s.dy, false, s.b, true);
+  Tensor dw = s.kernels->MatMul(s.a, true, s.dy, false);
+  benchmark::DoNotOptimize(y.raw());
+  benchmark::DoNotOptimize(dx.raw());
+  benchmark::DoNotOptimize(dw.raw());
+}
+
 void SetUpMatMulBound(RowState* s) {
   int64_t n = 0, d = 0;
   for (const auto& [name, value] : s->row.params) (name == "N" ? n : d) = value;
@@ -152,19 +161,23 @@ void SetUpMatMulBound(RowState* s) {
   s->kernels->Bind(s->tracker);
   s->a = Tensor::Zeros(DType::kF32, Shape({n, d}), s->tracker, Category::kInputs);
   s->b = Tensor::Zeros(DType::kF32, Shape({d, d}), s->tracker, Category::kInputs);
+  s->dy = Tensor::Zeros(DType::kF32, Shape({n, d}), s->tracker, Category::kInputs);
   // Values in [-1, 1): the same arithmetic the problems' inputs make (no
   // zeros or denormals that some kernels might shortcut).
   uint64_t state = 1;
-  for (const Tensor* t : {&s->a, &s->b}) {
+  for (const Tensor* t : {&s->a, &s->b, &s->dy}) {
     float* data = t->f32();
     for (int64_t i = 0; i < t->num_elements(); ++i) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       data[i] = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
     }
   }
+  // A dense layer's three matmuls, with the transposes the engines use:
+  // y = x w (forward), dx = dy w^T and dw = x^T dy (backward). Warm-up
+  // creates the primitives; 3 * 2*N*d*d FLOPs, as the engines count them.
   s->kernels->reset_flops();
-  s->kernels->MatMul(s->a, false, s->b, false);  // warm-up: creates the primitive
-  s->flops = s->kernels->flops();               // 2*N*d*d, as the engines count it
+  RunDenseLayerMatMuls(*s);
+  s->flops = s->kernels->flops();
 }
 
 // Sets up the row on its first call; false (after SkipWithError) if that
@@ -254,10 +267,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
   try {
     for (auto _ : state) {
       const Clock::time_point start = Clock::now();
-      {
-        Tensor out = s->kernels->MatMul(s->a, false, s->b, false);
-        benchmark::DoNotOptimize(out.raw());
-      }
+      RunDenseLayerMatMuls(*s);
       const double t = SecondsSince(start);
       state.SetIterationTime(t);
       seconds += t;

@@ -10,8 +10,13 @@
 //   6Nd^2 + 4Nd.
 // Residuals of the store-everything baseline (f32): y1, y2 and y3, 12Nd bytes,
 // plus the arguments x, w2, w3 (w1 is not read: x needs no gradient).
-// A recompute engine honouring the checkpoint saves y1 (the region's input,
-// already saved for relu) and recomputes b: the middle matmul runs twice.
+// A recompute engine honouring the checkpoint keeps the region's inputs (y1,
+// already kept for the middle matmul's backward, and w2). Nothing inside the
+// region is recomputed: the region's output b is relu's residual, kept
+// outside the region, and the matmul's backward reads only y1 and w2. JAX's
+// recomputation is dead-code eliminated the same way; the seed's "activations
+// of middle are dropped and recomputed" holds once relu is inside the region
+// (dot_policy under nothing_saveable shows that case).
 
 #include <cmath>
 

@@ -62,7 +62,10 @@ def value_and_grad(torch, weights, x, mode):
     from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
     w = weights.detach().requires_grad_(True)
-    layers = [lambda y, i=i: torch.relu(y @ w[i]) for i in range(w.shape[0])]
+    # unbind once: indexing w[i] per layer would make each layer's backward
+    # materialize a gradient of all of w (select_backward), O(L^2 d^2).
+    ws = w.unbind(0)
+    layers = [lambda y, wi=wi: torch.relu(y @ wi) for wi in ws]
     saved = {}
 
     def pack(t):
@@ -79,15 +82,20 @@ def value_and_grad(torch, weights, x, mode):
             for layer in layers:
                 y = checkpoint(layer, y, use_reentrant=False)
         elif mode == "checkpoint_sequential":
+            # torch 1.13's checkpoint_sequential is reentrant only: if its
+            # input needs no gradient, the weights of every segment but the
+            # last silently get none (a documented pitfall). x then must
+            # require grad, which costs the first layer's dx matmul.
             segments = max(1, round(math.sqrt(len(layers))))
-            modules = [Layer(torch, w, i) for i in range(len(layers))]
-            y = checkpoint_sequential(torch.nn.Sequential(*modules), segments, y)
+            modules = [Layer(torch, ws, i) for i in range(len(layers))]
+            y = checkpoint_sequential(torch.nn.Sequential(*modules), segments,
+                                      y.detach().requires_grad_(True))
         else:
             raise SystemExit(f"peer_pytorch: unknown mode {mode}")
         loss = (y * y).sum()
     loss.backward()
     # Arguments (weights, x) are not residuals, as in remat-bench's listing.
-    arguments = {w.data_ptr(), x.data_ptr()}
+    arguments = {w.data_ptr(), x.data_ptr()} | {wi.data_ptr() for wi in ws}
     residual = sum(n for ptr, n in saved.items() if ptr not in arguments)
     return loss.item(), w.grad, residual
 
@@ -210,7 +218,13 @@ def main():
                            "relative": err / scale if scale else err}
     for text in args.config:
         cfg = parse_config(text)
+        weights, x = inputs(torch, cfg)
+        _, plain_grad, _ = value_and_grad(torch, weights, x, "plain")
         for mode in args.modes.split(","):
+            # Every mode must compute plain's gradient, or its time means nothing.
+            _, grad, _ = value_and_grad(torch, weights, x, mode)
+            if not torch.allclose(grad, plain_grad, rtol=1e-4, atol=1e-5):
+                raise SystemExit(f"peer_pytorch: {mode}'s gradient differs from plain's")
             seconds, residual = time_mode(torch, cfg, mode, args.repeats)
             report["rows"].append({
                 "name": f"peer/pytorch/scan_stack/L={cfg['L']},d={cfg['d']},N={cfg['N']}/{mode}",

@@ -1,5 +1,7 @@
 #include "engines/api/tensor.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -15,9 +17,29 @@ int64_t DTypeSize(DType d) { return d == DType::kF32 ? 4 : 8; }
 // 64-byte alignment suits oneDNN's vector kernels.
 constexpr size_t kAlignmentBytes = 64;
 
+namespace {
+
+// glibc serves large blocks with fresh mmap()s and trims freed heap back to
+// the kernel, so a run that allocates and frees the same few sizes step
+// after step pays a page fault per page of every tensor (about 10% of a
+// dense layer's time here). Serving blocks below 256 MiB from the heap and
+// keeping up to 1 GiB of it makes them reused. The tracker counts bytes in
+// use, so this changes no measured peak.
+void TuneMalloc() {
+  static const bool tuned = [] {
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    return true;
+  }();
+  (void)tuned;
+}
+
+}  // namespace
+
 Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category,
                bool zero)
     : bytes_(bytes), tracker_(std::move(tracker)), category_(category) {
+  TuneMalloc();
   // Count first: a limit violation throws before anything is allocated.
   if (tracker_) tracker_->Allocate(bytes_, category_);
   if (tracker_ && tracker_->dry_run()) return;
