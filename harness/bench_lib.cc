@@ -517,8 +517,9 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
     }
     char gflops[32];
     std::snprintf(gflops, sizeof gflops, "%.1f", bound.gflops);
-    out << "\noneDNN bare matmul, " << key << " ((N,d)x(d,d)): " << FormatMs(bound.real_time_ms)
-        << " ms, " << gflops << " GFLOP/s (the ceiling)\n";
+    out << "\noneDNN matmul alone, " << key
+        << " (a dense layer's x w, dy w^T, x^T dy): " << FormatMs(bound.real_time_ms) << " ms, "
+        << gflops << " GFLOP/s (the ceiling)\n";
     for (const RowResult& r : rows) {
       if (r.row.engine != kBaselineEngine || !r.of_matmul_bound) continue;
       if (BoundKey(r.row.params) != BoundKey(bound.row.params)) continue;
