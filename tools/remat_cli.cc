@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -30,6 +31,7 @@ constexpr char kUsage[] =
     "  residuals   what an engine saves between forward and backward\n"
     "  schedule    the forward and backward computation as run, recomputation marked\n"
     "  program     the traced program of a problem\n"
+    "  compare     two results JSON files side by side (remat compare A.json B.json)\n"
     "`remat COMMAND --help` lists a command's options.\n";
 
 std::map<std::string, int64_t> ParseParamFlags(const std::vector<std::string>& flags) {
@@ -279,6 +281,93 @@ int Schedule(const std::vector<std::string>& args, std::ostream& out, std::ostre
   return 0;
 }
 
+nlohmann::json LoadResults(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(StrCat(path, ": cannot open"));
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(StrCat(path, ": not JSON: ", e.what()));
+  }
+  if (!j.is_object() || !j.contains("rows") || !j["rows"].is_array()) {
+    throw Error(StrCat(path, ": not a results file (no \"rows\"; written by //harness:bench)"));
+  }
+  return j;
+}
+
+// Side by side, with B's time over A's per row. The noise is measured from
+// the two runs themselves: most rows do not change between two runs of the
+// same code, so the spread of their log time ratios (the median absolute
+// deviation, scaled to a standard deviation) is the run-to-run noise; a row
+// is flagged when its ratio is beyond 3 of those (and at least 5%).
+int Compare(const std::vector<std::string>& args, std::ostream& out) {
+  std::vector<std::string> files;
+  po::options_description desc("remat compare A.json B.json: two benchmark runs side by side");
+  desc.add_options()("files", po::value(&files)->multitoken(), "A.json B.json");
+  po::positional_options_description positional;
+  positional.add("files", 2);
+  desc.add_options()("help", "this help");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+  if (vm.count("help")) {
+    out << desc;
+    return 0;
+  }
+  po::notify(vm);
+  if (files.size() != 2) throw Error("compare takes two results files: remat compare A.json B.json");
+  const nlohmann::json a = LoadResults(files[0]), b = LoadResults(files[1]);
+  std::map<std::string, double> a_ms, b_ms;
+  for (const auto& row : a["rows"]) {
+    if (row.contains("real_time_ms") && row["real_time_ms"].is_number()) {
+      a_ms[row.value("name", "")] = row["real_time_ms"].get<double>();
+    }
+  }
+  std::vector<std::pair<std::string, double>> ratios;
+  for (const auto& row : b["rows"]) {
+    const std::string name = row.value("name", "");
+    if (!row.contains("real_time_ms") || !row["real_time_ms"].is_number()) continue;
+    b_ms[name] = row["real_time_ms"].get<double>();
+    auto it = a_ms.find(name);
+    if (it != a_ms.end() && it->second > 0) ratios.push_back({name, b_ms[name] / it->second});
+  }
+  std::vector<double> logs;
+  for (const auto& [name, r] : ratios) logs.push_back(std::log(r));
+  std::sort(logs.begin(), logs.end());
+  double noise = 0;
+  if (!logs.empty()) {
+    const double median = logs[logs.size() / 2];
+    std::vector<double> dev;
+    for (double l : logs) dev.push_back(std::abs(l - median));
+    std::sort(dev.begin(), dev.end());
+    noise = 1.4826 * dev[dev.size() / 2];
+  }
+  const double threshold = std::max(3 * noise, std::log(1.05));
+  out << "A: " << files[0] << " (" << a.value("date", "?") << ")\n";
+  out << "B: " << files[1] << " (" << b.value("date", "?") << ")\n";
+  out << std::fixed << std::setprecision(3);
+  out << "run-to-run noise (MAD of log ratios): " << 100 * (std::exp(noise) - 1)
+      << "%; flagged beyond " << 100 * (std::exp(threshold) - 1) << "%\n\n";
+  out << std::left << std::setw(72) << "row" << std::right << std::setw(12) << "A ms"
+      << std::setw(12) << "B ms" << std::setw(9) << "B/A" << "\n";
+  int flagged = 0;
+  for (const auto& [name, r] : ratios) {
+    const bool flag = std::abs(std::log(r)) > threshold;
+    flagged += flag;
+    out << std::left << std::setw(72) << name << std::right << std::setw(12) << a_ms[name]
+        << std::setw(12) << b_ms[name] << std::setw(9) << r
+        << (flag ? (r > 1 ? "  slower" : "  faster") : "") << "\n";
+  }
+  for (const auto& [name, ms] : a_ms) {
+    if (!b_ms.count(name)) out << std::left << std::setw(72) << name << "  only in A\n";
+  }
+  for (const auto& [name, ms] : b_ms) {
+    if (!a_ms.count(name)) out << std::left << std::setw(72) << name << "  only in B\n";
+  }
+  out << "\n" << ratios.size() << " rows compared, " << flagged << " beyond the noise\n";
+  return 0;
+}
+
 }  // namespace
 
 int64_t ParseBytes(const std::string& text) {
@@ -333,6 +422,7 @@ int RunRemat(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (command == "residuals") return Residuals(rest, out, err);
     if (command == "schedule") return Schedule(rest, out, err);
     if (command == "program") return PrintProgram(rest, out, err);
+    if (command == "compare") return Compare(rest, out);
     err << "remat: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const po::error& e) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "engines/api/error.h"
@@ -135,6 +136,29 @@ TEST(RematCliTest, InputOfTheWrongShapeNamesFileAndShapes) {
   EXPECT_NE(o.err.find("W2.npy"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("[6,5]"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("[5,6]"), std::string::npos) << o.err;
+}
+
+TEST(RematCliTest, CompareFlagsChangesBeyondTheNoise) {
+  const std::string dir = TempDir("compare");
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& file, const std::vector<double>& ms) {
+    std::ofstream f(dir + "/" + file);
+    f << "{\"date\": \"d\", \"rows\": [";
+    for (size_t i = 0; i < ms.size(); ++i) {
+      f << (i ? "," : "") << "{\"name\": \"row" << i << "\", \"real_time_ms\": " << ms[i] << "}";
+    }
+    f << "]}";
+  };
+  // Rows 0-5 move by about 1% (noise); row 6 is twice as slow.
+  write("a.json", {10, 20, 30, 40, 50, 60, 70});
+  write("b.json", {10.1, 19.9, 30.2, 39.8, 50.3, 60.1, 140});
+  Output o = Remat({"compare", dir + "/a.json", dir + "/b.json"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("1 beyond the noise"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("slower"), std::string::npos) << o.out;
+  Output bad = Remat({"compare", dir + "/a.json", dir + "/missing.json"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("missing.json"), std::string::npos) << bad.err;
 }
 
 TEST(RematCliTest, ParseBytes) {
