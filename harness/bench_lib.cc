@@ -149,6 +149,10 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       rest->push_back("--help");
       continue;
     }
+    if (arg == "--peer") {
+      flags.peer = true;
+      continue;
+    }
     std::string name, value;
     bool matched = false;
     for (const std::string& flag : ours) {
@@ -216,6 +220,8 @@ std::string BenchHelp() {
       "  --sweep=width     layer_loss at N=256 with d = 128,...,2048\n"
       "  --out=DIR         where the JSON goes (default: results/ of the workspace under\n"
       "                    `bazel run`, else the current directory)\n"
+      "  --peer            also run tools/peer_pytorch.py (PyTorch, if installed) on every\n"
+      "                    scan_stack size of the run, and add its rows\n"
       "\n"
       "Google Benchmark's flags work as usual, e.g. --benchmark_filter=scan_stack,\n"
       "--benchmark_min_time=0.1, --benchmark_repetitions=3, --benchmark_out=FILE.\n"

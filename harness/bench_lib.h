@@ -55,6 +55,7 @@ struct BenchFlags {
   std::vector<std::string> problems;  // --problems=a,b; empty: every problem
   Sweep sweep = Sweep::kNone;         // --sweep=depth|width
   std::string out_dir;                // --out=DIR; empty: see ResultsDir
+  bool peer = false;                  // --peer: add the PyTorch peer's rows
   bool help = false;                  // --help (also handed on to Google Benchmark)
 };
 

@@ -12,6 +12,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -381,6 +383,62 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   return r;
 }
 
+// Runs tools/peer_pytorch.py on every scan_stack size of `results` and adds
+// its rows to `run`, each with vs_eager against eager's row in this run.
+// Optional: without Python or torch the run says so and goes on.
+void AddPeerRows(const std::vector<RowResult>& results, nlohmann::json* run, std::ostream& out) {
+  std::map<std::string, double> eager_ms;  // by "L=..,d=..,N=.."
+  std::string configs;
+  for (const RowResult& r : results) {
+    if (r.row.problem != "scan_stack" || r.row.engine != kBaselineEngine) continue;
+    std::map<std::string, int64_t> p(r.row.params.begin(), r.row.params.end());
+    const std::string config = StrCat("L=", p["L"], ",d=", p["d"], ",N=", p["N"]);
+    eager_ms[config] = r.real_time_ms;
+    configs += " --config " + config;
+  }
+  if (configs.empty()) {
+    out << "\npeer: no scan_stack row in this run; no PyTorch rows\n";
+    return;
+  }
+  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  const std::string script = StrCat(workspace ? workspace : ".", "/tools/peer_pytorch.py");
+  const std::string command = StrCat("/usr/bin/python3 ", script, configs, " 2>/dev/null");
+  out << "\npeer: " << command << "\n" << std::flush;
+  std::string text;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, n);
+    if (pclose(pipe) != 0) text.clear();
+  }
+  nlohmann::json peer;
+  try {
+    peer = nlohmann::json::parse(text);
+  } catch (const std::exception&) {
+    out << "peer: PyTorch is not available here (tools/bazel with REMAT_OPTIONAL=1 installs "
+           "python3-torch); no peer rows\n";
+    return;
+  }
+  (*run)["peer"] = {{"command", command},
+                    {"version", peer.value("version", "")},
+                    {"threads", peer.value("threads", nlohmann::json())},
+                    {"threads_tried", peer.value("threads_tried", nlohmann::json())}};
+  out << "peer: PyTorch " << peer.value("version", "?") << ", threads "
+      << peer.value("threads", nlohmann::json()).dump() << "\n";
+  for (nlohmann::json row : peer["rows"]) {
+    const auto& p = row["params"];
+    const std::string config =
+        StrCat("L=", p["L"].get<int64_t>(), ",d=", p["d"].get<int64_t>(), ",N=", p["N"].get<int64_t>());
+    const double ms = row["real_time_ms"].get<double>();
+    if (eager_ms.count(config)) row["vs_eager"] = ms / eager_ms[config];
+    char line[256];
+    std::snprintf(line, sizeof line, "  scan_stack %-22s pytorch/%-22s %8.1f ms  x eager %.2f\n",
+                  config.c_str(), row.value("policy", "").c_str(), ms,
+                  row.value("vs_eager", 0.0));
+    out << line;
+    (*run)["rows"].push_back(row);
+  }
+}
+
 int Main(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);
   std::vector<std::string> rest;
@@ -450,8 +508,8 @@ int Main(int argc, char** argv) {
   (console ? std::cout : std::cerr) << FormatSummary(results) << std::flush;
 
   try {
-    const nlohmann::json run =
-        ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);
+    nlohmann::json run = ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);
+    if (flags.peer) AddPeerRows(results, &run, console ? std::cout : std::cerr);
     const std::vector<std::string> written =
         WriteResults(ResultsDir(flags.out_dir), UtcStamp(started), run);
     std::cerr << "\nbench: wrote " << Join(written, " and ") << "\n";
