@@ -8,6 +8,7 @@
 namespace remat {
 
 double Problem::InputScale(const std::string&, const ParamValues&) const { return 1.0; }
+double Problem::InputOffset(const std::string&, const ParamValues&) const { return 0.0; }
 
 ParamValues ResolveParams(const Problem& problem, const std::map<std::string, int64_t>& overrides,
                           bool test_sizes) {
@@ -53,13 +54,15 @@ std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
   std::vector<Tensor> inputs;
   for (int i = 0; i < program.num_params(); ++i) {
     const double scale = problem.InputScale(program.param_names[i], params);
+    const double offset = problem.InputOffset(program.param_names[i], params);
     uint64_t state = seed * 0x100000001b3ull + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
     Tensor t = Tensor::Zeros(DType::kF32, program.shapes[i]);
     float* data = t.f32();
     for (int64_t j = 0; j < t.num_elements(); ++j) {
-      // 53 random bits -> [0, 1) -> [-scale, scale).
+      // 53 random bits -> [0, 1) -> [-scale, scale) -> around the offset.
       const double u = static_cast<double>(SplitMix64(&state) >> 11) * 0x1.0p-53;
-      data[j] = static_cast<float>((2.0 * u - 1.0) * scale);
+      const double v = (2.0 * u - 1.0) * scale;
+      data[j] = static_cast<float>(offset == 0.0 ? v : offset + v);
     }
     inputs.push_back(std::move(t));
   }
@@ -89,6 +92,7 @@ const std::vector<std::unique_ptr<Problem>>& AllProblems() {
     v->push_back(MakeSinChain());
     v->push_back(MakeSinPlain());
     v->push_back(MakeSinRecursive());
+    v->push_back(MakeTransformerStack());
     return v;
   }();
   return *problems;

@@ -42,8 +42,10 @@ class Problem {
   virtual Program Build(const ParamValues& params) const = 0;
   // The inputs whose gradients the problem asks for, by name.
   virtual std::vector<std::string> wrt() const = 0;
-  // Inputs are drawn uniformly from [-scale, scale).
+  // Inputs are drawn uniformly from [offset - scale, offset + scale).
   virtual double InputScale(const std::string& input, const ParamValues& params) const;
+  // 0 unless overridden (LayerNorm scales are drawn around 1).
+  virtual double InputOffset(const std::string& input, const ParamValues& params) const;
   // The number of terms in the longest sum an output or gradient element is
   // computed by: the f32-vs-f64 tolerance scales with it (harness/).
   virtual double ReductionLength(const ParamValues& params) const = 0;

@@ -1,5 +1,8 @@
 #include "engines/api/kernels.h"
 
+#include <utility>
+#include <vector>
+
 #include "engines/api/error.h"
 
 namespace remat {
@@ -86,9 +89,185 @@ REMAT_BINARY_KERNEL(CosBackward, "cos_backward", 2)
 REMAT_BINARY_KERNEL(SquareBackward, "square_backward", 2)
 REMAT_BINARY_KERNEL(Add, "add", 1)
 REMAT_BINARY_KERNEL(Mul, "mul", 1)
+REMAT_BINARY_KERNEL(GeluBackward, "gelu_backward", 2)
+REMAT_UNARY_KERNEL(Gelu, "gelu", 1)
 
 #undef REMAT_UNARY_KERNEL
 #undef REMAT_BINARY_KERNEL
+
+Tensor Kernels::Softmax(const Tensor& x) {
+  CheckHasLastAxis("softmax", x);
+  Tensor out = NewTensor(x.shape());
+  flops_ += 5 * x.num_elements();
+  if (Runs()) DoSoftmax(x, out);
+  return out;
+}
+
+Tensor Kernels::SoftmaxBackward(const Tensor& y, const Tensor& dy) {
+  CheckSameShape("softmax_backward", y, dy);
+  CheckHasLastAxis("softmax_backward", y);
+  Tensor out = NewTensor(y.shape());
+  flops_ += 4 * y.num_elements();
+  if (Runs()) DoSoftmaxBackward(y, dy, out);
+  return out;
+}
+
+Tensor Kernels::LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta) {
+  CheckOperand("layer_norm", x);
+  CheckOperand("layer_norm", gamma);
+  CheckOperand("layer_norm", beta);
+  try {
+    CheckLayerNormShapes(x.shape(), gamma.shape(), beta.shape());
+  } catch (const Error& e) {
+    throw Error(StrCat(name(), " kernel ", e.what()));
+  }
+  Tensor out = NewTensor(x.shape());
+  flops_ += 7 * x.num_elements();
+  if (Runs()) DoLayerNorm(x, gamma, beta, out);
+  return out;
+}
+
+Tensor Kernels::LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy) {
+  CheckSameShape("layer_norm_backward", x, dy);
+  CheckOperand("layer_norm_backward", gamma);
+  try {
+    CheckLayerNormShapes(x.shape(), gamma.shape(), gamma.shape());
+  } catch (const Error& e) {
+    throw Error(StrCat(name(), " kernel ", e.what()));
+  }
+  Tensor out = NewTensor(x.shape());
+  flops_ += 13 * x.num_elements();
+  if (Runs()) DoLayerNormBackward(x, gamma, dy, out);
+  return out;
+}
+
+Tensor Kernels::LayerNormGammaGrad(const Tensor& x, const Tensor& dy) {
+  CheckSameShape("layer_norm_gamma_grad", x, dy);
+  CheckHasLastAxis("layer_norm_gamma_grad", x);
+  Tensor out = NewTensor(Shape({x.shape().dim(x.shape().rank() - 1)}));
+  flops_ += 7 * x.num_elements();
+  if (Runs()) DoLayerNormGammaGrad(x, dy, out);
+  return out;
+}
+
+Tensor Kernels::SumLeading(const Tensor& x) {
+  CheckHasLastAxis("sum_leading", x);
+  Tensor out = NewTensor(Shape({x.shape().dim(x.shape().rank() - 1)}));
+  flops_ += x.num_elements();
+  if (Runs()) DoSumLeading(x, out);
+  return out;
+}
+
+Tensor Kernels::Scale(const Tensor& x, double c) {
+  CheckOperand("scale", x);
+  Tensor out = NewTensor(x.shape());
+  flops_ += x.num_elements();
+  if (Runs()) DoScale(x, c, out);
+  return out;
+}
+
+Tensor Kernels::Transpose(const Tensor& x) {
+  CheckOperand("transpose", x);
+  Shape shape;
+  try {
+    shape = TransposeShape(x.shape());
+  } catch (const Error& e) {
+    throw Error(StrCat(name(), " kernel ", e.what()));
+  }
+  Tensor out = NewTensor(shape);
+  if (Runs()) DoTranspose(x, out);
+  return out;
+}
+
+Tensor Kernels::SplitHeads(const Tensor& x, int64_t batch, int64_t heads) {
+  CheckOperand("split_heads", x);
+  Shape shape;
+  try {
+    shape = SplitHeadsShape(x.shape(), batch, heads);
+  } catch (const Error& e) {
+    throw Error(StrCat(name(), " kernel ", e.what()));
+  }
+  Tensor out = NewTensor(shape);
+  if (Runs()) DoSplitHeads(x, batch, heads, out);
+  return out;
+}
+
+Tensor Kernels::MergeHeads(const Tensor& x, int64_t batch) {
+  CheckOperand("merge_heads", x);
+  Shape shape;
+  try {
+    shape = MergeHeadsShape(x.shape(), batch);
+  } catch (const Error& e) {
+    throw Error(StrCat(name(), " kernel ", e.what()));
+  }
+  Tensor out = NewTensor(shape);
+  if (Runs()) DoMergeHeads(x, batch, out);
+  return out;
+}
+
+Shape Kernels::TransposeShape(const Shape& x) {
+  const int r = x.rank();
+  if (r != 2 && r != 3) {
+    throw Error(StrCat("transpose swaps the last two axes of a rank-2 or rank-3 operand; got ",
+                       x.ToString()));
+  }
+  std::vector<int64_t> dims = x.dims();
+  std::swap(dims[r - 2], dims[r - 1]);
+  return Shape(dims);
+}
+
+Shape Kernels::SplitHeadsShape(const Shape& x, int64_t batch, int64_t heads) {
+  if (x.rank() != 2) {
+    throw Error(StrCat("split_heads takes a rank-2 (batch*seq, width) operand; got ",
+                       x.ToString()));
+  }
+  if (batch <= 0 || heads <= 0) {
+    throw Error(StrCat("split_heads of ", x.ToString(), ": batch=", batch, " and heads=", heads,
+                       " must be positive"));
+  }
+  if (x.dim(0) % batch != 0) {
+    throw Error(StrCat("split_heads of ", x.ToString(), ": batch=", batch,
+                       " does not divide the ", x.dim(0), " rows (batch*seq)"));
+  }
+  if (x.dim(1) % heads != 0) {
+    throw Error(StrCat("split_heads of ", x.ToString(), ": heads=", heads,
+                       " does not divide the width ", x.dim(1)));
+  }
+  return Shape({batch * heads, x.dim(0) / batch, x.dim(1) / heads});
+}
+
+Shape Kernels::MergeHeadsShape(const Shape& x, int64_t batch) {
+  if (x.rank() != 3) {
+    throw Error(StrCat("merge_heads takes a rank-3 (batch*heads, seq, head width) operand; got ",
+                       x.ToString()));
+  }
+  if (batch <= 0 || x.dim(0) % batch != 0) {
+    throw Error(StrCat("merge_heads of ", x.ToString(), ": batch=", batch,
+                       " does not divide the leading axis (batch*heads) ", x.dim(0)));
+  }
+  const int64_t heads = x.dim(0) / batch;
+  return Shape({batch * x.dim(1), heads * x.dim(2)});
+}
+
+void Kernels::CheckLayerNormShapes(const Shape& x, const Shape& gamma, const Shape& beta) {
+  if (x.rank() == 0) {
+    throw Error(StrCat("layer_norm normalizes over the last axis; got a scalar ", x.ToString()));
+  }
+  const Shape c({x.dim(x.rank() - 1)});
+  if (gamma != c || beta != c) {
+    throw Error(StrCat("layer_norm of ", x.ToString(), " needs gamma and beta of shape ",
+                       c.ToString(), " (the last axis); got ", gamma.ToString(), " and ",
+                       beta.ToString()));
+  }
+}
+
+void Kernels::CheckHasLastAxis(const char* op, const Tensor& x) const {
+  CheckOperand(op, x);
+  if (x.shape().rank() == 0) {
+    throw Error(StrCat(name(), " kernel ", op, ": works over the last axis; operand is the scalar ",
+                       x.TypeString()));
+  }
+}
 
 Tensor Kernels::Sum(const Tensor& x) {
   CheckOperand("sum", x);

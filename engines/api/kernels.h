@@ -14,8 +14,23 @@
 //
 // FLOPs are counted here, once, for every engine: a matmul of (m,k)x(k,n) is
 // 2mkn (times the batch); every elementwise op and every reduction is one per
-// element, except the fused backward rules of sin, cos and square, which are
-// two per element (a multiply by the derivative and by the cotangent).
+// element, except the fused backward rules of sin, cos, square and gelu,
+// which are two per element (a multiply by the derivative and by the
+// cotangent). The transformer's kernels are counted as the elementwise ops
+// and reductions they are made of, per element of their (largest) operand:
+//   Softmax            5  (max, subtract, exp, sum, divide)
+//   SoftmaxBackward    4  (dy*y, sum, subtract, multiply by y)
+//   LayerNorm          7  (mean, subtract, square, sum, times rstd, times
+//                          gamma, plus beta)
+//   LayerNormBackward 13  (5 to recompute x-hat from x, dy*gamma, its sum,
+//                          its product with x-hat and that sum, and 4 to
+//                          combine: rstd*(g - mean(g) - xhat*mean(g*xhat)))
+//   LayerNormGammaGrad 7  (5 to recompute x-hat, dy*xhat, the column sum)
+//   SumLeading         1  (dbeta: the column sum of dy)
+//   Gelu               1, GeluBackward 2, Scale 1
+//   Transpose, SplitHeads, MergeHeads, Broadcast: 0 (copies, no arithmetic).
+// The per-row scalars (1/C, rsqrt(var + eps)) are not counted, as Sum's
+// final rounding is not.
 #ifndef REMAT_ENGINES_API_KERNELS_H_
 #define REMAT_ENGINES_API_KERNELS_H_
 
@@ -67,6 +82,44 @@ class Kernels {
   // A tensor of `shape` with every element equal to the rank-0 `s`.
   Tensor Broadcast(const Tensor& s, const Shape& shape);
 
+  // The transformer's kernels. "Rows" are all axes but the last, C the last.
+  // softmax over the last axis, max-subtracted: y = exp(x - max) / sum.
+  Tensor Softmax(const Tensor& x);
+  // dx = y * (dy - sum(dy * y)) per row, from softmax's output y.
+  Tensor SoftmaxBackward(const Tensor& y, const Tensor& dy);
+  // Layer normalization over the last axis with the biased variance:
+  // y = (x - mean) * rsqrt(var + kLayerNormEps) * gamma + beta, gamma and
+  // beta of shape (C).
+  Tensor LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta);
+  // dx of LayerNorm, from its input x and gamma (mean and rstd recomputed):
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
+  Tensor LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy);
+  // dgamma of LayerNorm: the sum over rows of dy * xhat, shape (C).
+  Tensor LayerNormGammaGrad(const Tensor& x, const Tensor& dy);
+  // The sum over rows (every axis but the last), shape (C): dbeta.
+  Tensor SumLeading(const Tensor& x);
+  // gelu, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  Tensor Gelu(const Tensor& x);
+  // dx = dy * gelu'(x), from gelu's input x.
+  Tensor GeluBackward(const Tensor& x, const Tensor& dy);
+  // y = c * x (c rounded to the kernels' dtype).
+  Tensor Scale(const Tensor& x, double c);
+  // Swaps the last two axes of a rank-2 or rank-3 tensor.
+  Tensor Transpose(const Tensor& x);
+  // (B*S, D) -> (B*H, S, D/H): out[b*H + h, s, j] = x[b*S + s, h*(D/H) + j].
+  Tensor SplitHeads(const Tensor& x, int64_t batch, int64_t heads);
+  // The inverse: (B*H, S, Dh) -> (B*S, H*Dh).
+  Tensor MergeHeads(const Tensor& x, int64_t batch);
+
+  // Output shapes, or remat::Error naming the operands and what is wrong.
+  static Shape SplitHeadsShape(const Shape& x, int64_t batch, int64_t heads);
+  static Shape MergeHeadsShape(const Shape& x, int64_t batch);
+  static Shape TransposeShape(const Shape& x);
+  // Checks layer_norm's operands: x of rank >= 1, gamma and beta (C).
+  static void CheckLayerNormShapes(const Shape& x, const Shape& gamma, const Shape& beta);
+
+  static constexpr double kLayerNormEps = 1e-5;
+
   // The shape of MatMul's output, or remat::Error naming both shapes.
   static Shape MatMulShape(const Shape& a, bool transpose_a, const Shape& b, bool transpose_b);
 
@@ -86,6 +139,20 @@ class Kernels {
   virtual void DoMul(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void DoSum(const Tensor& x, Tensor& out) = 0;
   virtual void DoBroadcast(const Tensor& s, Tensor& out) = 0;
+  virtual void DoSoftmax(const Tensor& x, Tensor& out) = 0;
+  virtual void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) = 0;
+  virtual void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                           Tensor& out) = 0;
+  virtual void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                                   Tensor& out) = 0;
+  virtual void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
+  virtual void DoSumLeading(const Tensor& x, Tensor& out) = 0;
+  virtual void DoGelu(const Tensor& x, Tensor& out) = 0;
+  virtual void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
+  virtual void DoScale(const Tensor& x, double c, Tensor& out) = 0;
+  virtual void DoTranspose(const Tensor& x, Tensor& out) = 0;
+  virtual void DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) = 0;
+  virtual void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) = 0;
 
   // A new output tensor of this dtype, counted by the bound tracker.
   Tensor NewTensor(const Shape& shape) const;
@@ -99,6 +166,9 @@ class Kernels {
  private:
   void CheckOperand(const char* op, const Tensor& t) const;
   void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) const;
+  // Operands of rank >= 1 (the ops over the last axis).
+  void CheckHasLastAxis(const char* op, const Tensor& x) const;
+  bool Runs() const { return !dry_run() || AllocatesInDryRun(); }
 
   std::shared_ptr<MemoryTracker> tracker_;
   int64_t flops_ = 0;

@@ -18,6 +18,13 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kMul: return "mul";
     case OpKind::kSum: return "sum";
     case OpKind::kName: return "name";
+    case OpKind::kSoftmax: return "softmax";
+    case OpKind::kLayerNorm: return "layer_norm";
+    case OpKind::kGelu: return "gelu";
+    case OpKind::kScale: return "scale";
+    case OpKind::kTranspose: return "transpose";
+    case OpKind::kSplitHeads: return "split_heads";
+    case OpKind::kMergeHeads: return "merge_heads";
     case OpKind::kCheckpoint: return "checkpoint";
     case OpKind::kScan: return "scan";
   }

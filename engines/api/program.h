@@ -13,6 +13,7 @@
 #ifndef REMAT_ENGINES_API_PROGRAM_H_
 #define REMAT_ENGINES_API_PROGRAM_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,13 @@ enum class OpKind {
   kMul,
   kSum,   // to a rank-0 value
   kName,  // identity carrying a checkpoint_name label (attr `name`)
+  kSoftmax,     // over the last axis
+  kLayerNorm,   // inputs x (..., C), gamma (C), beta (C); over the last axis, eps 1e-5
+  kGelu,        // tanh form
+  kScale,       // y = c * x; attr `scalar` = c
+  kTranspose,   // swaps the last two axes; rank 2 or 3
+  kSplitHeads,  // (B*S, D) -> (B*H, S, D/H); attr `ints` = {B, H}
+  kMergeHeads,  // (B*H, S, Dh) -> (B*S, H*Dh); attr `ints` = {B}
   kCheckpoint,
   kScan,
 };
@@ -48,6 +56,8 @@ struct Op {
   std::string name;         // kName: the label; kCheckpoint, kScan: the region label
   std::shared_ptr<const Program> body;  // kCheckpoint, kScan
   Policy policy;                        // kCheckpoint
+  double scalar = 0.0;                  // kScale: the constant c
+  std::vector<int64_t> ints;            // kSplitHeads: {batch, heads}; kMergeHeads: {batch}
 };
 
 struct Program {

@@ -29,6 +29,25 @@ bool IsPrimitive(OpKind kind) {
 //         dx = broadcast(dy)
 // name    y = x              saves nothing
 //         dx = dy
+// softmax y = softmax(x) over the last axis   saves y (as JAX's custom JVP)
+//         dx = y * (dy - sum(dy * y, last axis))
+// layer_norm  y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + 1e-5)
+//         saves x for dx and dgamma, gamma for dx; mean and rstd are
+//         recomputed from x by the backward kernels rather than saved (the
+//         IR has one output per op, and two (rows) vectors would be
+//         residuals no policy could name)
+//         dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma
+//         dgamma = sum over rows of dy xhat, dbeta = sum over rows of dy
+// gelu    y = gelu(x), tanh form   saves x
+//         dx = dy * gelu'(x)
+// scale   y = c x (attr scalar)    saves nothing
+//         dx = c dy
+// transpose  y = x with the last two axes swapped   saves nothing
+//         dx = transpose(dy)
+// split_heads  (B*S, D) -> (B*H, S, D/H) (attrs B, H)   saves nothing
+//         dx = merge_heads(dy, B)
+// merge_heads  (B*H, S, Dh) -> (B*S, H*Dh) (attr B)     saves nothing
+//         dx = split_heads(dy, B, H), H = (B*H) / B from x's shape
 
 Saves SavesFor(OpKind kind, const std::vector<bool>& needs) {
   Saves s;
@@ -43,11 +62,23 @@ Saves SavesFor(OpKind kind, const std::vector<bool>& needs) {
     case OpKind::kSin:
     case OpKind::kCos:
     case OpKind::kSquare:
+    case OpKind::kGelu:
       s.inputs[0] = needs[0];
+      break;
+    case OpKind::kSoftmax:
+      s.output = needs[0];
+      break;
+    case OpKind::kLayerNorm:
+      s.inputs[0] = needs[0] || needs[1];
+      s.inputs[1] = needs[0];
       break;
     case OpKind::kAdd:
     case OpKind::kSum:
     case OpKind::kName:
+    case OpKind::kScale:
+    case OpKind::kTranspose:
+    case OpKind::kSplitHeads:
+    case OpKind::kMergeHeads:
       break;
     case OpKind::kCheckpoint:
     case OpKind::kScan:
@@ -56,7 +87,47 @@ Saves SavesFor(OpKind kind, const std::vector<bool>& needs) {
   return s;
 }
 
+bool HasAttributes(OpKind kind) {
+  return kind == OpKind::kScale || kind == OpKind::kSplitHeads || kind == OpKind::kMergeHeads;
+}
+
+namespace {
+
+// The integer attribute i of `op`, or an error naming the op.
+int64_t Int(const Op& op, size_t i) {
+  if (op.ints.size() <= i) {
+    throw Error(StrCat(Program::Describe(op), ": missing integer attribute ", i, " (has ",
+                       op.ints.size(), ")"));
+  }
+  return op.ints[i];
+}
+
+Op Bare(OpKind kind) {
+  if (HasAttributes(kind)) {
+    throw Error(StrCat(OpKindName(kind),
+                       " has attributes: its rules need the Op (Forward/Backward(k, op, ...)), "
+                       "not only its kind"));
+  }
+  Op op;
+  op.kind = kind;
+  return op;
+}
+
+}  // namespace
+
 Tensor Forward(Kernels& k, OpKind kind, const std::vector<Tensor>& in) {
+  return Forward(k, Bare(kind), in);
+}
+
+std::vector<Tensor> Backward(Kernels& k, OpKind kind, const std::vector<Tensor>& in,
+                             const Tensor& out, const Tensor& dout,
+                             const std::vector<Shape>& in_shapes,
+                             const std::vector<bool>& needs) {
+  return Backward(k, Bare(kind), in, out, dout, in_shapes, needs);
+}
+
+Tensor Forward(Kernels& k, const Op& op, const std::vector<Tensor>& in) {
+  const OpKind kind = op.kind;
   switch (kind) {
     case OpKind::kMatMul: return k.MatMul(in[0], false, in[1], false);
     case OpKind::kRelu: return k.Relu(in[0]);
@@ -67,16 +138,24 @@ Tensor Forward(Kernels& k, OpKind kind, const std::vector<Tensor>& in) {
     case OpKind::kMul: return k.Mul(in[0], in[1]);
     case OpKind::kSum: return k.Sum(in[0]);
     case OpKind::kName: return in[0];
+    case OpKind::kSoftmax: return k.Softmax(in[0]);
+    case OpKind::kLayerNorm: return k.LayerNorm(in[0], in[1], in[2]);
+    case OpKind::kGelu: return k.Gelu(in[0]);
+    case OpKind::kScale: return k.Scale(in[0], op.scalar);
+    case OpKind::kTranspose: return k.Transpose(in[0]);
+    case OpKind::kSplitHeads: return k.SplitHeads(in[0], Int(op, 0), Int(op, 1));
+    case OpKind::kMergeHeads: return k.MergeHeads(in[0], Int(op, 0));
     case OpKind::kCheckpoint:
     case OpKind::kScan: break;
   }
   throw Error(StrCat("Forward: ", OpKindName(kind), " is not a primitive op"));
 }
 
-std::vector<Tensor> Backward(Kernels& k, OpKind kind, const std::vector<Tensor>& in,
+std::vector<Tensor> Backward(Kernels& k, const Op& op, const std::vector<Tensor>& in,
                              const Tensor& out, const Tensor& dout,
                              const std::vector<Shape>& in_shapes,
                              const std::vector<bool>& needs) {
+  const OpKind kind = op.kind;
   std::vector<Tensor> d(needs.size());
   switch (kind) {
     case OpKind::kMatMul:
@@ -108,6 +187,32 @@ std::vector<Tensor> Backward(Kernels& k, OpKind kind, const std::vector<Tensor>&
       break;
     case OpKind::kName:
       if (needs[0]) d[0] = dout;
+      break;
+    case OpKind::kSoftmax:
+      if (needs[0]) d[0] = k.SoftmaxBackward(out, dout);
+      break;
+    case OpKind::kLayerNorm:
+      if (needs[0]) d[0] = k.LayerNormBackward(in[0], in[1], dout);
+      if (needs[1]) d[1] = k.LayerNormGammaGrad(in[0], dout);
+      if (needs[2]) d[2] = k.SumLeading(dout);
+      break;
+    case OpKind::kGelu:
+      if (needs[0]) d[0] = k.GeluBackward(in[0], dout);
+      break;
+    case OpKind::kScale:
+      if (needs[0]) d[0] = k.Scale(dout, op.scalar);
+      break;
+    case OpKind::kTranspose:
+      if (needs[0]) d[0] = k.Transpose(dout);
+      break;
+    case OpKind::kSplitHeads:
+      if (needs[0]) d[0] = k.MergeHeads(dout, Int(op, 0));
+      break;
+    case OpKind::kMergeHeads:
+      if (needs[0]) {
+        const int64_t batch = Int(op, 0);
+        d[0] = k.SplitHeads(dout, batch, in_shapes[0].dim(0) / batch);
+      }
       break;
     case OpKind::kCheckpoint:
     case OpKind::kScan:

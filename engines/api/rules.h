@@ -29,17 +29,30 @@ struct Saves {
 // inputs with needs[i] true are wanted.
 Saves SavesFor(OpKind kind, const std::vector<bool>& needs);
 
-// The forward rule of a primitive op.
-Tensor Forward(Kernels& k, OpKind kind, const std::vector<Tensor>& inputs);
+// The forward rule of a primitive op. Ops with attributes (scale's constant,
+// split_heads' and merge_heads' batch and heads) read them from `op`.
+Tensor Forward(Kernels& k, const Op& op, const std::vector<Tensor>& inputs);
 
 // The backward rule: from the saved inputs (others undefined), the saved
 // output (or undefined), the output cotangent `dout` and the input shapes,
 // returns the cotangent of each input with needs[i] true (others undefined).
 // A cotangent may alias `dout` (add and name pass it through).
+std::vector<Tensor> Backward(Kernels& k, const Op& op, const std::vector<Tensor>& saved_inputs,
+                             const Tensor& saved_output, const Tensor& dout,
+                             const std::vector<Shape>& input_shapes,
+                             const std::vector<bool>& needs);
+
+// The same rules by kind alone, for the ops without attributes; an op that
+// has attributes (kScale, kSplitHeads, kMergeHeads) throws remat::Error
+// asking for the overload that takes the Op.
+Tensor Forward(Kernels& k, OpKind kind, const std::vector<Tensor>& inputs);
 std::vector<Tensor> Backward(Kernels& k, OpKind kind, const std::vector<Tensor>& saved_inputs,
                              const Tensor& saved_output, const Tensor& dout,
                              const std::vector<Shape>& input_shapes,
                              const std::vector<bool>& needs);
+
+// True for the ops whose rules read attributes of the Op.
+bool HasAttributes(OpKind kind);
 
 // True for the ops Forward and Backward handle.
 bool IsPrimitive(OpKind kind);

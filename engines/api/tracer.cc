@@ -235,6 +235,87 @@ Var name(Var x, const std::string& label, Loc loc) {
   return b->Emit(std::move(op), {x}, x.shape());
 }
 
+namespace internal {
+namespace {
+
+// An op over the last axis of one operand, of the operand's shape.
+Var LastAxis(OpKind kind, Var x, const Loc& loc) {
+  Builder* b = Require(OpKindName(kind));
+  Op op = b->NewOp(kind, loc);
+  b->IdOf(x, op);
+  if (x.shape().rank() == 0) {
+    throw Error(StrCat(Program::Describe(op), ": works over the last axis; got the scalar ",
+                       x.shape().ToString()));
+  }
+  return b->Emit(std::move(op), {x}, x.shape());
+}
+
+// Emits `op` on `x` with the shape `shape_of` computes, its errors prefixed
+// with the op and where it was traced.
+template <typename ShapeOf>
+Var Reshaping(Op op, Var x, ShapeOf shape_of) {
+  Builder* b = Builder::Current();
+  b->IdOf(x, op);
+  Shape out;
+  try {
+    out = shape_of(x.shape());
+  } catch (const Error& e) {
+    throw Error(StrCat(Program::Describe(op), ": ", e.what()));
+  }
+  return b->Emit(std::move(op), {x}, out);
+}
+
+}  // namespace
+}  // namespace internal
+
+Var softmax(Var x, Loc loc) { return internal::LastAxis(OpKind::kSoftmax, x, loc); }
+Var gelu(Var x, Loc loc) { return internal::Unary(OpKind::kGelu, x, loc); }
+
+Var layer_norm(Var x, Var gamma, Var beta, Loc loc) {
+  internal::Builder* b = internal::Require("layer_norm");
+  Op op = b->NewOp(OpKind::kLayerNorm, loc);
+  b->IdOf(x, op);
+  b->IdOf(gamma, op);
+  b->IdOf(beta, op);
+  try {
+    Kernels::CheckLayerNormShapes(x.shape(), gamma.shape(), beta.shape());
+  } catch (const Error& e) {
+    throw Error(StrCat(Program::Describe(op), ": ", e.what()));
+  }
+  return b->Emit(std::move(op), {x, gamma, beta}, x.shape());
+}
+
+Var scale(Var x, double c, Loc loc) {
+  internal::Builder* b = internal::Require("scale");
+  Op op = b->NewOp(OpKind::kScale, loc);
+  op.scalar = c;
+  b->IdOf(x, op);
+  return b->Emit(std::move(op), {x}, x.shape());
+}
+
+Var transpose(Var x, Loc loc) {
+  internal::Builder* b = internal::Require("transpose");
+  return internal::Reshaping(b->NewOp(OpKind::kTranspose, loc), x,
+                             [](const Shape& s) { return Kernels::TransposeShape(s); });
+}
+
+Var split_heads(Var x, int64_t batch, int64_t heads, Loc loc) {
+  internal::Builder* b = internal::Require("split_heads");
+  Op op = b->NewOp(OpKind::kSplitHeads, loc);
+  op.ints = {batch, heads};
+  return internal::Reshaping(std::move(op), x, [&](const Shape& s) {
+    return Kernels::SplitHeadsShape(s, batch, heads);
+  });
+}
+
+Var merge_heads(Var x, int64_t batch, Loc loc) {
+  internal::Builder* b = internal::Require("merge_heads");
+  Op op = b->NewOp(OpKind::kMergeHeads, loc);
+  op.ints = {batch};
+  return internal::Reshaping(std::move(op), x,
+                             [&](const Shape& s) { return Kernels::MergeHeadsShape(s, batch); });
+}
+
 Var checkpoint_n(const std::function<Var(const std::vector<Var>&)>& body,
                  const std::vector<Var>& args, const Policy& policy, const std::string& label,
                  Loc loc) {

@@ -17,6 +17,7 @@
 #ifndef REMAT_ENGINES_API_TRACER_H_
 #define REMAT_ENGINES_API_TRACER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -70,6 +71,24 @@ Var mul(Var a, Var b, Loc loc = Loc::current());
 Var sum(Var x, Loc loc = Loc::current());
 // jax.ad_checkpoint.checkpoint_name: identity, labelled for policies.
 Var name(Var x, const std::string& label, Loc loc = Loc::current());
+
+// The transformer's ops. Those "over the last axis" take rank >= 1.
+// jax.nn.softmax(x, axis=-1).
+Var softmax(Var x, Loc loc = Loc::current());
+// Layer normalization over the last axis (eps 1e-5, biased variance), with
+// scale gamma and shift beta of shape (C) for x of shape (..., C).
+Var layer_norm(Var x, Var gamma, Var beta, Loc loc = Loc::current());
+// jax.nn.gelu(x, approximate=True): the tanh form.
+Var gelu(Var x, Loc loc = Loc::current());
+// c * x for a constant c.
+Var scale(Var x, double c, Loc loc = Loc::current());
+// Swaps the last two axes of a rank-2 or rank-3 value.
+Var transpose(Var x, Loc loc = Loc::current());
+// (batch*seq, D) -> (batch*heads, seq, D/heads): row b*seq + s, columns
+// h*Dh .. h*Dh + Dh - 1 go to [b*heads + h, s, :]. Both must divide.
+Var split_heads(Var x, int64_t batch, int64_t heads, Loc loc = Loc::current());
+// The inverse: (batch*heads, seq, Dh) -> (batch*seq, heads*Dh).
+Var merge_heads(Var x, int64_t batch, Loc loc = Loc::current());
 
 namespace internal {
 using BodyFn = std::function<Var(const std::vector<Var>&)>;

@@ -278,7 +278,7 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
     } else if (IsPrimitive(op.kind)) {
       Log(recomputing_ ? "recompute" : "forward", where, op, p);
       ++op_runs_[Program::Describe(op)];
-      out = remat::Forward(*kernels_, op.kind, in);
+      out = remat::Forward(*kernels_, op, in);
     } else if (op.kind == OpKind::kCheckpoint) {
       ForwardCheckpoint(op, in, in_needs, op_tape, /*run=*/true, where, &out);
     } else {
@@ -450,7 +450,7 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
       std::vector<Shape> in_shapes;
       for (int v : op.inputs) in_shapes.push_back(p.shapes[v]);
       op_tape.inputs.resize(op.inputs.size());
-      din = remat::Backward(*kernels_, op.kind, op_tape.inputs, op_tape.output, d, in_shapes,
+      din = remat::Backward(*kernels_, op, op_tape.inputs, op_tape.output, d, in_shapes,
                             op_tape.needs);
     } else if (op.kind == OpKind::kCheckpoint) {
       din = BackwardCheckpoint(op, &op_tape, d, where);
@@ -477,13 +477,15 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
   const int64_t length = p.shapes[op.inputs[1]].dim(0);
   bool any_xs_needs = false;
   std::vector<Tensor> din(needs.size());
-  // Gradients of the stacked inputs, filled step by step (zeros where no
-  // cotangent reaches a step).
+  // Gradients of the stacked inputs, filled step by step; steps no
+  // cotangent reaches are zeroed at the end (zero-filling the whole stack up
+  // front would be one more pass over it).
   for (size_t j = 1; j < needs.size(); ++j) {
     if (!needs[j]) continue;
     any_xs_needs = true;
-    din[j] = Tensor::Zeros(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
+    din[j] = Tensor::Uninitialized(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
   }
+  std::vector<std::vector<bool>> filled(needs.size(), std::vector<bool>(length, false));
   Tensor carry_cot = dout;
   for (int64_t i = length - 1; i >= 0 && carry_cot.defined(); --i) {
     std::vector<bool> step_needs = {needs[0] || (i > 0 && any_xs_needs)};
@@ -495,9 +497,18 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
       if (needs[j] && d[j].defined() && !d[j].dry()) {
         Tensor slot = din[j].Slice(i);
         std::memcpy(slot.raw(), d[j].raw(), slot.bytes());
+        filled[j][i] = true;
       }
     }
     carry_cot = std::move(d[0]);
+  }
+  for (size_t j = 1; j < needs.size(); ++j) {
+    if (!needs[j] || din[j].dry()) continue;
+    for (int64_t i = 0; i < length; ++i) {
+      if (filled[j][i]) continue;
+      Tensor slot = din[j].Slice(i);
+      std::memset(slot.raw(), 0, slot.bytes());
+    }
   }
   if (needs[0]) din[0] = carry_cot;
   return din;

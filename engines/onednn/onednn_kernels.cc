@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -75,6 +76,35 @@ void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
 }
 
+// Layer normalization's per-row statistics, in f32, in index order: the
+// forward and both backward kernels call this one function, so the mean and
+// rstd they use are the same bits.
+struct RowStats {
+  float mean;
+  float rstd;
+};
+
+RowStats Stats(const float* x, int64_t c) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < c; ++j) sum += x[j];
+  const float mean = sum / static_cast<float>(c);
+  float squares = 0.0f;
+  for (int64_t j = 0; j < c; ++j) {
+    const float d = x[j] - mean;
+    squares += d * d;
+  }
+  const float var = squares / static_cast<float>(c);
+  const float eps = static_cast<float>(Kernels::kLayerNormEps);
+  return {mean, 1.0f / std::sqrt(var + eps)};
+}
+
+// Rows and the last axis of a rank >= 1 operand.
+int64_t LastDim(const Tensor& t) { return t.shape().dim(t.shape().rank() - 1); }
+int64_t NumRows(const Tensor& t) {
+  const int64_t c = LastDim(t);
+  return c == 0 ? 0 : t.num_elements() / c;
+}
+
 }  // namespace
 
 std::string OneDnnVersion() {
@@ -128,13 +158,20 @@ class OneDnnKernels::State {
             tracker);
   }
 
+  // `alpha` and `beta` are the algorithm's parameters (eltwise_linear:
+  // alpha * x + beta); the other algorithms used here take 0.
   void EltwiseForward(dnnl::algorithm algorithm, const Tensor& x, Tensor& out,
-                      const std::shared_ptr<MemoryTracker>& tracker) {
+                      const std::shared_ptr<MemoryTracker>& tracker, float alpha = 0.0f,
+                      float beta = 0.0f) {
     const auto md = Flat(out);
     const Cached& cached = Lookup<dnnl::eltwise_forward>(
-        Key(AlgorithmKey("eltwise_fwd", algorithm).c_str(), {out.num_elements()}),
+        Key(StrCat(AlgorithmKey("eltwise_fwd", algorithm), "/", FloatBits(alpha), "/",
+                   FloatBits(beta))
+                .c_str(),
+            {out.num_elements()}),
         [&](const dnnl::primitive_attr& attr) {
-          return dnnl::eltwise_forward::primitive_desc(ForwardDesc(algorithm, md), attr, engine_);
+          return dnnl::eltwise_forward::primitive_desc(ForwardDesc(algorithm, md, alpha, beta),
+                                                       attr, engine_);
         });
     Execute(cached, {{DNNL_ARG_SRC, Memory(md, x)}, {DNNL_ARG_DST, Memory(md, out)}}, tracker);
   }
@@ -174,6 +211,32 @@ class OneDnnKernels::State {
             {{DNNL_ARG_SRC_0, Memory(md, a)},
              {DNNL_ARG_SRC_1, Memory(md, b)},
              {DNNL_ARG_DST, Memory(md, out)}},
+            tracker);
+  }
+
+  // Softmax over axis 1 of (rows, C), C >= 1.
+  void Softmax(const Tensor& x, Tensor& out, const std::shared_ptr<MemoryTracker>& tracker) {
+    const auto md = Rows(out);
+    const Cached& cached = Lookup<dnnl::softmax_forward>(
+        Key("softmax_fwd", md.dims()),
+        [&](const dnnl::primitive_attr& attr) { return SoftmaxForwardPd(md, attr); });
+    Execute(cached, {{DNNL_ARG_SRC, Memory(md, x)}, {DNNL_ARG_DST, Memory(md, out)}}, tracker);
+  }
+
+  // dx = y * (dy - sum(dy * y)) over axis 1, from the forward's output y.
+  void SoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out,
+                       const std::shared_ptr<MemoryTracker>& tracker) {
+    const auto md = Rows(out);
+    const Cached& cached = Lookup<dnnl::softmax_backward>(
+        Key("softmax_bwd", md.dims()), [&](const dnnl::primitive_attr& attr) {
+          const auto hint = SoftmaxForwardPd(md, dnnl::primitive_attr());
+          return dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, 1),
+                                                        attr, engine_, hint);
+        });
+    Execute(cached,
+            {{DNNL_ARG_DST, Memory(md, y)},
+             {DNNL_ARG_DIFF_DST, Memory(md, dy)},
+             {DNNL_ARG_DIFF_SRC, Memory(md, out)}},
             tracker);
   }
 
@@ -242,9 +305,30 @@ class OneDnnKernels::State {
   static dnnl::memory::desc Flat(const Tensor& t) { return F32Desc({t.num_elements()}, Tag::a); }
 
   static dnnl::eltwise_forward::desc ForwardDesc(dnnl::algorithm algorithm,
-                                                 const dnnl::memory::desc& md) {
-    return dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, 0.0f,
-                                       0.0f);
+                                                 const dnnl::memory::desc& md,
+                                                 float alpha = 0.0f, float beta = 0.0f) {
+    return dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, alpha,
+                                       beta);
+  }
+
+  // The bits of a float, for cache keys (distinct for every value, -0.0 too).
+  static uint32_t FloatBits(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return bits;
+  }
+
+  // An operand of a softmax over the last axis, seen as (rows, C).
+  static dnnl::memory::desc Rows(const Tensor& t) {
+    const Shape& s = t.shape();
+    const int64_t c = s.dim(s.rank() - 1);
+    return F32Desc({t.num_elements() / c, c}, Tag::ab);
+  }
+
+  dnnl::softmax_forward::primitive_desc SoftmaxForwardPd(const dnnl::memory::desc& md,
+                                                         const dnnl::primitive_attr& attr) {
+    return dnnl::softmax_forward::primitive_desc(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), attr, engine_);
   }
 
   static std::string AlgorithmKey(const char* name, dnnl::algorithm algorithm) {
@@ -295,7 +379,8 @@ void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
   float* o = out.f32();
   const int64_t n = out.num_elements();
   for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(in[i])) o[i] = in[i];
+    // A select, not a branch, so that the loop vectorizes.
+    o[i] = in[i] != in[i] ? in[i] : o[i];
   }
 }
 
@@ -379,6 +464,171 @@ void OneDnnKernels::DoBroadcast(const Tensor& s, Tensor& out) {
   float* o = out.f32();
   const int64_t n = out.num_elements();
   for (int64_t i = 0; i < n; ++i) o[i] = v;
+}
+
+}  // namespace remat
+
+namespace remat {
+
+void OneDnnKernels::DoSoftmax(const Tensor& x, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("softmax on ", x.TypeString()); },
+          [&] { state_->Softmax(x, out, tracker()); });
+  if (dry_run()) return;
+  // oneDNN's row max skips NaN, so a NaN (or +inf) input leaves NaN in its
+  // own place and 0 in the rest of the row. The sum of the row is NaN (in
+  // the reference, and in JAX): make the whole row NaN.
+  const int64_t c = LastDim(out), rows = NumRows(out);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out.f32() + r * c;
+    bool nan = false;
+    for (int64_t j = 0; j < c; ++j) nan = nan || std::isnan(o[j]);
+    if (nan) {
+      for (int64_t j = 0; j < c; ++j) o[j] = std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+}
+
+void OneDnnKernels::DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("softmax_backward on ", Types({&y, &dy})); },
+          [&] { state_->SoftmaxBackward(y, dy, out, tracker()); });
+}
+
+void OneDnnKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                Tensor& out) {
+  if (dry_run()) return;
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  const float* g = gamma.f32();
+  const float* b = beta.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.f32() + r * c;
+    float* o = out.f32() + r * c;
+    const RowStats s = Stats(xr, c);
+    for (int64_t j = 0; j < c; ++j) o[j] = (xr[j] - s.mean) * s.rstd * g[j] + b[j];
+  }
+}
+
+void OneDnnKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                                        Tensor& out) {
+  if (dry_run()) return;
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  const float* g = gamma.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.f32() + r * c;
+    const float* dyr = dy.f32() + r * c;
+    float* o = out.f32() + r * c;
+    const RowStats s = Stats(xr, c);
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int64_t j = 0; j < c; ++j) {
+      const float gj = dyr[j] * g[j];
+      const float xhat = (xr[j] - s.mean) * s.rstd;
+      sum_g += gj;
+      sum_gx += gj * xhat;
+    }
+    const float mean_g = sum_g / static_cast<float>(c);
+    const float mean_gx = sum_gx / static_cast<float>(c);
+    for (int64_t j = 0; j < c; ++j) {
+      const float gj = dyr[j] * g[j];
+      const float xhat = (xr[j] - s.mean) * s.rstd;
+      o[j] = s.rstd * (gj - mean_g - xhat * mean_gx);
+    }
+  }
+}
+
+void OneDnnKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) {
+  if (dry_run()) return;
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  float* o = out.f32();
+  for (int64_t j = 0; j < out.num_elements(); ++j) o[j] = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.f32() + r * c;
+    const float* dyr = dy.f32() + r * c;
+    const RowStats s = Stats(xr, c);
+    for (int64_t j = 0; j < c; ++j) o[j] += dyr[j] * ((xr[j] - s.mean) * s.rstd);
+  }
+}
+
+void OneDnnKernels::DoSumLeading(const Tensor& x, Tensor& out) {
+  if (dry_run()) return;
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  float* o = out.f32();
+  for (int64_t j = 0; j < out.num_elements(); ++j) o[j] = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.f32() + r * c;
+    for (int64_t j = 0; j < c; ++j) o[j] += xr[j];
+  }
+}
+
+void OneDnnKernels::DoGelu(const Tensor& x, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("gelu on ", x.TypeString()); },
+          [&] { state_->EltwiseForward(dnnl::algorithm::eltwise_gelu_tanh, x, out, tracker()); });
+}
+
+void OneDnnKernels::DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("gelu_backward on ", Types({&x, &dy})); },
+          [&] {
+            state_->EltwiseBackward(dnnl::algorithm::eltwise_gelu_tanh, x, dy, out, tracker());
+          });
+}
+
+void OneDnnKernels::DoScale(const Tensor& x, double c, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat("scale by ", c, " on ", x.TypeString()); },
+          [&] {
+            state_->EltwiseForward(dnnl::algorithm::eltwise_linear, x, out, tracker(),
+                                   static_cast<float>(c), 0.0f);
+          });
+}
+
+void OneDnnKernels::DoTranspose(const Tensor& x, Tensor& out) {
+  if (dry_run()) return;
+  const Shape& s = x.shape();
+  const int r = s.rank();
+  const int64_t batch = r == 3 ? s.dim(0) : 1;
+  const int64_t m = s.dim(r - 2), n = s.dim(r - 1);
+  for (int64_t t = 0; t < batch; ++t) {
+    const float* in = x.f32() + t * m * n;
+    float* o = out.f32() + t * m * n;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) o[j * m + i] = in[i * n + j];
+    }
+  }
+}
+
+void OneDnnKernels::DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) {
+  if (dry_run()) return;
+  const int64_t seq = x.shape().dim(0) / batch, width = x.shape().dim(1), dh = width / heads;
+  const float* in = x.f32();
+  float* o = out.f32();
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t t = 0; t < seq; ++t) {
+        const float* src = in + (b * seq + t) * width + h * dh;
+        float* dst = o + ((b * heads + h) * seq + t) * dh;
+        for (int64_t j = 0; j < dh; ++j) dst[j] = src[j];
+      }
+    }
+  }
+}
+
+void OneDnnKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) {
+  if (dry_run()) return;
+  const int64_t heads = x.shape().dim(0) / batch, seq = x.shape().dim(1), dh = x.shape().dim(2);
+  const int64_t width = heads * dh;
+  const float* in = x.f32();
+  float* o = out.f32();
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t t = 0; t < seq; ++t) {
+        const float* src = in + ((b * heads + h) * seq + t) * dh;
+        float* dst = o + (b * seq + t) * width + h * dh;
+        for (int64_t j = 0; j < dh; ++j) dst[j] = src[j];
+      }
+    }
+  }
 }
 
 }  // namespace remat

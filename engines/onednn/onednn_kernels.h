@@ -5,6 +5,19 @@
 // - matmul, relu and its backward, square and its backward, add, mul and sum
 //   run as oneDNN primitives; sin, cos, their backward rules and broadcast are
 //   plain loops (oneDNN 2.6 has no sin or cos eltwise algorithm).
+// - softmax and its backward are oneDNN's softmax primitives (axis: the last,
+//   the operand seen as (rows, C)); gelu and its backward are
+//   eltwise_gelu_tanh (the backward from gelu's input); scale is
+//   eltwise_linear (alpha = c, beta = 0).
+// - layer_norm, its three backward kernels (dx, dgamma, dbeta) and the
+//   copies (transpose, split_heads, merge_heads) are plain f32 loops. Layer
+//   normalization is not oneDNN's primitive on purpose: its backward reads the
+//   mean and variance that only forward_training produces, as two more outputs
+//   the one-output IR cannot carry (they would be residuals no policy names);
+//   regenerating them inside the backward kernel would hide a second forward
+//   pass; and its dgamma/dbeta reductions are split across threads, so their
+//   order would depend on the thread count. The loops recompute mean and rstd
+//   from x in a fixed order, as the reference does in f64.
 // - Deterministic: every memory descriptor has an explicit plain format tag
 //   (transposed operands are `ba`/`acb` views, never `any`), no runtime dims,
 //   and each primitive is created once per (op, shapes, flags) and reused. The
@@ -24,6 +37,7 @@
 #ifndef REMAT_ENGINES_ONEDNN_ONEDNN_KERNELS_H_
 #define REMAT_ENGINES_ONEDNN_ONEDNN_KERNELS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -64,6 +78,20 @@ class OneDnnKernels : public Kernels {
   void DoMul(const Tensor& a, const Tensor& b, Tensor& out) override;
   void DoSum(const Tensor& x, Tensor& out) override;
   void DoBroadcast(const Tensor& s, Tensor& out) override;
+  void DoSoftmax(const Tensor& x, Tensor& out) override;
+  void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
+  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                   Tensor& out) override;
+  void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                           Tensor& out) override;
+  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoSumLeading(const Tensor& x, Tensor& out) override;
+  void DoGelu(const Tensor& x, Tensor& out) override;
+  void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoScale(const Tensor& x, double c, Tensor& out) override;
+  void DoTranspose(const Tensor& x, Tensor& out) override;
+  void DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) override;
+  void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) override;
 
  private:
   // The engine, the stream and the primitive cache; defined in the .cc so

@@ -1,5 +1,6 @@
 #include "engines/onednn/onednn_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -265,6 +266,239 @@ TEST(OneDnnKernelsTest, ZeroSizeTensors) {
                                  Tensor::Zeros(DType::kF32, Shape({0, 2})), false);
   ASSERT_EQ(z.shape(), Shape({3, 2}));
   for (int64_t i = 0; i < z.num_elements(); ++i) EXPECT_EQ(z.at(i), 0.0);
+}
+
+// ---------------------------------------------------------------------------
+// The transformer's kernels against the reference, on the same f32 inputs.
+
+// Uniform in [-scale, scale).
+Tensor RandomScaled(const Shape& shape, std::mt19937& rng, float scale) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> values(shape.num_elements());
+  for (float& v : values) v = dist(rng);
+  return Tensor::FromF32(shape, values);
+}
+
+double MaxAbs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.num_elements(); ++i) m = std::max(m, std::fabs(t.at(i)));
+  return m;
+}
+
+// Per tensor: |got - want| <= bound * max|want| for every element.
+void ExpectClose(const Tensor& got, const Tensor& want, double bound, const std::string& op) {
+  ASSERT_EQ(got.shape(), want.shape()) << op;
+  const double tolerance = bound * MaxAbs(want);
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    ASSERT_LE(std::fabs(got.at(i) - want.at(i)), tolerance)
+        << op << " element " << i << ": " << got.at(i) << " vs " << want.at(i);
+  }
+}
+
+void ExpectExact(const Tensor& got, const Tensor& want, const std::string& op) {
+  ASSERT_EQ(got.shape(), want.shape()) << op;
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    ASSERT_EQ(got.at(i), static_cast<double>(static_cast<float>(want.at(i))))
+        << op << " element " << i;
+  }
+}
+
+// Each softmax output and each layer-norm output is computed from a sum of C
+// terms of the row (plus a few roundings per element): the tolerance is
+// 4 (C + 8) 2^-24 of the tensor's largest value.
+TEST(OneDnnKernelsTest, SoftmaxMatchesReference) {
+  std::mt19937 rng(9);
+  OneDnnKernels onednn;
+  ReferenceKernels reference;
+  for (const Shape& shape : {Shape({1}), Shape({5, 3}), Shape({7, 33}), Shape({4, 16, 16}),
+                             Shape({2, 3, 100})}) {
+    SCOPED_TRACE(shape.ToString());
+    const double c = static_cast<double>(shape.dim(shape.rank() - 1));
+    const double bound = 4.0 * (c + 8) * kF32Epsilon;
+    const Tensor x = RandomScaled(shape, rng, 8.0f);
+    const Tensor dy = Random(shape, rng);
+    const Tensor y = onednn.Softmax(x);
+    ExpectClose(y, reference.Softmax(F64(x)), bound, "softmax");
+    // The backward rule from the same (f32) y on both sides.
+    ExpectClose(onednn.SoftmaxBackward(y, dy), reference.SoftmaxBackward(F64(y), F64(dy)),
+                bound, "softmax_backward");
+  }
+}
+
+TEST(OneDnnKernelsTest, SoftmaxHandComputedAndNaN) {
+  OneDnnKernels onednn;
+  const Tensor y = onednn.Softmax(Tensor::FromF32({2, 2}, {1000.0f, 1000.0f, 0.0f, -INFINITY}));
+  EXPECT_EQ(y.at(0), 0.5);
+  EXPECT_EQ(y.at(1), 0.5);
+  EXPECT_EQ(y.at(2), 1.0);
+  EXPECT_EQ(y.at(3), 0.0);
+  // y = [1/4, 3/4], dy = [1, 3]: dx = y (dy - 5/2) = [-3/8, 3/8].
+  const Tensor dx = onednn.SoftmaxBackward(Tensor::FromF32({1, 2}, {0.25f, 0.75f}),
+                                           Tensor::FromF32({1, 2}, {1.0f, 3.0f}));
+  EXPECT_EQ(dx.at(0), -0.375);
+  EXPECT_EQ(dx.at(1), 0.375);
+  // A NaN or +inf anywhere in a row (vector body or tail) makes the row NaN,
+  // as the reference's (and JAX's) sum does; oneDNN alone leaves the other
+  // elements 0. Other rows are untouched.
+  std::vector<float> values(3 * 40, 0.5f);
+  values[17] = NAN;
+  values[40 + 39] = INFINITY;
+  const Tensor n = onednn.Softmax(Tensor::FromF32({3, 40}, values));
+  for (int64_t i = 0; i < 80; ++i) EXPECT_TRUE(std::isnan(n.at(i))) << i;
+  for (int64_t i = 80; i < 120; ++i) EXPECT_EQ(n.at(i), 1.0f / 40) << i;
+}
+
+TEST(OneDnnKernelsTest, LayerNormMatchesReference) {
+  std::mt19937 rng(10);
+  OneDnnKernels onednn;
+  ReferenceKernels reference;
+  for (const Shape& shape : {Shape({1}), Shape({5, 3}), Shape({7, 64}), Shape({2, 3, 100})}) {
+    SCOPED_TRACE(shape.ToString());
+    const int64_t c = shape.dim(shape.rank() - 1);
+    const double bound = 4.0 * (static_cast<double>(c) + 8) * kF32Epsilon;
+    // Rows with an offset, so the mean matters.
+    const Tensor x = RandomScaled(shape, rng, 3.0f);
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.f32()[i] += 2.0f;
+    const Tensor gamma = RandomScaled(Shape({c}), rng, 1.5f);
+    const Tensor beta = Random(Shape({c}), rng);
+    const Tensor dy = Random(shape, rng);
+    ExpectClose(onednn.LayerNorm(x, gamma, beta),
+                reference.LayerNorm(F64(x), F64(gamma), F64(beta)), bound, "layer_norm");
+    ExpectClose(onednn.LayerNormBackward(x, gamma, dy),
+                reference.LayerNormBackward(F64(x), F64(gamma), F64(dy)), bound,
+                "layer_norm_backward");
+    // dgamma and dbeta also sum over the rows.
+    const double rows = static_cast<double>(x.num_elements() / c);
+    const double row_bound = bound + 4.0 * rows * kF32Epsilon;
+    ExpectClose(onednn.LayerNormGammaGrad(x, dy), reference.LayerNormGammaGrad(F64(x), F64(dy)),
+                row_bound, "layer_norm_gamma_grad");
+    ExpectClose(onednn.SumLeading(dy), reference.SumLeading(F64(dy)), row_bound, "sum_leading");
+  }
+}
+
+TEST(OneDnnKernelsTest, LayerNormHandComputed) {
+  OneDnnKernels onednn;
+  // Row [1, 2, 3, 4]: mean 5/2, biased variance 5/4; row [5, 5, 5, 5]: beta.
+  const Tensor x = Tensor::FromF32({2, 4}, {1, 2, 3, 4, 5, 5, 5, 5});
+  const Tensor gamma = Tensor::FromF32({4}, {1.0f, 2.0f, 1.0f, -1.0f});
+  const Tensor beta = Tensor::FromF32({4}, {0.0f, 0.0f, 1.0f, 0.5f});
+  const Tensor y = onednn.LayerNorm(x, gamma, beta);
+  const double r = 1.0 / std::sqrt(1.25 + 1e-5);
+  const std::vector<double> want = {-1.5 * r, -r, 0.5 * r + 1, -1.5 * r + 0.5, 0, 0, 1, 0.5};
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(y.at(i), want[i], 4e-7) << i;
+  EXPECT_EQ(onednn.SumLeading(x).at(0), 6.0);
+  EXPECT_EQ(onednn.LayerNormGammaGrad(x, Tensor::Zeros(DType::kF32, Shape({2, 4}))).at(3), 0.0);
+  EXPECT_THROW(onednn.LayerNorm(x, beta, Tensor::FromF32({2}, {0, 0})), Error);
+}
+
+// gelu is oneDNN's eltwise_gelu_tanh (its own tanh). In the negative tail
+// 1 + tanh(u) cancels, so f32 keeps an absolute, not a relative, accuracy
+// there: the tolerance is 16 ulps of |x| + |want| (and of (1 + |x|) |dy|
+// for the derivative, whose terms grow with x).
+TEST(OneDnnKernelsTest, GeluMatchesReference) {
+  std::mt19937 rng(11);
+  OneDnnKernels onednn;
+  ReferenceKernels reference;
+  const Tensor x = RandomScaled(Shape({33, 17}), rng, 6.0f);
+  const Tensor dy = Random(Shape({33, 17}), rng);
+  const Tensor y = onednn.Gelu(x);
+  const Tensor want = reference.Gelu(F64(x));
+  const Tensor dx = onednn.GeluBackward(x, dy);
+  const Tensor want_dx = reference.GeluBackward(F64(x), F64(dy));
+  for (int64_t i = 0; i < y.num_elements(); ++i) {
+    EXPECT_NEAR(y.at(i), want.at(i),
+                16 * kF32Epsilon * (std::fabs(x.at(i)) + std::fabs(want.at(i))))
+        << "gelu of " << x.at(i);
+    EXPECT_NEAR(dx.at(i), want_dx.at(i),
+                16 * kF32Epsilon * (1 + std::fabs(x.at(i))) * std::fabs(dy.at(i)))
+        << "gelu_backward at " << x.at(i);
+  }
+  EXPECT_EQ(onednn.Gelu(Tensor::FromF32({1}, {0.0f})).at(0), 0.0);
+  EXPECT_NEAR(onednn.Gelu(Tensor::FromF32({1}, {1.0f})).at(0), 0.8411919906082768, 2e-7);
+}
+
+// c * x rounds once: exact where c is a float (0.125), within an ulp of the
+// f64 product otherwise (oneDNN multiplies by float(c)).
+TEST(OneDnnKernelsTest, ScaleMatchesReference) {
+  std::mt19937 rng(12);
+  OneDnnKernels onednn;
+  ReferenceKernels reference;
+  const Tensor x = Random(Shape({7, 9}), rng);
+  ExpectExact(onednn.Scale(x, 0.125), reference.Scale(F64(x), 0.125), "scale by 1/8");
+  ExpectExact(onednn.Scale(x, -3.0), reference.Scale(F64(x), -3.0), "scale by -3");
+  ExpectClose(onednn.Scale(x, 0.1), reference.Scale(F64(x), 0.1), 2 * kF32Epsilon, "scale by 0.1");
+  // Two constants, two cached primitives.
+  EXPECT_EQ(onednn.Scale(Tensor::FromF32({1}, {2.0f}), 0.5).at(0), 1.0);
+  EXPECT_EQ(onednn.Scale(Tensor::FromF32({1}, {2.0f}), 0.25).at(0), 0.5);
+}
+
+TEST(OneDnnKernelsTest, CopiesMatchReferenceExactly) {
+  std::mt19937 rng(13);
+  OneDnnKernels onednn;
+  ReferenceKernels reference;
+  const Tensor x2 = Random(Shape({6, 8}), rng);
+  const Tensor x3 = Random(Shape({3, 5, 7}), rng);
+  ExpectExact(onednn.Transpose(x2), reference.Transpose(F64(x2)), "transpose rank 2");
+  ExpectExact(onednn.Transpose(x3), reference.Transpose(F64(x3)), "transpose rank 3");
+  // B = 2, S = 3, H = 4, Dh = 2.
+  const Tensor heads = onednn.SplitHeads(x2, 2, 4);
+  EXPECT_EQ(heads.shape(), Shape({8, 3, 2}));
+  ExpectExact(heads, reference.SplitHeads(F64(x2), 2, 4), "split_heads");
+  ExpectExact(onednn.MergeHeads(heads, 2), reference.MergeHeads(F64(heads), 2), "merge_heads");
+  EXPECT_TRUE(BitwiseEqual(onednn.MergeHeads(heads, 2), x2));
+  EXPECT_THROW(onednn.SplitHeads(x2, 4, 4), Error);
+}
+
+TEST(OneDnnKernelsTest, TransformerKernelsRepeatBitForBit) {
+  std::mt19937 rng(14);
+  OneDnnKernels onednn;
+  OneDnnKernels other;
+  const Tensor x = RandomScaled(Shape({32, 64, 64}), rng, 4.0f);
+  const Tensor dy = Random(Shape({32, 64, 64}), rng);
+  const Tensor gamma = Random(Shape({64}), rng);
+  const Tensor y = onednn.Softmax(x);
+  EXPECT_TRUE(BitwiseEqual(y, onednn.Softmax(x)));
+  EXPECT_TRUE(BitwiseEqual(y, other.Softmax(x)));
+  const Tensor dx = onednn.SoftmaxBackward(y, dy);
+  EXPECT_TRUE(BitwiseEqual(dx, other.SoftmaxBackward(y, dy)));
+  EXPECT_TRUE(BitwiseEqual(onednn.Gelu(x), other.Gelu(x)));
+  EXPECT_TRUE(BitwiseEqual(onednn.GeluBackward(x, dy), other.GeluBackward(x, dy)));
+  EXPECT_TRUE(BitwiseEqual(onednn.LayerNormGammaGrad(x, dy), other.LayerNormGammaGrad(x, dy)));
+  EXPECT_TRUE(
+      BitwiseEqual(onednn.LayerNormBackward(x, gamma, dy), other.LayerNormBackward(x, gamma, dy)));
+}
+
+TEST(OneDnnKernelsTest, TransformerKernelsOnZeroElements) {
+  OneDnnKernels onednn;
+  const Tensor e = Tensor::Zeros(DType::kF32, Shape({0, 3}));
+  const Tensor c = Tensor::FromF32({3}, {1, 1, 1});
+  EXPECT_EQ(onednn.Softmax(e).shape(), Shape({0, 3}));
+  EXPECT_EQ(onednn.SoftmaxBackward(e, e).shape(), Shape({0, 3}));
+  EXPECT_EQ(onednn.Gelu(e).shape(), Shape({0, 3}));
+  EXPECT_EQ(onednn.GeluBackward(e, e).shape(), Shape({0, 3}));
+  EXPECT_EQ(onednn.Scale(e, 2.0).shape(), Shape({0, 3}));
+  EXPECT_EQ(onednn.LayerNorm(e, c, c).shape(), Shape({0, 3}));
+  EXPECT_EQ(onednn.LayerNormBackward(e, c, e).shape(), Shape({0, 3}));
+  for (const Tensor& t : {onednn.SumLeading(e), onednn.LayerNormGammaGrad(e, e)}) {
+    ASSERT_EQ(t.shape(), Shape({3}));
+    for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(t.at(i), 0.0);
+  }
+  EXPECT_EQ(onednn.Transpose(e).shape(), Shape({3, 0}));
+  EXPECT_EQ(onednn.Softmax(Tensor::Zeros(DType::kF32, Shape({2, 0}))).shape(), Shape({2, 0}));
+}
+
+TEST(OneDnnKernelsTest, SoftmaxScratchpadIsCounted) {
+  std::mt19937 rng(15);
+  const Tensor x = Random(Shape({16, 128}), rng);
+  OneDnnKernels onednn;
+  auto tracker = std::make_shared<MemoryTracker>();
+  onednn.Bind(tracker);
+  {
+    const Tensor y = onednn.Softmax(x);
+    EXPECT_EQ(tracker->live_bytes(), y.bytes());
+    EXPECT_EQ(tracker->peak_bytes(), y.bytes() + tracker->peak_bytes(Category::kScratchpad));
+  }
+  EXPECT_EQ(tracker->live_bytes(), 0);
 }
 
 TEST(OneDnnKernelsTest, RejectsF64Operands) {

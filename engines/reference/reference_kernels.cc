@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 
 namespace remat {
 namespace {
@@ -22,6 +23,41 @@ void Binary(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   double* o = out.f64();
   const int64_t n = out.num_elements();
   for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
+}
+
+int64_t LastDim(const Tensor& t) { return t.shape().dim(t.shape().rank() - 1); }
+int64_t NumRows(const Tensor& t) {
+  const int64_t c = LastDim(t);
+  return c == 0 ? 0 : t.num_elements() / c;
+}
+
+// Layer normalization's mean and rstd = 1/sqrt(var + eps) of one row.
+struct RowStats {
+  double mean;
+  double rstd;
+};
+
+RowStats Stats(const double* x, int64_t c) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < c; ++j) sum += x[j];
+  const double mean = sum / static_cast<double>(c);
+  double squares = 0.0;
+  for (int64_t j = 0; j < c; ++j) squares += (x[j] - mean) * (x[j] - mean);
+  const double var = squares / static_cast<double>(c);
+  return {mean, 1.0 / std::sqrt(var + Kernels::kLayerNormEps)};
+}
+
+// gelu's tanh form and its derivative.
+constexpr double kGeluA = 0.044715;
+const double kGeluK = std::sqrt(2.0 / std::numbers::pi);
+
+double GeluOf(double x) {
+  return 0.5 * x * (1.0 + std::tanh(kGeluK * (x + kGeluA * x * x * x)));
+}
+
+double GeluDerivative(double x) {
+  const double t = std::tanh(kGeluK * (x + kGeluA * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluK * (1.0 + 3.0 * kGeluA * x * x);
 }
 
 }  // namespace
@@ -112,6 +148,152 @@ void ReferenceKernels::DoBroadcast(const Tensor& s, Tensor& out) {
   double* o = out.f64();
   const int64_t n = out.num_elements();
   for (int64_t i = 0; i < n; ++i) o[i] = v;
+}
+
+}  // namespace remat
+
+namespace remat {
+
+void ReferenceKernels::DoSoftmax(const Tensor& x, Tensor& out) {
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* in = x.f64() + r * c;
+    double* o = out.f64() + r * c;
+    // A NaN anywhere in the row makes the sum, so the whole row, NaN.
+    double max = in[0];
+    for (int64_t j = 1; j < c; ++j) {
+      if (in[j] > max) max = in[j];
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < c; ++j) {
+      o[j] = std::exp(in[j] - max);
+      sum += o[j];
+    }
+    for (int64_t j = 0; j < c; ++j) o[j] /= sum;
+  }
+}
+
+void ReferenceKernels::DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
+  const int64_t c = LastDim(y), rows = NumRows(y);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* yr = y.f64() + r * c;
+    const double* g = dy.f64() + r * c;
+    double* o = out.f64() + r * c;
+    double dot = 0.0;
+    for (int64_t j = 0; j < c; ++j) dot += g[j] * yr[j];
+    for (int64_t j = 0; j < c; ++j) o[j] = yr[j] * (g[j] - dot);
+  }
+}
+
+void ReferenceKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                   Tensor& out) {
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.f64() + r * c;
+    double* o = out.f64() + r * c;
+    const RowStats s = Stats(xr, c);
+    for (int64_t j = 0; j < c; ++j) {
+      o[j] = (xr[j] - s.mean) * s.rstd * gamma.f64()[j] + beta.f64()[j];
+    }
+  }
+}
+
+void ReferenceKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma,
+                                           const Tensor& dy, Tensor& out) {
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.f64() + r * c;
+    const double* dyr = dy.f64() + r * c;
+    double* o = out.f64() + r * c;
+    const RowStats s = Stats(xr, c);
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (int64_t j = 0; j < c; ++j) {
+      const double g = dyr[j] * gamma.f64()[j];
+      sum_g += g;
+      sum_gx += g * ((xr[j] - s.mean) * s.rstd);
+    }
+    const double mean_g = sum_g / static_cast<double>(c);
+    const double mean_gx = sum_gx / static_cast<double>(c);
+    for (int64_t j = 0; j < c; ++j) {
+      const double g = dyr[j] * gamma.f64()[j];
+      const double xhat = (xr[j] - s.mean) * s.rstd;
+      o[j] = s.rstd * (g - mean_g - xhat * mean_gx);
+    }
+  }
+}
+
+void ReferenceKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) {
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  double* o = out.f64();
+  for (int64_t j = 0; j < out.num_elements(); ++j) o[j] = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.f64() + r * c;
+    const double* dyr = dy.f64() + r * c;
+    const RowStats s = Stats(xr, c);
+    for (int64_t j = 0; j < c; ++j) o[j] += dyr[j] * ((xr[j] - s.mean) * s.rstd);
+  }
+}
+
+void ReferenceKernels::DoSumLeading(const Tensor& x, Tensor& out) {
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  double* o = out.f64();
+  for (int64_t j = 0; j < out.num_elements(); ++j) o[j] = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < c; ++j) o[j] += x.f64()[r * c + j];
+  }
+}
+
+void ReferenceKernels::DoGelu(const Tensor& x, Tensor& out) { Unary(x, out, GeluOf); }
+
+void ReferenceKernels::DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
+  Binary(x, dy, out, [](double v, double g) { return g * GeluDerivative(v); });
+}
+
+void ReferenceKernels::DoScale(const Tensor& x, double c, Tensor& out) {
+  Unary(x, out, [c](double v) { return c * v; });
+}
+
+void ReferenceKernels::DoTranspose(const Tensor& x, Tensor& out) {
+  const Shape& s = x.shape();
+  const int r = s.rank();
+  const int64_t batch = r == 3 ? s.dim(0) : 1;
+  const int64_t m = s.dim(r - 2), n = s.dim(r - 1);
+  for (int64_t t = 0; t < batch; ++t) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        out.f64()[t * m * n + j * m + i] = x.f64()[t * m * n + i * n + j];
+      }
+    }
+  }
+}
+
+void ReferenceKernels::DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) {
+  const int64_t seq = x.shape().dim(0) / batch, width = x.shape().dim(1), dh = width / heads;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t t = 0; t < seq; ++t) {
+        for (int64_t j = 0; j < dh; ++j) {
+          out.f64()[((b * heads + h) * seq + t) * dh + j] =
+              x.f64()[(b * seq + t) * width + h * dh + j];
+        }
+      }
+    }
+  }
+}
+
+void ReferenceKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) {
+  const int64_t heads = x.shape().dim(0) / batch, seq = x.shape().dim(1), dh = x.shape().dim(2);
+  const int64_t width = heads * dh;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t t = 0; t < seq; ++t) {
+        for (int64_t j = 0; j < dh; ++j) {
+          out.f64()[(b * seq + t) * width + h * dh + j] =
+              x.f64()[((b * heads + h) * seq + t) * dh + j];
+        }
+      }
+    }
+  }
 }
 
 }  // namespace remat

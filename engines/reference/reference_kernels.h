@@ -12,10 +12,16 @@
 //   PyTorch, and bit for bit what OneDnnKernels produces.
 // - ReluBackward(x, dy) = x > 0 ? dy : dy * 0.0: relu'(0) = 0; a NaN or
 //   infinite dy where y <= 0 gives NaN, as oneDNN's eltwise backward does.
+// - Softmax is max-subtracted, sums in index order; LayerNorm computes the
+//   mean, then the biased variance from the centred values (two passes), in
+//   index order, per row; its backward kernels recompute them the same way;
+//   the row sums of dgamma and dbeta run over rows in order. Gelu is the tanh
+//   form with std::tanh. Transpose, SplitHeads and MergeHeads are copies.
 // - Stateless apart from the base class's tracker and FLOP count.
 #ifndef REMAT_ENGINES_REFERENCE_REFERENCE_KERNELS_H_
 #define REMAT_ENGINES_REFERENCE_REFERENCE_KERNELS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "engines/api/kernels.h"
@@ -43,6 +49,20 @@ class ReferenceKernels : public Kernels {
   void DoMul(const Tensor& a, const Tensor& b, Tensor& out) override;
   void DoSum(const Tensor& x, Tensor& out) override;
   void DoBroadcast(const Tensor& s, Tensor& out) override;
+  void DoSoftmax(const Tensor& x, Tensor& out) override;
+  void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
+  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                   Tensor& out) override;
+  void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                           Tensor& out) override;
+  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoSumLeading(const Tensor& x, Tensor& out) override;
+  void DoGelu(const Tensor& x, Tensor& out) override;
+  void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoScale(const Tensor& x, double c, Tensor& out) override;
+  void DoTranspose(const Tensor& x, Tensor& out) override;
+  void DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) override;
+  void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) override;
 };
 
 }  // namespace remat
