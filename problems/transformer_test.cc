@@ -375,20 +375,22 @@ TEST(TransformerStackTest, RecomputeEqualsEagerBitForBitUnderEachPolicy) {
   Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
   // Per block, 8 matmuls run forward. A recomputation reruns the ops whose
   // outputs a backward rule reads, and what they are computed from, and
-  // stops at saved values. A region saves only values some backward rule
-  // reads directly (engines/autodiff): so dots_saveable keeps h @ w1 (gelu
-  // reads its input) but none of the other matmul outputs, which reach a
-  // backward rule only through split_heads, scale, merge_heads or add.
+  // stops at saved values. A region may save any value its recomputation
+  // would compute (engines/autodiff's PlanSaves): dots_saveable keeps every
+  // matmul output, even those that reach a backward rule only through
+  // split_heads, scale, merge_heads or add, so no matmul reruns.
   const std::vector<PolicyCase> cases = {
       // Everything the backward reads is recomputed: all 8 matmuls.
       {"as-written", 2, 2, 2, 16},
       {"nothing_saveable", 2, 2, 2, 16},
       {"everything_saveable", 1, 1, 1, 8},
-      {"dots_saveable", 2, 2, 2, 15},
-      // attn_probs @ v and merge_heads are not rerun; softmax is (its
-      // backward reads its own output, the value before the name), and so
-      // are the projections and scores it comes from; the FFN reruns.
-      {"save_only_these_names:attn_probs,attn_out", 2, 2, 1, 15},
+      {"dots_saveable", 2, 2, 2, 8},
+      // Saving the name keeps the value it labels (one tensor): softmax, the
+      // scores and probs @ v do not rerun. Six matmuls do: the Q, K, V
+      // projections (the scores' and probs @ v's backward read q, k, v), the
+      // output projection (LayerNorm reads x + attn_out @ wo) and the FFN's
+      // two.
+      {"save_only_these_names:attn_probs,attn_out", 1, 2, 1, 14},
       // gelu is not rerun (the w2 matmul reads the named value; gelu's
       // backward reads its input, h @ w1, which is rerun).
       {"save_only_these_names:ffn_hidden", 2, 1, 2, 16},

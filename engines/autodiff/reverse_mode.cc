@@ -71,6 +71,69 @@ std::vector<bool> ResidualValues(const Program& p, const std::vector<bool>& valu
   return wanted;
 }
 
+ValueInfo InfoOf(const Op& op, const Shape& shape) {
+  ValueInfo info;
+  info.is_matmul = op.kind == OpKind::kMatMul;
+  info.has_batch_dims = info.is_matmul && shape.rank() == 3;
+  if (op.kind == OpKind::kName) info.name = op.name;
+  return info;
+}
+
+// What a honoured checkpoint region keeps, by body value id. A policy only
+// says what may be saved (jax.checkpoint's policies); the region keeps what
+// its recomputation would otherwise have to produce:
+// - the candidates are the values the backward pass reads, and everything
+//   the recomputation of those would compute on the way (a matmul output
+//   that reaches a backward rule only through split_heads or add is one);
+// - a name and the value it labels are one tensor: saving the name saves
+//   the value (softmax's backward reads the value before the name);
+// - a candidate is kept only if the recomputation, given everything else
+//   kept, would read it (everything_saveable keeps what eager keeps, not the
+//   inputs of values it already keeps).
+std::vector<SaveDecision> PlanSaves(const Program& body, const std::vector<bool>& param_needs,
+                                    const Policy& policy) {
+  const int n = body.num_values();
+  const std::vector<bool> needs = ValueNeeds(body, param_needs);
+  const std::vector<bool> residual = ResidualValues(body, needs);
+  std::vector<bool> candidate = residual;
+  for (int k = static_cast<int>(body.ops.size()) - 1; k >= 0; --k) {
+    const Op& op = body.ops[k];
+    if (!candidate[op.output]) continue;
+    for (int in : op.inputs) candidate[in] = true;
+  }
+  std::vector<SaveDecision> allowed(n, SaveDecision::kRecompute);
+  for (const Op& op : body.ops) {
+    if (candidate[op.output]) allowed[op.output] = policy.Decide(InfoOf(op, body.shapes[op.output]));
+  }
+  for (const Op& op : body.ops) {
+    const int x = op.inputs.empty() ? -1 : op.inputs[0];
+    if (op.kind == OpKind::kName && x >= body.num_params() &&
+        allowed[op.output] != SaveDecision::kRecompute && allowed[x] == SaveDecision::kRecompute) {
+      allowed[x] = allowed[op.output];
+    }
+  }
+  // Prune: walk back from the residuals through what must be recomputed.
+  std::vector<bool> read = residual;
+  for (int k = static_cast<int>(body.ops.size()) - 1; k >= 0; --k) {
+    const Op& op = body.ops[k];
+    if (!read[op.output] || allowed[op.output] != SaveDecision::kRecompute) continue;
+    for (int in : op.inputs) read[in] = true;
+  }
+  std::vector<SaveDecision> out(n, SaveDecision::kRecompute);
+  for (int v = body.num_params(); v < n; ++v) {
+    if (read[v]) out[v] = allowed[v];
+  }
+  // A kept name keeps the value it labels, and the other way round.
+  for (const Op& op : body.ops) {
+    if (op.kind != OpKind::kName || op.inputs[0] < body.num_params()) continue;
+    if (out[op.output] != SaveDecision::kRecompute) out[op.inputs[0]] = out[op.output];
+    else if (out[op.inputs[0]] != SaveDecision::kRecompute && read[op.output]) {
+      out[op.output] = out[op.inputs[0]];
+    }
+  }
+  return out;
+}
+
 // FNV-1a over a tensor's bytes: the determinism check's fingerprint.
 uint64_t Fingerprint(const Tensor& t) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -79,13 +142,6 @@ uint64_t Fingerprint(const Tensor& t) {
   return h;
 }
 
-ValueInfo InfoOf(const Op& op, const Shape& shape) {
-  ValueInfo info;
-  info.is_matmul = op.kind == OpKind::kMatMul;
-  info.has_batch_dims = info.is_matmul && shape.rank() == 3;
-  if (op.kind == OpKind::kName) info.name = op.name;
-  return info;
-}
 
 }  // namespace
 
@@ -311,14 +367,17 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
         if (run_options_.check_recompute_bits && !out.dry()) {
           capture->into->hashes[op.output] = Fingerprint(out);
         }
-        if (capture->wanted[op.output]) {
-          const SaveDecision d = capture->policy->Decide(InfoOf(op, p.shapes[op.output]));
-          if (d == SaveDecision::kSave) {
-            capture->into->saved[op.output] = out;
-          } else if (d == SaveDecision::kOffload) {
-            ScopedSite host(tracker_.get(), Category::kHost, site);
-            capture->into->saved[op.output] = Copy(out, tracker_);
-          }
+        const SaveDecision d = capture->decisions[op.output];
+        auto alias = op.kind == OpKind::kName ? capture->into->saved.find(op.inputs[0])
+                                              : capture->into->saved.end();
+        if (d != SaveDecision::kRecompute && alias != capture->into->saved.end()) {
+          // A name and the value it labels are one tensor: kept once.
+          capture->into->saved[op.output] = alias->second;
+        } else if (d == SaveDecision::kSave) {
+          capture->into->saved[op.output] = out;
+        } else if (d == SaveDecision::kOffload) {
+          ScopedSite host(tracker_.get(), Category::kHost, site);
+          capture->into->saved[op.output] = Copy(out, tracker_);
         }
       }
       // A checkpoint's or scan's output keeps its producer's name inside the
@@ -367,9 +426,7 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
   op_tape->inputs = in;
   if (!run) return;
   Capture capture;
-  capture.policy = &op.policy;
-  capture.wanted = ResidualValues(body, ValueNeeds(body, needs));
-  for (int i = 0; i < body.num_params(); ++i) capture.wanted[i] = false;
+  capture.decisions = PlanSaves(body, needs, op.policy);
   capture.into = op_tape;
   *out = Forward(body, in, needs, nullptr, where, &capture, nullptr);
 }

@@ -78,8 +78,7 @@ class ReverseMode {
 
   // What a honoured checkpoint's first forward pass keeps, and checks.
   struct Capture {
-    const Policy* policy = nullptr;
-    std::vector<bool> wanted;  // by body value id: read by the backward pass
+    std::vector<SaveDecision> decisions;  // by body value id (see PlanSaves)
     OpTape* into = nullptr;
   };
   // A recomputation: values to substitute instead of recomputing, and the
