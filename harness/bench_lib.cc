@@ -33,7 +33,7 @@ std::vector<std::string> Split(const std::string& text, char separator) {
 // True for kAsWritten and for text whose name part (before ':') Policy::Parse
 // knows: where a new policy starts in a comma-separated --policies.
 bool StartsPolicy(const std::string& piece) {
-  if (piece == kAsWritten) return true;
+  if (piece == kAsWritten || piece.rfind(kSchedulePrefix, 0) == 0) return true;
   const std::string name = piece.substr(0, piece.find(':'));
   const std::vector<std::string> names = Policy::Names();
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -186,10 +186,13 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
         flags.sweep = Sweep::kDepth;
       } else if (value == "width") {
         flags.sweep = Sweep::kWidth;
+      } else if (value == "transformer") {
+        flags.sweep = Sweep::kTransformer;
+        flags.policies = SplitPolicies(kTransformerPolicies);
       } else if (value == "none" || value.empty()) {
         flags.sweep = Sweep::kNone;
       } else {
-        throw Error(StrCat("--sweep=", value, ": unknown sweep; sweeps: depth, width"));
+        throw Error(StrCat("--sweep=", value, ": unknown sweep; sweeps: depth, width, transformer"));
       }
     }
   }
@@ -211,6 +214,8 @@ std::string BenchHelp() {
       "                    ",
       kDefaultPolicies,
       ");\n"
+      "                    'schedule:SPEC' reverses a scan under a schedule (every:K,\n"
+      "                    sqrt, bisect, revolve:C, budget:BYTES; problems with a scan only);\n"
       "                    'as-written' is the problem's own checkpoint regions, any other\n"
       "                    is applied to it as jax.checkpoint(f, policy=...) would; names\n"
       "                    policies take labels: save_only_these_names:a,b (use ';' to\n"
@@ -218,6 +223,8 @@ std::string BenchHelp() {
       "  --problems=a,b    problems to run (default: all, at their bench sizes)\n"
       "  --sweep=depth     scan_stack at d=512,N=256 with L = 8,16,...,1024\n"
       "  --sweep=width     layer_loss at N=256 with d = 128,...,2048\n"
+      "  --sweep=transformer  transformer_stack at L=12,D=512,H=8,F=2048,S=256,B=4 under\n"
+      "                    checkpoint every 1, 2, 4 blocks and the selective policies\n"
       "  --out=DIR         where the JSON goes (default: results/ of the workspace under\n"
       "                    `bazel run`, else the current directory)\n"
       "  --peer            also run tools/peer_pytorch.py (PyTorch, if installed) on every\n"
@@ -253,6 +260,9 @@ std::vector<ParamValues> DefaultBenchSizes(const Problem& problem) {
   // within three minutes; --sweep goes further.
   static const std::map<std::string, std::vector<std::map<std::string, int64_t>>> kSizes = {
       {"scan_stack", {{}, {{"L", 32}}, {{"L", 128}}}},
+      // A small stack by default (seconds at the problem's L=12, D=512);
+      // --sweep=transformer runs that size.
+      {"transformer_stack", {{{"L", 4}, {"D", 256}, {"H", 4}, {"F", 1024}, {"S", 128}, {"B", 2}}}},
       {"sin_plain", {{}, {{"D", 64}}, {{"D", 1024}}}},
       {"sin_recursive", {{}, {{"D", 64}}, {{"D", 1024}}}},
   };
@@ -270,6 +280,8 @@ std::vector<ParamValues> SweepSizes(Sweep sweep) {
     for (int64_t l = 8; l <= 1024; l *= 2) {
       out.push_back(ResolveParams(p, {{"L", l}, {"d", 512}, {"N", 256}}));
     }
+  } else if (sweep == Sweep::kTransformer) {
+    out.push_back(ResolveParams(FindProblem("transformer_stack"), {}));
   } else if (sweep == Sweep::kWidth) {
     const Problem& p = FindProblem("layer_loss");
     for (int64_t d = 128; d <= 2048; d *= 2) out.push_back(ResolveParams(p, {{"d", d}, {"N", 256}}));
@@ -303,7 +315,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
   for (const std::string& p : flags.policies) {
     // Parse throws remat::Error listing the valid names; the row keeps the
     // text as given so that its name reads like the flag.
-    if (p != kAsWritten) Policy::Parse(p);
+    if (p != kAsWritten && !IsSchedule(p)) Policy::Parse(p);
     if (std::find(policies.begin(), policies.end(), p) == policies.end()) policies.push_back(p);
   }
 
@@ -327,6 +339,9 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
   std::vector<PlannedRow> bounds, rows;
   std::set<std::string> bound_keys;
   for (const auto& [problem, sizes] : cases) {
+    // Schedules reverse scans: their rows go to problems that have one.
+    const Program program = problem->Build(sizes.front());
+    const bool has_scan = program.CountOps(OpKind::kScan) > 0;
     for (const ParamValues& size : sizes) {
       const OrderedParams params = OrderParams(*problem, size);
       const std::string formatted = FormatOrderedParams(params);
@@ -336,6 +351,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
         std::vector<std::string> engine_policies = policies;
         if (IgnoresPolicies(engine)) engine_policies = {kAsWritten};
         for (const std::string& policy : engine_policies) {
+          if (IsSchedule(policy) && !has_scan) continue;
           PlannedRow row;
           row.problem = problem->name();
           row.params = params;

@@ -27,9 +27,22 @@ namespace remat::bench {
 
 // The row of an engine that is not given a policy: the problem as written.
 inline constexpr char kAsWritten[] = "as-written";
+// A --policies entry that is a schedule (engines/schedule) rather than a
+// policy: "schedule:revolve:4". Such rows run only on problems with a scan.
+inline constexpr char kSchedulePrefix[] = "schedule:";
+inline bool IsSchedule(const std::string& policy) {
+  return policy.rfind(kSchedulePrefix, 0) == 0;
+}
 // What --policies is when not given.
 inline constexpr char kDefaultPolicies[] =
-    "as-written,nothing_saveable,dots_with_no_batch_dims_saveable,everything_saveable";
+    "as-written,nothing_saveable,dots_with_no_batch_dims_saveable,everything_saveable,"
+    "schedule:every:4,schedule:sqrt,schedule:bisect,schedule:revolve:4";
+// --sweep=transformer's: checkpoint every block (the problem as written),
+// every 2 and 4 blocks, and Megatron's selective recomputation (keep the
+// attention, recompute the FFN) and its reverse.
+inline constexpr char kTransformerPolicies[] =
+    "as-written;schedule:every:2;schedule:every:4;"
+    "save_only_these_names:attn_probs,attn_out;save_only_these_names:ffn_hidden";
 // The store-everything baseline every row's time is compared with (vs_eager).
 inline constexpr char kBaselineEngine[] = "eager";
 // The float64 oracle: left out of the default engine list (it is slow, and it
@@ -47,6 +60,7 @@ enum class Sweep {
   kNone,   // every problem at its bench sizes (DefaultBenchSizes)
   kDepth,  // scan_stack at d=512, N=256, L = 8, 16, ..., 1024
   kWidth,  // layer_loss at N=256, d = 128, 256, ..., 2048
+  kTransformer,  // transformer_stack at its defaults, kTransformerPolicies
 };
 
 struct BenchFlags {

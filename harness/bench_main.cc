@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -136,8 +137,13 @@ struct RowState {
 
 void SetUpValueAndGrad(RowState* s) {
   const Case& c = g_cases.Get(s->row);
-  s->program = s->row.policy == kAsWritten ? c.program
-                                           : ApplyPolicy(c.program, Policy::Parse(s->row.policy));
+  if (s->row.policy == kAsWritten) {
+    s->program = c.program;
+  } else if (IsSchedule(s->row.policy)) {
+    s->program = ApplySchedule(c.program, s->row.policy.substr(std::strlen(kSchedulePrefix)));
+  } else {
+    s->program = ApplyPolicy(c.program, Policy::Parse(s->row.policy));
+  }
   s->engine = MakeEngine(s->row.engine);
   // One untimed run: oneDNN creates and caches its primitives here, so the
   // first timed iteration is not a cold one. It predicts the peak too, which

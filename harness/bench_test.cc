@@ -54,8 +54,14 @@ TEST(BenchPlan, AnEngineRegisteredLaterShowsUpWithEveryPolicy) {
   EXPECT_EQ(policies[key + " eager"], std::vector<std::string>{kAsWritten});
   EXPECT_EQ(policies[key + " future"],
             (std::vector<std::string>{"as-written", "nothing_saveable",
-                                      "dots_with_no_batch_dims_saveable", "everything_saveable"}));
+                                      "dots_with_no_batch_dims_saveable", "everything_saveable",
+                                      "schedule:every:4", "schedule:sqrt", "schedule:bisect",
+                                      "schedule:revolve:4"}));
   EXPECT_EQ(policies.count(key + " reference"), 0u);
+  // Schedules reverse scans: a problem without one gets no schedule rows.
+  for (const std::string& p : policies["layer_loss/d=512,N=256 future"]) {
+    EXPECT_FALSE(IsSchedule(p)) << p;
+  }
 }
 
 TEST(BenchPlan, BaselineRunsFirstInEachCaseAndNamesReadLikeTheFlags) {

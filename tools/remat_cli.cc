@@ -1,5 +1,7 @@
 #include "tools/remat_cli.h"
 
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "engines/api/registry.h"
 #include "harness/conformance.h"
 #include "harness/stats_json.h"
+#include "engines/schedule/schedule.h"
 #include "problems/problem.h"
 #include "tools/npy.h"
 
@@ -66,6 +69,7 @@ struct CaseOptions {
   std::string inputs_dir;
   std::string max_memory;
   std::string policy;
+  std::string schedule;
 };
 
 void AddCaseOptions(po::options_description* d, CaseOptions* o) {
@@ -76,10 +80,14 @@ void AddCaseOptions(po::options_description* d, CaseOptions* o) {
       "inputs", po::value(&o->inputs_dir),
       "read inputs from DIR/<input name>.npy instead of generating them")(
       "max-memory", po::value(&o->max_memory),
-      "fail before allocating past this many bytes (e.g. 4GiB); default: no limit")(
+      "fail before allocating past this many bytes (e.g. 4GiB, 0 for none); default: 80% of "
+      "physical memory")(
       "policy", po::value(&o->policy),
       "NAME[:label,...]: set every checkpoint region's policy, or wrap the whole problem in "
-      "one region with it (jax.checkpoint(f, policy=...)); remat list shows the names");
+      "one region with it (jax.checkpoint(f, policy=...)); remat list shows the names")(
+      "schedule", po::value(&o->schedule),
+      "reverse every scan under a schedule: every:K, segments:K, sqrt, bisect, revolve:C, "
+      "budget:BYTES (the scan body's checkpoints are then inlined)");
 }
 
 Case LoadCase(const CaseOptions& o, std::ostream& err) {
@@ -89,6 +97,7 @@ Case LoadCase(const CaseOptions& o, std::ostream& err) {
     c.program = ApplyPolicy(c.program, Policy::Parse(o.policy));
     for (const std::string& w : PolicyWarnings(c.program)) err << "remat: " << w << "\n";
   }
+  if (!o.schedule.empty()) c.program = ApplySchedule(c.program, o.schedule);
   if (!o.inputs_dir.empty()) {
     for (int i = 0; i < c.program.num_params(); ++i) {
       const std::string path =
@@ -107,7 +116,10 @@ Case LoadCase(const CaseOptions& o, std::ostream& err) {
 
 RunOptions MakeRunOptions(const CaseOptions& o) {
   RunOptions r;
-  if (!o.max_memory.empty()) r.max_memory_bytes = ParseBytes(o.max_memory);
+  // A run that would not fit is refused before it allocates, rather than
+  // found by the OOM killer.
+  const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  r.max_memory_bytes = o.max_memory.empty() ? physical / 5 * 4 : ParseBytes(o.max_memory);
   return r;
 }
 
@@ -144,8 +156,10 @@ int List(std::ostream& out) {
   for (const EngineInfo& e : RegisteredEngines()) {
     out << "  " << std::left << std::setw(14) << e.name << " " << e.description << "\n";
   }
-  out << "policies:\n";
+  out << "policies (--policy):\n";
   for (const std::string& name : Policy::Names()) out << "  " << name << "\n";
+  out << "schedules (--schedule, for scans):\n";
+  for (const std::string& form : ScheduleForms()) out << "  " << form << "\n";
   return 0;
 }
 
@@ -253,7 +267,7 @@ int PrintProgram(const std::vector<std::string>& args, std::ostream& out, std::o
   return 0;
 }
 
-int Schedule(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int PrintSchedule(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CaseOptions o;
   po::options_description desc(
       "remat schedule: the forward and the backward computation as the engine runs them, "
@@ -370,32 +384,6 @@ int Compare(const std::vector<std::string>& args, std::ostream& out) {
 
 }  // namespace
 
-int64_t ParseBytes(const std::string& text) {
-  static const std::pair<const char*, int64_t> kUnits[] = {
-      {"KiB", 1ll << 10}, {"MiB", 1ll << 20}, {"GiB", 1ll << 30}, {"TiB", 1ll << 40},
-      {"KB", 1000ll},     {"MB", 1000000ll},  {"GB", 1000000000ll}, {"B", 1}};
-  std::string number = text;
-  int64_t unit = 1;
-  for (const auto& [suffix, mult] : kUnits) {
-    const std::string s = suffix;
-    if (number.size() > s.size() && number.compare(number.size() - s.size(), s.size(), s) == 0) {
-      number = number.substr(0, number.size() - s.size());
-      unit = mult;
-      break;
-    }
-  }
-  size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != number.size() || !(v >= 0) || v * unit > 9.0e18) {
-    throw Error(StrCat("'", text, "' is not a byte count (e.g. 1000000, 256MiB, 1.5GiB)"));
-  }
-  return static_cast<int64_t>(v * static_cast<double>(unit));
-}
 
 int RunRemat(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty() || args[0] == "--help" || args[0] == "help") {
@@ -420,7 +408,7 @@ int RunRemat(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (command == "list") return List(out);
     if (command == "run") return Run(rest, out, err);
     if (command == "residuals") return Residuals(rest, out, err);
-    if (command == "schedule") return Schedule(rest, out, err);
+    if (command == "schedule") return PrintSchedule(rest, out, err);
     if (command == "program") return PrintProgram(rest, out, err);
     if (command == "compare") return Compare(rest, out);
     err << "remat: unknown command '" << command << "'\n" << kUsage;

@@ -19,8 +19,8 @@ namespace remat {
 
 int RunRemat(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-// "256MiB", "1.5GiB", "1000000" -> bytes; remat::Error when malformed.
-int64_t ParseBytes(const std::string& text);
+// Byte counts ("256MiB", "1.5GiB") are read by ParseBytes of
+// engines/schedule/schedule.h, which budget:BYTES schedules share.
 
 }  // namespace remat
 

@@ -9,6 +9,7 @@
 #include "engines/api/error.h"
 #include "engines/api/registry.h"
 #include "harness/conformance.h"
+#include "engines/schedule/schedule.h"
 #include "tools/npy.h"
 
 namespace remat {
@@ -112,7 +113,7 @@ TEST(RematCliTest, BadInputIsAClearError) {
       {{"run", "--problem", "scan_stack", "--param", "L=x"}, 1, "not an integer"},
       {{"run", "--problem", "scan_stack", "--param", "L"}, 1, "NAME=INTEGER"},
       {{"run", "--problem", "sin_chain", "--inputs", dir}, 1, "W1.npy"},
-      {{"run", "--problem", "sin_chain", "--max-memory", "lots"}, 1, "byte count"},
+      {{"run", "--problem", "sin_chain", "--max-memory", "lots"}, 1, "cannot read \"lots\""},
       {{"run", "--problem", "sin_chain", "--max-memory", "100B"}, 1, "--max-memory"},
       {{"run"}, 2, "--problem"},
       {{"run", "--problem", "sin_chain", "--bogus"}, 2, "bogus"},

@@ -36,6 +36,10 @@ struct RunOptions {
   // Predict the peak from the schedule (a dry run: the same schedule with
   // allocations counted, none made, no kernel run) before running.
   bool predict_memory = true;
+  // Only predict: return the dry run's Result (its Stats; tensors without
+  // data). Arguments may then be shapes only (tensors of a dry-run tracker),
+  // so a problem far larger than memory can be planned.
+  bool plan_only = false;
   // Record the schedule as executed (Result::schedule).
   bool record_schedule = false;
   // Determinism check of recomputation (PyTorch's determinism_check): every

@@ -83,7 +83,8 @@ void Print(const Program& p, const std::string& dtype, const std::string& indent
       line += StrCat("[policy=", op.policy.ToString(), op.name.empty() ? "" : ", " + op.name, "]");
     }
     if (op.kind == OpKind::kScan) {
-      line += StrCat("[length=", p.shapes[op.inputs[1]].dim(0), "]");
+      line += StrCat("[length=", p.shapes[op.inputs[1]].dim(0),
+                     op.schedule.empty() ? "" : ", schedule=" + op.schedule, "]");
     }
     for (int in : op.inputs) line += " " + ValueName(in);
     line += StrCat("    # ", op.site.empty() ? "?" : op.site,
@@ -173,6 +174,69 @@ void CollectPolicyWarnings(const Program& p, const std::vector<std::string>& lab
 std::vector<std::string> PolicyWarnings(const Program& program) {
   std::vector<std::string> out;
   CollectPolicyWarnings(program, program.Labels(), program.name, &out);
+  return out;
+}
+
+namespace {
+
+// Appends `body`'s ops to `out`, its parameters bound to `args` (value ids of
+// `out`); returns the id of the body's result in `out`.
+int InlineInto(const Program& body, const std::vector<int>& args, Program* out) {
+  std::vector<int> id(body.num_values(), -1);
+  for (int i = 0; i < body.num_params(); ++i) id[i] = args[i];
+  for (const Op& op : body.ops) {
+    std::vector<int> inputs;
+    for (int v : op.inputs) inputs.push_back(id[v]);
+    if (op.kind == OpKind::kCheckpoint) {
+      id[op.output] = InlineInto(*op.body, inputs, out);
+      continue;
+    }
+    Op copy = op;
+    copy.inputs = inputs;
+    if (copy.body) copy.body = std::make_shared<const Program>(InlineCheckpoints(*copy.body));
+    copy.output = out->num_values();
+    out->shapes.push_back(body.shapes[op.output]);
+    id[op.output] = copy.output;
+    out->ops.push_back(std::move(copy));
+  }
+  return id[body.output];
+}
+
+std::shared_ptr<const Program> WithSchedule(const Program& p, const std::string& spec,
+                                            int* scans) {
+  auto out = std::make_shared<Program>(p);
+  for (Op& op : out->ops) {
+    if (op.kind == OpKind::kScan) {
+      ++*scans;
+      op.schedule = spec;
+      op.body = std::make_shared<const Program>(InlineCheckpoints(*op.body));
+    } else if (op.body) {
+      op.body = WithSchedule(*op.body, spec, scans);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Program InlineCheckpoints(const Program& program) {
+  Program out;
+  out.name = program.name;
+  out.param_names = program.param_names;
+  out.shapes.assign(program.shapes.begin(), program.shapes.begin() + program.num_params());
+  std::vector<int> params;
+  for (int i = 0; i < program.num_params(); ++i) params.push_back(i);
+  out.output = InlineInto(program, params, &out);
+  return out;
+}
+
+Program ApplySchedule(const Program& program, const std::string& spec) {
+  int scans = 0;
+  Program out = *WithSchedule(program, spec, &scans);
+  if (scans == 0) {
+    throw Error(StrCat("schedule '", spec, "': program ", program.name,
+                       " has no scan; schedules reverse a scan's steps (try scan_stack)"));
+  }
   return out;
 }
 

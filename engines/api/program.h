@@ -58,6 +58,7 @@ struct Op {
   Policy policy;                        // kCheckpoint
   double scalar = 0.0;                  // kScale: the constant c
   std::vector<int64_t> ints;            // kSplitHeads: {batch, heads}; kMergeHeads: {batch}
+  std::string schedule;                 // kScan: a schedule spec, e.g. "revolve:8" (engines/schedule)
 };
 
 struct Program {
@@ -85,6 +86,17 @@ struct Program {
 // (nested ones included) gets `policy`; a program with no checkpoint region
 // is wrapped whole in one region with `policy`.
 Program ApplyPolicy(const Program& program, const Policy& policy);
+
+// A schedule applied from the calling side: every scan of `program` is
+// reversed under `spec` ("every:4", "sqrt", "revolve:8", "budget:256MiB"; see
+// engines/schedule/schedule.h) by engines that honour checkpoints, and the
+// checkpoint regions inside the scans' bodies are inlined (the schedule, not
+// the body's policy, decides what is kept). A program without a scan is an
+// error that says so.
+Program ApplySchedule(const Program& program, const std::string& spec);
+
+// `program` with every checkpoint region replaced by its body's ops.
+Program InlineCheckpoints(const Program& program);
 
 // Warnings for names-policies in `program` that name a label no
 // checkpoint_name in the program has (a likely typo): one line each.

@@ -4,6 +4,43 @@
 
 namespace remat {
 
+int64_t ForwardFlops(const Program& p) {
+  int64_t flops = 0;
+  for (const Op& op : p.ops) {
+    const Shape& out = p.shapes[op.output];
+    switch (op.kind) {
+      case OpKind::kMatMul: {
+        const Shape& a = p.shapes[op.inputs[0]];
+        flops += 2 * out.num_elements() * a.dim(a.rank() - 1);
+        break;
+      }
+      case OpKind::kSum:
+        flops += p.shapes[op.inputs[0]].num_elements();
+        break;
+      case OpKind::kName:
+      case OpKind::kTranspose:
+      case OpKind::kSplitHeads:
+      case OpKind::kMergeHeads:
+        break;  // copies
+      case OpKind::kSoftmax:
+        flops += 5 * out.num_elements();  // as Kernels::Softmax counts it
+        break;
+      case OpKind::kLayerNorm:
+        flops += 7 * out.num_elements();  // as Kernels::LayerNorm counts it
+        break;
+      case OpKind::kCheckpoint:
+        flops += ForwardFlops(*op.body);
+        break;
+      case OpKind::kScan:
+        flops += p.shapes[op.inputs[1]].dim(0) * ForwardFlops(*op.body);
+        break;
+      default:  // elementwise: one per element
+        flops += out.num_elements();
+    }
+  }
+  return flops;
+}
+
 bool IsPrimitive(OpKind kind) {
   return kind != OpKind::kCheckpoint && kind != OpKind::kScan;
 }

@@ -53,6 +53,9 @@ std::vector<Tensor> Backward(Kernels& k, OpKind kind, const std::vector<Tensor>&
 
 // True for the ops whose rules read attributes of the Op.
 bool HasAttributes(OpKind kind);
+// The FLOPs Kernels counts for one forward pass of `program`, from shapes
+// alone (the FLOP model of engines/api/kernels.h): what schedules weigh.
+int64_t ForwardFlops(const Program& program);
 
 // True for the ops Forward and Backward handle.
 bool IsPrimitive(OpKind kind);

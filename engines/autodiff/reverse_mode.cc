@@ -6,6 +6,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/rules.h"
+#include "engines/schedule/schedule.h"
 
 namespace remat {
 namespace {
@@ -148,6 +149,12 @@ uint64_t Fingerprint(const Tensor& t) {
 Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
                         const std::vector<int>& wrt, const RunOptions& options) {
   ValidateArguments(program, args, wrt);
+  if (options.plan_only) {
+    Result plan = Execute(program, args, wrt, options, /*dry_run=*/true);
+    plan.stats.predicted_peak_bytes = plan.stats.peak_bytes;
+    plan.stats.predicted_peak_site = plan.stats.peak_site;
+    return plan;
+  }
   Stats predicted;
   if (options.predict_memory) {
     // The dry run sees the arguments' shapes and dtypes, not their bytes.
@@ -163,6 +170,13 @@ Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
       throw Error(StrCat("program ", program.name, ": the predicted peak of ", predicted.peak_bytes,
                          " bytes (at ", predicted.peak_site, ") exceeds the limit of ",
                          options.max_memory_bytes, " bytes (--max-memory); nothing was allocated"));
+    }
+  }
+  for (int i = 0; i < program.num_params(); ++i) {
+    if (args[i].dry()) {
+      throw Error(StrCat("program ", program.name, ": argument ", program.param_names[i],
+                         " has shape but no data (a dry-run tensor); only a plan "
+                         "(RunOptions::plan_only) can take it"));
     }
   }
   Result result = Execute(program, args, wrt, options, /*dry_run=*/false);
@@ -461,6 +475,9 @@ std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tap
 Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vector<Tensor>& in,
                                 const std::vector<bool>& needs, OpTape* op_tape,
                                 const std::string& where) {
+  if (!op.schedule.empty() && op_tape && options_.honour_checkpoints) {
+    return ForwardScheduledScan(p, op, in, needs, op_tape, where);
+  }
   const Program& body = *op.body;
   const int64_t length = p.shapes[op.inputs[1]].dim(0);
   const bool any_xs_needs = [&] {
@@ -530,6 +547,7 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
 std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, OpTape* op_tape,
                                               const Tensor& dout, const std::vector<bool>& needs,
                                               const std::string& where) {
+  if (op_tape->schedule) return BackwardScheduledScan(p, op, op_tape, dout, needs, where);
   const Program& body = *op.body;
   const int64_t length = p.shapes[op.inputs[1]].dim(0);
   bool any_xs_needs = false;
@@ -585,6 +603,148 @@ void ReverseMode::Log(const std::string& phase, const std::string& where, const 
                               "    # ", op.site, op.scope.empty() ? "" : " (" + op.scope + ")"));
 }
 
+namespace {
+
+bool AnyXsNeeds(const std::vector<bool>& needs) {
+  for (size_t j = 1; j < needs.size(); ++j) {
+    if (needs[j]) return true;
+  }
+  return false;
+}
+
+// The carry of step i > 0 depends on earlier xs.
+std::vector<bool> StepNeeds(const std::vector<bool>& needs, int64_t i) {
+  std::vector<bool> out = {needs[0] || (i > 0 && AnyXsNeeds(needs))};
+  out.insert(out.end(), needs.begin() + 1, needs.end());
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const Schedule> ReverseMode::MakeSchedule(const Program& p, const Op& op) {
+  const Program& body = *op.body;
+  const int64_t length = p.shapes[op.inputs[1]].dim(0);
+  // The cost model of one step: its forward FLOPs, its carry, and the values
+  // its backward pass reads (the residuals a kReverse keeps), in this
+  // engine's dtype.
+  const int64_t item = DTypeSize(kernels_->dtype());
+  std::vector<bool> param_needs(body.num_params(), true);
+  const std::vector<bool> wanted = ResidualValues(body, ValueNeeds(body, param_needs));
+  int64_t residual_bytes = 0;
+  for (int v = body.num_params(); v < body.num_values(); ++v) {
+    if (wanted[v]) residual_bytes += body.shapes[v].num_elements() * item;
+  }
+  const int64_t carry_bytes = body.shapes[0].num_elements() * item;
+  auto schedule = std::make_shared<Schedule>(ParseSchedule(
+      op.schedule,
+      ChainCosts::Uniform(length, static_cast<double>(ForwardFlops(body)), carry_bytes,
+                          residual_bytes)));
+  return schedule;
+}
+
+Tensor ReverseMode::ScanStep(const Op& op, int64_t i, const Tensor& carry,
+                             const std::vector<Tensor>& in, const std::vector<bool>& needs,
+                             Tape* tape, const std::string& where) {
+  std::vector<Tensor> step_in = {carry};
+  for (size_t j = 1; j < in.size(); ++j) step_in.push_back(in[j].Slice(i));
+  return Forward(*op.body, std::move(step_in), StepNeeds(needs, i), tape,
+                 StrCat(where, "scan step ", i, ": "), nullptr, nullptr);
+}
+
+Tensor ReverseMode::ForwardScheduledScan(const Program& p, const Op& op,
+                                         const std::vector<Tensor>& in,
+                                         const std::vector<bool>& needs, OpTape* op_tape,
+                                         const std::string& where) {
+  op_tape->schedule = MakeSchedule(p, op);
+  op_tape->inputs = in;  // the carry at position 0 and the stacked xs
+  Tensor carry = in[0];
+  int64_t pos = 0;
+  for (const Action& a : op_tape->schedule->forward) {
+    if (a.kind == ActionKind::kAdvance) {
+      for (int64_t i = pos; i < pos + a.n; ++i) carry = ScanStep(op, i, carry, in, needs, nullptr, where);
+      pos += a.n;
+    } else if (a.kind == ActionKind::kSnapshot) {
+      op_tape->snapshots[pos] = carry;
+    } else {
+      throw Error(StrCat(Program::Describe(op), ": schedule ", op_tape->schedule->name,
+                         " has a backward action in its forward pass"));
+    }
+  }
+  return carry;
+}
+
+std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const Op& op,
+                                                       OpTape* op_tape, const Tensor& dout,
+                                                       const std::vector<bool>& needs,
+                                                       const std::string& where) {
+  const Program& body = *op.body;
+  const std::vector<Tensor> in = op_tape->inputs;
+  std::vector<Tensor> din(needs.size());
+  for (size_t j = 1; j < needs.size(); ++j) {
+    if (needs[j]) din[j] = Tensor::Zeros(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
+  }
+  const bool was_recomputing = recomputing_;
+  recomputing_ = true;
+  Tensor carry;
+  Tensor carry_cot = dout;
+  int64_t pos = -1;
+  for (const Action& a : op_tape->schedule->backward) {
+    switch (a.kind) {
+      case ActionKind::kRestore:
+        carry = a.n == 0 ? in[0] : op_tape->snapshots.at(a.n);
+        pos = a.n;
+        break;
+      case ActionKind::kSnapshot:
+        op_tape->snapshots[pos] = carry;
+        break;
+      case ActionKind::kDrop:
+        op_tape->snapshots.erase(a.n);
+        break;
+      case ActionKind::kAdvance: {
+        const int64_t flops_before = kernels_->flops();
+        ScopedSite site(tracker_.get(), Category::kActivations, tracker_->site());
+        for (int64_t i = pos; i < pos + a.n; ++i) carry = ScanStep(op, i, carry, in, needs, nullptr, where);
+        recomputed_flops_ += kernels_->flops() - flops_before;
+        pos += a.n;
+        break;
+      }
+      case ActionKind::kReverse: {
+        // Run the steps keeping their residuals, then differentiate them
+        // from the last to the first.
+        std::vector<Tape> tapes(a.n);
+        const int64_t flops_before = kernels_->flops();
+        {
+          ScopedSite site(tracker_.get(), Category::kActivations, tracker_->site());
+          for (int64_t i = pos; i < pos + a.n; ++i) {
+            carry = ScanStep(op, i, carry, in, needs, &tapes[i - pos], where);
+          }
+        }
+        recomputed_flops_ += kernels_->flops() - flops_before;
+        carry = Tensor();
+        recomputing_ = was_recomputing;
+        for (int64_t i = pos + a.n - 1; i >= pos && carry_cot.defined(); --i) {
+          std::vector<Tensor> d = Backward(body, &tapes[i - pos], std::move(carry_cot),
+                                           StepNeeds(needs, i), StrCat(where, "scan step ", i, ": "));
+          tapes[i - pos] = Tape();
+          for (size_t j = 1; j < needs.size(); ++j) {
+            if (needs[j] && d[j].defined() && !d[j].dry()) {
+              Tensor slot = din[j].Slice(i);
+              std::memcpy(slot.raw(), d[j].raw(), slot.bytes());
+            }
+          }
+          carry_cot = std::move(d[0]);
+        }
+        recomputing_ = true;
+        break;
+      }
+    }
+  }
+  recomputing_ = was_recomputing;
+  op_tape->snapshots.clear();
+  if (needs[0]) din[0] = carry_cot;
+  return din;
+}
+
 void ReverseMode::Accumulate(Tensor* acc, const Tensor& contribution) {
   if (!acc->defined()) {
     *acc = contribution;
@@ -602,6 +762,7 @@ void ReverseMode::CollectResiduals(const Tape& tape, std::vector<Tensor>* out) c
     for (const auto& [id, saved] : t.saved) out->push_back(saved);
     if (t.body) CollectResiduals(*t.body, out);
     for (const Tape& step : t.steps) CollectResiduals(step, out);
+    for (const auto& [pos, carry] : t.snapshots) out->push_back(carry);
   }
 }
 

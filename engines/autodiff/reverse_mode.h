@@ -43,6 +43,8 @@
 
 namespace remat {
 
+struct Schedule;
+
 struct ReverseModeOptions {
   bool honour_checkpoints = false;
 };
@@ -71,6 +73,10 @@ class ReverseMode {
     std::map<int, Tensor> saved;
     std::map<int, uint64_t> hashes;
     bool honoured = false;
+    // A scheduled scan: its schedule and the carries it keeps, by position
+    // (position 0 is the scan's input).
+    std::shared_ptr<const Schedule> schedule;
+    std::map<int64_t, Tensor> snapshots;
   };
   struct Tape {
     std::vector<OpTape> ops;
@@ -106,6 +112,18 @@ class ReverseMode {
                          const std::string& where, Tensor* out);
   std::vector<Tensor> BackwardCheckpoint(const Op& op, OpTape* op_tape, const Tensor& dout,
                                          const std::string& where);
+  // A scan reversed under a schedule (engines/schedule): the forward pass
+  // keeps the schedule's snapshots, the backward pass replays its actions.
+  std::shared_ptr<const Schedule> MakeSchedule(const Program& program, const Op& op);
+  Tensor ForwardScheduledScan(const Program& program, const Op& op, const std::vector<Tensor>& in,
+                              const std::vector<bool>& needs, OpTape* op_tape,
+                              const std::string& where);
+  std::vector<Tensor> BackwardScheduledScan(const Program& program, const Op& op, OpTape* op_tape,
+                                            const Tensor& dout, const std::vector<bool>& needs,
+                                            const std::string& where);
+  // Runs scan step i forward from `carry` (recording `tape` if not null).
+  Tensor ScanStep(const Op& op, int64_t i, const Tensor& carry, const std::vector<Tensor>& in,
+                  const std::vector<bool>& needs, Tape* tape, const std::string& where);
   Tensor ForwardScan(const Program& program, const Op& op, const std::vector<Tensor>& in,
                      const std::vector<bool>& needs, OpTape* op_tape, const std::string& where);
   std::vector<Tensor> BackwardScan(const Program& program, const Op& op, OpTape* op_tape,

@@ -14,6 +14,7 @@
 #include "engines/api/registry.h"
 #include "engines/api/tracer.h"
 #include "engines/reference/reference_kernels.h"
+#include "engines/schedule/schedule.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
 
@@ -378,6 +379,75 @@ TEST(RecomputeTest, PredictedPeakPastTheLimitFailsBeforeAllocating) {
     EXPECT_NE(std::string(e.what()).find("predicted peak"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("nothing was allocated"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace remat
+
+namespace remat {
+namespace {
+
+// Schedules (engines/schedule) reverse scan_stack's scan: gradients equal
+// eager's bit for bit, the measured peak equals the predicted one, and the
+// recomputation is what the schedule's cost model says.
+TEST(ScheduleTest, EveryScheduleMatchesEagerAndItsCostModel) {
+  const Problem& stack = FindProblem("scan_stack");
+  for (int64_t length : {2, 5, 12}) {
+    Case c = MakeCase(stack, ResolveParams(stack, {{"L", length}, {"d", 16}, {"N", 8}}));
+    Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+    for (const char* spec : {"every:1", "every:3", "segments:2", "sqrt", "bisect", "revolve:1",
+                             "revolve:2", "revolve:4", "budget:64KiB"}) {
+      SCOPED_TRACE(StrCat("L=", length, " ", spec));
+      Program scheduled = ApplySchedule(c.program, spec);
+      Result r = MakeEngine("recompute")->ValueAndGrad(scheduled, c.inputs, c.wrt);
+      ExpectBitwiseEqual(eager, r, spec);
+      EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
+      // One step of scan_stack is 2Nd^2 + Nd FLOPs forward.
+      const ChainCosts costs =
+          ChainCosts::Uniform(length, 2 * 8 * 16 * 16 + 8 * 16, 8 * 16 * 4, 8 * 16 * 4);
+      const ScheduleCost cost = Simulate(ParseSchedule(spec, costs), costs);
+      EXPECT_EQ(r.stats.flops_recomputed, cost.recomputed_steps * (2 * 8 * 16 * 16 + 8 * 16));
+    }
+  }
+}
+
+TEST(ScheduleTest, LongScansFitWhereEagerDoesNot) {
+  // scan_stack at L = 1024, d = 1024, N = 1024, predicted by dry runs (no
+  // tensor is allocated): eager keeps 2 activations of 4 MiB per step (8 GiB)
+  // besides the 4 GiB of weights and their 4 GiB gradient; sqrt keeps about
+  // 2 sqrt(L) = 64 carries, revolve:8 nine.
+  const Problem& stack = FindProblem("scan_stack");
+  Program program = stack.Build(ResolveParams(stack, {{"L", 1024}, {"d", 1024}, {"N", 1024}}));
+  auto shapes_only = std::make_shared<MemoryTracker>();
+  shapes_only->set_dry_run(true);
+  std::vector<Tensor> args;
+  for (int i = 0; i < program.num_params(); ++i) {
+    args.push_back(Tensor::Zeros(DType::kF32, program.shapes[i], shapes_only));
+  }
+  const int64_t weights = 1024ll * 1024 * 1024 * 4;
+  RunOptions options;
+  options.plan_only = true;
+  Result eager = MakeEngine("eager")->ValueAndGrad(program, args, {0}, options);
+  EXPECT_GT(eager.stats.peak_bytes, 2 * weights + 8 * (1ll << 30) - 1);
+  for (const char* spec : {"sqrt", "revolve:8"}) {
+    Result r = MakeEngine("recompute")->ValueAndGrad(ApplySchedule(program, spec), args, {0}, options);
+    // Beyond the weights and their gradient, a few hundred MiB.
+    EXPECT_LT(r.stats.peak_bytes - 2 * weights, 400ll << 20) << spec;
+  }
+}
+
+TEST(ScheduleTest, ScheduleWithoutAScanIsAClearError) {
+  try {
+    ApplySchedule(FindProblem("layer_loss").Build({{"d", 4}, {"N", 2}}), "sqrt");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no scan"), std::string::npos) << e.what();
+  }
+  const Problem& stack = FindProblem("scan_stack");
+  Case c = MakeCase(stack, ResolveParams(stack, {{"L", 4}, {"d", 4}, {"N", 2}}));
+  EXPECT_THROW(MakeEngine("recompute")->ValueAndGrad(ApplySchedule(c.program, "revolve:x"),
+                                                     c.inputs, c.wrt),
+               Error);
 }
 
 }  // namespace
