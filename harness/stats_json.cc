@@ -30,7 +30,8 @@ nlohmann::json StatsToJson(const Stats& s) {
           {"flops_recomputed", s.flops_recomputed},
           {"flops_backward", s.flops_backward},
           {"seconds_forward", s.seconds_forward},
-          {"seconds_backward", s.seconds_backward}};
+          {"seconds_backward", s.seconds_backward},
+          {"seconds_in_kernels", s.seconds_in_kernels}};
 }
 
 std::string FormatBytes(int64_t bytes) {

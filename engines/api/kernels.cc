@@ -51,6 +51,7 @@ void Kernels::CheckSameShape(const char* op, const Tensor& a, const Tensor& b) c
 }
 
 Tensor Kernels::MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("matmul", a);
   CheckOperand("matmul", b);
   Tensor out = NewTensor(MatMulShape(a.shape(), transpose_a, b.shape(), transpose_b));
@@ -64,6 +65,7 @@ Tensor Kernels::MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool 
 // The unary and binary wrappers differ only in their checks and FLOP weight.
 #define REMAT_UNARY_KERNEL(Method, op_name, flops_per_element) \
   Tensor Kernels::Method(const Tensor& x) {                     \
+    const KernelTimer timer(&kernel_seconds_);                  \
     CheckOperand(op_name, x);                                   \
     Tensor out = NewTensor(x.shape());                          \
     flops_ += (flops_per_element) * x.num_elements();           \
@@ -72,6 +74,7 @@ Tensor Kernels::MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool 
   }
 #define REMAT_BINARY_KERNEL(Method, op_name, flops_per_element) \
   Tensor Kernels::Method(const Tensor& a, const Tensor& b) {    \
+    const KernelTimer timer(&kernel_seconds_);                  \
     CheckSameShape(op_name, a, b);                              \
     Tensor out = NewTensor(a.shape());                          \
     flops_ += (flops_per_element) * a.num_elements();           \
@@ -96,6 +99,7 @@ REMAT_UNARY_KERNEL(Gelu, "gelu", 1)
 #undef REMAT_BINARY_KERNEL
 
 Tensor Kernels::Softmax(const Tensor& x) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckHasLastAxis("softmax", x);
   Tensor out = NewTensor(x.shape());
   flops_ += 5 * x.num_elements();
@@ -104,6 +108,7 @@ Tensor Kernels::Softmax(const Tensor& x) {
 }
 
 Tensor Kernels::SoftmaxBackward(const Tensor& y, const Tensor& dy) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckSameShape("softmax_backward", y, dy);
   CheckHasLastAxis("softmax_backward", y);
   Tensor out = NewTensor(y.shape());
@@ -113,6 +118,7 @@ Tensor Kernels::SoftmaxBackward(const Tensor& y, const Tensor& dy) {
 }
 
 Tensor Kernels::LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("layer_norm", x);
   CheckOperand("layer_norm", gamma);
   CheckOperand("layer_norm", beta);
@@ -128,6 +134,7 @@ Tensor Kernels::LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& be
 }
 
 Tensor Kernels::LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckSameShape("layer_norm_backward", x, dy);
   CheckOperand("layer_norm_backward", gamma);
   try {
@@ -142,6 +149,7 @@ Tensor Kernels::LayerNormBackward(const Tensor& x, const Tensor& gamma, const Te
 }
 
 Tensor Kernels::LayerNormGammaGrad(const Tensor& x, const Tensor& dy) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckSameShape("layer_norm_gamma_grad", x, dy);
   CheckHasLastAxis("layer_norm_gamma_grad", x);
   Tensor out = NewTensor(Shape({x.shape().dim(x.shape().rank() - 1)}));
@@ -151,6 +159,7 @@ Tensor Kernels::LayerNormGammaGrad(const Tensor& x, const Tensor& dy) {
 }
 
 Tensor Kernels::SumLeading(const Tensor& x) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckHasLastAxis("sum_leading", x);
   Tensor out = NewTensor(Shape({x.shape().dim(x.shape().rank() - 1)}));
   flops_ += x.num_elements();
@@ -159,6 +168,7 @@ Tensor Kernels::SumLeading(const Tensor& x) {
 }
 
 Tensor Kernels::Scale(const Tensor& x, double c) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("scale", x);
   Tensor out = NewTensor(x.shape());
   flops_ += x.num_elements();
@@ -167,6 +177,7 @@ Tensor Kernels::Scale(const Tensor& x, double c) {
 }
 
 Tensor Kernels::Transpose(const Tensor& x) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("transpose", x);
   Shape shape;
   try {
@@ -180,6 +191,7 @@ Tensor Kernels::Transpose(const Tensor& x) {
 }
 
 Tensor Kernels::SplitHeads(const Tensor& x, int64_t batch, int64_t heads) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("split_heads", x);
   Shape shape;
   try {
@@ -193,6 +205,7 @@ Tensor Kernels::SplitHeads(const Tensor& x, int64_t batch, int64_t heads) {
 }
 
 Tensor Kernels::MergeHeads(const Tensor& x, int64_t batch) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("merge_heads", x);
   Shape shape;
   try {
@@ -270,6 +283,7 @@ void Kernels::CheckHasLastAxis(const char* op, const Tensor& x) const {
 }
 
 Tensor Kernels::Sum(const Tensor& x) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("sum", x);
   Tensor out = NewTensor(Shape());
   flops_ += x.num_elements();
@@ -278,6 +292,7 @@ Tensor Kernels::Sum(const Tensor& x) {
 }
 
 Tensor Kernels::Broadcast(const Tensor& s, const Shape& shape) {
+  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("broadcast", s);
   if (s.shape().rank() != 0) {
     throw Error(StrCat(name(), " kernel broadcast: operand is ", s.TypeString(), ", not a scalar"));

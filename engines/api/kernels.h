@@ -34,6 +34,7 @@
 #ifndef REMAT_ENGINES_API_KERNELS_H_
 #define REMAT_ENGINES_API_KERNELS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,6 +58,10 @@ class Kernels {
   // FLOPs of every kernel called since the last reset.
   int64_t flops() const { return flops_; }
   void reset_flops() { flops_ = 0; }
+  // Wall time spent inside kernel calls (allocating their outputs included)
+  // since the last reset: an engine's time minus this is its own overhead.
+  double kernel_seconds() const { return kernel_seconds_; }
+  void reset_kernel_seconds() { kernel_seconds_ = 0; }
 
   // out = op(a) @ op(b), where op transposes the last two axes when its flag
   // is set. Rank 2: (m,k) x (k,n) -> (m,n). Rank 3: (B,m,k) x (B,k,n) ->
@@ -170,8 +175,23 @@ class Kernels {
   void CheckHasLastAxis(const char* op, const Tensor& x) const;
   bool Runs() const { return !dry_run() || AllocatesInDryRun(); }
 
+  // Adds the wall time of its scope to a counter.
+  class KernelTimer {
+   public:
+    explicit KernelTimer(double* total)
+        : total_(total), start_(std::chrono::steady_clock::now()) {}
+    ~KernelTimer() {
+      *total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    }
+
+   private:
+    double* total_;
+    std::chrono::steady_clock::time_point start_;
+  };
+
   std::shared_ptr<MemoryTracker> tracker_;
   int64_t flops_ = 0;
+  double kernel_seconds_ = 0;
 };
 
 }  // namespace remat

@@ -52,6 +52,8 @@ struct Stats {
 
   double seconds_forward = 0;
   double seconds_backward = 0;  // recomputation included
+  // Of those, the time inside kernels; the rest is the engine's overhead.
+  double seconds_in_kernels = 0;
   double seconds_total() const { return seconds_forward + seconds_backward; }
 };
 

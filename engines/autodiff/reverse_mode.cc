@@ -228,6 +228,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   // Forward.
   Tape tape;
   kernels_->reset_flops();
+  kernels_->reset_kernel_seconds();
   Clock::time_point start = Clock::now();
   {
     ScopedSite site(tracker_.get(), Category::kActivations, "forward");
@@ -260,6 +261,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   cotangents.clear();
   result.stats.seconds_backward = SecondsSince(start);
   result.stats.flops_recomputed = recomputed_flops_;
+  result.stats.seconds_in_kernels = kernels_->kernel_seconds();
   result.stats.flops_backward = kernels_->flops() - recomputed_flops_;
 
   inputs.clear();

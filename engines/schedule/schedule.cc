@@ -9,6 +9,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -422,8 +423,13 @@ void EmitRevolve(Builder& b, int64_t a, int64_t end, int64_t slots) {
 // ---------------------------------------------------------------------------
 // Budget
 
-constexpr double kMaxWork = 4e8;       // inner-loop iterations a Budget DP may run
-constexpr double kMaxEntries = 3e6;    // table entries the general DP may hold
+// What a Budget DP may run (inner-loop iterations) and hold (table entries),
+// about a quarter of a second each way: the general DPs' scalar loops, and
+// the uniform DP's vectorised one.
+constexpr double kMaxWork = 4e8;
+constexpr double kMaxEntries = 3e6;
+constexpr double kMaxUniformWork = 3e9;
+constexpr double kMaxUniformEntries = 8e6;
 constexpr int64_t kMaxUniformLength = 20000;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -471,182 +477,6 @@ Schedule StoreAll(const ChainCosts& c, int64_t budget) {
   return b.Finish();
 }
 
-// The DP over (segment [a, b), memory level j) for any chain. Level j has
-// M_j = budget - j * unit bytes for the subproblem: it counts the carry kept
-// at a (when a > 0) and everything the subproblem keeps; what is kept outside
-// it is budget - M_j. Holding the carry at a while a tail runs costs
-// ceil(carry_bytes[a] / unit) levels: exact when unit divides every carry size
-// (unit = their gcd), an overcharge otherwise (the schedule still fits).
-//
-// T(a, b, j): reverse [a, b) from the kept carry at a; every advance counts.
-//   whole:  kReverse b-a (the snapshot at a dropped first):
-//           residuals[a..b) + carry[b] <= M_j; cost flops[a..b)
-//   split m: advance a -> m (kept a + carry[i] <= M_j for i in (a, m]),
-//           snapshot m, T(m, b, j + k_a), then T(a, m, j); cost flops[a..m) + both
-// G(a, j): the same for [a, L) when the forward pass runs it for free:
-//   no more forward snapshots: the walk to L fits, then T(a, L, j)
-//   split m: the forward pass advances to m (fits) and keeps it: G(m, j + k_a) + T(a, m, j)
-// The answer is G(0, 0). Every schedule of the action language can be brought
-// to this form without costing more time or memory (a snapshot is useless once
-// the frontier passes it; one taken and dropped without a kRestore costs what
-// advancing on costs), which the exhaustive tests check.
-class RotorDp {
- public:
-  static constexpr double kInf = std::numeric_limits<double>::infinity();
-
-  RotorDp(const ChainCosts& c, int64_t budget, int64_t unit, int levels)
-      : c_(c), length_(c.length()), budget_(budget), unit_(unit), levels_(levels) {
-    flops_.assign(length_ + 1, 0);
-    residuals_.assign(length_ + 1, 0);
-    for (int64_t i = 0; i < length_; ++i) {
-      flops_[i + 1] = flops_[i] + c.step_flops[i];
-      residuals_[i + 1] = residuals_[i] + c.residual_bytes[i];
-    }
-    suffix_max_.assign(length_ + 1, 0);
-    for (int64_t i = length_; i >= 1; --i) {
-      suffix_max_[i - 1] = std::max(i < length_ ? suffix_max_[i] : 0, c.carry_bytes[i]);
-    }
-    const size_t t_size = static_cast<size_t>((length_ + 1) * (length_ + 1)) * (levels_ + 1);
-    t_.assign(t_size, kInf);
-    t_choice_.assign(t_size, -1);
-    g_.assign(static_cast<size_t>(length_ + 1) * (levels_ + 1), kInf);
-    g_choice_.assign(g_.size(), -1);
-    Solve();
-  }
-
-  double cost() const { return g_[G(0, 0)]; }
-
-  Schedule Emit() const {
-    Builder b(BudgetName(budget_), length_);
-    std::vector<std::tuple<int64_t, int64_t, int>> heads;
-    int64_t a = 0;
-    int j = 0;
-    while (g_choice_[G(a, j)] != kRest) {
-      const int64_t m = g_choice_[G(a, j)];
-      b.ForwardAdvance(m - a);
-      b.ForwardSnapshot();
-      heads.emplace_back(a, m, j);
-      j += Held(a);
-      a = m;
-    }
-    b.ForwardAdvance(length_ - a);
-    EmitT(b, a, length_, j);
-    for (auto it = heads.rbegin(); it != heads.rend(); ++it) {
-      EmitT(b, std::get<0>(*it), std::get<1>(*it), std::get<2>(*it));
-    }
-    return b.Finish();
-  }
-
- private:
-  static constexpr int32_t kWhole = 0;
-  static constexpr int32_t kRest = -2;
-
-  size_t T(int64_t a, int64_t b, int j) const {
-    return static_cast<size_t>(a * (length_ + 1) + b) * (levels_ + 1) + j;
-  }
-  size_t G(int64_t a, int j) const { return static_cast<size_t>(a) * (levels_ + 1) + j; }
-  int64_t Kept(int64_t a) const { return a == 0 ? 0 : c_.carry_bytes[a]; }
-  int Held(int64_t a) const { return static_cast<int>(CeilDiv(Kept(a), unit_)); }
-  int64_t Memory(int j) const { return budget_ - j * unit_; }
-
-  void Solve() {
-    for (int64_t len = 1; len <= length_; ++len) {
-      for (int64_t a = 0; a + len <= length_; ++a) {
-        const int64_t b = a + len;
-        const int64_t kept = Kept(a);
-        const int held = Held(a);
-        for (int j = 0; j <= levels_; ++j) {
-          const int64_t memory = Memory(j);
-          if (kept > memory) continue;
-          double best = kInf;
-          int32_t choice = -1;
-          if (residuals_[b] - residuals_[a] + c_.carry_bytes[b] <= memory) {
-            best = flops_[b] - flops_[a];
-            choice = kWhole;
-          }
-          if (j + held <= levels_) {
-            int64_t walk = 0;
-            for (int64_t m = a + 1; m < b; ++m) {
-              walk = std::max(walk, c_.carry_bytes[m]);
-              if (kept + walk > memory) break;
-              const double v = flops_[m] - flops_[a] + t_[T(m, b, j + held)] + t_[T(a, m, j)];
-              if (v < best) {
-                best = v;
-                choice = static_cast<int32_t>(m);
-              }
-            }
-          }
-          t_[T(a, b, j)] = best;
-          t_choice_[T(a, b, j)] = choice;
-        }
-      }
-    }
-    for (int64_t a = length_ - 1; a >= 0; --a) {
-      const int64_t kept = Kept(a);
-      const int held = Held(a);
-      for (int j = 0; j <= levels_; ++j) {
-        const int64_t memory = Memory(j);
-        if (kept > memory) continue;
-        double best = kInf;
-        int32_t choice = -1;
-        if (kept + suffix_max_[a] <= memory && t_[T(a, length_, j)] < kInf) {
-          best = t_[T(a, length_, j)];
-          choice = kRest;
-        }
-        if (j + held <= levels_) {
-          int64_t walk = 0;
-          for (int64_t m = a + 1; m < length_; ++m) {
-            walk = std::max(walk, c_.carry_bytes[m]);
-            if (kept + walk > memory) break;
-            const double v = g_[G(m, j + held)] + t_[T(a, m, j)];
-            if (v < best) {
-              best = v;
-              choice = static_cast<int32_t>(m);
-            }
-          }
-        }
-        g_[G(a, j)] = best;
-        g_choice_[G(a, j)] = choice;
-      }
-    }
-  }
-
-  void EmitT(Builder& b, int64_t a, int64_t end, int j) const {
-    while (true) {
-      const int32_t choice = t_choice_[T(a, end, j)];
-      if (choice < 0) throw Error("budget: internal error: no schedule recorded");
-      b.RestoreTo(a);
-      if (choice == kWhole) {
-        b.Reverse(end - a);
-        return;
-      }
-      const int64_t m = choice;
-      b.Advance(m - a);
-      const int tail = j + Held(a);
-      if (t_choice_[T(m, end, tail)] == kWhole) {
-        b.Reverse(end - m);  // reversed at once: a snapshot at m would be dropped unused
-      } else {
-        b.Snapshot();
-        EmitT(b, m, end, tail);
-      }
-      end = m;
-    }
-  }
-
-  const ChainCosts& c_;
-  int64_t length_;
-  int64_t budget_;
-  int64_t unit_;
-  int levels_;
-  std::vector<double> flops_;
-  std::vector<int64_t> residuals_;
-  std::vector<int64_t> suffix_max_;  // suffix_max_[a]: the largest carry at a+1..L
-  std::vector<double> t_;
-  std::vector<int32_t> t_choice_;
-  std::vector<double> g_;
-  std::vector<int32_t> g_choice_;
-};
-
 // The exact DP for any chain: the optimum over every schedule of the action
 // language. Two normalisations lose nothing: a kRestore always takes the
 // highest snapshot below the frontier (starting lower only advances more), and
@@ -656,6 +486,12 @@ class RotorDp {
 // snapshot p, and what lies below p falls back to the snapshot beneath (it
 // was a stepping stone; the forward pass's snapshots are free ones). Rotor's
 // form keeps every snapshot until its segment is done, and misses these.
+//
+// Memory is counted in levels: level j leaves M_j = budget - j * unit bytes
+// to a subproblem, what is kept outside it being the rest. Keeping a
+// snapshot at a while deeper work runs costs k_a = ceil(carry_bytes[a] / unit)
+// levels: exact when unit divides every carry size (unit = their gcd), an
+// overcharge otherwise (the schedule still fits; it may recompute more).
 //
 // E(a, f, m, j): a on top of the stack (kept, counted in M_j), frontier f;
 // the cost of bringing the frontier down to m (a <= m < f) with a dropped at
@@ -845,14 +681,14 @@ class StackDp {
         b.Reverse(f - a);
         return;
       }
-      bool done = false;
-      for (int64_t p = a + 1; p <= m && Walk(a, p) <= Memory(j) && !done; ++p) {
-        if (a == 0 || F2(a, f, m, j, p) != value) continue;
+      for (int64_t p = a + 1; a > 0 && p <= m && Walk(a, p) <= Memory(j); ++p) {
+        if (F2(a, f, m, j, p) != value) continue;
         b.Advance(p - a);
         EmitChild(b, p, f, m, j);
         return;
       }
       if (!kept) throw Error("budget: internal error: an unkept carry needs a phase");
+      bool done = false;
       for (int64_t f2 = m + 1; f2 < f && !done; ++f2) {
         if (Phase(a, f, m, j, f2) != value) continue;
         const double q = q_[Q(a, f, f2, j)];
@@ -889,6 +725,178 @@ class StackDp {
   std::vector<double> e_, q_, eg_, qg_;
 };
 
+// Rotor's DP (Beaumont et al.), over (segment [a, b), memory level j): the
+// form in which every snapshot is kept until its segment is done. StackDp
+// finds better schedules on some chains of differing sizes; this one is
+// O(L^3) per level instead of O(L^4), for chains too long for StackDp.
+// Levels as in StackDp.
+//
+// T(a, b, j): reverse [a, b) from the kept carry at a; every advance counts.
+//   whole:  kReverse b-a (the snapshot at a dropped first):
+//           residuals[a..b) + carry[b] <= M_j; cost flops[a..b)
+//   split m: advance a -> m (kept a + carry[i] <= M_j for i in (a, m]),
+//           snapshot m, T(m, b, j + k_a), then T(a, m, j); cost flops[a..m) + both
+// G(a, j): the same for [a, L) when the forward pass runs it for free:
+//   no more forward snapshots: the walk to L fits, then T(a, L, j)
+//   split m: the forward pass advances to m (fits) and keeps it: G(m, j + k_a) + T(a, m, j)
+// The answer is G(0, 0).
+class RotorDp {
+ public:
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+
+  RotorDp(const ChainCosts& c, int64_t budget, int64_t unit, int levels)
+      : c_(c), length_(c.length()), budget_(budget), unit_(unit), levels_(levels) {
+    flops_.assign(length_ + 1, 0);
+    residuals_.assign(length_ + 1, 0);
+    for (int64_t i = 0; i < length_; ++i) {
+      flops_[i + 1] = flops_[i] + c.step_flops[i];
+      residuals_[i + 1] = residuals_[i] + c.residual_bytes[i];
+    }
+    suffix_max_.assign(length_ + 1, 0);
+    for (int64_t i = length_; i >= 1; --i) {
+      suffix_max_[i - 1] = std::max(i < length_ ? suffix_max_[i] : 0, c.carry_bytes[i]);
+    }
+    const size_t t_size = static_cast<size_t>((length_ + 1) * (length_ + 1)) * (levels_ + 1);
+    t_.assign(t_size, kInf);
+    t_choice_.assign(t_size, -1);
+    g_.assign(static_cast<size_t>(length_ + 1) * (levels_ + 1), kInf);
+    g_choice_.assign(g_.size(), -1);
+    Solve();
+  }
+
+  double cost() const { return g_[G(0, 0)]; }
+
+  Schedule Emit() const {
+    Builder b(BudgetName(budget_), length_);
+    std::vector<std::tuple<int64_t, int64_t, int>> heads;
+    int64_t a = 0;
+    int j = 0;
+    while (g_choice_[G(a, j)] != kRest) {
+      const int64_t m = g_choice_[G(a, j)];
+      b.ForwardAdvance(m - a);
+      b.ForwardSnapshot();
+      heads.emplace_back(a, m, j);
+      j += Held(a);
+      a = m;
+    }
+    b.ForwardAdvance(length_ - a);
+    EmitT(b, a, length_, j);
+    for (auto it = heads.rbegin(); it != heads.rend(); ++it) {
+      EmitT(b, std::get<0>(*it), std::get<1>(*it), std::get<2>(*it));
+    }
+    return b.Finish();
+  }
+
+ private:
+  static constexpr int32_t kWhole = 0;
+  static constexpr int32_t kRest = -2;
+
+  size_t T(int64_t a, int64_t b, int j) const {
+    return static_cast<size_t>(a * (length_ + 1) + b) * (levels_ + 1) + j;
+  }
+  size_t G(int64_t a, int j) const { return static_cast<size_t>(a) * (levels_ + 1) + j; }
+  int64_t Kept(int64_t a) const { return a == 0 ? 0 : c_.carry_bytes[a]; }
+  int Held(int64_t a) const { return static_cast<int>(CeilDiv(Kept(a), unit_)); }
+  int64_t Memory(int j) const { return budget_ - j * unit_; }
+
+  void Solve() {
+    for (int64_t len = 1; len <= length_; ++len) {
+      for (int64_t a = 0; a + len <= length_; ++a) {
+        const int64_t b = a + len;
+        const int64_t kept = Kept(a);
+        const int held = Held(a);
+        for (int j = 0; j <= levels_; ++j) {
+          const int64_t memory = Memory(j);
+          if (kept > memory) continue;
+          double best = kInf;
+          int32_t choice = -1;
+          if (residuals_[b] - residuals_[a] + c_.carry_bytes[b] <= memory) {
+            best = flops_[b] - flops_[a];
+            choice = kWhole;
+          }
+          if (j + held <= levels_) {
+            int64_t walk = 0;
+            for (int64_t m = a + 1; m < b; ++m) {
+              walk = std::max(walk, c_.carry_bytes[m]);
+              if (kept + walk > memory) break;
+              const double v = flops_[m] - flops_[a] + t_[T(m, b, j + held)] + t_[T(a, m, j)];
+              if (v < best) {
+                best = v;
+                choice = static_cast<int32_t>(m);
+              }
+            }
+          }
+          t_[T(a, b, j)] = best;
+          t_choice_[T(a, b, j)] = choice;
+        }
+      }
+    }
+    for (int64_t a = length_ - 1; a >= 0; --a) {
+      const int64_t kept = Kept(a);
+      const int held = Held(a);
+      for (int j = 0; j <= levels_; ++j) {
+        const int64_t memory = Memory(j);
+        if (kept > memory) continue;
+        double best = kInf;
+        int32_t choice = -1;
+        if (kept + suffix_max_[a] <= memory && t_[T(a, length_, j)] < kInf) {
+          best = t_[T(a, length_, j)];
+          choice = kRest;
+        }
+        if (j + held <= levels_) {
+          int64_t walk = 0;
+          for (int64_t m = a + 1; m < length_; ++m) {
+            walk = std::max(walk, c_.carry_bytes[m]);
+            if (kept + walk > memory) break;
+            const double v = g_[G(m, j + held)] + t_[T(a, m, j)];
+            if (v < best) {
+              best = v;
+              choice = static_cast<int32_t>(m);
+            }
+          }
+        }
+        g_[G(a, j)] = best;
+        g_choice_[G(a, j)] = choice;
+      }
+    }
+  }
+
+  void EmitT(Builder& b, int64_t a, int64_t end, int j) const {
+    while (true) {
+      const int32_t choice = t_choice_[T(a, end, j)];
+      if (choice < 0) throw Error("budget: internal error: no schedule recorded");
+      b.RestoreTo(a);
+      if (choice == kWhole) {
+        b.Reverse(end - a);
+        return;
+      }
+      const int64_t m = choice;
+      b.Advance(m - a);
+      const int tail = j + Held(a);
+      if (t_choice_[T(m, end, tail)] == kWhole) {
+        b.Reverse(end - m);  // reversed at once: a snapshot at m would be dropped unused
+      } else {
+        b.Snapshot();
+        EmitT(b, m, end, tail);
+      }
+      end = m;
+    }
+  }
+
+  const ChainCosts& c_;
+  int64_t length_;
+  int64_t budget_;
+  int64_t unit_;
+  int levels_;
+  std::vector<double> flops_;
+  std::vector<int64_t> residuals_;
+  std::vector<int64_t> suffix_max_;  // suffix_max_[a]: the largest carry at a+1..L
+  std::vector<double> t_;
+  std::vector<int32_t> t_choice_;
+  std::vector<double> g_;
+  std::vector<int32_t> g_choice_;
+};
+
 // min over i < n of a[i] + b[i] (kInf when n <= 0): the uniform DP's inner
 // loop, nearly all of Budget's time. Written with vector types because -O2
 // does not vectorise the reduction; the AVX2 clone runs where the CPU has it.
@@ -914,11 +922,15 @@ __attribute__((target_clones("avx2", "default"))) int32_t MinOfSums(const int32_
   return result;
 }
 
-// The same DP for a uniform chain (carry C at every position > 0, residual R
+// Rotor's DP for a uniform chain (carry C at every position > 0, residual R
 // and equal flops per step), where T and G depend only on the segment's
 // length, whether it starts at 0, and the level: O(L^2) per level instead of
-// O(L^3). Level j has M_j = budget - j * unit with unit >= C, and holding a
-// snapshot costs one level (none when C = 0). Costs are in steps.
+// O(L^3). Level j has M_j = budget - j * unit with unit >= C (C itself unless
+// that makes too many levels), and holding a snapshot costs one level (none
+// when C = 0). Costs are in steps. On uniform chains Rotor's form loses
+// nothing: a snapshot dropped before its segment is done would help only if
+// sizes differed (the exhaustive tests find no exception for L <= 12, and the
+// tests match this DP against StackDp).
 class UniformDp {
  public:
   static constexpr int32_t kInf = std::numeric_limits<int32_t>::max() / 4;
@@ -948,6 +960,7 @@ class UniformDp {
       const int32_t* self = a == 0 ? t0_.data() : T(j);
       if (value == self[x]) break;  // no more forward snapshots
       const int tail = j + (a == 0 ? 0 : held_);
+      if (tail > levels_) throw Error("budget: internal error: no level for a split");
       const int32_t* g_tail = G(tail);
       int64_t y = 1;
       while (y < x && g_tail[x - y] + self[y] != value) ++y;
@@ -990,6 +1003,24 @@ class UniformDp {
     const size_t row = static_cast<size_t>(length_ + 1);
     t_.assign(row * (levels_ + 1), kInf);
     g_.assign(row * (levels_ + 1), kInf);
+    t0_.assign(row, kInf);
+    // cap[j]: the longest chain G reverses at level j recomputing each step
+    // once: a first segment of Whole(M_j), the rest a level deeper. G(x, j) = x
+    // up to it, with no search; and when the whole chain fits this way, no
+    // table beyond these needs filling.
+    std::vector<int64_t> cap(levels_ + 2, 0);
+    for (int j = levels_; j >= 0; --j) {
+      const int64_t memory = Memory(j);
+      if (memory < 2 * carry_) continue;
+      const int64_t whole = Whole(memory);
+      if (held_ == 0) {
+        cap[j] = whole >= 1 ? length_ : 0;
+      } else {
+        cap[j] = std::min(length_, whole + (j + held_ <= levels_ ? cap[j + held_] : 0));
+      }
+    }
+    const int64_t whole0 = Whole(budget_);
+    const bool trivial = length_ <= whole0 + cap[0];
     std::vector<int32_t> advanced(row, kInf);  // y + T(y, j)
     std::vector<int32_t> t_reversed(row), g_reversed(row);
     for (int j = levels_; j >= 0; --j) {
@@ -998,7 +1029,7 @@ class UniformDp {
       int32_t* g = G(j);
       if (memory < carry_) continue;
       const int64_t whole = Whole(memory);
-      const bool split = memory >= 2 * carry_ && j + held_ <= levels_;
+      const bool split = !trivial && memory >= 2 * carry_ && j + held_ <= levels_;
       const int tail = j + held_;
       if (split && held_ > 0) Reverse(T(tail), t_reversed);
       for (int64_t x = 1; x <= length_; ++x) {
@@ -1013,6 +1044,10 @@ class UniformDp {
       if (memory < 2 * carry_) continue;  // the forward walk cannot keep a and a carry
       if (split && held_ > 0) Reverse(G(tail), g_reversed);
       for (int64_t x = 1; x <= length_; ++x) {
+        if (x <= cap[j]) {
+          g[x] = static_cast<int32_t>(x);
+          continue;
+        }
         int32_t best = t[x];
         if (split && x > whole) {
           if (held_ == 0) Reverse(g, g_reversed, x);
@@ -1023,17 +1058,19 @@ class UniformDp {
     }
     // The segments starting at the input: level 0 only, and holding position
     // 0 costs nothing, so their tails stay at level 0.
-    t0_.assign(row, kInf);
-    const int64_t whole = Whole(budget_);
-    const bool split = budget_ >= carry_;
+    const bool split = !trivial && budget_ >= carry_;
     Reverse(T(0), t_reversed);
     for (int64_t x = 1; x <= length_; ++x) {
-      if (x <= whole) {
+      if (x <= whole0) {
         t0_[x] = static_cast<int32_t>(x);
       } else if (split) {
         t0_[x] = std::min(kInf, MinPlus(advanced.data(), t_reversed.data(), x));
       }
       advanced[x] = std::min<int64_t>(kInf, x + t0_[x]);
+    }
+    if (trivial) {
+      top_ = static_cast<int32_t>(length_);
+      return;
     }
     top_ = t0_[length_];
     if (split) {
@@ -1060,6 +1097,7 @@ class UniformDp {
       }
       const int32_t* self = a == 0 ? t0_.data() : T(j);
       const int tail = j + (a == 0 ? 0 : held_);
+      if (tail > levels_) throw Error("budget: internal error: no level for a split");
       const int32_t* t_tail = T(tail);
       const int32_t value = self[x];
       int64_t y = 1;
@@ -1092,6 +1130,8 @@ class UniformDp {
 struct MemoryUnits {
   int64_t unit;
   int levels;
+  bool exact;       // unit divides every carry size
+  double capacity;  // the most levels the limits allow
 };
 
 // Memory levels M_j = budget - j * unit for a DP that costs `work` inner
@@ -1109,13 +1149,20 @@ MemoryUnits ChooseUnits(const ChainCosts& c, int64_t budget, double work, double
     for (int64_t i = 1; i < l; ++i) all += CeilDiv(c.carry_bytes[i], unit);
     return std::min(budget / unit, all);
   };
-  const double cap = std::max(1.0, std::min(max_work / work, kMaxEntries / entries));
+  const double capacity = std::max(1.0, std::min(max_work / work, kMaxEntries / entries));
   int64_t unit = gcd;
-  if (static_cast<double>(levels_for(unit)) + 1 > cap) {
-    unit = std::max<int64_t>(gcd, static_cast<int64_t>(std::ceil(budget / std::max(1.0, cap - 1))));
+  bool exact = true;
+  if (static_cast<double>(levels_for(unit)) + 1 > capacity) {
+    unit = std::max<int64_t>(gcd, static_cast<int64_t>(std::ceil(budget / std::max(1.0, capacity - 1))));
+    exact = false;
   }
-  return {unit, static_cast<int>(levels_for(unit))};
+  return {unit, static_cast<int>(levels_for(unit)), exact, capacity};
 }
+
+double StackWork(double l) { return l * l * l * l / 8 + l * l * l; }
+double StackEntries(double l) { return l * l * l / 3; }
+double RotorWork(double l) { return l * l * l / 6 + l * l; }
+double RotorEntries(double l) { return (l + 1) * (l + 1); }
 
 // The schedule that keeps nothing but the input: the chain cut into the
 // kReverse segments of MinimumFeasibleBytes, each reached from position 0.
@@ -1145,6 +1192,24 @@ Schedule MinimumMemory(const ChainCosts& c, int64_t budget) {
     b.Reverse(end - from[end]);
   }
   return b.Finish();
+}
+
+// Budget's schedule for the uniform chain of c's largest carry and residual
+// (and mean flops), which fits c too; keeping nothing but the input when even
+// that does not fit or the chain is too long for the uniform DP.
+Schedule Envelope(const ChainCosts& c, int64_t budget) {
+  const int64_t l = c.length();
+  int64_t carry = 0;
+  int64_t residual = 0;
+  double flops = 0;
+  for (int64_t i = 0; i < l; ++i) {
+    carry = std::max(carry, c.carry_bytes[i + 1]);
+    residual = std::max(residual, c.residual_bytes[i]);
+    flops += c.step_flops[i];
+  }
+  if (budget < carry + residual || l > kMaxUniformLength) return MinimumMemory(c, budget);
+  return schedule_internal::BudgetUniform(ChainCosts::Uniform(l, flops / l, carry, residual), budget,
+                                          kMaxUniformWork);
 }
 
 bool ParseInt(const std::string& text, int64_t& out) {
@@ -1339,7 +1404,7 @@ Schedule BudgetExact(const ChainCosts& c, int64_t budget, double max_work) {
   CheckBudget(c, budget);
   if (StoreAllFits(c, budget)) return StoreAll(c, budget);
   const double l = static_cast<double>(c.length());
-  const MemoryUnits units = ChooseUnits(c, budget, l * l * l * l / 8 + l * l * l, l * l * l / 3, max_work);
+  const MemoryUnits units = ChooseUnits(c, budget, StackWork(l), StackEntries(l), max_work);
   StackDp dp(c, budget, units.unit, units.levels);
   if (!(dp.cost() < StackDp::kInf)) {
     throw Error(StrCat("budget: internal error: no schedule found within ", budget, " bytes"));
@@ -1351,7 +1416,7 @@ Schedule BudgetRotor(const ChainCosts& c, int64_t budget, double max_work) {
   CheckBudget(c, budget);
   if (StoreAllFits(c, budget)) return StoreAll(c, budget);
   const double l = static_cast<double>(c.length());
-  const MemoryUnits units = ChooseUnits(c, budget, l * l * l / 6 + l * l, (l + 1) * (l + 1), max_work);
+  const MemoryUnits units = ChooseUnits(c, budget, RotorWork(l), RotorEntries(l), max_work);
   RotorDp dp(c, budget, units.unit, units.levels);
   if (!(dp.cost() < RotorDp::kInf)) {
     throw Error(StrCat("budget: internal error: no schedule found within ", budget, " bytes"));
@@ -1374,7 +1439,8 @@ Schedule BudgetUniform(const ChainCosts& c, int64_t budget, double max_work) {
   const int64_t room = budget - carry - residual;  // >= 0: the budget is feasible
   int64_t unit = std::max<int64_t>(carry, 1);
   int64_t levels = carry == 0 ? 0 : room / unit;
-  const double cap = std::max(1.0, max_work / (static_cast<double>(l) * l));
+  const double cap = std::max(1.0, std::min(max_work / (static_cast<double>(l) * l),
+                                             kMaxUniformEntries / (l + 1.0)));
   if (static_cast<double>(levels) + 1 > cap) {
     unit = std::max<int64_t>(unit, static_cast<int64_t>(std::ceil(room / std::max(1.0, cap - 1))));
     levels = room / unit;
@@ -1391,30 +1457,33 @@ Schedule BudgetUniform(const ChainCosts& c, int64_t budget, double max_work) {
 Schedule Budget(const ChainCosts& c, int64_t budget) {
   CheckBudget(c, budget);
   if (StoreAllFits(c, budget)) return StoreAll(c, budget);
-  if (IsUniform(c)) return schedule_internal::BudgetUniform(c, budget, kMaxWork);
+  if (IsUniform(c)) return schedule_internal::BudgetUniform(c, budget, kMaxUniformWork);
+  // The exact DP when memory needs no rounding. Otherwise the better of what
+  // each solver finds within its limits: the exact DP and Rotor's form with
+  // rounded units (Rotor's limits leave finer ones), and the uniform chain of
+  // the largest carry and residual (every size only grows, so its schedule
+  // fits this chain).
   const double l = static_cast<double>(c.length());
-  // At least 8 memory levels, or the rounding costs more than the search gains.
-  auto levels = [](double work, double entries) { return std::min(kMaxWork / work, kMaxEntries / entries); };
-  if (levels(l * l * l * l / 8 + l * l * l, l * l * l / 3) >= 8) {
-    return schedule_internal::BudgetExact(c, budget, kMaxWork);
+  const MemoryUnits stack = ChooseUnits(c, budget, StackWork(l), StackEntries(l), kMaxWork);
+  if (stack.exact) return schedule_internal::BudgetExact(c, budget, kMaxWork);
+  const MemoryUnits rotor = ChooseUnits(c, budget, RotorWork(l), RotorEntries(l), kMaxWork);
+  constexpr double kFewestLevels = 8;  // below this, rounding costs more than the search gains
+  std::vector<Schedule> candidates;
+  if (stack.capacity >= kFewestLevels) candidates.push_back(schedule_internal::BudgetExact(c, budget, kMaxWork));
+  if (rotor.exact || rotor.capacity >= kFewestLevels) {
+    candidates.push_back(schedule_internal::BudgetRotor(c, budget, kMaxWork));
   }
-  if (levels(l * l * l / 6 + l * l, (l + 1) * (l + 1)) >= 8) {
-    return schedule_internal::BudgetRotor(c, budget, kMaxWork);
+  candidates.push_back(Envelope(c, budget));
+  size_t best = 0;
+  double best_flops = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const double flops = Simulate(candidates[i], c).recomputed_flops;
+    if (flops < best_flops) {
+      best = i;
+      best_flops = flops;
+    }
   }
-  // Too long for either: solve the uniform chain of the largest carry and
-  // residual (every size only grows, so its schedule fits this chain), or
-  // keep nothing but the input if even that does not fit.
-  int64_t carry = 0;
-  int64_t residual = 0;
-  double flops = 0;
-  for (int64_t i = 0; i < c.length(); ++i) {
-    carry = std::max(carry, c.carry_bytes[i + 1]);
-    residual = std::max(residual, c.residual_bytes[i]);
-    flops += c.step_flops[i];
-  }
-  if (budget < carry + residual) return MinimumMemory(c, budget);
-  return schedule_internal::BudgetUniform(ChainCosts::Uniform(c.length(), flops / l, carry, residual),
-                                          budget, kMaxWork);
+  return std::move(candidates[best]);
 }
 
 int64_t ParseBytes(const std::string& text) {
