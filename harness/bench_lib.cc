@@ -426,6 +426,7 @@ nlohmann::json MachineInfo() {
           {"memory_bytes", memory_bytes},
           {"omp_num_threads", omp ? omp : "unset"},
           {"omp_wait_policy", wait_policy ? wait_policy : "unset"},
+          {"gomp_spincount", std::getenv("GOMP_SPINCOUNT") ? std::getenv("GOMP_SPINCOUNT") : "unset"},
           {"onednn", OneDnnVersion()}};
 }
 
@@ -478,6 +479,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                           {"vs_eager", nullptr}};
     if (r.vs_eager) row["vs_eager"] = *r.vs_eager;
     if (r.of_matmul_bound) row["of_matmul_bound"] = *r.of_matmul_bound;
+    if (r.overhead_fraction) row["overhead_fraction"] = *r.overhead_fraction;
     if (!r.error.empty()) row["error"] = r.error;
     out_rows.push_back(row);
   }
@@ -488,7 +490,7 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
   using Line = std::vector<std::string>;
   std::vector<Line> lines = {
       {"problem / size", "engine / policy", "time ms", "x eager", "peak", "residual",
-       "recomputed FLOP"}};
+       "recomputed FLOP", "overhead"}};
   std::string last_case;
   for (const RowResult& r : rows) {
     if (r.row.kind != RowKind::kValueAndGrad) continue;
@@ -501,9 +503,11 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
     }
     char ratio[32] = "-";
     if (r.vs_eager) std::snprintf(ratio, sizeof ratio, "%.2f", *r.vs_eager);
+    char overhead[32] = "-";
+    if (r.overhead_fraction) std::snprintf(overhead, sizeof overhead, "%.1f%%", 100 * *r.overhead_fraction);
     lines.push_back({label, Variant(r.row), FormatMs(r.real_time_ms), ratio,
                      FormatBytes(r.peak_bytes), FormatBytes(r.residual_bytes),
-                     FormatFlops(r.flops_recomputed)});
+                     FormatFlops(r.flops_recomputed), overhead});
   }
   // Column widths from the content; text columns left-aligned, numbers right.
   std::vector<size_t> width(lines[0].size(), 0);
@@ -515,7 +519,7 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
   std::ostringstream out;
   out << "\nSummary: mean time of one value_and_grad; x eager = time / eager's on the same "
          "problem and size;\npeak = the MemoryTracker's high-water mark; residual = saved for "
-         "the backward pass (arguments excluded).\n\n";
+         "the backward pass (arguments excluded); overhead = the engine's time outside kernel calls.\n\n";
   for (const Line& line : lines) {
     std::string text;
     for (size_t c = 0; c < line.size(); ++c) {

@@ -146,6 +146,9 @@ struct RowResult {
   std::optional<double> vs_eager;
   // gflops / the matmul bound's on the same N and d; empty if none.
   std::optional<double> of_matmul_bound;
+  // The engine's overhead: the share of its time spent outside kernel calls
+  // (Stats::seconds_in_kernels, over the timed runs); empty for bound rows.
+  std::optional<double> overhead_fraction;
 
   int64_t total_flops() const { return flops_forward + flops_recomputed + flops_backward; }
 };

@@ -10,6 +10,7 @@
 // runs the rows.
 
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -128,6 +129,8 @@ struct RowState {
   std::unique_ptr<Engine> engine;
   Program program;
   Stats stats;  // of the warm-up run (all but the times repeat exactly)
+  double timed_seconds = 0;       // engine time of the timed runs...
+  double timed_kernel_seconds = 0;  // ...and the part inside kernels
   // kMatMulBound
   std::unique_ptr<OneDnnKernels> kernels;
   std::shared_ptr<MemoryTracker> tracker;
@@ -252,6 +255,8 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
       {
         Result r = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
         benchmark::DoNotOptimize(r.value.raw());
+        s->timed_seconds += r.stats.seconds_total();
+        s->timed_kernel_seconds += r.stats.seconds_in_kernels;
         if (memory_pass) g_memory.Record(r.stats.peak_bytes);
       }
       const double t = SecondsSince(start);
@@ -266,6 +271,10 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
   SetCounters(state, *s, s->stats.peak_bytes,
               s->stats.flops_forward + s->stats.flops_recomputed + s->stats.flops_backward,
               seconds);
+  if (s->timed_seconds > 0) {
+    state.counters["overhead_pct"] =
+        100 * (1 - s->timed_kernel_seconds / s->timed_seconds);
+  }
 }
 
 void RunMatMulBound(benchmark::State& state, RowState* s) {
@@ -386,6 +395,7 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   r.flops_recomputed = s.stats.flops_recomputed;
   r.flops_backward = s.stats.flops_backward;
   if (r.real_time_ms > 0) r.gflops = static_cast<double>(r.total_flops()) / (r.real_time_ms * 1e6);
+  if (s.timed_seconds > 0) r.overhead_fraction = 1 - s.timed_kernel_seconds / s.timed_seconds;
   return r;
 }
 
@@ -446,6 +456,15 @@ void AddPeerRows(const std::vector<RowResult>& results, nlohmann::json* run, std
 }
 
 int Main(int argc, char** argv) {
+  // libgomp's threads spin at barriers for a long while by default; on a
+  // shared 2-core machine, one descheduled thread then stalls its partner
+  // for whole time slices, and single rows ran 10-20 times slower at random.
+  // A short spin (then sleep) keeps timings stable at little cost. libgomp
+  // reads the variable at load, so it is set by re-running this binary.
+  if (std::getenv("GOMP_SPINCOUNT") == nullptr && std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("GOMP_SPINCOUNT", "20000", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: run as is
+  }
   const std::vector<std::string> args(argv, argv + argc);
   std::vector<std::string> rest;
   BenchFlags flags;
