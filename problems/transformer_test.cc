@@ -421,3 +421,29 @@ TEST(TransformerStackTest, RecomputeEqualsEagerBitForBitUnderEachPolicy) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+// Checkpoint every k blocks (k = 1, 2, 4) is a schedule of the block scan
+// (engines/schedule): recompute under it equals eager bit for bit, and its
+// measured peak is the predicted one.
+TEST(TransformerStackTest, CheckpointEveryKBlocksEqualsEagerBitForBit) {
+  const Problem& p = FindProblem("transformer_stack");
+  Case c = MakeCase(p, ResolveParams(p, {{"L", 4}}, /*test_sizes=*/true));
+  Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  for (const char* spec : {"every:1", "every:2", "every:4", "sqrt", "revolve:1", "budget:8KiB"}) {
+    SCOPED_TRACE(spec);
+    Result r = MakeEngine("recompute")->ValueAndGrad(ApplySchedule(c.program, spec), c.inputs,
+                                                     c.wrt);
+    EXPECT_TRUE(BitwiseEqual(eager.value, r.value));
+    ASSERT_EQ(eager.grads.size(), r.grads.size());
+    for (size_t i = 0; i < r.grads.size(); ++i) {
+      EXPECT_TRUE(BitwiseEqual(eager.grads[i], r.grads[i])) << c.program.param_names[c.wrt[i]];
+    }
+    EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace remat
