@@ -53,6 +53,10 @@ def variant(row):
     return label
 
 
+def is_schedule(row):
+    return (row.get("policy") or "").startswith("schedule:") or bool(row.get("schedule"))
+
+
 def fmt_params(params):
     return ",".join(f"{k}={v}" for k, v in params)
 
@@ -166,13 +170,13 @@ def plots(rows, out_dir):
         made.append(("peer.png", "remat-bench vs PyTorch (scan_stack)"))
 
     # Schedules: the memory/time frontier on each scheduled case.
-    scheduled = [r for r in rows if r.get("schedule")]
+    scheduled = [r for r in rows if is_schedule(r)]
     if scheduled:
         plt.figure(figsize=(8, 5))
         for case in sorted({key_of(r) for r in scheduled}):
             case_rows = by_case[case]
             eager = [r for r in case_rows if r.get("engine") == "eager"]
-            mine = [r for r in case_rows if r.get("schedule") or r.get("engine") == "recompute"]
+            mine = [r for r in case_rows if is_schedule(r) or r.get("engine") == "recompute"]
             if not eager:
                 continue
             base = eager[0]
