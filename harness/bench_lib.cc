@@ -325,7 +325,9 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
     if (!flags.problems.empty()) {
       throw Error("--problems and --sweep do not combine: a sweep picks its problem");
     }
-    const char* problem = flags.sweep == Sweep::kDepth ? "scan_stack" : "layer_loss";
+    const char* problem = flags.sweep == Sweep::kDepth         ? "scan_stack"
+                          : flags.sweep == Sweep::kTransformer ? "transformer_stack"
+                                                               : "layer_loss";
     cases.emplace_back(&FindProblem(problem), SweepSizes(flags.sweep));
   } else if (flags.problems.empty()) {
     for (const auto& p : AllProblems()) cases.emplace_back(p.get(), DefaultBenchSizes(*p));
