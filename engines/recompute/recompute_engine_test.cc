@@ -452,3 +452,56 @@ TEST(ScheduleTest, ScheduleWithoutAScanIsAClearError) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST(BadInputTest, ZeroSizeDimensionsRunOnEveryEngine) {
+  // x is (0, 4): every value but the loss is empty; the loss is 0 and the
+  // gradients are empty or zero, on every engine, without a crash.
+  Program p = Trace("empty", {{"x", Shape({0, 4})}, {"w", Shape({4, 4})}},
+                    [](const std::vector<Var>& in) {
+                      auto layer = [](Var x, Var w) { return relu(matmul(x, w)); };
+                      return sum(square(checkpoint(layer)(in[0], in[1])));
+                    });
+  std::vector<Tensor> args = {Tensor::Zeros(DType::kF32, Shape({0, 4})),
+                              Tensor::Zeros(DType::kF32, Shape({4, 4}))};
+  for (const std::string& engine : EngineNames()) {
+    SCOPED_TRACE(engine);
+    Result r = MakeEngine(engine)->ValueAndGrad(p, args, {0, 1});
+    EXPECT_EQ(r.value.at(0), 0.0);
+    EXPECT_EQ(r.grads[0].num_elements(), 0);
+    for (int64_t i = 0; i < r.grads[1].num_elements(); ++i) EXPECT_EQ(r.grads[1].at(i), 0.0);
+    EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
+  }
+}
+
+// Kernels that throw in the middle of the backward pass, keeping a handle on
+// the run's tracker to look at afterwards.
+class FailingKernels : public ReferenceKernels {
+ public:
+  std::shared_ptr<MemoryTracker> seen;
+
+ protected:
+  void DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override {
+    seen = tracker();
+    throw Error("injected failure in relu_backward");
+  }
+};
+
+TEST(BadInputTest, AnExceptionMidRunLeavesNothingLive) {
+  const Problem& stack = FindProblem("scan_stack");
+  Case c = MakeCase(stack, ResolveParams(stack, {{"L", 4}, {"d", 8}, {"N", 4}}));
+  auto kernels = std::make_unique<FailingKernels>();
+  FailingKernels* raw = kernels.get();
+  RecomputeEngine engine("failing", std::move(kernels));
+  RunOptions options;
+  options.predict_memory = false;
+  EXPECT_THROW(engine.ValueAndGrad(c.program, c.inputs, c.wrt, options), Error);
+  ASSERT_NE(raw->seen, nullptr);
+  EXPECT_GT(raw->seen->peak_bytes(), 0);
+  EXPECT_EQ(raw->seen->live_bytes(), 0);  // everything was released on the way out
+}
+
+}  // namespace
+}  // namespace remat
