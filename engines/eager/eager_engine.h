@@ -6,25 +6,16 @@
 #include <memory>
 #include <string>
 
-#include "engines/api/engine.h"
-#include "engines/api/kernels.h"
+#include "engines/autodiff/reverse_mode_engine.h"
 
 namespace remat {
 
-class EagerEngine : public Engine {
+class EagerEngine : public ReverseModeEngine {
  public:
-  // Runs ReverseMode on `kernels`; `name` is how the registry lists it.
+  // Checkpoint regions run inline: everything is stored.
   EagerEngine(std::string name, std::unique_ptr<Kernels> kernels)
-      : name_(std::move(name)), kernels_(std::move(kernels)) {}
-
-  std::string name() const override { return name_; }
-  DType dtype() const override { return kernels_->dtype(); }
-  Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
-                      const std::vector<int>& wrt, const RunOptions& options) override;
-
- private:
-  std::string name_;
-  std::unique_ptr<Kernels> kernels_;
+      : ReverseModeEngine(std::move(name), std::move(kernels),
+                          ReverseModeOptions{.honour_checkpoints = false}) {}
 };
 
 }  // namespace remat

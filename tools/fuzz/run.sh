@@ -16,8 +16,7 @@ if ! command -v clang++ >/dev/null; then
 fi
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 core=(engines/api/shape.cc engines/api/tensor.cc engines/api/memory_tracker.cc tools/npy.cc)
-cli=(engines/api/*.cc engines/autodiff/*.cc engines/eager/eager_engine.cc
-     engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
+cli=(engines/api/*.cc engines/autodiff/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
      engines/reference/reference_kernels.cc engines/reference/reference_engine.cc
      engines/recompute/recompute_engine.cc engines/schedule/schedule.cc problems/*.cc
      harness/conformance.cc harness/stats_json.cc tools/npy.cc tools/remat_cli.cc)
