@@ -447,3 +447,29 @@ TEST(TransformerStackTest, CheckpointEveryKBlocksEqualsEagerBitForBit) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+// PyTorch's checkpoint_every (seed 004's CheckpointedTransformer): one block
+// in k is checkpointed, the others store everything, so 1/k of the blocks
+// are recomputed; gradients equal eager's bit for bit.
+TEST(TransformerStackTest, CheckpointEveryKRecomputesOneBlockInK) {
+  const Problem& p = FindProblem("transformer_stack");
+  Case c = MakeCase(p, ResolveParams(p, {{"L", 4}}, /*test_sizes=*/true));
+  Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  Result every1 = MakeEngine("recompute")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  for (int64_t k : {1, 2, 4}) {
+    SCOPED_TRACE(k);
+    Result r = MakeEngine("recompute")->ValueAndGrad(
+        ApplySchedule(c.program, StrCat("checkpoint_every:", k)), c.inputs, c.wrt);
+    EXPECT_TRUE(BitwiseEqual(eager.value, r.value));
+    for (size_t i = 0; i < r.grads.size(); ++i) EXPECT_TRUE(BitwiseEqual(eager.grads[i], r.grads[i]));
+    EXPECT_EQ(r.stats.flops_recomputed, every1.stats.flops_recomputed / k);
+    EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
+  }
+  EXPECT_THROW(ApplySchedule(c.program, "checkpoint_every:0"), Error);
+}
+
+}  // namespace
+}  // namespace remat

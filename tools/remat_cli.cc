@@ -160,6 +160,7 @@ int List(std::ostream& out) {
   for (const std::string& name : Policy::Names()) out << "  " << name << "\n";
   out << "schedules (--schedule, for scans):\n";
   for (const std::string& form : ScheduleForms()) out << "  " << form << "\n";
+  out << "  checkpoint_every:K (PyTorch's: checkpoint one block in K, store the others)\n";
   return 0;
 }
 

@@ -206,7 +206,13 @@ std::shared_ptr<const Program> WithSchedule(const Program& p, const std::string&
                                             int* scans) {
   auto out = std::make_shared<Program>(p);
   for (Op& op : out->ops) {
-    if (op.kind == OpKind::kScan) {
+    if (op.kind == OpKind::kScan && CheckpointEvery(spec) > 0) {
+      ++*scans;
+      op.schedule = spec;
+      if (op.body->CountOps(OpKind::kCheckpoint) == 0) {
+        op.body = std::make_shared<const Program>(ApplyPolicy(*op.body, Policy()));
+      }
+    } else if (op.kind == OpKind::kScan) {
       ++*scans;
       op.schedule = spec;
       op.body = std::make_shared<const Program>(InlineCheckpoints(*op.body));
@@ -228,6 +234,17 @@ Program InlineCheckpoints(const Program& program) {
   for (int i = 0; i < program.num_params(); ++i) params.push_back(i);
   out.output = InlineInto(program, params, &out);
   return out;
+}
+
+int64_t CheckpointEvery(const std::string& spec) {
+  const std::string prefix = "checkpoint_every:";
+  if (spec.rfind(prefix, 0) != 0) return 0;
+  const std::string k = spec.substr(prefix.size());
+  if (k.empty() || k.size() > 9 || k.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoll(k) < 1) {
+    throw Error(StrCat("schedule '", spec, "': checkpoint_every takes a number of blocks >= 1"));
+  }
+  return std::stoll(k);
 }
 
 Program ApplySchedule(const Program& program, const std::string& spec) {

@@ -93,7 +93,14 @@ Program ApplyPolicy(const Program& program, const Policy& policy);
 // checkpoint regions inside the scans' bodies are inlined (the schedule, not
 // the body's policy, decides what is kept). A program without a scan is an
 // error that says so.
+// "checkpoint_every:K" is PyTorch's checkpoint_every (seed 004's
+// CheckpointedTransformer): the scan's body is checkpointed at steps i with
+// (i + 1) % K == 0 and runs storing everything at the others; the body's own
+// checkpoint regions are kept (a body without one is wrapped in one).
 Program ApplySchedule(const Program& program, const std::string& spec);
+
+// The K of a "checkpoint_every:K" spec, or 0 if `spec` is not one.
+int64_t CheckpointEvery(const std::string& spec);
 
 // `program` with every checkpoint region replaced by its body's ops.
 Program InlineCheckpoints(const Program& program);

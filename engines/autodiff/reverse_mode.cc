@@ -423,9 +423,10 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
                                     const std::vector<bool>& needs, OpTape* op_tape, bool run,
                                     const std::string& where, Tensor* out) {
   const Program& body = *op.body;
-  if (!options_.honour_checkpoints) {
+  if (!options_.honour_checkpoints || inline_checkpoints_) {
     // The store-everything baseline runs a checkpoint region inline (and
-    // never recomputes, so `run` is always true here).
+    // never recomputes, so `run` is always true here); so do the steps a
+    // checkpoint_every scan does not checkpoint.
     std::unique_ptr<Tape> body_tape;
     if (op_tape) body_tape = std::make_unique<Tape>();
     if (run) *out = Forward(body, in, needs, body_tape.get(), where, nullptr, nullptr);
@@ -477,7 +478,8 @@ std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tap
 Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vector<Tensor>& in,
                                 const std::vector<bool>& needs, OpTape* op_tape,
                                 const std::string& where) {
-  if (!op.schedule.empty() && op_tape && options_.honour_checkpoints) {
+  const int64_t every = CheckpointEvery(op.schedule);
+  if (!op.schedule.empty() && every == 0 && op_tape && options_.honour_checkpoints) {
     return ForwardScheduledScan(p, op, in, needs, op_tape, where);
   }
   const Program& body = *op.body;
@@ -498,8 +500,12 @@ Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vecto
       step_in.push_back(in[j].Slice(i));
       step_needs.push_back(needs[j]);
     }
+    // checkpoint_every:K: the steps between checkpointed ones store all.
+    const bool saved_inline = inline_checkpoints_;
+    if (every > 0 && (i + 1) % every != 0) inline_checkpoints_ = true;
     carry = Forward(body, std::move(step_in), step_needs, op_tape ? &op_tape->steps[i] : nullptr,
                     StrCat(where, "scan step ", i, ": "), nullptr, nullptr);
+    inline_checkpoints_ = saved_inline;
   }
   return carry;
 }

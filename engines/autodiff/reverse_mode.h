@@ -141,6 +141,7 @@ class ReverseMode {
   RunOptions run_options_;
   std::shared_ptr<MemoryTracker> tracker_;
   bool recomputing_ = false;
+  bool inline_checkpoints_ = false;  // in a step checkpoint_every stores
   int64_t recomputed_flops_ = 0;
   std::map<std::string, int64_t> op_runs_;
   std::vector<std::string>* schedule_ = nullptr;
