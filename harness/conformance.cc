@@ -21,6 +21,17 @@ Case MakeCase(const Problem& problem, const ParamValues& params, uint64_t seed) 
   return c;
 }
 
+std::optional<std::string> FirstBitDifference(const Result& a, const Result& b) {
+  if (!BitwiseEqual(a.value, b.value)) return "value";
+  if (a.grads.size() != b.grads.size()) {
+    return StrCat(a.grads.size(), " gradients against ", b.grads.size());
+  }
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    if (!BitwiseEqual(a.grads[i], b.grads[i])) return StrCat("gradient ", i);
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> OutputNames(const Case& c) {
   std::vector<std::string> names = {"value"};
   for (int w : c.wrt) names.push_back("grad " + c.program.param_names[w]);

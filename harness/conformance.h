@@ -5,6 +5,7 @@
 #define REMAT_HARNESS_CONFORMANCE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ struct Agreement {
 
 // Compares value and gradients of `got` with the reference's `ref`.
 Agreement CompareWithReference(const Case& c, const Result& got, const Result& ref);
+
+// Where two results' value and gradients differ in a single bit, as
+// "value" or "gradient i"; nothing when they are bit-for-bit equal (NaNs
+// compare by bits). The check every engine-vs-eager equality test uses.
+std::optional<std::string> FirstBitDifference(const Result& a, const Result& b);
 
 // Names of value/gradient tensors in Result order: "value", "grad w1", ...
 std::vector<std::string> OutputNames(const Case& c);

@@ -24,6 +24,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/registry.h"
+#include "harness/conformance.h"
 #include "harness/random_program.h"
 
 namespace remat {
@@ -53,14 +54,6 @@ Engine* MakeEngineCached(const std::string& name) {
   auto& e = engines[name];
   if (!e) e = MakeEngine(name);
   return e.get();
-}
-
-bool SameBits(const Result& a, const Result& b) {
-  if (!BitwiseEqual(a.value, b.value) || a.grads.size() != b.grads.size()) return false;
-  for (size_t i = 0; i < a.grads.size(); ++i) {
-    if (!BitwiseEqual(a.grads[i], b.grads[i])) return false;
-  }
-  return true;
 }
 
 // The first element where `got` differs from `want` by more than
@@ -157,7 +150,9 @@ std::optional<std::string> Check(const RandomCase& c, bool* rejected) {
   }
   for (const auto& [what, program] : programs) {
     Result r = recompute.ValueAndGrad(program, c.inputs, c.wrt);
-    if (!SameBits(e, r)) return StrCat("recompute (", what, ") differs from eager");
+    if (auto diff = FirstBitDifference(e, r)) {
+      return StrCat("recompute (", what, ") differs from eager in its ", *diff);
+    }
     if (r.stats.peak_bytes != r.stats.predicted_peak_bytes) {
       return StrCat("recompute (", what, "): measured peak ", r.stats.peak_bytes,
                     " != predicted ", r.stats.predicted_peak_bytes);

@@ -15,6 +15,10 @@
 #include "engines/api/error.h"
 
 namespace remat {
+
+// The dnnl::algorithm the header's int-typed helpers take (the header does
+// not include dnnl.hpp).
+constexpr int AlgorithmId(dnnl::algorithm a) { return static_cast<int>(a); }
 namespace {
 
 using Dims = dnnl::memory::dims;
@@ -367,11 +371,27 @@ void OneDnnKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b,
       [&] { state_->MatMul(a, transpose_a, b, transpose_b, out, tracker()); });
 }
 
-void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
+void OneDnnKernels::Eltwise(const char* op, int algorithm, const Tensor& x, Tensor& out) {
   if (out.num_elements() == 0) return;
-  Guarded([&] { return StrCat("relu on ", x.TypeString()); },
-          [&] { state_->EltwiseForward(dnnl::algorithm::eltwise_relu, x, out, tracker()); });
-  if (dry_run()) return;
+  Guarded([&] { return StrCat(op, " on ", x.TypeString()); },
+          [&] {
+            state_->EltwiseForward(static_cast<dnnl::algorithm>(algorithm), x, out, tracker());
+          });
+}
+
+void OneDnnKernels::EltwiseBackward(const char* op, int algorithm, const Tensor& x,
+                                    const Tensor& dy, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  Guarded([&] { return StrCat(op, " on ", Types({&x, &dy})); },
+          [&] {
+            state_->EltwiseBackward(static_cast<dnnl::algorithm>(algorithm), x, dy, out,
+                                    tracker());
+          });
+}
+
+void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
+  Eltwise("relu", AlgorithmId(dnnl::algorithm::eltwise_relu), x, out);
+  if (out.num_elements() == 0 || dry_run()) return;
   // With alpha == 0, oneDNN's JIT relu is max(x, 0) in vector registers,
   // which returns 0 for NaN. NaN must propagate (as in JAX and PyTorch), so
   // put the NaNs back.
@@ -384,15 +404,10 @@ void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
   }
 }
 
-void OneDnnKernels::DoReluBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
-  if (out.num_elements() == 0) return;
+void OneDnnKernels::DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   // eltwise_relu backward reads relu's input: dx = x > 0 ? dy : dy * 0, so
   // relu'(0) = 0.
-  Guarded([&] { return StrCat("relu_backward on ", Types({&y, &dy})); },
-          [&] {
-            state_->EltwiseBackward(dnnl::algorithm::eltwise_relu, y, dy, out,
-                                    tracker());
-          });
+  EltwiseBackward("relu_backward", AlgorithmId(dnnl::algorithm::eltwise_relu), x, dy, out);
 }
 
 void OneDnnKernels::DoSin(const Tensor& x, Tensor& out) {
@@ -416,17 +431,11 @@ void OneDnnKernels::DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out
 }
 
 void OneDnnKernels::DoSquare(const Tensor& x, Tensor& out) {
-  if (out.num_elements() == 0) return;
-  Guarded([&] { return StrCat("square on ", x.TypeString()); },
-          [&] { state_->EltwiseForward(dnnl::algorithm::eltwise_square, x, out, tracker()); });
+  Eltwise("square", AlgorithmId(dnnl::algorithm::eltwise_square), x, out);
 }
 
 void OneDnnKernels::DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
-  if (out.num_elements() == 0) return;
-  Guarded([&] { return StrCat("square_backward on ", Types({&x, &dy})); },
-          [&] {
-            state_->EltwiseBackward(dnnl::algorithm::eltwise_square, x, dy, out, tracker());
-          });
+  EltwiseBackward("square_backward", AlgorithmId(dnnl::algorithm::eltwise_square), x, dy, out);
 }
 
 void OneDnnKernels::DoAdd(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -561,17 +570,11 @@ void OneDnnKernels::DoSumLeading(const Tensor& x, Tensor& out) {
 }
 
 void OneDnnKernels::DoGelu(const Tensor& x, Tensor& out) {
-  if (out.num_elements() == 0) return;
-  Guarded([&] { return StrCat("gelu on ", x.TypeString()); },
-          [&] { state_->EltwiseForward(dnnl::algorithm::eltwise_gelu_tanh, x, out, tracker()); });
+  Eltwise("gelu", AlgorithmId(dnnl::algorithm::eltwise_gelu_tanh), x, out);
 }
 
 void OneDnnKernels::DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
-  if (out.num_elements() == 0) return;
-  Guarded([&] { return StrCat("gelu_backward on ", Types({&x, &dy})); },
-          [&] {
-            state_->EltwiseBackward(dnnl::algorithm::eltwise_gelu_tanh, x, dy, out, tracker());
-          });
+  EltwiseBackward("gelu_backward", AlgorithmId(dnnl::algorithm::eltwise_gelu_tanh), x, dy, out);
 }
 
 void OneDnnKernels::DoScale(const Tensor& x, double c, Tensor& out) {

@@ -94,6 +94,13 @@ class OneDnnKernels : public Kernels {
   void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) override;
 
  private:
+  // One eltwise primitive forward or backward (relu, square, gelu), with
+  // oneDNN's errors named: `algorithm` is a dnnl::algorithm, as an int so
+  // that this header needs no dnnl.hpp.
+  void Eltwise(const char* op, int algorithm, const Tensor& x, Tensor& out);
+  void EltwiseBackward(const char* op, int algorithm, const Tensor& x, const Tensor& dy,
+                       Tensor& out);
+
   // The engine, the stream and the primitive cache; defined in the .cc so
   // that users of this header do not compile dnnl.hpp.
   class State;

@@ -42,12 +42,8 @@ Program WithPolicy(const Program& p, const std::string& policy) {
 }
 
 void ExpectBitwiseEqual(const Result& a, const Result& b, const std::string& what) {
-  EXPECT_TRUE(BitwiseEqual(a.value, b.value)) << what << ": value " << a.value.at(0) << " vs "
-                                              << b.value.at(0);
-  ASSERT_EQ(a.grads.size(), b.grads.size()) << what;
-  for (size_t i = 0; i < a.grads.size(); ++i) {
-    EXPECT_TRUE(BitwiseEqual(a.grads[i], b.grads[i])) << what << ": gradient " << i;
-  }
+  const std::optional<std::string> diff = FirstBitDifference(a, b);
+  EXPECT_FALSE(diff.has_value()) << what << ": the " << diff.value_or("") << " differs";
 }
 
 class PolicyTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
