@@ -1400,28 +1400,29 @@ int64_t MinimumFeasibleBytes(const ChainCosts& c) {
 
 namespace schedule_internal {
 
-Schedule BudgetExact(const ChainCosts& c, int64_t budget, double max_work) {
+// Runs one of the DPs (StackDp, RotorDp) at the memory units its work and
+// table size allow.
+template <typename Dp>
+Schedule SolveBudget(const ChainCosts& c, int64_t budget, double max_work, double work,
+                     double entries) {
   CheckBudget(c, budget);
   if (StoreAllFits(c, budget)) return StoreAll(c, budget);
-  const double l = static_cast<double>(c.length());
-  const MemoryUnits units = ChooseUnits(c, budget, StackWork(l), StackEntries(l), max_work);
-  StackDp dp(c, budget, units.unit, units.levels);
-  if (!(dp.cost() < StackDp::kInf)) {
+  const MemoryUnits units = ChooseUnits(c, budget, work, entries, max_work);
+  Dp dp(c, budget, units.unit, units.levels);
+  if (!(dp.cost() < Dp::kInf)) {
     throw Error(StrCat("budget: internal error: no schedule found within ", budget, " bytes"));
   }
   return dp.Emit();
 }
 
-Schedule BudgetRotor(const ChainCosts& c, int64_t budget, double max_work) {
-  CheckBudget(c, budget);
-  if (StoreAllFits(c, budget)) return StoreAll(c, budget);
+Schedule BudgetExact(const ChainCosts& c, int64_t budget, double max_work) {
   const double l = static_cast<double>(c.length());
-  const MemoryUnits units = ChooseUnits(c, budget, RotorWork(l), RotorEntries(l), max_work);
-  RotorDp dp(c, budget, units.unit, units.levels);
-  if (!(dp.cost() < RotorDp::kInf)) {
-    throw Error(StrCat("budget: internal error: no schedule found within ", budget, " bytes"));
-  }
-  return dp.Emit();
+  return SolveBudget<StackDp>(c, budget, max_work, StackWork(l), StackEntries(l));
+}
+
+Schedule BudgetRotor(const ChainCosts& c, int64_t budget, double max_work) {
+  const double l = static_cast<double>(c.length());
+  return SolveBudget<RotorDp>(c, budget, max_work, RotorWork(l), RotorEntries(l));
 }
 
 Schedule BudgetUniform(const ChainCosts& c, int64_t budget, double max_work) {
