@@ -113,6 +113,16 @@ int& KinkCount() {
   return kinks;
 }
 
+// Cases run under a schedule, and of those, with a chain of regions.
+int& ScheduledCount() {
+  static int scheduled = 0;
+  return scheduled;
+}
+int& ChainCount() {
+  static int chains = 0;
+  return chains;
+}
+
 // The first property the case violates, or nothing.
 std::optional<std::string> Check(const RandomCase& c, bool* rejected) {
   Engine& eager = *MakeEngineCached("eager");
@@ -148,8 +158,27 @@ std::optional<std::string> Check(const RandomCase& c, bool* rejected) {
   for (const char* p : kWholePolicies) {
     programs.push_back({p, ApplyPolicy(c.program, Policy::Parse(p))});
   }
+  // A schedule over the case's scans and chains of regions, if it has any:
+  // one of these per case, by seed.
+  const char* const kSchedules[] = {"revolve:1", "bisect", "every:2", "sqrt", "budget:16KiB",
+                                    "checkpoint_every:2"};
+  const char* spec = kSchedules[c.seed % (sizeof(kSchedules) / sizeof(kSchedules[0]))];
+  try {
+    programs.push_back({StrCat("schedule ", spec), ApplySchedule(c.program, spec)});
+    ++ScheduledCount();
+    if (programs.back().second.CountOps(OpKind::kChain) > 0) ++ChainCount();
+  } catch (const Error&) {
+    // No scan and no chain: nothing to schedule.
+  }
   for (const auto& [what, program] : programs) {
-    Result r = recompute.ValueAndGrad(program, c.inputs, c.wrt);
+    Result r;
+    try {
+      r = recompute.ValueAndGrad(program, c.inputs, c.wrt);
+    } catch (const Error& error) {
+      // A budget below the smallest feasible is refused, with that number.
+      if (std::string(error.what()).find("the smallest feasible is") != std::string::npos) continue;
+      throw;
+    }
     if (auto diff = FirstBitDifference(e, r)) {
       return StrCat("recompute (", what, ") differs from eager in its ", *diff);
     }
@@ -227,9 +256,10 @@ TEST(FuzzTest, RandomProgramsAgreeAcrossEngines) {
       if (failures >= 3) break;
     }
   }
-  std::printf("fuzz: %d random programs checked; rejected: %d with mostly-zero gradients, %d on "
-              "a relu kink; %.1f s\n",
-              tried, rejected_count - KinkCount(), KinkCount(), elapsed());
+  std::printf("fuzz: %d random programs checked (%d under a schedule, %d of them with a chain of "
+              "regions); rejected: %d with mostly-zero gradients, %d on a relu kink; %.1f s\n",
+              tried, ScheduledCount(), ChainCount(), rejected_count - KinkCount(), KinkCount(),
+              elapsed());
   if (!f.seed) EXPECT_GT(tried, 0);
 }
 

@@ -58,16 +58,24 @@ class Generator {
       } else if (pick < 72) {
         pool.push_back(name(x, kLabels[Int(0, 2)]));
       } else if (pick < 86 && depth < options_.max_depth) {
-        // A checkpoint region over a few values of the pool.
-        std::vector<Var> args = {x};
-        if (Chance(60)) args.push_back(pool[Int(0, static_cast<int>(pool.size()) - 1)]);
-        const int inner_ops = Int(1, 4);
-        const Policy policy = Policy::Parse(kPolicies[Int(0, 9)]);
-        pool.push_back(checkpoint_n(
-            [this, inner_ops, depth](const std::vector<Var>& p) {
-              return Grow(p, inner_ops, depth + 1);
-            },
-            args, policy));
+        // A checkpoint region over a few values of the pool; one time in
+        // four a chain of regions, each reading the one before (what
+        // ApplySchedule groups into a kChain).
+        const int blocks = Chance(25) ? Int(2, 4) : 1;
+        const std::vector<Var> outer = pool;
+        Var carry = x;
+        for (int b = 0; b < blocks; ++b) {
+          std::vector<Var> args = {carry};
+          if (Chance(60)) args.push_back(outer[Int(0, static_cast<int>(outer.size()) - 1)]);
+          const int inner_ops = Int(1, 4);
+          const Policy policy = Policy::Parse(kPolicies[Int(0, 9)]);
+          carry = checkpoint_n(
+              [this, inner_ops, depth](const std::vector<Var>& p) {
+                return Grow(p, inner_ops, depth + 1);
+              },
+              args, policy);
+        }
+        pool.push_back(carry);
       } else if (depth == 0 && x.shape().rank() == 2) {
         // Scans only at the top level: their stacked input is a parameter there.
 

@@ -72,12 +72,17 @@ std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
 std::vector<int> WrtIndices(const Problem& problem, const Program& program) {
   std::vector<int> out;
   for (const std::string& name : problem.wrt()) {
-    auto it = std::find(program.param_names.begin(), program.param_names.end(), name);
-    if (it == program.param_names.end()) {
+    const bool prefix = !name.empty() && name.back() == '*';
+    const std::string stem = prefix ? name.substr(0, name.size() - 1) : name;
+    const size_t before = out.size();
+    for (int i = 0; i < program.num_params(); ++i) {
+      const std::string& input = program.param_names[i];
+      if (prefix ? input.rfind(stem, 0) == 0 : input == name) out.push_back(i);
+    }
+    if (out.size() == before) {
       throw Error(StrCat("problem ", problem.name(), ": wrt names '", name,
                          "', which is not an input (", Join(program.param_names, ", "), ")"));
     }
-    out.push_back(static_cast<int>(it - program.param_names.begin()));
   }
   return out;
 }
@@ -93,6 +98,7 @@ const std::vector<std::unique_ptr<Problem>>& AllProblems() {
     v->push_back(MakeSinPlain());
     v->push_back(MakeSinRecursive());
     v->push_back(MakeTransformerStack());
+    v->push_back(MakeMlpChain());
     return v;
   }();
   return *problems;

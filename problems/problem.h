@@ -40,7 +40,8 @@ class Problem {
   virtual std::vector<ParamSpec> params() const = 0;
   // The program for resolved parameters (see ResolveParams).
   virtual Program Build(const ParamValues& params) const = 0;
-  // The inputs whose gradients the problem asks for, by name.
+  // The inputs whose gradients the problem asks for, by name; "w*" names
+  // every input whose name starts with "w", in input order.
   virtual std::vector<std::string> wrt() const = 0;
   // Inputs are drawn uniformly from [offset - scale, offset + scale).
   virtual double InputScale(const std::string& input, const ParamValues& params) const;

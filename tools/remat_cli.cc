@@ -86,8 +86,9 @@ void AddCaseOptions(po::options_description* d, CaseOptions* o) {
       "NAME[:label,...]: set every checkpoint region's policy, or wrap the whole problem in "
       "one region with it (jax.checkpoint(f, policy=...)); remat list shows the names")(
       "schedule", po::value(&o->schedule),
-      "reverse every scan under a schedule: every:K, segments:K, sqrt, bisect, revolve:C, "
-      "budget:BYTES (the scan body's checkpoints are then inlined)");
+      "reverse every scan, and every chain of checkpointed blocks, under a schedule: every:K, "
+      "segments:K, sqrt, bisect, revolve:C, budget:BYTES, checkpoint_every:K (the schedule "
+      "then decides what is kept: the checkpoints inside a scan's body or a block are inlined)");
 }
 
 Case LoadCase(const CaseOptions& o, std::ostream& err) {
@@ -158,7 +159,7 @@ int List(std::ostream& out) {
   }
   out << "policies (--policy):\n";
   for (const std::string& name : Policy::Names()) out << "  " << name << "\n";
-  out << "schedules (--schedule, for scans):\n";
+  out << "schedules (--schedule, for scans and chains of checkpointed blocks):\n";
   for (const std::string& form : ScheduleForms()) out << "  " << form << "\n";
   out << "  checkpoint_every:K (PyTorch's: checkpoint one block in K, store the others)\n";
   return 0;
@@ -264,6 +265,7 @@ int PrintProgram(const std::vector<std::string>& args, std::ostream& out, std::o
     program = ApplyPolicy(program, Policy::Parse(o.policy));
     for (const std::string& w : PolicyWarnings(program)) err << "remat: " << w << "\n";
   }
+  if (!o.schedule.empty()) program = ApplySchedule(program, o.schedule);
   out << "# " << problem.name() << " " << FormatParams(params) << "\n" << ToString(program);
   return 0;
 }

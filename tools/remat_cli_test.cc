@@ -1,6 +1,7 @@
 #include "tools/remat_cli.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,25 @@ TEST(RematCliTest, ResidualsAndProgramListings) {
   Output p = Remat({"program", "--problem", "scan_stack", "--param", "L=3"});
   ASSERT_EQ(p.status, 0) << p.err;
   EXPECT_NE(p.out.find("scan[length=3]"), std::string::npos) << p.out;
+}
+
+TEST(RematCliTest, SchedulesApplyToAChainOfBlocks) {
+  // mlp_chain is a loop of checkpointed blocks (no scan): --schedule groups
+  // them into a chain and reverses it, the memory prediction holding.
+  Output p = Remat({"program", "--problem", "mlp_chain", "--param", "L=5", "--schedule",
+                    "revolve:2"});
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.out.find("chain[blocks=5, schedule=revolve:2]"), std::string::npos) << p.out;
+  Output r = Remat({"run", "--problem", "mlp_chain", "--param", "L=9", "--param", "d=32",
+                    "--engine", "recompute", "--schedule", "budget:256KiB", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["stats"]["peak_bytes"], j["stats"]["predicted_peak_bytes"]) << r.out;
+  EXPECT_GT(j["stats"]["flops_recomputed"].get<int64_t>(), 0) << r.out;
+  Output small = Remat({"run", "--problem", "mlp_chain", "--param", "d=32", "--engine",
+                        "recompute", "--schedule", "budget:64KiB"});
+  EXPECT_EQ(small.status, 1);
+  EXPECT_NE(small.err.find("the smallest feasible is"), std::string::npos) << small.err;
 }
 
 TEST(RematCliTest, BadInputIsAClearError) {

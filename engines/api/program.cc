@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "engines/api/error.h"
 
@@ -27,6 +28,7 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kMergeHeads: return "merge_heads";
     case OpKind::kCheckpoint: return "checkpoint";
     case OpKind::kScan: return "scan";
+    case OpKind::kChain: return "chain";
   }
   return "?";
 }
@@ -84,6 +86,10 @@ void Print(const Program& p, const std::string& dtype, const std::string& indent
     }
     if (op.kind == OpKind::kScan) {
       line += StrCat("[length=", p.shapes[op.inputs[1]].dim(0),
+                     op.schedule.empty() ? "" : ", schedule=" + op.schedule, "]");
+    }
+    if (op.kind == OpKind::kChain) {
+      line += StrCat("[blocks=", op.body->ops.size(),
                      op.schedule.empty() ? "" : ", schedule=" + op.schedule, "]");
     }
     for (int in : op.inputs) line += " " + ValueName(in);
@@ -187,7 +193,7 @@ int InlineInto(const Program& body, const std::vector<int>& args, Program* out) 
   for (const Op& op : body.ops) {
     std::vector<int> inputs;
     for (int v : op.inputs) inputs.push_back(id[v]);
-    if (op.kind == OpKind::kCheckpoint) {
+    if (op.kind == OpKind::kCheckpoint || op.kind == OpKind::kChain) {
       id[op.output] = InlineInto(*op.body, inputs, out);
       continue;
     }
@@ -202,11 +208,126 @@ int InlineInto(const Program& body, const std::vector<int>& args, Program* out) 
   return id[body.output];
 }
 
+// The chains of blocks in `p` (not inside its ops' bodies): [first, end) op
+// ranges of two or more consecutive checkpoint ops where each op after the
+// first reads its predecessor's output exactly once and nothing else reads
+// that output.
+std::vector<std::pair<int, int>> FindChains(const Program& p) {
+  std::vector<int> uses(p.num_values(), 0);
+  for (const Op& op : p.ops) {
+    for (int v : op.inputs) ++uses[v];
+  }
+  ++uses[p.output];
+  std::vector<std::pair<int, int>> out;
+  const int n = static_cast<int>(p.ops.size());
+  for (int first = 0; first < n;) {
+    int end = first + 1;
+    if (p.ops[first].kind == OpKind::kCheckpoint) {
+      while (end < n && p.ops[end].kind == OpKind::kCheckpoint &&
+             uses[p.ops[end - 1].output] == 1 &&
+             std::count(p.ops[end].inputs.begin(), p.ops[end].inputs.end(),
+                        p.ops[end - 1].output) == 1) {
+        ++end;
+      }
+    }
+    if (end - first >= 2) out.emplace_back(first, end);
+    first = end;
+  }
+  return out;
+}
+
+// A kChain op for the blocks p.ops[first, end), reading and writing values
+// of `out` (ids[v]: the id in `out` of p's value v). Its body's parameters
+// are the chain's input, then every other value the blocks read, in order
+// of first use.
+Op MakeChain(const Program& p, int first, int end, const std::vector<int>& ids, Program* out) {
+  auto body = std::make_shared<Program>();
+  body->name = StrCat(p.name, " chain");
+  std::vector<int> in_body(p.num_values(), -1);  // p's value -> body value
+  Op chain;
+  chain.kind = OpKind::kChain;
+  chain.site = p.ops[first].site;
+  chain.scope = p.ops[first].scope;
+  auto add_param = [&](int v) {
+    in_body[v] = body->num_params();
+    body->param_names.push_back(v < p.num_params() ? p.param_names[v] : "");
+    body->shapes.push_back(p.shapes[v]);
+    chain.inputs.push_back(ids[v]);
+  };
+  // Parameter 0, the chain's input, is block 0's first input. Which of block
+  // 0's inputs it is does not matter to a schedule: position 0 is the
+  // caller's and every input of block 0 is a parameter of the chain.
+  add_param(p.ops[first].inputs[0]);
+  // Parameters come first: every value the blocks read that no block makes.
+  for (int k = first; k < end; ++k) {
+    for (int v : p.ops[k].inputs) {
+      const bool carry = k > first && v == p.ops[k - 1].output;
+      if (!carry && in_body[v] < 0) add_param(v);
+    }
+  }
+  for (int k = first; k < end; ++k) {
+    Op block = p.ops[k];
+    for (int& v : block.inputs) v = in_body[v];
+    block.output = body->num_values();
+    body->shapes.push_back(p.shapes[p.ops[k].output]);
+    in_body[p.ops[k].output] = block.output;
+    body->ops.push_back(std::move(block));
+  }
+  body->output = body->ops.back().output;
+  chain.output = out->num_values();
+  out->shapes.push_back(p.shapes[p.ops[end - 1].output]);
+  chain.body = std::move(body);
+  return chain;
+}
+
 std::shared_ptr<const Program> WithSchedule(const Program& p, const std::string& spec,
                                             int* scans) {
-  auto out = std::make_shared<Program>(p);
-  for (Op& op : out->ops) {
-    if (op.kind == OpKind::kScan && CheckpointEvery(spec) > 0) {
+  const int64_t every = CheckpointEvery(spec);
+  const std::vector<std::pair<int, int>> chains = FindChains(p);
+  auto out = std::make_shared<Program>();
+  out->name = p.name;
+  out->param_names = p.param_names;
+  out->shapes.assign(p.shapes.begin(), p.shapes.begin() + p.num_params());
+  std::vector<int> ids(p.num_values(), -1);
+  for (int i = 0; i < p.num_params(); ++i) ids[i] = i;
+  size_t next_chain = 0;
+  for (int k = 0; k < static_cast<int>(p.ops.size()); ++k) {
+    if (next_chain < chains.size() && chains[next_chain].first == k) {
+      const auto [first, end] = chains[next_chain++];
+      ++*scans;
+      if (every > 0) {
+        // checkpoint_every: keep block i a region when (i + 1) % K == 0,
+        // inline the others.
+        for (int b = first; b < end; ++b) {
+          const Op& block = p.ops[b];
+          std::vector<int> inputs;
+          for (int v : block.inputs) inputs.push_back(ids[v]);
+          if ((b - first + 1) % every != 0) {
+            ids[block.output] = InlineInto(*block.body, inputs, out.get());
+            continue;
+          }
+          Op copy = block;
+          copy.inputs = inputs;
+          copy.output = out->num_values();
+          out->shapes.push_back(p.shapes[block.output]);
+          ids[block.output] = copy.output;
+          out->ops.push_back(std::move(copy));
+        }
+      } else {
+        Op chain = MakeChain(p, first, end, ids, out.get());
+        chain.schedule = spec;
+        ids[p.ops[end - 1].output] = chain.output;
+        out->ops.push_back(std::move(chain));
+      }
+      k = end - 1;
+      continue;
+    }
+    Op op = p.ops[k];
+    for (int& v : op.inputs) v = ids[v];
+    op.output = out->num_values();
+    out->shapes.push_back(p.shapes[p.ops[k].output]);
+    ids[p.ops[k].output] = op.output;
+    if (op.kind == OpKind::kScan && every > 0) {
       ++*scans;
       op.schedule = spec;
       if (op.body->CountOps(OpKind::kCheckpoint) == 0) {
@@ -219,7 +340,9 @@ std::shared_ptr<const Program> WithSchedule(const Program& p, const std::string&
     } else if (op.body) {
       op.body = WithSchedule(*op.body, spec, scans);
     }
+    out->ops.push_back(std::move(op));
   }
+  out->output = ids[p.output];
   return out;
 }
 
@@ -252,7 +375,8 @@ Program ApplySchedule(const Program& program, const std::string& spec) {
   Program out = *WithSchedule(program, spec, &scans);
   if (scans == 0) {
     throw Error(StrCat("schedule '", spec, "': program ", program.name,
-                       " has no scan; schedules reverse a scan's steps (try scan_stack)"));
+                       " has no scan and no chain of checkpointed blocks; schedules reverse a "
+                       "scan's steps or a chain's blocks (try scan_stack or mlp_chain)"));
   }
   return out;
 }

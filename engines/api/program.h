@@ -10,6 +10,13 @@
 // - kScan: inputs are [carry, xs_1, ..., xs_k], each xs with leading axis L;
 //   the body maps (carry, x_1[i], ..., x_k[i]) to the next carry, and the op's
 //   output is the carry after L steps (lax.scan with no per-step outputs).
+// - kChain: a chain of checkpointed blocks grouped by ApplySchedule so that a
+//   schedule can reverse it (a block is to a chain what a step is to a scan).
+//   The body's parameters are the op's inputs (parameter 0 is block 0's first
+//   input); the body's ops are the blocks, each a kCheckpoint: every input of
+//   block 0 is a body parameter; block i > 0 reads block i-1's output (the
+//   carry) once, and its other inputs are body parameters. The body's output is
+//   the last block's. Run inline it is exactly its blocks.
 #ifndef REMAT_ENGINES_API_PROGRAM_H_
 #define REMAT_ENGINES_API_PROGRAM_H_
 
@@ -42,6 +49,7 @@ enum class OpKind {
   kMergeHeads,  // (B*H, S, Dh) -> (B*S, H*Dh); attr `ints` = {B}
   kCheckpoint,
   kScan,
+  kChain,
 };
 const char* OpKindName(OpKind kind);  // "matmul", "relu", ...
 
@@ -54,11 +62,11 @@ struct Op {
   std::string site;         // where it was traced: "problems/layer_loss.cc:40"
   std::string scope;        // the enclosing labelled function, e.g. "middle"
   std::string name;         // kName: the label; kCheckpoint, kScan: the region label
-  std::shared_ptr<const Program> body;  // kCheckpoint, kScan
+  std::shared_ptr<const Program> body;  // kCheckpoint, kScan, kChain
   Policy policy;                        // kCheckpoint
   double scalar = 0.0;                  // kScale: the constant c
   std::vector<int64_t> ints;            // kSplitHeads: {batch, heads}; kMergeHeads: {batch}
-  std::string schedule;                 // kScan: a schedule spec, e.g. "revolve:8" (engines/schedule)
+  std::string schedule;                 // kScan, kChain: a schedule spec, e.g. "revolve:8" (engines/schedule)
 };
 
 struct Program {
@@ -87,16 +95,27 @@ struct Program {
 // is wrapped whole in one region with `policy`.
 Program ApplyPolicy(const Program& program, const Policy& policy);
 
-// A schedule applied from the calling side: every scan of `program` is
-// reversed under `spec` ("every:4", "sqrt", "revolve:8", "budget:256MiB"; see
-// engines/schedule/schedule.h) by engines that honour checkpoints, and the
-// checkpoint regions inside the scans' bodies are inlined (the schedule, not
-// the body's policy, decides what is kept). A program without a scan is an
-// error that says so.
+// A schedule applied from the calling side, to scans and to chains of
+// blocks, without editing the problem:
+// - every scan of `program` is reversed under `spec` ("every:4", "sqrt",
+//   "revolve:8", "budget:256MiB"; see engines/schedule/schedule.h) by engines
+//   that honour checkpoints, and the checkpoint regions inside the scans'
+//   bodies are inlined (the schedule, not the body's policy, decides what is
+//   kept);
+// - every chain of blocks (two or more consecutive checkpoint ops, each
+//   reading the previous one's output, which nothing else reads: a Python
+//   loop of checkpoint(block) calls, PyTorch's nn.Sequential under
+//   checkpoint_sequential) is grouped into a kChain op reversed under `spec`;
+//   a block's position in the chain is its step, its own policy and nested
+//   regions give way to the schedule. Chains are looked for at every level
+//   outside scans.
+// A program with neither is an error that says so.
 // "checkpoint_every:K" is PyTorch's checkpoint_every (seed 004's
-// CheckpointedTransformer): the scan's body is checkpointed at steps i with
+// CheckpointedTransformer): a scan's body is checkpointed at steps i with
 // (i + 1) % K == 0 and runs storing everything at the others; the body's own
-// checkpoint regions are kept (a body without one is wrapped in one).
+// checkpoint regions are kept (a body without one is wrapped in one). In a
+// chain, block i stays checkpointed if (i + 1) % K == 0 and is inlined (stores
+// everything) otherwise.
 Program ApplySchedule(const Program& program, const std::string& spec);
 
 // The K of a "checkpoint_every:K" spec, or 0 if `spec` is not one.

@@ -129,3 +129,76 @@ TEST(ApplyPolicyTest, SetsEveryRegionOrWrapsTheWholeFunction) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+Var Dense(Var y, Var w) { return relu(matmul(y, w)); }
+
+// y -> checkpoint(Dense)(y, w_i) for i < blocks -> sum(y^2); when `leak`,
+// block 0's output is also added to the loss (so blocks 0 and 1 are no
+// chain).
+Program Blocks(int blocks, bool leak = false) {
+  std::vector<ParamDecl> params;
+  for (int i = 0; i < blocks; ++i) params.push_back({StrCat("w", i), Shape({4, 4})});
+  params.push_back({"x", Shape({2, 4})});
+  return Trace("blocks", params, [blocks, leak](const std::vector<Var>& in) {
+    Var y = in[blocks];
+    Var first;
+    for (int i = 0; i < blocks; ++i) {
+      y = checkpoint(Dense, Policy(), "dense")(y, in[i]);
+      if (i == 0) first = y;
+    }
+    return leak ? sum(add(square(y), square(first))) : sum(square(y));
+  });
+}
+
+TEST(ApplyScheduleTest, GroupsAChainOfBlocks) {
+  Program scheduled = ApplySchedule(Blocks(4), "revolve:2");
+  // chain, square, sum.
+  ASSERT_EQ(scheduled.ops.size(), 3u);
+  const Op& chain = scheduled.ops[0];
+  EXPECT_EQ(chain.kind, OpKind::kChain);
+  EXPECT_EQ(chain.schedule, "revolve:2");
+  // x first (block 0's first input), then the weights in order of use.
+  EXPECT_EQ(chain.inputs, (std::vector<int>{4, 0, 1, 2, 3}));
+  EXPECT_EQ(chain.body->ops.size(), 4u);
+  EXPECT_EQ(chain.body->CountOps(OpKind::kCheckpoint), 4);
+  EXPECT_NE(ToString(scheduled).find("chain[blocks=4, schedule=revolve:2]"), std::string::npos)
+      << ToString(scheduled);
+  // Inlined, the chain is its blocks' ops again.
+  EXPECT_EQ(InlineCheckpoints(scheduled).CountOps(OpKind::kMatMul), 4);
+  EXPECT_EQ(InlineCheckpoints(scheduled).CountOps(OpKind::kChain), 0);
+}
+
+TEST(ApplyScheduleTest, AValueReadOutsideTheChainEndsIt) {
+  // Block 0's output is read by the loss too: blocks 1..3 form the chain.
+  Program scheduled = ApplySchedule(Blocks(4, /*leak=*/true), "sqrt");
+  EXPECT_EQ(scheduled.ops[0].kind, OpKind::kCheckpoint);
+  EXPECT_EQ(scheduled.ops[1].kind, OpKind::kChain);
+  EXPECT_EQ(scheduled.ops[1].body->ops.size(), 3u);
+  // One block is no chain, and no scan either: a clear error.
+  try {
+    ApplySchedule(Blocks(1), "sqrt");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no scan and no chain of checkpointed blocks"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ApplyScheduleTest, CheckpointEveryKeepsEveryKthBlock) {
+  // Blocks 1 and 3 ((i + 1) % 2 == 0) stay regions; 0 and 2 are inlined.
+  Program scheduled = ApplySchedule(Blocks(4), "checkpoint_every:2");
+  EXPECT_EQ(scheduled.CountOps(OpKind::kChain), 0);
+  ASSERT_EQ(scheduled.CountOps(OpKind::kCheckpoint), 2);
+  std::vector<OpKind> kinds;
+  for (const Op& op : scheduled.ops) kinds.push_back(op.kind);
+  EXPECT_EQ(kinds, (std::vector<OpKind>{OpKind::kMatMul, OpKind::kRelu, OpKind::kCheckpoint,
+                                        OpKind::kMatMul, OpKind::kRelu, OpKind::kCheckpoint,
+                                        OpKind::kSquare, OpKind::kSum}));
+}
+
+}  // namespace
+}  // namespace remat

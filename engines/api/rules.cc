@@ -29,6 +29,7 @@ int64_t ForwardFlops(const Program& p) {
         flops += 7 * out.num_elements();  // as Kernels::LayerNorm counts it
         break;
       case OpKind::kCheckpoint:
+      case OpKind::kChain:
         flops += ForwardFlops(*op.body);
         break;
       case OpKind::kScan:
@@ -42,7 +43,7 @@ int64_t ForwardFlops(const Program& p) {
 }
 
 bool IsPrimitive(OpKind kind) {
-  return kind != OpKind::kCheckpoint && kind != OpKind::kScan;
+  return kind != OpKind::kCheckpoint && kind != OpKind::kScan && kind != OpKind::kChain;
 }
 
 // Rules are listed op by op: forward, what it saves, backward.
@@ -119,6 +120,7 @@ Saves SavesFor(OpKind kind, const std::vector<bool>& needs) {
       break;
     case OpKind::kCheckpoint:
     case OpKind::kScan:
+    case OpKind::kChain:
       throw Error(StrCat("SavesFor: ", OpKindName(kind), " is not a primitive op"));
   }
   return s;
@@ -183,7 +185,8 @@ Tensor Forward(Kernels& k, const Op& op, const std::vector<Tensor>& in) {
     case OpKind::kSplitHeads: return k.SplitHeads(in[0], Int(op, 0), Int(op, 1));
     case OpKind::kMergeHeads: return k.MergeHeads(in[0], Int(op, 0));
     case OpKind::kCheckpoint:
-    case OpKind::kScan: break;
+    case OpKind::kScan:
+    case OpKind::kChain: break;
   }
   throw Error(StrCat("Forward: ", OpKindName(kind), " is not a primitive op"));
 }
@@ -253,6 +256,7 @@ std::vector<Tensor> Backward(Kernels& k, const Op& op, const std::vector<Tensor>
       break;
     case OpKind::kCheckpoint:
     case OpKind::kScan:
+    case OpKind::kChain:
       throw Error(StrCat("Backward: ", OpKindName(kind), " is not a primitive op"));
   }
   return d;

@@ -28,6 +28,9 @@ std::vector<bool> ValueNeeds(const Program& p, const std::vector<bool>& param_ne
   return needs;
 }
 
+// Scans and chains: ops that record their steps.
+bool IsLoop(OpKind kind) { return kind == OpKind::kScan || kind == OpKind::kChain; }
+
 // The index of the last op that reads each value (-1: none).
 std::vector<int> LastUses(const Program& p) {
   std::vector<int> last(p.num_values(), -1);
@@ -299,13 +302,13 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
     std::vector<bool> wanted = ResidualValues(p, needs);
     for (int k = num_ops - 1; k >= 0; --k) {
       const Op& op = p.ops[k];
-      // A scan is never substituted: it must run to record its steps.
-      const bool saved = recompute->saved->count(op.output) > 0 && op.kind != OpKind::kScan;
+      // A scan or chain is never substituted: it must run to record its steps.
+      const bool saved = recompute->saved->count(op.output) > 0 && !IsLoop(op.kind);
       // Honoured checkpoints with a saving policy and scans must run to
       // record their residuals; a checkpoint that saves nothing only needs
       // its inputs kept.
       const bool records = needs[op.output] &&
-                           (op.kind == OpKind::kScan ||
+                           (IsLoop(op.kind) ||
                             (op.kind == OpKind::kCheckpoint &&
                              (!options_.honour_checkpoints ||
                               op.policy.kind() != PolicyKind::kNothingSaveable)));
@@ -332,7 +335,7 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
 
     Tensor out;
     const Tensor* saved = nullptr;
-    if (recompute && op.kind != OpKind::kScan) {
+    if (recompute && !IsLoop(op.kind)) {
       auto it = recompute->saved->find(op.output);
       if (it != recompute->saved->end()) saved = &it->second;
     }
@@ -353,6 +356,8 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
       out = remat::Forward(*kernels_, op, in);
     } else if (op.kind == OpKind::kCheckpoint) {
       ForwardCheckpoint(op, in, in_needs, op_tape, /*run=*/true, where, &out);
+    } else if (op.kind == OpKind::kChain) {
+      out = ForwardChain(op, in, in_needs, op_tape, where);
     } else {
       out = ForwardScan(p, op, in, in_needs, op_tape, where);
     }
@@ -512,9 +517,12 @@ Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vecto
 
 std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor dout,
                                           const std::vector<bool>& param_needs,
-                                          const std::string& where) {
+                                          const std::string& where, std::vector<Tensor>* sums) {
   const std::vector<bool> needs = ValueNeeds(p, param_needs);
   std::vector<Tensor> cot(p.num_values());
+  if (sums) {
+    for (int i = 0; i < p.num_params(); ++i) cot[i] = std::move((*sums)[i]);
+  }
   cot[p.output] = std::move(dout);
 
   for (int k = static_cast<int>(p.ops.size()) - 1; k >= 0; --k) {
@@ -536,6 +544,15 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
                             op_tape.needs);
     } else if (op.kind == OpKind::kCheckpoint) {
       din = BackwardCheckpoint(op, &op_tape, d, where);
+    } else if (op.kind == OpKind::kChain) {
+      // The chain continues its inputs' sums (the ungrouped blocks would
+      // have added to them one by one): same order of additions, same bits.
+      std::vector<Tensor> sums;
+      for (int v : op.inputs) sums.push_back(std::move(cot[v]));
+      sums = BackwardChain(op, &op_tape, d, std::move(sums), where);
+      for (size_t i = 0; i < op.inputs.size(); ++i) cot[op.inputs[i]] = std::move(sums[i]);
+      op_tape = OpTape();
+      continue;
     } else {
       din = BackwardScan(p, op, &op_tape, d, op_tape.needs, where);
     }
@@ -547,7 +564,7 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
   }
   std::vector<Tensor> out(p.num_params());
   for (int i = 0; i < p.num_params(); ++i) {
-    if (param_needs[i]) out[i] = std::move(cot[i]);
+    if (param_needs[i] || sums) out[i] = std::move(cot[i]);
   }
   return out;
 }
@@ -665,11 +682,49 @@ Tensor ReverseMode::ForwardScheduledScan(const Program& p, const Op& op,
                                          const std::string& where) {
   op_tape->schedule = MakeSchedule(p, op);
   op_tape->inputs = in;  // the carry at position 0 and the stacked xs
-  Tensor carry = in[0];
+  Steps steps;
+  steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
+    return ScanStep(op, i, carry, in, needs, tape, where);
+  };
+  return ForwardScheduled(op, steps, in[0], op_tape);
+}
+
+std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const Op& op,
+                                                       OpTape* op_tape, const Tensor& dout,
+                                                       const std::vector<bool>& needs,
+                                                       const std::string& where) {
+  const std::vector<Tensor> in = op_tape->inputs;
+  std::vector<Tensor> din(needs.size());
+  for (size_t j = 1; j < needs.size(); ++j) {
+    if (needs[j]) din[j] = Tensor::Zeros(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
+  }
+  Steps steps;
+  steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
+    return ScanStep(op, i, carry, in, needs, tape, where);
+  };
+  steps.backward = [&](int64_t i, Tape* tape, Tensor carry_cot) {
+    std::vector<Tensor> d = Backward(*op.body, tape, std::move(carry_cot), StepNeeds(needs, i),
+                                     StrCat(where, "scan step ", i, ": "));
+    for (size_t j = 1; j < needs.size(); ++j) {
+      if (needs[j] && d[j].defined() && !d[j].dry()) {
+        Tensor slot = din[j].Slice(i);
+        std::memcpy(slot.raw(), d[j].raw(), slot.bytes());
+      }
+    }
+    return std::move(d[0]);
+  };
+  Tensor carry_cot = BackwardScheduled(steps, in[0], dout, op_tape);
+  if (needs[0]) din[0] = std::move(carry_cot);
+  return din;
+}
+
+Tensor ReverseMode::ForwardScheduled(const Op& op, const Steps& steps, const Tensor& input,
+                                     OpTape* op_tape) {
+  Tensor carry = input;
   int64_t pos = 0;
   for (const Action& a : op_tape->schedule->forward) {
     if (a.kind == ActionKind::kAdvance) {
-      for (int64_t i = pos; i < pos + a.n; ++i) carry = ScanStep(op, i, carry, in, needs, nullptr, where);
+      for (int64_t i = pos; i < pos + a.n; ++i) carry = steps.forward(i, carry, nullptr);
       pos += a.n;
     } else if (a.kind == ActionKind::kSnapshot) {
       op_tape->snapshots[pos] = carry;
@@ -681,25 +736,17 @@ Tensor ReverseMode::ForwardScheduledScan(const Program& p, const Op& op,
   return carry;
 }
 
-std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const Op& op,
-                                                       OpTape* op_tape, const Tensor& dout,
-                                                       const std::vector<bool>& needs,
-                                                       const std::string& where) {
-  const Program& body = *op.body;
-  const std::vector<Tensor> in = op_tape->inputs;
-  std::vector<Tensor> din(needs.size());
-  for (size_t j = 1; j < needs.size(); ++j) {
-    if (needs[j]) din[j] = Tensor::Zeros(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
-  }
+Tensor ReverseMode::BackwardScheduled(const Steps& steps, const Tensor& input, Tensor dout,
+                                      OpTape* op_tape) {
   const bool was_recomputing = recomputing_;
   recomputing_ = true;
   Tensor carry;
-  Tensor carry_cot = dout;
+  Tensor carry_cot = std::move(dout);
   int64_t pos = -1;
   for (const Action& a : op_tape->schedule->backward) {
     switch (a.kind) {
       case ActionKind::kRestore:
-        carry = a.n == 0 ? in[0] : op_tape->snapshots.at(a.n);
+        carry = a.n == 0 ? input : op_tape->snapshots.at(a.n);
         pos = a.n;
         break;
       case ActionKind::kSnapshot:
@@ -711,7 +758,7 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
       case ActionKind::kAdvance: {
         const int64_t flops_before = kernels_->flops();
         ScopedSite site(tracker_.get(), Category::kActivations, tracker_->site());
-        for (int64_t i = pos; i < pos + a.n; ++i) carry = ScanStep(op, i, carry, in, needs, nullptr, where);
+        for (int64_t i = pos; i < pos + a.n; ++i) carry = steps.forward(i, carry, nullptr);
         recomputed_flops_ += kernels_->flops() - flops_before;
         pos += a.n;
         break;
@@ -724,23 +771,15 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
         {
           ScopedSite site(tracker_.get(), Category::kActivations, tracker_->site());
           for (int64_t i = pos; i < pos + a.n; ++i) {
-            carry = ScanStep(op, i, carry, in, needs, &tapes[i - pos], where);
+            carry = steps.forward(i, carry, &tapes[i - pos]);
           }
         }
         recomputed_flops_ += kernels_->flops() - flops_before;
         carry = Tensor();
         recomputing_ = was_recomputing;
         for (int64_t i = pos + a.n - 1; i >= pos && carry_cot.defined(); --i) {
-          std::vector<Tensor> d = Backward(body, &tapes[i - pos], std::move(carry_cot),
-                                           StepNeeds(needs, i), StrCat(where, "scan step ", i, ": "));
+          carry_cot = steps.backward(i, &tapes[i - pos], std::move(carry_cot));
           tapes[i - pos] = Tape();
-          for (size_t j = 1; j < needs.size(); ++j) {
-            if (needs[j] && d[j].defined() && !d[j].dry()) {
-              Tensor slot = din[j].Slice(i);
-              std::memcpy(slot.raw(), d[j].raw(), slot.bytes());
-            }
-          }
-          carry_cot = std::move(d[0]);
         }
         recomputing_ = true;
         break;
@@ -749,8 +788,130 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
   }
   recomputing_ = was_recomputing;
   op_tape->snapshots.clear();
-  if (needs[0]) din[0] = carry_cot;
-  return din;
+  return carry_cot;
+}
+
+namespace {
+
+// The position of the carry among block i's inputs: the value block i-1
+// produced (block 0 has none: -1).
+int CarryInput(const Program& chain, int64_t i) {
+  if (i == 0) return -1;
+  const Op& block = chain.ops[i];
+  for (size_t j = 0; j < block.inputs.size(); ++j) {
+    if (block.inputs[j] == chain.ops[i - 1].output) return static_cast<int>(j);
+  }
+  throw Error(StrCat("chain ", chain.name, ": block ", i, " (", Program::Describe(block),
+                     ") does not read block ", i - 1, "'s output"));
+}
+
+}  // namespace
+
+std::shared_ptr<const Schedule> ReverseMode::MakeChainSchedule(const Op& op) {
+  const Program& chain = *op.body;
+  const int64_t item = DTypeSize(kernels_->dtype());
+  ChainCosts costs;
+  for (const Op& block : chain.ops) {
+    // The block as the schedule runs it: nested regions inline.
+    const Program body = InlineCheckpoints(*block.body);
+    std::vector<bool> param_needs(body.num_params(), true);
+    const std::vector<bool> wanted = ResidualValues(body, ValueNeeds(body, param_needs));
+    int64_t residual_bytes = 0;
+    for (int v = body.num_params(); v < body.num_values(); ++v) {
+      if (wanted[v]) residual_bytes += body.shapes[v].num_elements() * item;
+    }
+    costs.step_flops.push_back(static_cast<double>(ForwardFlops(body)));
+    costs.residual_bytes.push_back(residual_bytes);
+    costs.carry_bytes.push_back(costs.carry_bytes.empty()
+                                    ? chain.shapes[0].num_elements() * item
+                                    : chain.shapes[block.inputs[CarryInput(
+                                          chain, static_cast<int64_t>(costs.carry_bytes.size()))]]
+                                              .num_elements() *
+                                          item);
+  }
+  costs.carry_bytes.push_back(chain.shapes[chain.output].num_elements() * item);
+  return std::make_shared<Schedule>(ParseSchedule(op.schedule, costs));
+}
+
+Tensor ReverseMode::ChainStep(const Op& op, int64_t i, const Tensor& carry,
+                              const std::vector<Tensor>& in, const std::vector<bool>& value_needs,
+                              Tape* tape, const std::string& where) {
+  const Program& chain = *op.body;
+  const Op& block = chain.ops[i];
+  const int carry_input = CarryInput(chain, i);
+  std::vector<Tensor> block_in;
+  std::vector<bool> block_needs;
+  for (size_t j = 0; j < block.inputs.size(); ++j) {
+    const int v = block.inputs[j];
+    block_in.push_back(static_cast<int>(j) == carry_input ? carry : in[v]);
+    block_needs.push_back(value_needs[v]);
+  }
+  // The schedule decides what is kept: the block's own policy and nested
+  // regions give way, as in a scheduled scan's body.
+  const bool saved_inline = inline_checkpoints_;
+  inline_checkpoints_ = true;
+  Tensor out = Forward(*block.body, std::move(block_in), block_needs, tape,
+                       StrCat(where, "chain block ", i, ": "), nullptr, nullptr);
+  inline_checkpoints_ = saved_inline;
+  return out;
+}
+
+Tensor ReverseMode::ForwardChain(const Op& op, const std::vector<Tensor>& in,
+                                 const std::vector<bool>& needs, OpTape* op_tape,
+                                 const std::string& where) {
+  const Program& chain = *op.body;
+  if (op_tape == nullptr || !options_.honour_checkpoints || op.schedule.empty()) {
+    // Inline: exactly the blocks, as the program was before grouping.
+    std::unique_ptr<Tape> body_tape;
+    if (op_tape) body_tape = std::make_unique<Tape>();
+    Tensor out = Forward(chain, in, needs, body_tape.get(), where, nullptr, nullptr);
+    if (op_tape) op_tape->body = std::move(body_tape);
+    return out;
+  }
+  op_tape->schedule = MakeChainSchedule(op);
+  op_tape->inputs = in;
+  const std::vector<bool> value_needs = ValueNeeds(chain, needs);
+  Steps steps;
+  steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
+    return ChainStep(op, i, carry, in, value_needs, tape, where);
+  };
+  return ForwardScheduled(op, steps, in[0], op_tape);
+}
+
+std::vector<Tensor> ReverseMode::BackwardChain(const Op& op, OpTape* op_tape, const Tensor& dout,
+                                               std::vector<Tensor> sums,
+                                               const std::string& where) {
+  const Program& chain = *op.body;
+  if (!op_tape->schedule) {
+    return Backward(chain, op_tape->body.get(), dout, op_tape->needs, where, &sums);
+  }
+  const std::vector<Tensor> in = op_tape->inputs;
+  const std::vector<bool> value_needs = ValueNeeds(chain, op_tape->needs);
+  // The chain's cotangents, accumulated block by block from the last, each
+  // block's inputs in input order: the arithmetic of running the blocks
+  // inline, so the gradients are eager's bit for bit.
+  std::vector<Tensor> cot(chain.num_values());
+  for (int j = 0; j < chain.num_params(); ++j) cot[j] = std::move(sums[j]);
+  Steps steps;
+  steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
+    return ChainStep(op, i, carry, in, value_needs, tape, where);
+  };
+  steps.backward = [&](int64_t i, Tape* tape, Tensor carry_cot) {
+    const Op& block = chain.ops[i];
+    if (!value_needs[block.output]) return Tensor();
+    std::vector<bool> block_needs;
+    for (int v : block.inputs) block_needs.push_back(value_needs[v]);
+    tracker_->set_site(StrCat(where, "chain block ", i, ": ", Program::Describe(block)));
+    std::vector<Tensor> d = Backward(*block.body, tape, std::move(carry_cot), block_needs,
+                                     StrCat(where, "chain block ", i, ": "));
+    for (size_t j = 0; j < block.inputs.size(); ++j) {
+      if (d[j].defined()) Accumulate(&cot[block.inputs[j]], d[j]);
+    }
+    return i == 0 ? Tensor() : std::move(cot[chain.ops[i - 1].output]);
+  };
+  BackwardScheduled(steps, in[0], dout, op_tape);
+  for (int j = 0; j < chain.num_params(); ++j) sums[j] = std::move(cot[j]);
+  return sums;
 }
 
 void ReverseMode::Accumulate(Tensor* acc, const Tensor& contribution) {

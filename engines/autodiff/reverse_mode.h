@@ -30,6 +30,7 @@
 #define REMAT_ENGINES_AUTODIFF_REVERSE_MODE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -104,8 +105,12 @@ class ReverseMode {
                  const std::vector<bool>& needs, Tape* tape, const std::string& where,
                  const Capture* capture, const Recompute* recompute);
   // Returns the cotangent of each input with needs[i] true, consuming `tape`.
+  // With `sums`, the inputs' cotangents start from (*sums)[i] and every
+  // input's sum is returned: a chain adds to its enclosing program's running
+  // sums as its blocks would, inline.
   std::vector<Tensor> Backward(const Program& program, Tape* tape, Tensor dout,
-                               const std::vector<bool>& needs, const std::string& where);
+                               const std::vector<bool>& needs, const std::string& where,
+                               std::vector<Tensor>* sums = nullptr);
 
   void ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
                          const std::vector<bool>& needs, OpTape* op_tape, bool run,
@@ -124,6 +129,35 @@ class ReverseMode {
   // Runs scan step i forward from `carry` (recording `tape` if not null).
   Tensor ScanStep(const Op& op, int64_t i, const Tensor& carry, const std::vector<Tensor>& in,
                   const std::vector<bool>& needs, Tape* tape, const std::string& where);
+
+  // The steps of a scheduled scan or chain, for the action interpreter:
+  // forward(i, carry, tape) runs step i from the carry entering it (keeping
+  // its residuals in `tape` if not null); backward(i, tape, carry_cot)
+  // differentiates it from its tape, files the cotangents of its other
+  // inputs and returns the cotangent of the carry entering it.
+  struct Steps {
+    std::function<Tensor(int64_t, const Tensor&, Tape*)> forward;
+    std::function<Tensor(int64_t, Tape*, Tensor)> backward;
+  };
+  // The forward actions of op_tape->schedule from `input`; returns the carry
+  // at the end. The backward actions, from the cotangent of that carry;
+  // returns the cotangent of `input` (undefined where none reaches it).
+  Tensor ForwardScheduled(const Op& op, const Steps& steps, const Tensor& input, OpTape* op_tape);
+  Tensor BackwardScheduled(const Steps& steps, const Tensor& input, Tensor dout, OpTape* op_tape);
+
+  // A chain of blocks (OpKind::kChain): inline unless it has a schedule and
+  // checkpoints are honoured.
+  Tensor ForwardChain(const Op& op, const std::vector<Tensor>& in, const std::vector<bool>& needs,
+                      OpTape* op_tape, const std::string& where);
+  // Returns the sums of the chain's inputs' cotangents, continued from `sums`
+  // (the enclosing program's sums so far, by input).
+  std::vector<Tensor> BackwardChain(const Op& op, OpTape* op_tape, const Tensor& dout,
+                                    std::vector<Tensor> sums, const std::string& where);
+  std::shared_ptr<const Schedule> MakeChainSchedule(const Op& op);
+  // Block i of a chain forward from `carry` (unused for block 0), every
+  // nested region inline.
+  Tensor ChainStep(const Op& op, int64_t i, const Tensor& carry, const std::vector<Tensor>& in,
+                   const std::vector<bool>& value_needs, Tape* tape, const std::string& where);
   Tensor ForwardScan(const Program& program, const Op& op, const std::vector<Tensor>& in,
                      const std::vector<bool>& needs, OpTape* op_tape, const std::string& where);
   std::vector<Tensor> BackwardScan(const Program& program, const Op& op, OpTape* op_tape,

@@ -446,6 +446,103 @@ TEST(ScheduleTest, ScheduleWithoutAScanIsAClearError) {
                Error);
 }
 
+// Schedules reverse a chain of blocks (mlp_chain: a loop of checkpointed
+// blocks of widths d, 2d, d/2, no scan) the same way: eager's gradients bit for
+// bit, on the program as written, the measured peak as predicted, and the
+// recomputation of a chain whose steps differ in cost and size exactly as the
+// cost model says.
+TEST(ChainScheduleTest, EveryScheduleMatchesEagerAndItsCostModel) {
+  const Problem& chain = FindProblem("mlp_chain");
+  const int64_t d = 16, n = 8;
+  auto width = [&](int64_t i) { return i % 3 == 0 ? d : i % 3 == 1 ? 2 * d : d / 2; };
+  for (int64_t length : {2, 5, 12}) {
+    Case c = MakeCase(chain, ResolveParams(chain, {{"L", length}, {"d", d}, {"N", n}}));
+    Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+    // Block i: y (N, W(i)) @ w (W(i), W(i+1)), then relu. It keeps the relu
+    // output for its backward (y and w are the chain's carry and argument).
+    ChainCosts costs;
+    for (int64_t i = 0; i < length; ++i) {
+      costs.step_flops.push_back(static_cast<double>(2 * n * width(i) * width(i + 1) +
+                                                     n * width(i + 1)));
+      costs.carry_bytes.push_back(4 * n * width(i));
+      costs.residual_bytes.push_back(4 * n * width(i + 1));
+    }
+    costs.carry_bytes.push_back(4 * n * width(length));
+    for (const char* spec : {"every:1", "every:3", "segments:2", "sqrt", "bisect", "revolve:1",
+                             "revolve:2", "revolve:4", "budget:4KiB", "budget:64KiB"}) {
+      SCOPED_TRACE(StrCat("L=", length, " ", spec));
+      Program scheduled = ApplySchedule(c.program, spec);
+      ASSERT_EQ(scheduled.CountOps(OpKind::kChain), 1);
+      Result r = MakeEngine("recompute")->ValueAndGrad(scheduled, c.inputs, c.wrt);
+      ExpectBitwiseEqual(eager, r, spec);
+      EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
+      const ScheduleCost cost = Simulate(ParseSchedule(spec, costs), costs);
+      EXPECT_EQ(static_cast<double>(r.stats.flops_recomputed), cost.recomputed_flops);
+      // Eager runs the grouped chain inline: the same bits again.
+      ExpectBitwiseEqual(eager, MakeEngine("eager")->ValueAndGrad(scheduled, c.inputs, c.wrt),
+                         spec);
+    }
+  }
+}
+
+TEST(ChainScheduleTest, SchedulesTradeMemoryForRecomputation) {
+  // mlp_chain at L = 24, d = 64, N = 64: eager keeps every block's relu
+  // output (and every carry: they are the next block's matmul input); bisect
+  // keeps about log2(24) carries and one block's residuals at a time.
+  const Problem& chain = FindProblem("mlp_chain");
+  Case c = MakeCase(chain, ResolveParams(chain, {{"L", 24}, {"d", 64}, {"N", 64}}));
+  Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  Result as_written = MakeEngine("recompute")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  Result bisect = MakeEngine("recompute")->ValueAndGrad(ApplySchedule(c.program, "bisect"),
+                                                        c.inputs, c.wrt);
+  const int64_t args = eager.stats.peak_bytes_by_category[static_cast<int>(Category::kInputs)];
+  EXPECT_LT(bisect.stats.peak_bytes - 2 * args, (eager.stats.peak_bytes - 2 * args) / 3);
+  EXPECT_LT(bisect.stats.peak_bytes, as_written.stats.peak_bytes);
+  EXPECT_GT(bisect.stats.flops_recomputed, as_written.stats.flops_recomputed);
+}
+
+TEST(ChainScheduleTest, BudgetTooSmallNamesTheSmallestFeasible) {
+  const Problem& chain = FindProblem("mlp_chain");
+  Case c = MakeCase(chain, ResolveParams(chain, {{"L", 6}, {"d", 16}, {"N", 8}}));
+  try {
+    MakeEngine("recompute")->ValueAndGrad(ApplySchedule(c.program, "budget:100"), c.inputs, c.wrt);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("smallest feasible"), std::string::npos) << e.what();
+  }
+}
+
+// A chain whose carry is not the blocks' first argument, with a weight that
+// two blocks and the loss share: cotangents meet in the order eager adds
+// them, so the bits still agree.
+TEST(ChainScheduleTest, SharedWeightsAndCarryInAnyPosition) {
+  Program program = Trace(
+      "shared", {{"w", Shape({4, 4})}, {"v", Shape({4, 4})}, {"x", Shape({4, 3})}},
+      [](const std::vector<Var>& in) {
+        auto g = checkpoint([](Var w, Var x) { return sin(matmul(w, x)); }, Policy(), "g");
+        Var y = g(in[0], in[2]);
+        y = g(in[1], y);
+        y = g(in[0], y);
+        y = g(in[1], y);
+        return sum(square(add(y, matmul(in[0], in[2]))));
+      });
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < 3; ++i) {
+    Tensor t = Tensor::Zeros(DType::kF32, program.shapes[i]);
+    for (int64_t j = 0; j < t.num_elements(); ++j) t.f32()[j] = 0.1f * static_cast<float>((j * 7 + i) % 11) - 0.5f;
+    inputs.push_back(t);
+  }
+  const std::vector<int> wrt = {0, 1, 2};
+  Result eager = MakeEngine("eager")->ValueAndGrad(program, inputs, wrt);
+  for (const char* spec : {"revolve:1", "bisect", "every:2", "checkpoint_every:2"}) {
+    SCOPED_TRACE(spec);
+    Program scheduled = ApplySchedule(program, spec);
+    Result r = MakeEngine("recompute")->ValueAndGrad(scheduled, inputs, wrt);
+    ExpectBitwiseEqual(eager, r, spec);
+    EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
+  }
+}
+
 }  // namespace
 }  // namespace remat
 
