@@ -105,8 +105,8 @@ TEST(RematCliTest, SchedulesApplyToAChainOfBlocks) {
                     "revolve:2"});
   ASSERT_EQ(p.status, 0) << p.err;
   EXPECT_NE(p.out.find("chain[blocks=5, schedule=revolve:2]"), std::string::npos) << p.out;
-  Output r = Remat({"run", "--problem", "mlp_chain", "--param", "L=9", "--param", "d=32", "--param", "N=256",
-                    "--engine", "recompute", "--schedule", "budget:256KiB", "--json"});
+  Output r = Remat({"run", "--problem", "mlp_chain", "--param", "L=9", "--param", "d=32", "--param",
+                    "N=256", "--engine", "recompute", "--schedule", "budget:256KiB", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["stats"]["peak_bytes"], j["stats"]["predicted_peak_bytes"]) << r.out;

@@ -426,7 +426,8 @@ TEST(ScheduleTest, LongScansFitWhereEagerDoesNot) {
   Result eager = MakeEngine("eager")->ValueAndGrad(program, args, {0}, options);
   EXPECT_GT(eager.stats.peak_bytes, 2 * weights + 8 * (1ll << 30) - 1);
   for (const char* spec : {"sqrt", "revolve:8"}) {
-    Result r = MakeEngine("recompute")->ValueAndGrad(ApplySchedule(program, spec), args, {0}, options);
+    Result r =
+        MakeEngine("recompute")->ValueAndGrad(ApplySchedule(program, spec), args, {0}, options);
     // Beyond the weights and their gradient, a few hundred MiB.
     EXPECT_LT(r.stats.peak_bytes - 2 * weights, 400ll << 20) << spec;
   }
@@ -529,7 +530,9 @@ TEST(ChainScheduleTest, SharedWeightsAndCarryInAnyPosition) {
   std::vector<Tensor> inputs;
   for (int i = 0; i < 3; ++i) {
     Tensor t = Tensor::Zeros(DType::kF32, program.shapes[i]);
-    for (int64_t j = 0; j < t.num_elements(); ++j) t.f32()[j] = 0.1f * static_cast<float>((j * 7 + i) % 11) - 0.5f;
+    for (int64_t j = 0; j < t.num_elements(); ++j) {
+      t.f32()[j] = 0.1f * static_cast<float>((j * 7 + i) % 11) - 0.5f;
+    }
     inputs.push_back(t);
   }
   const std::vector<int> wrt = {0, 1, 2};
