@@ -15,6 +15,7 @@
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
 #include "engines/onednn/onednn_kernels.h"
+#include "engines/schedule/schedule.h"
 #include "harness/stats_json.h"
 
 namespace remat::bench {
@@ -139,9 +140,12 @@ bool IgnoresPolicies(const std::string& engine) {
 BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std::string>* rest) {
   BenchFlags flags;
   flags.policies = SplitPolicies(kDefaultPolicies);
+  flags.max_memory_bytes = DefaultMaxMemoryBytes();
+  bool policies_given = false;
   rest->clear();
   if (!args.empty()) rest->push_back(args[0]);
-  const std::vector<std::string> ours = {"engines", "policies", "problems", "sweep", "out"};
+  const std::vector<std::string> ours = {"engines", "policies", "problems", "sweep", "out",
+                                         "max-memory"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -177,10 +181,17 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       flags.engines = Split(value, ',');
     } else if (name == "policies") {
       flags.policies = SplitPolicies(value);
+      policies_given = true;
     } else if (name == "problems") {
       flags.problems = Split(value, ',');
     } else if (name == "out") {
       flags.out_dir = value;
+    } else if (name == "max-memory") {
+      try {
+        flags.max_memory_bytes = ParseBytes(value);
+      } catch (const Error& e) {
+        throw Error(StrCat("--max-memory=", value, ": ", e.what()));
+      }
     } else if (name == "sweep") {
       if (value == "depth") {
         flags.sweep = Sweep::kDepth;
@@ -189,14 +200,31 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       } else if (value == "transformer") {
         flags.sweep = Sweep::kTransformer;
         flags.policies = SplitPolicies(kTransformerPolicies);
+      } else if (value == "schedules") {
+        flags.sweep = Sweep::kSchedules;
+      } else if (value == "scale") {
+        flags.sweep = Sweep::kScale;
       } else if (value == "none" || value.empty()) {
         flags.sweep = Sweep::kNone;
       } else {
-        throw Error(StrCat("--sweep=", value, ": unknown sweep; sweeps: depth, width, transformer"));
+        throw Error(StrCat("--sweep=", value,
+                           ": unknown sweep; sweeps: depth, width, transformer, schedules, scale"));
       }
     }
   }
+  if (policies_given && (flags.sweep == Sweep::kSchedules || flags.sweep == Sweep::kScale)) {
+    throw Error(StrCat("--policies and --sweep=",
+                       flags.sweep == Sweep::kSchedules ? "schedules" : "scale",
+                       " do not combine: the sweep picks its own policies and schedules"));
+  }
   return flags;
+}
+
+int64_t DefaultMaxMemoryBytes() {
+  // The same default as the command line's: a run that would not fit is
+  // refused before it allocates, rather than found by the OOM killer.
+  const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  return physical / 5 * 4;
 }
 
 std::string BenchHelp() {
@@ -215,7 +243,8 @@ std::string BenchHelp() {
       kDefaultPolicies,
       ");\n"
       "                    'schedule:SPEC' reverses a scan under a schedule (every:K,\n"
-      "                    sqrt, bisect, revolve:C, budget:BYTES; problems with a scan only);\n"
+      "                    segments:K, sqrt, bisect, revolve:C, budget:BYTES,\n"
+      "                    checkpoint_every:K; problems with a scan only);\n"
       "                    'as-written' is the problem's own checkpoint regions, any other\n"
       "                    is applied to it as jax.checkpoint(f, policy=...) would; names\n"
       "                    policies take labels: save_only_these_names:a,b (use ';' to\n"
@@ -225,8 +254,18 @@ std::string BenchHelp() {
       "  --sweep=width     layer_loss at N=256 with d = 128,...,2048\n"
       "  --sweep=transformer  transformer_stack at L=12,D=512,H=8,F=2048,S=256,B=4 under\n"
       "                    checkpoint every 1, 2, 4 blocks and the selective policies\n"
+      "  --sweep=schedules every schedule on scan_stack L=256,d=512,N=256 (the frontier),\n"
+      "                    and eager, as-written, sqrt, bisect, revolve:8, budget:16MiB\n"
+      "                    at L = 16, 64, 256, 1024 (peak vs depth)\n"
+      "  --sweep=scale     scan_stack at L=1024,d=1024,N=1024 (8 GiB of weights and\n"
+      "                    gradients; eager stores 8 GiB more): eager, sqrt, revolve:8,\n"
+      "                    budget:128MiB, each run once (a minute or more each); with\n"
+      "                    --max-memory=12GiB eager is refused, the schedules fit\n"
       "  --out=DIR         where the JSON goes (default: results/ of the workspace under\n"
       "                    `bazel run`, else the current directory)\n"
+      "  --max-memory=B    refuse a row whose predicted peak exceeds B bytes (4GiB,\n"
+      "                    512MiB, 0 for no limit) before it allocates; the row reports\n"
+      "                    the error (default: 80% of physical memory)\n"
       "  --peer            also run tools/peer_pytorch.py (PyTorch, if installed) on every\n"
       "                    scan_stack size of the run, and add its rows\n"
       "\n"
@@ -282,9 +321,29 @@ std::vector<ParamValues> SweepSizes(Sweep sweep) {
     }
   } else if (sweep == Sweep::kTransformer) {
     out.push_back(ResolveParams(FindProblem("transformer_stack"), {}));
+  } else if (sweep == Sweep::kSchedules) {
+    const Problem& p = FindProblem("scan_stack");
+    for (int64_t l : kScheduleDepths) {
+      out.push_back(ResolveParams(p, {{"L", l}, {"d", 512}, {"N", 256}}));
+    }
+  } else if (sweep == Sweep::kScale) {
+    out.push_back(ResolveParams(FindProblem("scan_stack"), {{"L", 1024}, {"d", 1024}, {"N", 1024}}));
   } else if (sweep == Sweep::kWidth) {
     const Problem& p = FindProblem("layer_loss");
     for (int64_t d = 128; d <= 2048; d *= 2) out.push_back(ResolveParams(p, {{"d", d}, {"N", 256}}));
+  }
+  return out;
+}
+
+std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size) {
+  std::vector<std::string> out;
+  if (sweep == Sweep::kScale) return SplitPolicies(kScalePolicies);
+  if (sweep != Sweep::kSchedules) return out;
+  // The frontier's case also has its place in the depth series: its rows
+  // once, the frontier's order first.
+  if (size.at("L") == kFrontierDepth) out = SplitPolicies(kFrontierPolicies);
+  for (const std::string& p : SplitPolicies(kDepthSchedulePolicies)) {
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
   }
   return out;
 }
@@ -325,9 +384,9 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
     if (!flags.problems.empty()) {
       throw Error("--problems and --sweep do not combine: a sweep picks its problem");
     }
-    const char* problem = flags.sweep == Sweep::kDepth         ? "scan_stack"
-                          : flags.sweep == Sweep::kTransformer ? "transformer_stack"
-                                                               : "layer_loss";
+    const char* problem = flags.sweep == Sweep::kTransformer ? "transformer_stack"
+                          : flags.sweep == Sweep::kWidth     ? "layer_loss"
+                                                             : "scan_stack";
     cases.emplace_back(&FindProblem(problem), SweepSizes(flags.sweep));
   } else if (flags.problems.empty()) {
     for (const auto& p : AllProblems()) cases.emplace_back(p.get(), DefaultBenchSizes(*p));
@@ -349,8 +408,10 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
       const std::string formatted = FormatOrderedParams(params);
       const std::string case_key =
           formatted.empty() ? problem->name() : problem->name() + "/" + formatted;
+      std::vector<std::string> size_policies = SweepPolicies(flags.sweep, size);
+      if (size_policies.empty()) size_policies = policies;
       for (const std::string& engine : engines) {
-        std::vector<std::string> engine_policies = policies;
+        std::vector<std::string> engine_policies = size_policies;
         if (IgnoresPolicies(engine)) engine_policies = {kAsWritten};
         for (const std::string& policy : engine_policies) {
           if (IsSchedule(policy) && !has_scan) continue;
@@ -360,6 +421,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
           row.engine = engine;
           row.policy = policy;
           row.case_key = case_key;
+          row.big = flags.sweep == Sweep::kScale;
           row.name = StrCat("BM_ValueAndGrad/", case_key, "/", engine, "/", policy);
           rows.push_back(row);
         }
@@ -463,6 +525,10 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
   for (const RowResult& r : rows) {
     nlohmann::json params = nlohmann::json::object();
     for (const auto& [name, value] : r.row.params) params[name] = value;
+    nlohmann::json by_category = nlohmann::json::object();
+    for (int c = 0; c < kNumCategories; ++c) {
+      by_category[CategoryName(static_cast<Category>(c))] = r.peak_bytes_by_category[c];
+    }
     nlohmann::json row = {{"name", r.row.name},
                           {"problem", r.row.problem},
                           {"params", params},
@@ -471,6 +537,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                           {"iterations", r.iterations},
                           {"real_time_ms", r.real_time_ms},
                           {"peak_bytes", r.peak_bytes},
+                          {"peak_bytes_by_category", by_category},
                           {"max_bytes_used", r.max_bytes_used},
                           {"predicted_peak_bytes", r.predicted_peak_bytes},
                           {"residual_bytes", r.residual_bytes},
@@ -482,6 +549,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (r.vs_eager) row["vs_eager"] = *r.vs_eager;
     if (r.of_matmul_bound) row["of_matmul_bound"] = *r.of_matmul_bound;
     if (r.overhead_fraction) row["overhead_fraction"] = *r.overhead_fraction;
+    if (r.row.big) row["big"] = true;
     if (!r.error.empty()) row["error"] = r.error;
     out_rows.push_back(row);
   }
@@ -491,8 +559,8 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
 std::string FormatSummary(const std::vector<RowResult>& rows) {
   using Line = std::vector<std::string>;
   std::vector<Line> lines = {
-      {"problem / size", "engine / policy", "time ms", "x eager", "peak", "residual",
-       "recomputed FLOP", "overhead"}};
+      {"problem / size", "engine / policy", "time ms", "x eager", "peak", "activations",
+       "residual", "recomputed FLOP", "overhead"}};
   std::string last_case;
   for (const RowResult& r : rows) {
     if (r.row.kind != RowKind::kValueAndGrad) continue;
@@ -508,7 +576,9 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
     char overhead[32] = "-";
     if (r.overhead_fraction) std::snprintf(overhead, sizeof overhead, "%.1f%%", 100 * *r.overhead_fraction);
     lines.push_back({label, Variant(r.row), FormatMs(r.real_time_ms), ratio,
-                     FormatBytes(r.peak_bytes), FormatBytes(r.residual_bytes),
+                     FormatBytes(r.peak_bytes),
+                     FormatBytes(r.peak_bytes_by_category[static_cast<int>(Category::kActivations)]),
+                     FormatBytes(r.residual_bytes),
                      FormatFlops(r.flops_recomputed), overhead});
   }
   // Column widths from the content; text columns left-aligned, numbers right.
@@ -520,8 +590,10 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
   }
   std::ostringstream out;
   out << "\nSummary: mean time of one value_and_grad; x eager = time / eager's on the same "
-         "problem and size;\npeak = the MemoryTracker's high-water mark; residual = saved for "
-         "the backward pass (arguments excluded); overhead = the engine's time outside kernel calls.\n\n";
+         "problem and size;\npeak = the MemoryTracker's high-water mark, activations = the "
+         "activations live at that moment\n(the rest: arguments, gradients, scratchpad); "
+         "residual = saved for the backward pass (arguments excluded);\n"
+         "overhead = the engine's time outside kernel calls.\n\n";
   for (const Line& line : lines) {
     std::string text;
     for (size_t c = 0; c < line.size(); ++c) {

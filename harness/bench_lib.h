@@ -12,6 +12,7 @@
 #ifndef REMAT_HARNESS_BENCH_LIB_H_
 #define REMAT_HARNESS_BENCH_LIB_H_
 
+#include <array>
 #include <cstdint>
 #include <ctime>
 #include <optional>
@@ -21,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engines/api/memory_tracker.h"
 #include "problems/problem.h"
 
 namespace remat::bench {
@@ -36,7 +38,8 @@ inline bool IsSchedule(const std::string& policy) {
 // What --policies is when not given.
 inline constexpr char kDefaultPolicies[] =
     "as-written,nothing_saveable,dots_with_no_batch_dims_saveable,everything_saveable,"
-    "schedule:every:4,schedule:sqrt,schedule:bisect,schedule:revolve:4";
+    "schedule:every:4,schedule:segments:4,schedule:sqrt,schedule:bisect,schedule:revolve:4,"
+    "schedule:budget:4MiB";
 // --sweep=transformer's: checkpoint every block (the problem as written),
 // one block in 2 and in 4 (PyTorch's checkpoint_every, seed 004), and
 // Megatron's selective recomputation (keep the attention, recompute the
@@ -44,6 +47,29 @@ inline constexpr char kDefaultPolicies[] =
 inline constexpr char kTransformerPolicies[] =
     "as-written;schedule:checkpoint_every:2;schedule:checkpoint_every:4;"
     "save_only_these_names:attn_probs,attn_out;save_only_these_names:ffn_hidden";
+// --sweep=schedules: every schedule on one case, scan_stack at L =
+// kFrontierDepth, d=512, N=256 (the frontier: peak memory against time), next
+// to eager and JAX's checkpointed body (as written, and saving the matmuls).
+// The budgets span the chain's range: 1 MiB is the least any schedule needs
+// there, 128.5 MiB keeps every step's residuals at once; from about 17 MiB up
+// every step is recomputed once (as sqrt does).
+inline constexpr int64_t kFrontierDepth = 256;
+inline constexpr char kFrontierPolicies[] =
+    "as-written;dots_with_no_batch_dims_saveable;schedule:every:16;schedule:segments:16;"
+    "schedule:sqrt;schedule:bisect;schedule:revolve:4;schedule:revolve:8;schedule:revolve:16;"
+    "schedule:budget:4MiB;schedule:budget:8MiB;schedule:budget:16MiB;schedule:budget:64MiB;"
+    "schedule:checkpoint_every:4";
+// --sweep=schedules at every depth (kScheduleDepths): how each kind of
+// schedule's peak grows with L (linearly, as sqrt L, as log L, bounded).
+inline constexpr char kDepthSchedulePolicies[] =
+    "as-written;schedule:sqrt;schedule:bisect;schedule:revolve:8;schedule:budget:16MiB";
+inline constexpr int64_t kScheduleDepths[] = {16, 64, 256, 1024};
+// --sweep=scale: scan_stack at L=1024, d=1024, N=1024, where the weights and
+// their gradient take 8 GiB and eager's stored activations 8 GiB more. The
+// budget is of the schedule's memory model (activations only: kept carries,
+// residuals), half of what sqrt keeps there.
+inline constexpr char kScalePolicies[] =
+    "schedule:sqrt;schedule:revolve:8;schedule:budget:128MiB";
 // The store-everything baseline every row's time is compared with (vs_eager).
 inline constexpr char kBaselineEngine[] = "eager";
 // The float64 oracle: left out of the default engine list (it is slow, and it
@@ -62,6 +88,9 @@ enum class Sweep {
   kDepth,  // scan_stack at d=512, N=256, L = 8, 16, ..., 1024
   kWidth,  // layer_loss at N=256, d = 128, 256, ..., 2048
   kTransformer,  // transformer_stack at its defaults, kTransformerPolicies
+  kSchedules,    // scan_stack: kFrontierPolicies at L = kFrontierDepth, and
+                 // kDepthSchedulePolicies at every L of kScheduleDepths
+  kScale,        // scan_stack at L=1024, d=1024, N=1024, kScalePolicies; big rows
 };
 
 struct BenchFlags {
@@ -70,6 +99,10 @@ struct BenchFlags {
   std::vector<std::string> problems;  // --problems=a,b; empty: every problem
   Sweep sweep = Sweep::kNone;         // --sweep=depth|width
   std::string out_dir;                // --out=DIR; empty: see ResultsDir
+  // --max-memory=BYTES (ParseBytes' forms; 0: none): a row whose predicted
+  // peak is past it fails with the engine's error before allocating.
+  // ParseBenchFlags starts from DefaultMaxMemoryBytes().
+  int64_t max_memory_bytes = 0;
   bool peer = false;                  // --peer: add the PyTorch peer's rows
   bool help = false;                  // --help (also handed on to Google Benchmark)
 };
@@ -81,8 +114,11 @@ struct BenchFlags {
 // piece that is not a policy name continues the labels of the previous
 // "name:labels" piece ("save_only_these_names:a,b,everything_saveable" is two
 // policies). Throws remat::Error for an unknown --sweep or a flag without its
-// value; names are checked by PlanRows.
+// value, an unreadable --max-memory, or --policies with a sweep that picks its
+// own rows (schedules, scale); names are checked by PlanRows.
 BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std::string>* rest);
+// 80% of the machine's physical memory, as `remat run --max-memory`'s default.
+int64_t DefaultMaxMemoryBytes();
 // The help of this binary's own flags (Google Benchmark prints its own after).
 std::string BenchHelp();
 
@@ -108,6 +144,11 @@ struct PlannedRow {
   std::string name;
   // "scan_stack/L=32,d=512,N=256": rows with the same key are compared.
   std::string case_key;
+  // A row whose one run takes a minute or more (--sweep=scale): it runs once,
+  // with no warm-up run before it (oneDNN's primitive creation is noise at
+  // that size), and the memory pass records that run's peak instead of
+  // running it again. kValueAndGrad only.
+  bool big = false;
 };
 
 // The sizes a run without --sweep measures `problem` at: a few sizes chosen
@@ -115,14 +156,21 @@ struct PlannedRow {
 // machine; a problem this file does not know is measured at its defaults.
 std::vector<ParamValues> DefaultBenchSizes(const Problem& problem);
 // The sizes of a sweep: depth (scan_stack, L doubling from 8 to 1024) or
-// width (layer_loss, d doubling from 128 to 2048).
+// width (layer_loss, d doubling from 128 to 2048), schedules (scan_stack at
+// kScheduleDepths), scale (one scan_stack size) or transformer (one size).
 std::vector<ParamValues> SweepSizes(Sweep sweep);
+// The policies a sweep that picks its own rows runs at `size` (one of
+// SweepSizes(sweep)), in order: kFrontierPolicies then the rest of
+// kDepthSchedulePolicies at L = kFrontierDepth, kDepthSchedulePolicies at the
+// other depths, kScalePolicies. Empty for the sweeps that take --policies.
+std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size);
 
 // The rows of a run, in the order they run: per problem and size, the
 // baseline engine first (so its time is known when the others finish), then
 // the other engines by name, each with its policies in --policies order.
 // Before them, one kMatMulBound row per distinct (N, d) the planned problems
-// use. Throws remat::Error naming an unknown engine (with the registered
+// use. A sweep's rows take SweepPolicies where it has them; --sweep=scale's
+// are big. Throws remat::Error naming an unknown engine (with the registered
 // ones), policy or problem, or for --problems with --sweep.
 std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
                                  const std::vector<std::string>& registered_engines);
@@ -135,6 +183,9 @@ struct RowResult {
   int64_t iterations = 0;
   double real_time_ms = 0;
   int64_t peak_bytes = 0;
+  // The live bytes by category at the peak (arguments, activations,
+  // gradients, scratchpad, host): what a schedule controls is the activations.
+  std::array<int64_t, kNumCategories> peak_bytes_by_category{};
   int64_t max_bytes_used = -1;  // from the MemoryManager; -1 if it did not run
   int64_t predicted_peak_bytes = -1;
   int64_t residual_bytes = 0;
@@ -171,14 +222,17 @@ std::string UtcStamp(std::time_t when);
 
 // The results file: {"command", "machine", "date", "rows": [...]}; each row
 // has name, problem, params, engine, policy, iterations, real_time_ms,
-// peak_bytes, max_bytes_used, predicted_peak_bytes, residual_bytes,
+// peak_bytes, peak_bytes_by_category ({"inputs": ..., "activations": ...}),
+// max_bytes_used, predicted_peak_bytes, residual_bytes,
 // flops_forward, flops_recomputed, flops_backward, gflops, vs_eager (null
-// when unknown), of_matmul_bound (when known) and error (when failed).
+// when unknown), of_matmul_bound (when known), big (when true) and error
+// (when failed).
 nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& machine,
                            const std::string& date, const std::vector<RowResult>& rows);
 
 // The table printed at the end of a run: one line per row (problem and size,
-// engine/policy, time ms, x eager, peak MiB, residual MiB, recomputed GFLOP),
+// engine/policy, time ms, x eager, peak, activations at the peak, residual,
+// recomputed FLOP, overhead),
 // then the oneDNN bound and how close the baseline gets to it.
 std::string FormatSummary(const std::vector<RowResult>& rows);
 

@@ -3,6 +3,8 @@
 //
 //   tools/bazel run //harness:bench
 //   tools/bazel run //harness:bench -- --sweep=depth
+//   tools/bazel run //harness:bench -- --sweep=schedules
+//   tools/bazel run //harness:bench -- --sweep=scale --max-memory=12GiB
 //   tools/bazel run //harness:bench -- --engines=eager,recompute --benchmark_filter=scan_stack
 //
 // Flags: harness/bench_lib.h (BenchHelp); Google Benchmark's own flags pass
@@ -81,8 +83,9 @@ class TrackerMemoryManager : public benchmark::MemoryManager {
 TrackerMemoryManager g_memory;
 
 // The case (program, seeded inputs) of the rows now running. Rows are
-// registered grouped by case, so consecutive rows share it; only one is held,
-// so that a sweep's large cases are not all alive at once.
+// registered grouped by case, so consecutive rows share it (--sweep=scale's
+// 4 GiB of weights are made once for all its rows); only one is held, so that
+// a sweep's large cases are not all alive at once.
 class CaseCache {
  public:
   const Case& Get(const PlannedRow& row) {
@@ -101,6 +104,9 @@ class CaseCache {
 };
 
 CaseCache g_cases;
+
+// --max-memory: every run of a row gets it (RunOptions::max_memory_bytes).
+int64_t g_max_memory_bytes = 0;
 
 // The baseline's mean time per case, for the vs_eager counter of the rows
 // that follow it (the JSON's vs_eager is computed again at the end).
@@ -148,10 +154,16 @@ void SetUpValueAndGrad(RowState* s) {
     s->program = ApplyPolicy(c.program, Policy::Parse(s->row.policy));
   }
   s->engine = MakeEngine(s->row.engine);
+  // A big row's one run is its timed run (RunValueAndGrad): a warm-up would
+  // double a minute-long row for primitives that take milliseconds to make.
+  if (s->row.big) return;
   // One untimed run: oneDNN creates and caches its primitives here, so the
   // first timed iteration is not a cold one. It predicts the peak too, which
-  // the timed runs skip (bookkeeping, not the work being compared).
-  Result warm = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt);
+  // the timed runs skip (bookkeeping, not the work being compared), and so
+  // refuses a row past --max-memory before it allocates anything.
+  RunOptions options;
+  options.max_memory_bytes = g_max_memory_bytes;
+  Result warm = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
   s->stats = warm.stats;
 }
 
@@ -240,14 +252,20 @@ void SetCounters(benchmark::State& state, const RowState& s, int64_t peak_bytes,
 void RunValueAndGrad(benchmark::State& state, RowState* s) {
   if (!EnsureReady(state, s)) return;
   RunOptions options;
-  options.predict_memory = false;
+  options.max_memory_bytes = g_max_memory_bytes;
+  // A big row has no warm-up: its timed run is the one that predicts the peak
+  // (and refuses a row past --max-memory before allocating). The prediction
+  // is a dry run, milliseconds against the row's minute.
+  options.predict_memory = s->row.big;
   const bool memory_pass = g_memory.active();
   double seconds = 0;
   try {
     const Case& c = g_cases.Get(s->row);
     for (auto _ : state) {
-      // The peak is the same every run: the memory pass needs one, not 16.
-      if (memory_pass && g_memory.recorded()) {
+      // The peak is the same every run: the memory pass needs one, not 16,
+      // and a big row's needs none (its timed run's stats have it).
+      if (memory_pass && (g_memory.recorded() || s->row.big)) {
+        if (!g_memory.recorded()) g_memory.Record(s->stats.peak_bytes);
         state.SetIterationTime(0);
         continue;
       }
@@ -258,6 +276,7 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
         s->timed_seconds += r.stats.seconds_total();
         s->timed_kernel_seconds += r.stats.seconds_in_kernels;
         if (memory_pass) g_memory.Record(r.stats.peak_bytes);
+        if (s->row.big) s->stats = r.stats;
       }
       const double t = SecondsSince(start);
       state.SetIterationTime(t);
@@ -296,6 +315,9 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
   }
   if (memory_pass) g_memory.Record(s->tracker->peak_bytes());
   s->stats.peak_bytes = s->tracker->peak_bytes();
+  for (int c = 0; c < kNumCategories; ++c) {
+    s->stats.peak_bytes_by_category[c] = s->tracker->peak_bytes(static_cast<Category>(c));
+  }
   s->stats.flops_forward = s->flops;
   SetCounters(state, *s, s->tracker->peak_bytes(), s->flops, seconds);
 }
@@ -389,6 +411,7 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   }
   r.max_bytes_used = c.max_bytes_used;
   r.peak_bytes = s.stats.peak_bytes;
+  r.peak_bytes_by_category = s.stats.peak_bytes_by_category;
   r.predicted_peak_bytes = s.stats.predicted_peak_bytes;
   r.residual_bytes = s.stats.residual_bytes;
   r.flops_forward = s.stats.flops_forward;
@@ -473,6 +496,7 @@ int Main(int argc, char** argv) {
     flags = ParseBenchFlags(args, &rest);
     if (flags.help) std::cout << BenchHelp() << "\nGoogle Benchmark's flags:\n";
     plan = PlanRows(flags, EngineNames());
+    g_max_memory_bytes = flags.max_memory_bytes;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << "\n";
     return 2;
@@ -506,7 +530,11 @@ int Main(int argc, char** argv) {
     const bool matrices = std::any_of(row.params.begin(), row.params.end(),
                                       [](const auto& p) { return p.first == "d"; });
     b->UseManualTime()->Unit(matrices ? benchmark::kMillisecond : benchmark::kMicrosecond);
-    if (FilterSelects(filter, row.name + "/manual_time")) ++g_progress.total;
+    // One iteration, whatever --benchmark_min_time says (see PlannedRow::big).
+    if (row.big) b->Iterations(1);
+    // The name Google Benchmark filters: it appends the settings.
+    const std::string full_name = row.name + (row.big ? "/iterations:1" : "") + "/manual_time";
+    if (FilterSelects(filter, full_name)) ++g_progress.total;
     states.push_back(std::move(s));
   }
   g_progress.enabled = flags.sweep != Sweep::kNone;

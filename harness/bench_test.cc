@@ -8,13 +8,17 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 
+#include "engines/api/engine.h"
 #include "engines/api/error.h"
+#include "engines/api/program.h"
 #include "engines/api/registry.h"
+#include "engines/schedule/schedule.h"
 #include "problems/problem.h"
 
 namespace remat::bench {
@@ -55,8 +59,9 @@ TEST(BenchPlan, AnEngineRegisteredLaterShowsUpWithEveryPolicy) {
   EXPECT_EQ(policies[key + " future"],
             (std::vector<std::string>{"as-written", "nothing_saveable",
                                       "dots_with_no_batch_dims_saveable", "everything_saveable",
-                                      "schedule:every:4", "schedule:sqrt", "schedule:bisect",
-                                      "schedule:revolve:4"}));
+                                      "schedule:every:4", "schedule:segments:4", "schedule:sqrt",
+                                      "schedule:bisect", "schedule:revolve:4",
+                                      "schedule:budget:4MiB"}));
   EXPECT_EQ(policies.count(key + " reference"), 0u);
   // Schedules reverse scans: a problem without one gets no schedule rows.
   for (const std::string& p : policies["layer_loss/d=512,N=256 future"]) {
@@ -99,6 +104,178 @@ TEST(BenchPlan, SweepsAndErrors) {
   EXPECT_THROW(PlanRows(ParseBenchFlags({"bench", "--problems=nope"}, &rest), {"eager"}), Error);
   EXPECT_THROW(ParseBenchFlags({"bench", "--sweep=sideways"}, &rest), Error);
   EXPECT_THROW(ParseBenchFlags({"bench", "--engines"}, &rest), Error);
+}
+
+std::vector<PlannedRow> SweepPlan(const std::string& sweep) {
+  std::vector<std::string> rest;
+  return PlanRows(ParseBenchFlags({"bench", "--sweep=" + sweep}, &rest), {"eager", "recompute"});
+}
+
+// The policies of `engine`'s rows at scan_stack `params`, in plan order.
+std::vector<std::string> PoliciesAt(const std::vector<PlannedRow>& plan, const std::string& engine,
+                                    const std::string& params) {
+  std::vector<std::string> out;
+  for (const PlannedRow& row : plan) {
+    if (row.engine == engine && row.case_key == "scan_stack/" + params) out.push_back(row.policy);
+  }
+  return out;
+}
+
+// Rows come grouped by case (the bench holds one case's inputs at a time),
+// each group led by the baseline, and no name twice.
+void ExpectGroupedAndUnique(const std::vector<PlannedRow>& plan) {
+  std::set<std::string> names, finished_cases;
+  std::string last_case;
+  for (const PlannedRow& row : plan) {
+    EXPECT_TRUE(names.insert(row.name).second) << "twice: " << row.name;
+    if (row.kind != RowKind::kValueAndGrad || row.case_key == last_case) continue;
+    EXPECT_EQ(row.engine, kBaselineEngine) << row.name;
+    if (!last_case.empty()) finished_cases.insert(last_case);
+    EXPECT_FALSE(finished_cases.count(row.case_key)) << "case split: " << row.name;
+    last_case = row.case_key;
+  }
+}
+
+TEST(BenchPlan, SchedulesSweepHasTheFrontierCaseAndEveryScheduleAtEveryDepth) {
+  const std::vector<PlannedRow> plan = SweepPlan("schedules");
+  ExpectGroupedAndUnique(plan);
+  ASSERT_FALSE(plan.empty());
+  EXPECT_EQ(plan[0].name, "BM_OneDnnMatMulBound/N=256,d=512");
+  // The frontier: eager, JAX's checkpointed body (as written and saving the
+  // matmuls), every schedule form, budgets from near the least feasible to
+  // near store-all.
+  EXPECT_EQ(PoliciesAt(plan, "eager", "L=256,d=512,N=256"), std::vector<std::string>{kAsWritten});
+  const std::vector<std::string> frontier = {
+      "as-written",          "dots_with_no_batch_dims_saveable",
+      "schedule:every:16",   "schedule:segments:16",
+      "schedule:sqrt",       "schedule:bisect",
+      "schedule:revolve:4",  "schedule:revolve:8",
+      "schedule:revolve:16", "schedule:budget:4MiB",
+      "schedule:budget:8MiB", "schedule:budget:16MiB",
+      "schedule:budget:64MiB", "schedule:checkpoint_every:4"};
+  EXPECT_EQ(PoliciesAt(plan, "recompute", "L=256,d=512,N=256"), frontier);
+  std::set<std::string> forms;
+  for (const std::string& p : frontier) {
+    if (!IsSchedule(p)) continue;
+    const std::string spec = p.substr(std::strlen(kSchedulePrefix));  // "revolve:4"
+    forms.insert(spec.substr(0, spec.find(':')));
+  }
+  for (const std::string& form : ScheduleForms()) {
+    EXPECT_TRUE(forms.count(form.substr(0, form.find(':')))) << form;
+  }
+  EXPECT_TRUE(forms.count("checkpoint_every"));
+  // Peak vs depth: the same rows at every L.
+  const std::vector<std::string> depth = {"as-written", "schedule:sqrt", "schedule:bisect",
+                                          "schedule:revolve:8", "schedule:budget:16MiB"};
+  for (const char* params : {"L=16,d=512,N=256", "L=64,d=512,N=256", "L=1024,d=512,N=256"}) {
+    EXPECT_EQ(PoliciesAt(plan, "eager", params), std::vector<std::string>{kAsWritten}) << params;
+    EXPECT_EQ(PoliciesAt(plan, "recompute", params), depth) << params;
+  }
+  EXPECT_EQ(plan.size(), 1u + 4u + 3u * depth.size() + frontier.size());
+  for (const PlannedRow& row : plan) EXPECT_FALSE(row.big) << row.name;
+  EXPECT_EQ(plan.back().name,
+            "BM_ValueAndGrad/scan_stack/L=1024,d=512,N=256/recompute/schedule:budget:16MiB");
+}
+
+TEST(BenchPlan, ScaleSweepRunsTheSchedulesAndEagerOnceEach) {
+  const std::vector<PlannedRow> plan = SweepPlan("scale");
+  ExpectGroupedAndUnique(plan);
+  std::vector<std::string> names;
+  for (const PlannedRow& row : plan) {
+    names.push_back(row.name);
+    EXPECT_EQ(row.big, row.kind == RowKind::kValueAndGrad) << row.name;
+  }
+  const std::string c = "BM_ValueAndGrad/scan_stack/L=1024,d=1024,N=1024/";
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "BM_OneDnnMatMulBound/N=1024,d=1024", c + "eager/as-written",
+                       c + "recompute/schedule:sqrt", c + "recompute/schedule:revolve:8",
+                       c + "recompute/schedule:budget:128MiB"}));
+}
+
+// What the recompute engine predicts for `policy` on scan_stack at `params`,
+// planned on shapes alone (no data: the scale case's weights are 4 GiB).
+Stats PlanScanStack(const OrderedParams& params, const std::string& engine,
+                    const std::string& policy, const std::string& variant_for_errors) {
+  const Problem& problem = FindProblem("scan_stack");
+  const ParamValues values(params.begin(), params.end());
+  Program program = problem.Build(values);
+  if (IsSchedule(policy)) {
+    program = ApplySchedule(program, policy.substr(std::strlen(kSchedulePrefix)));
+  }
+  auto shapes_only = std::make_shared<MemoryTracker>();
+  shapes_only->set_dry_run(true);
+  std::vector<Tensor> args;
+  for (int i = 0; i < program.num_params(); ++i) {
+    args.push_back(Tensor::Zeros(DType::kF32, program.shapes[i], shapes_only));
+  }
+  RunOptions options;
+  options.plan_only = true;
+  SCOPED_TRACE(variant_for_errors);
+  return MakeEngine(engine)->ValueAndGrad(program, args, WrtIndices(problem, program), options).stats;
+}
+
+int64_t Activations(const Stats& s) {
+  return s.peak_bytes_by_category[static_cast<int>(Category::kActivations)];
+}
+
+// Every budget row of the default run and of --sweep=schedules is feasible
+// at its size, and those meant to trade memory for time (all but the depth
+// series, which shows a budget's peak levelling off) keep less than the
+// schedule that stores every step at once does.
+TEST(BenchPlan, BudgetRowsAreFeasibleAndBelowStoreAll) {
+  for (const std::string& sweep : {std::string("none"), std::string("schedules")}) {
+    for (const PlannedRow& row : SweepPlan(sweep)) {
+      if (row.problem != "scan_stack" || row.policy.rfind("schedule:budget:", 0) != 0) continue;
+      Stats budget;
+      ASSERT_NO_THROW(budget = PlanScanStack(row.params, row.engine, row.policy, row.name));
+      const bool depth_series = sweep == "schedules" && row.policy == "schedule:budget:16MiB";
+      if (depth_series) continue;
+      const Stats store_all = PlanScanStack(row.params, row.engine, "schedule:budget:1TiB", row.name);
+      EXPECT_LT(Activations(budget), Activations(store_all)) << row.name;
+      EXPECT_GT(budget.flops_recomputed, 0) << row.name;
+    }
+  }
+}
+
+// The recorded scale run is `--sweep=scale --max-memory=12GiB`: eager's
+// predicted peak is past that limit (it is refused) and every schedule's is
+// within it, with the weights and their gradient (8 GiB) most of it.
+TEST(BenchPlan, AtScaleEagerIsPastTwelveGiBAndTheSchedulesFit) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  for (const PlannedRow& row : SweepPlan("scale")) {
+    if (row.kind != RowKind::kValueAndGrad) continue;
+    const Stats s = PlanScanStack(row.params, row.engine, row.policy, row.name);
+    if (row.engine == kBaselineEngine) {
+      EXPECT_GT(s.predicted_peak_bytes, 12 * kGiB) << row.name;
+    } else {
+      EXPECT_LT(s.predicted_peak_bytes, 12 * kGiB) << row.name;
+      EXPECT_GT(s.predicted_peak_bytes, 8 * kGiB) << row.name;
+      EXPECT_LT(Activations(s), kGiB) << row.name;
+    }
+  }
+}
+
+TEST(BenchFlags, SweepsThatPickTheirRowsRefusePoliciesAndMaxMemoryParses) {
+  std::vector<std::string> rest;
+  EXPECT_THROW(ParseBenchFlags({"bench", "--sweep=schedules", "--policies=sqrt"}, &rest), Error);
+  EXPECT_THROW(ParseBenchFlags({"bench", "--policies=sqrt", "--sweep=scale"}, &rest), Error);
+  try {
+    ParseBenchFlags({"bench", "--sweep=scale", "--policies=as-written"}, &rest);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--sweep=scale"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ParseBenchFlags({"bench", "--sweep=schedules", "--engines=recompute"}, &rest).sweep,
+            Sweep::kSchedules);
+
+  EXPECT_EQ(ParseBenchFlags({"bench"}, &rest).max_memory_bytes, DefaultMaxMemoryBytes());
+  EXPECT_GT(DefaultMaxMemoryBytes(), 0);
+  EXPECT_EQ(ParseBenchFlags({"bench", "--max-memory=12GiB"}, &rest).max_memory_bytes,
+            int64_t{12} << 30);
+  EXPECT_EQ(ParseBenchFlags({"bench", "--max-memory", "0"}, &rest).max_memory_bytes, 0);
+  EXPECT_TRUE(rest == std::vector<std::string>{"bench"});
+  EXPECT_THROW(ParseBenchFlags({"bench", "--max-memory=lots"}, &rest), Error);
+  EXPECT_THROW(ParseBenchFlags({"bench", "--max-memory"}, &rest), Error);
 }
 
 TEST(BenchFlags, OwnFlagsAreTakenOutAndTheRestPassesThrough) {
@@ -165,13 +342,21 @@ TEST(BenchResults, VsEagerDividesByTheBaselineOfTheSameCase) {
   EXPECT_DOUBLE_EQ(*rows[1].of_matmul_bound, 0.5);
   EXPECT_FALSE(rows[3].of_matmul_bound);  // no bound at d=1024
 
+  rows[2].peak_bytes = 48 << 20;
+  rows[2].peak_bytes_by_category[static_cast<int>(Category::kActivations)] = 3 << 20;
+  rows[2].row.big = true;
   const nlohmann::json run = ResultsJson("cmd", MachineInfo(), "2024-01-01T00:00:00Z", rows);
+  EXPECT_EQ(run["rows"][2]["peak_bytes_by_category"]["activations"], 3 << 20);
+  EXPECT_EQ(run["rows"][2]["peak_bytes_by_category"]["inputs"], 0);
+  EXPECT_EQ(run["rows"][2]["big"], true);
+  EXPECT_FALSE(run["rows"][0].contains("big"));
   EXPECT_DOUBLE_EQ(run["rows"][0]["vs_eager"].get<double>(), 1.5);
   EXPECT_TRUE(run["rows"][3]["vs_eager"].is_null());
   EXPECT_EQ(run["rows"][4]["error"], "out of memory");
   EXPECT_EQ(run["rows"][1]["params"]["d"], 512);
   for (const char* field : {"name", "problem", "params", "engine", "policy", "iterations",
-                            "real_time_ms", "peak_bytes", "residual_bytes", "flops_forward",
+                            "real_time_ms", "peak_bytes", "peak_bytes_by_category",
+                            "residual_bytes", "flops_forward",
                             "flops_recomputed", "flops_backward", "gflops", "vs_eager"}) {
     EXPECT_TRUE(run["rows"][0].contains(field)) << field;
   }
@@ -180,6 +365,9 @@ TEST(BenchResults, VsEagerDividesByTheBaselineOfTheSameCase) {
   EXPECT_NE(summary.find("x eager"), std::string::npos) << summary;
   EXPECT_NE(summary.find("recompute/nothing_saveable"), std::string::npos) << summary;
   EXPECT_NE(summary.find("2.50"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("activations"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("48.0 MiB"), std::string::npos) << summary;
+  EXPECT_NE(summary.find(" 3.0 MiB"), std::string::npos) << summary;
   EXPECT_NE(summary.find("failed: out of memory"), std::string::npos) << summary;
   EXPECT_NE(summary.find("50% of the bound"), std::string::npos) << summary;
 }

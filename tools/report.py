@@ -9,10 +9,17 @@ files are merged; the report names every file and the command behind it.
 
 Plots (PNG, matplotlib from Debian's python3-matplotlib; without it the
 report has its tables and says the plots were skipped):
-  memory_vs_depth.png   peak memory vs depth (scan_stack), per engine and policy
-  tradeoff.png          time overhead vs memory saved, per policy, per problem
-  peer.png              eager and recompute vs the PyTorch peer, scan_stack
-  schedules.png         every schedule's peak vs its time overhead (the frontier)
+  memory_vs_depth.png       peak memory vs depth (scan_stack), per engine and policy
+  tradeoff.png              time overhead vs memory saved, per policy, per problem
+  peer.png                  eager and recompute vs the PyTorch peer, scan_stack
+  schedules.png             the frontier: every schedule's peak vs its time
+                            overhead on one case (the scheduled case with the most
+                            schedules), with eager and JAX-style body checkpointing
+  schedules_vs_depth.png    peak memory, and the activations in it, vs depth
+                            for each schedule (scan_stack)
+Sections: a table per problem; the frontier case's schedules relative to eager;
+rows run at scale (//harness:bench --sweep=scale: one run each, peak by
+category, refusals past --max-memory).
 """
 
 import argparse
@@ -26,10 +33,14 @@ MIB = 1024.0 * 1024.0
 
 def load(paths):
     runs = []
-    for path in paths:
+    for index, path in enumerate(paths):
         with open(path) as f:
             run = json.load(f)
         run["_path"] = path
+        # Rows are compared with eager of the same run only (times of two runs
+        # on a shared machine are not comparable).
+        for row in run.get("rows", []):
+            row["_run"] = index
         runs.append(run)
     return runs
 
@@ -57,6 +68,29 @@ def is_schedule(row):
     return (row.get("policy") or "").startswith("schedule:") or bool(row.get("schedule"))
 
 
+def failed(row):
+    return bool(row.get("error"))
+
+
+def category_bytes(row, category):
+    """Live bytes of `category` at the row's peak; None for files without them."""
+    by_category = row.get("peak_bytes_by_category")
+    if not by_category or category not in by_category:
+        return None
+    return by_category[category]
+
+
+def time_vs_eager(row, base):
+    vs = row.get("vs_eager")
+    if isinstance(vs, (int, float)):
+        return vs
+    return row["real_time_ms"] / base["real_time_ms"]
+
+
+def short(label):
+    return label.replace("recompute/", "").replace("schedule:", "")
+
+
 def fmt_params(params):
     return ",".join(f"{k}={v}" for k, v in params)
 
@@ -67,6 +101,10 @@ def table(rows):
     for row in rows:
         problem, params = key_of(row)
         vs = row.get("vs_eager")
+        if failed(row):
+            out.append("| {} | {} | {} | failed: {} | | | | |".format(
+                problem, fmt_params(params), variant(row), row["error"].replace("|", "/")))
+            continue
         out.append("| {} | {} | {} | {:.2f} | {} | {} | {} | {} |".format(
             problem, fmt_params(params), variant(row), row.get("real_time_ms", float("nan")),
             f"{vs:.2f}" if isinstance(vs, (int, float)) else "",
@@ -85,6 +123,7 @@ def plots(rows, out_dir):
         return [], "matplotlib is not installed (Debian: python3-matplotlib): plots skipped."
     made = []
 
+    rows = [r for r in rows if not failed(r)]
     # Peak memory vs depth, scan_stack, one line per variant.
     series = defaultdict(list)
     for row in rows:
@@ -114,11 +153,9 @@ def plots(rows, out_dir):
         made.append(("memory_vs_depth.png", "Peak memory vs depth (scan_stack)"))
 
     # Trade-off: time overhead vs memory, relative to eager on the same case.
-    by_case = defaultdict(list)
-    for row in rows:
-        by_case[key_of(row)].append(row)
+    by_case = cases_by_run(rows)
     points = []
-    for case, case_rows in by_case.items():
+    for (_, *case), case_rows in by_case.items():
         eager = [r for r in case_rows if r.get("engine") == "eager" and "peak_bytes" in r]
         if not eager:
             continue
@@ -127,7 +164,7 @@ def plots(rows, out_dir):
             if r is base or "peak_bytes" not in r or r.get("engine") == "pytorch":
                 continue
             points.append((case[0], variant(r), r["peak_bytes"] / base["peak_bytes"],
-                           r["real_time_ms"] / base["real_time_ms"]))
+                           time_vs_eager(r, base)))
     if points:
         plt.figure(figsize=(8, 5))
         markers = "os^vD<>ph*"
@@ -152,12 +189,12 @@ def plots(rows, out_dir):
     # Eager vs the PyTorch peer.
     peer = [r for r in rows if r.get("engine") == "pytorch"]
     if peer:
-        cases = sorted({key_of(r) for r in peer})
+        cases = sorted({(r["_run"],) + key_of(r) for r in peer})
         labels, values = [], []
         for case in cases:
             for r in sorted(by_case[case], key=variant):
                 if r.get("engine") in ("eager", "pytorch") or variant(r) == "recompute/as-written":
-                    labels.append(f"{variant(r)}\n{fmt_params(case[1])}")
+                    labels.append(f"{variant(r)}\n{fmt_params(case[2])}")
                     values.append(r["real_time_ms"])
         plt.figure(figsize=(max(6, len(labels) * 0.9), 5))
         plt.bar(range(len(values)), values)
@@ -169,35 +206,196 @@ def plots(rows, out_dir):
         plt.close()
         made.append(("peer.png", "remat-bench vs PyTorch (scan_stack)"))
 
-    # Schedules: the memory/time frontier on each scheduled case.
-    scheduled = [r for r in rows if is_schedule(r)]
-    if scheduled:
-        plt.figure(figsize=(8, 5))
-        for case in sorted({key_of(r) for r in scheduled}):
-            case_rows = by_case[case]
-            eager = [r for r in case_rows if r.get("engine") == "eager"]
-            mine = [r for r in case_rows if is_schedule(r) or r.get("engine") == "recompute"]
-            if not eager:
-                continue
-            base = eager[0]
-            xs = [r["real_time_ms"] / base["real_time_ms"] for r in mine]
-            ys = [r["peak_bytes"] / MIB for r in mine]
-            plt.scatter(xs, ys, label=fmt_params(case[1]))
-            for r, x, y in zip(mine, xs, ys):
-                plt.annotate(variant(r).replace("recompute/", ""), (x, y), fontsize=6)
-            plt.scatter([1.0], [base["peak_bytes"] / MIB], marker="x", color="black")
-            plt.annotate("eager", (1.0, base["peak_bytes"] / MIB), fontsize=7)
-        plt.yscale("log")
-        plt.xlabel("time / eager's")
-        plt.ylabel("peak memory (MiB)")
-        plt.title("Schedules: peak memory vs time overhead")
-        plt.grid(True, alpha=0.3)
-        plt.legend(fontsize=7)
-        plt.tight_layout()
-        plt.savefig(os.path.join(out_dir, "schedules.png"), dpi=110)
-        plt.close()
-        made.append(("schedules.png", "Every schedule's peak memory vs its time overhead"))
+    frontier = frontier_case(rows)
+    if frontier:
+        made.append(plot_frontier(plt, frontier, out_dir))
+    depth_plot = plot_schedules_vs_depth(plt, rows, out_dir)
+    if depth_plot:
+        made.append(depth_plot)
     return made, ""
+
+
+def cases_by_run(rows):
+    """Rows by (run, problem, params)."""
+    by_case = defaultdict(list)
+    for row in rows:
+        by_case[(row.get("_run", 0),) + key_of(row)].append(row)
+    return by_case
+
+
+def frontier_case(rows):
+    """The case the frontier is drawn on: of the cases with an eager row and
+    schedule rows (failed ones aside), the one with the most schedules (the
+    deepest on a tie). Returns (eager row, other rows of the case) or None."""
+    best = None
+    for case, case_rows in cases_by_run(rows).items():
+        ok = [r for r in case_rows if not failed(r) and "peak_bytes" in r]
+        eager = [r for r in ok if r.get("engine") == "eager"]
+        schedules = [r for r in ok if is_schedule(r)]
+        if not eager or not schedules:
+            continue
+        rank = (len({variant(r) for r in schedules}), dict(case[2]).get("L", 0))
+        if best is None or rank > best[0]:
+            others = [r for r in ok if r is not eager[0] and r.get("engine") != "pytorch"]
+            best = (rank, eager[0], others)
+    return (best[1], best[2]) if best else None
+
+
+def pareto(points):
+    """The points no other point beats in both time and memory, by time."""
+    out = []
+    for x, y in sorted(points):
+        if not out or y < out[-1][1]:
+            out.append((x, y))
+    return out
+
+
+def plot_frontier(plt, frontier, out_dir):
+    eager, others = frontier
+    problem, params = key_of(eager)
+    case = f"{problem} {fmt_params(params)}"
+    plt.figure(figsize=(9, 6))
+    groups = [
+        ("eager (stores everything)", [eager], dict(marker="X", color="black", s=80)),
+        ("JAX body checkpointing (policies)",
+         [r for r in others if not is_schedule(r)], dict(marker="s", color="tab:orange", s=45)),
+        ("schedules", [r for r in others if is_schedule(r)], dict(marker="o", color="tab:blue", s=45)),
+    ]
+    every = []
+    for label, mine, style in groups:
+        if not mine:
+            continue
+        xs = [time_vs_eager(r, eager) for r in mine]
+        ys = [r["peak_bytes"] / MIB for r in mine]
+        every += list(zip(xs, ys))
+        plt.scatter(xs, ys, label=label, zorder=3, **style)
+        for i, (r, x, y) in enumerate(zip(mine, xs, ys)):
+            name = "eager" if r is eager else short(variant(r))
+            plt.annotate(name, (x, y), xytext=(5, 4 if i % 2 == 0 else -9),
+                         textcoords="offset points", fontsize=7)
+    line = pareto(every)
+    plt.step([p[0] for p in line], [p[1] for p in line], where="post", color="gray",
+             lw=1, ls="--", label="frontier (nothing both faster and smaller)", zorder=1)
+    floors = [category_bytes(r, "inputs") + category_bytes(r, "gradients")
+              for r in [eager] + others if category_bytes(r, "inputs") is not None]
+    if floors:
+        plt.axhline(min(floors) / MIB, color="tab:red", lw=0.8, ls=":",
+                    label="arguments + gradients (no schedule goes below)")
+    plt.xlabel("time / eager's (same run)")
+    plt.ylabel("peak memory (MiB)")
+    plt.title(f"Schedules on {case}: peak memory vs time")
+    plt.grid(True, alpha=0.3)
+    plt.legend(fontsize=7)
+    plt.tight_layout()
+    plt.savefig(os.path.join(out_dir, "schedules.png"), dpi=110)
+    plt.close()
+    return ("schedules.png", f"The frontier: every schedule's peak memory vs its time "
+            f"overhead ({case})")
+
+
+def depth_variant(row):
+    """The lines of schedules_vs_depth.png: eager, the checkpointed body as
+    written, and each schedule."""
+    if row.get("engine") == "eager":
+        return "eager"
+    if row.get("engine") == "recompute" and (is_schedule(row) or row.get("policy") == "as-written"):
+        return short(variant(row)) if is_schedule(row) else "as-written (JAX body checkpointing)"
+    return None
+
+
+def plot_schedules_vs_depth(plt, rows, out_dir):
+    series = defaultdict(list)
+    for row in rows:
+        params = dict(row.get("params", {}))
+        label = depth_variant(row)
+        if row.get("problem") != "scan_stack" or "L" not in params or label is None:
+            continue
+        series[(row.get("_run", 0), params.get("d"), params.get("N"), label)].append(
+            (params["L"], row["peak_bytes"] / MIB, category_bytes(row, "activations")))
+    # A schedule's series needs two depths; the plot needs two schedules.
+    lines = {k: sorted(v) for k, v in series.items() if len(v) >= 2}
+    if sum(1 for k in lines if k[3] not in ("eager",) and not k[3].startswith("as-written")) < 2:
+        return None
+    with_activations = all(p[2] is not None for v in lines.values() for p in v)
+    panels = 2 if with_activations else 1
+    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 5), squeeze=False)
+    for (run, d, n, label), points in sorted(lines.items(), key=lambda kv: kv[0][3]):
+        style = dict(marker="o", label=f"{label} (d={d}, N={n})")
+        if label == "eager":
+            style.update(color="black", marker="X")
+        axes[0][0].plot([p[0] for p in points], [p[1] for p in points], **style)
+        if with_activations:
+            axes[0][1].plot([p[0] for p in points], [p[2] / MIB for p in points], **style)
+    titles = ["peak memory (MiB)", "activations at the peak (MiB)"]
+    for i in range(panels):
+        ax = axes[0][i]
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("depth L")
+        ax.set_ylabel(titles[i])
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_title("scan_stack: peak (arguments and gradients grow with L too)")
+    if with_activations:
+        axes[0][1].set_title("what the schedule keeps: activations at the peak")
+    axes[0][panels - 1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "schedules_vs_depth.png"), dpi=110)
+    plt.close(fig)
+    return ("schedules_vs_depth.png", "Peak memory vs depth for each schedule (scan_stack)")
+
+
+def frontier_table(rows):
+    """The frontier case's rows relative to eager, by time: what the note quotes."""
+    frontier = frontier_case(rows)
+    if not frontier:
+        return []
+    eager, others = frontier
+    problem, params = key_of(eager)
+    out = [f"## Schedules on {problem} {fmt_params(params)} relative to eager", "",
+           "The case with the most schedules (the frontier plot's). Peak and time are each "
+           "divided by eager's in the same run; activations are those live at the peak.", "",
+           "| engine / policy | time ms | x eager | peak MiB | peak / eager's | "
+           "activations MiB | recomputed GFLOP |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in [eager] + sorted(others, key=lambda r: time_vs_eager(r, eager)):
+        act = category_bytes(r, "activations")
+        out.append("| {} | {:.1f} | {:.2f} | {:.1f} | {:.2f} | {} | {:.2f} |".format(
+            variant(r), r["real_time_ms"], time_vs_eager(r, eager), r["peak_bytes"] / MIB,
+            r["peak_bytes"] / eager["peak_bytes"], "" if act is None else f"{act / MIB:.1f}",
+            r.get("flops_recomputed", 0) / 1e9))
+    return out + [""]
+
+
+def scale_table(rows):
+    """Rows run at scale (marked big: one run each), with the peak by category."""
+    big = [r for r in rows if r.get("big")]
+    if not big:
+        return []
+    gib = MIB * 1024
+    out = ["## At scale", "",
+           "Rows of `//harness:bench -- --sweep=scale`: each run once (no warm-up). The peak "
+           "is split by what was live at that moment: the arguments (inputs), the gradients "
+           "(the weights' gradient and cotangents), the activations (what the schedule keeps "
+           "and recomputes) and oneDNN's scratchpad. A row whose predicted peak exceeds "
+           "--max-memory is refused before it allocates.", "",
+           "| problem | size | engine / policy | time s | peak GiB | activations MiB | "
+           "inputs GiB | gradients GiB | recomputed GFLOP |",
+           "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in big:
+        problem, params = key_of(r)
+        if failed(r):
+            out.append("| {} | {} | {} | refused: {} | | | | | |".format(
+                problem, fmt_params(params), variant(r), r["error"].replace("|", "/")))
+            continue
+        cat = {c: category_bytes(r, c) for c in ("activations", "inputs", "gradients")}
+        out.append("| {} | {} | {} | {:.1f} | {:.2f} | {} | {} | {} | {:.0f} |".format(
+            problem, fmt_params(params), variant(r), r["real_time_ms"] / 1e3,
+            r["peak_bytes"] / gib,
+            "" if cat["activations"] is None else f"{cat['activations'] / MIB:.0f}",
+            "" if cat["inputs"] is None else f"{cat['inputs'] / gib:.2f}",
+            "" if cat["gradients"] is None else f"{cat['gradients'] / gib:.2f}",
+            r.get("flops_recomputed", 0) / 1e9))
+    return out + [""]
 
 
 def main():
@@ -226,10 +424,15 @@ def main():
            "`x eager` is the ratio to eager on the same problem and size, measured in the "
            "same run. Peak memory is the MemoryTracker's high-water mark (arguments, "
            "activations, gradients, oneDNN scratchpad).", ""]
+    if made:
+        md += ["Plots (below): " + "; ".join(f"`{file}`: {title}" for file, title in made) + ".",
+               ""]
     problems = sorted({r.get("problem", "?") for r in rows})
     for problem in problems:
         mine = [r for r in rows if r.get("problem") == problem]
         md += [f"## {problem}", "", table(mine), ""]
+    md += frontier_table(rows)
+    md += scale_table(rows)
     if made:
         md += ["## Plots", ""]
         for file, title in made:

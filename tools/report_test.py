@@ -1,0 +1,111 @@
+"""Tests of tools/report.py: the frontier case, the schedules' sections and
+plots, on results files written here (never results/ itself)."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
+
+MIB = 1 << 20
+
+
+def row(params, engine, policy, ms, peak_mib, activations_mib=None, vs_eager=None, **extra):
+    out = {"name": f"BM_ValueAndGrad/scan_stack/{params}/{engine}/{policy}",
+           "problem": "scan_stack",
+           "params": dict((k, int(v)) for k, v in (p.split("=") for p in params.split(","))),
+           "engine": engine, "policy": policy, "iterations": 1, "real_time_ms": ms,
+           "peak_bytes": int(peak_mib * MIB), "residual_bytes": 0, "flops_recomputed": 0,
+           "vs_eager": vs_eager}
+    if activations_mib is not None:
+        out["peak_bytes_by_category"] = {"inputs": 256 * MIB, "gradients": 256 * MIB,
+                                         "activations": int(activations_mib * MIB),
+                                         "scratchpad": 0, "host": 0}
+    out.update(extra)
+    return out
+
+
+def schedules_run():
+    """A small --sweep=schedules: a frontier at L=256, two depths for the rest."""
+    frontier = "L=256,d=512,N=256"
+    rows = [row(frontier, "eager", "as-written", 400, 770, 256, 1.0),
+            row(frontier, "recompute", "as-written", 520, 640, 128, 1.3),
+            row(frontier, "recompute", "schedule:sqrt", 560, 538, 22, 1.4),
+            row(frontier, "recompute", "schedule:revolve:4", 1000, 518, 2, 2.5),
+            row(frontier, "recompute", "schedule:budget:64MiB", 600, 586, 70, 1.5),
+            row(frontier, "recompute", "schedule:bisect", 900, 520, 4, 2.25)]
+    for l, scale in ((16, 1 / 16), (64, 1 / 4)):
+        params = f"L={l},d=512,N=256"
+        rows += [row(params, "eager", "as-written", 400 * scale, 770 * scale, 256 * scale, 1.0),
+                 row(params, "recompute", "schedule:sqrt", 560 * scale, 538 * scale, 5, 1.4),
+                 row(params, "recompute", "schedule:bisect", 900 * scale, 520 * scale, 3, 2.25)]
+    # A case with fewer schedules: not the frontier.
+    rows.append(row("L=32,d=512,N=256", "eager", "as-written", 50, 98, 32, 1.0))
+    rows.append(row("L=32,d=512,N=256", "recompute", "schedule:sqrt", 70, 74, 3, 1.4))
+    return {"command": "tools/bazel run //harness:bench -- --sweep=schedules",
+            "machine": {"cpu": "test", "cores": 2}, "date": "2026-01-01T00:00:00Z", "rows": rows}
+
+
+def scale_run():
+    big = "L=1024,d=1024,N=1024"
+    return {"command": "tools/bazel run //harness:bench -- --sweep=scale --max-memory=12GiB",
+            "machine": {"cpu": "test", "cores": 2}, "date": "2026-01-01T00:00:00Z",
+            "rows": [row(big, "eager", "as-written", 0, 0, big=True,
+                         error="the predicted peak of 17193797000 bytes exceeds the limit"),
+                     row(big, "recompute", "schedule:sqrt", 63000, 8586, 390, big=True)]}
+
+
+class ReportTest(unittest.TestCase):
+
+    def test_pareto_keeps_what_nothing_beats(self):
+        self.assertEqual(report.pareto([(2, 5), (1, 10), (3, 7), (4, 1), (5, 1)]),
+                         [(1, 10), (2, 5), (4, 1)])
+
+    def test_the_frontier_is_the_case_with_the_most_schedules(self):
+        rows = schedules_run()["rows"]
+        for r in rows:
+            r["_run"] = 0
+        eager, others = report.frontier_case(rows)
+        self.assertEqual(eager["params"]["L"], 256)
+        self.assertEqual(len(others), 5)
+        self.assertTrue(all(o["params"]["L"] == 256 for o in others))
+
+    def test_report_has_the_frontier_table_the_scale_table_and_the_plots(self):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            inputs = []
+            for name, run in (("schedules.json", schedules_run()), ("scale.json", scale_run())):
+                path = os.path.join(tmp, name)
+                with open(path, "w") as f:
+                    json.dump(run, f)
+                inputs.append(path)
+            out = os.path.join(tmp, "out")
+            # The interpreter the README runs the report with (Debian's, where
+            # python3-matplotlib goes), else this one.
+            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+            subprocess.run([python, report.__file__] + inputs + ["--out", out],
+                           check=True, stdout=subprocess.DEVNULL)
+            with open(os.path.join(out, "REPORT.md")) as f:
+                md = f.read()
+            self.assertIn("## Schedules on scan_stack L=256,N=256,d=512 relative to eager", md)
+            # Sorted by time: sqrt (1.40) before bisect (2.25); peak / eager's.
+            self.assertLess(md.index("recompute/schedule:sqrt | 560.0 | 1.40"),
+                            md.index("recompute/schedule:bisect | 900.0 | 2.25"))
+            self.assertIn("| 538.0 | 0.70 | 22.0 |", md)
+            self.assertIn("## At scale", md)
+            self.assertIn("| eager | refused: the predicted peak of 17193797000 bytes", md)
+            self.assertIn("| recompute/schedule:sqrt | 63.0 | 8.38 | 390 | 0.25 | 0.25 |", md)
+            if "plots skipped" in md:  # no matplotlib for that interpreter
+                self.assertFalse(os.path.exists(os.path.join(out, "schedules.png")))
+                return
+            for png in ("schedules.png", "schedules_vs_depth.png"):
+                self.assertTrue(os.path.getsize(os.path.join(out, png)) > 0, png)
+                self.assertIn(f"({png})", md)
+            self.assertIn("`schedules_vs_depth.png`: Peak memory vs depth for each schedule", md)
+
+
+if __name__ == "__main__":
+    unittest.main()
