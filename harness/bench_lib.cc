@@ -257,10 +257,10 @@ std::string BenchHelp() {
       "  --sweep=schedules every schedule on scan_stack L=256,d=512,N=256 (the frontier),\n"
       "                    and eager, as-written, sqrt, bisect, revolve:8, budget:16MiB\n"
       "                    at L = 16, 64, 256, 1024 (peak vs depth)\n"
-      "  --sweep=scale     scan_stack at L=1024,d=1024,N=1024 (8 GiB of weights and\n"
-      "                    gradients; eager stores 8 GiB more): eager, sqrt, revolve:8,\n"
-      "                    budget:128MiB, each run once (a minute or more each); with\n"
-      "                    --max-memory=12GiB eager is refused, the schedules fit\n"
+      "  --sweep=scale     scan_stack at L=2048,d=1024,N=1024 (16 GiB of weights and\n"
+      "                    gradients; eager stores 16 GiB more, past this machine's\n"
+      "                    memory: refused): eager, sqrt, revolve:8, budget:128MiB,\n"
+      "                    each run once (one to three minutes each)\n"
       "  --out=DIR         where the JSON goes (default: results/ of the workspace under\n"
       "                    `bazel run`, else the current directory)\n"
       "  --max-memory=B    refuse a row whose predicted peak exceeds B bytes (4GiB,\n"
@@ -300,9 +300,13 @@ std::vector<ParamValues> DefaultBenchSizes(const Problem& problem) {
   static const std::map<std::string, std::vector<std::map<std::string, int64_t>>> kSizes = {
       {"scan_stack", {{}, {{"L", 32}}, {{"L", 128}}}},
       // A small stack by default (seconds at the problem's L=12, D=512);
-      // --sweep=transformer runs that size.
-      {"transformer_stack", {{{"L", 4}, {"D", 256}, {"H", 4}, {"F", 1024}, {"S", 128}, {"B", 2}}}},
+      // --sweep=transformer runs that size. At S=64 the smallest
+      // feasible budget (2.25 MiB) is below the default run's (4 MiB).
+      {"transformer_stack", {{{"L", 4}, {"D", 256}, {"H", 4}, {"F", 1024}, {"S", 64}, {"B", 2}}}},
       {"sin_plain", {{}, {{"D", 64}}, {{"D", 1024}}}},
+      // A quarter of the problem's batch: the default budget (4 MiB) lies
+      // between its smallest feasible (2 MiB) and storing every block.
+      {"mlp_chain", {{{"N", 512}}}},
       {"sin_recursive", {{}, {{"D", 64}}, {{"D", 1024}}}},
   };
   std::vector<ParamValues> out;
@@ -327,7 +331,7 @@ std::vector<ParamValues> SweepSizes(Sweep sweep) {
       out.push_back(ResolveParams(p, {{"L", l}, {"d", 512}, {"N", 256}}));
     }
   } else if (sweep == Sweep::kScale) {
-    out.push_back(ResolveParams(FindProblem("scan_stack"), {{"L", 1024}, {"d", 1024}, {"N", 1024}}));
+    out.push_back(ResolveParams(FindProblem("scan_stack"), {{"L", 2048}, {"d", 1024}, {"N", 1024}}));
   } else if (sweep == Sweep::kWidth) {
     const Problem& p = FindProblem("layer_loss");
     for (int64_t d = 128; d <= 2048; d *= 2) out.push_back(ResolveParams(p, {{"d", d}, {"N", 256}}));
@@ -400,9 +404,15 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
   std::vector<PlannedRow> bounds, rows;
   std::set<std::string> bound_keys;
   for (const auto& [problem, sizes] : cases) {
-    // Schedules reverse scans: their rows go to problems that have one.
+    // Schedules reverse scans and chains of blocks: their rows go to problems
+    // that have one (ApplySchedule says which).
     const Program program = problem->Build(sizes.front());
-    const bool has_scan = program.CountOps(OpKind::kScan) > 0;
+    bool schedulable = true;
+    try {
+      ApplySchedule(program, "sqrt");
+    } catch (const Error&) {
+      schedulable = false;
+    }
     for (const ParamValues& size : sizes) {
       const OrderedParams params = OrderParams(*problem, size);
       const std::string formatted = FormatOrderedParams(params);
@@ -414,7 +424,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
         std::vector<std::string> engine_policies = size_policies;
         if (IgnoresPolicies(engine)) engine_policies = {kAsWritten};
         for (const std::string& policy : engine_policies) {
-          if (IsSchedule(policy) && !has_scan) continue;
+          if (IsSchedule(policy) && !schedulable) continue;
           PlannedRow row;
           row.problem = problem->name();
           row.params = params;

@@ -30,7 +30,8 @@ namespace remat::bench {
 // The row of an engine that is not given a policy: the problem as written.
 inline constexpr char kAsWritten[] = "as-written";
 // A --policies entry that is a schedule (engines/schedule) rather than a
-// policy: "schedule:revolve:4". Such rows run only on problems with a scan.
+// policy: "schedule:revolve:4". Such rows run only on problems with a scan or
+// a chain of checkpointed blocks.
 inline constexpr char kSchedulePrefix[] = "schedule:";
 inline bool IsSchedule(const std::string& policy) {
   return policy.rfind(kSchedulePrefix, 0) == 0;
@@ -64,10 +65,13 @@ inline constexpr char kFrontierPolicies[] =
 inline constexpr char kDepthSchedulePolicies[] =
     "as-written;schedule:sqrt;schedule:bisect;schedule:revolve:8;schedule:budget:16MiB";
 inline constexpr int64_t kScheduleDepths[] = {16, 64, 256, 1024};
-// --sweep=scale: scan_stack at L=1024, d=1024, N=1024, where the weights and
-// their gradient take 8 GiB and eager's stored activations 8 GiB more. The
-// budget is of the schedule's memory model (activations only: kept carries,
-// residuals), half of what sqrt keeps there.
+// --sweep=scale: scan_stack at L=2048, d=1024, N=1024, where the weights and
+// their gradient take 16 GiB and eager's stored activations 16 GiB more: 32
+// GiB, past this 24 GiB machine (and the default --max-memory, 80% of it), so
+// eager is refused before allocating, while every schedule fits in the 16 GiB
+// plus a few hundred MiB. The budget is of the schedule's memory model
+// (activations only: kept carries, residuals), about a third of what sqrt
+// keeps there.
 inline constexpr char kScalePolicies[] =
     "schedule:sqrt;schedule:revolve:8;schedule:budget:128MiB";
 // The store-everything baseline every row's time is compared with (vs_eager).
@@ -90,7 +94,7 @@ enum class Sweep {
   kTransformer,  // transformer_stack at its defaults, kTransformerPolicies
   kSchedules,    // scan_stack: kFrontierPolicies at L = kFrontierDepth, and
                  // kDepthSchedulePolicies at every L of kScheduleDepths
-  kScale,        // scan_stack at L=1024, d=1024, N=1024, kScalePolicies; big rows
+  kScale,        // scan_stack at L=2048, d=1024, N=1024, kScalePolicies; big rows
 };
 
 struct BenchFlags {

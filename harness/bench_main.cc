@@ -4,7 +4,7 @@
 //   tools/bazel run //harness:bench
 //   tools/bazel run //harness:bench -- --sweep=depth
 //   tools/bazel run //harness:bench -- --sweep=schedules
-//   tools/bazel run //harness:bench -- --sweep=scale --max-memory=12GiB
+//   tools/bazel run //harness:bench -- --sweep=scale
 //   tools/bazel run //harness:bench -- --engines=eager,recompute --benchmark_filter=scan_stack
 //
 // Flags: harness/bench_lib.h (BenchHelp); Google Benchmark's own flags pass

@@ -185,18 +185,19 @@ TEST(BenchPlan, ScaleSweepRunsTheSchedulesAndEagerOnceEach) {
     names.push_back(row.name);
     EXPECT_EQ(row.big, row.kind == RowKind::kValueAndGrad) << row.name;
   }
-  const std::string c = "BM_ValueAndGrad/scan_stack/L=1024,d=1024,N=1024/";
+  const std::string c = "BM_ValueAndGrad/scan_stack/L=2048,d=1024,N=1024/";
   EXPECT_EQ(names, (std::vector<std::string>{
                        "BM_OneDnnMatMulBound/N=1024,d=1024", c + "eager/as-written",
                        c + "recompute/schedule:sqrt", c + "recompute/schedule:revolve:8",
                        c + "recompute/schedule:budget:128MiB"}));
 }
 
-// What the recompute engine predicts for `policy` on scan_stack at `params`,
-// planned on shapes alone (no data: the scale case's weights are 4 GiB).
-Stats PlanScanStack(const OrderedParams& params, const std::string& engine,
-                    const std::string& policy, const std::string& variant_for_errors) {
-  const Problem& problem = FindProblem("scan_stack");
+// What `engine` predicts for `policy` on the problem at `params`,
+// planned on shapes alone (no data: the scale case's weights are 8 GiB).
+Stats PlanRow(const std::string& problem_name, const OrderedParams& params,
+              const std::string& engine, const std::string& policy,
+              const std::string& variant_for_errors) {
+  const Problem& problem = FindProblem(problem_name);
   const ParamValues values(params.begin(), params.end());
   Program program = problem.Build(values);
   if (IsSchedule(policy)) {
@@ -219,37 +220,40 @@ int64_t Activations(const Stats& s) {
 }
 
 // Every budget row of the default run and of --sweep=schedules is feasible
-// at its size, and those meant to trade memory for time (all but the depth
-// series, which shows a budget's peak levelling off) keep less than the
-// schedule that stores every step at once does.
+// at its size, and those meant to trade memory for time (on scan_stack and
+// mlp_chain, but not the depth series, which shows a budget's peak levelling
+// off) keep less than the schedule that stores every step at once does.
 TEST(BenchPlan, BudgetRowsAreFeasibleAndBelowStoreAll) {
+  int chain_rows = 0;
   for (const std::string& sweep : {std::string("none"), std::string("schedules")}) {
     for (const PlannedRow& row : SweepPlan(sweep)) {
-      if (row.problem != "scan_stack" || row.policy.rfind("schedule:budget:", 0) != 0) continue;
+      if (row.policy.rfind("schedule:budget:", 0) != 0) continue;
+      chain_rows += row.problem == "mlp_chain";
       Stats budget;
-      ASSERT_NO_THROW(budget = PlanScanStack(row.params, row.engine, row.policy, row.name));
+      ASSERT_NO_THROW(budget = PlanRow(row.problem, row.params, row.engine, row.policy, row.name));
       const bool depth_series = sweep == "schedules" && row.policy == "schedule:budget:16MiB";
-      if (depth_series) continue;
-      const Stats store_all = PlanScanStack(row.params, row.engine, "schedule:budget:1TiB", row.name);
+      if (depth_series || (row.problem != "scan_stack" && row.problem != "mlp_chain")) continue;
+      const Stats store_all = PlanRow(row.problem, row.params, row.engine, "schedule:budget:1TiB", row.name);
       EXPECT_LT(Activations(budget), Activations(store_all)) << row.name;
       EXPECT_GT(budget.flops_recomputed, 0) << row.name;
     }
   }
+  EXPECT_GT(chain_rows, 0);  // schedules reach chains of blocks, not only scans
 }
 
-// The recorded scale run is `--sweep=scale --max-memory=12GiB`: eager's
-// predicted peak is past that limit (it is refused) and every schedule's is
-// within it, with the weights and their gradient (8 GiB) most of it.
-TEST(BenchPlan, AtScaleEagerIsPastTwelveGiBAndTheSchedulesFit) {
+// The scale case: eager's predicted peak is past this 24 GiB machine (the
+// weights and their gradient are 16 GiB, its activations 16 GiB more), every
+// schedule's within the 16 GiB and under 1 GiB of activations.
+TEST(BenchPlan, AtScaleEagerIsPastTheMachineAndTheSchedulesFit) {
   constexpr int64_t kGiB = int64_t{1} << 30;
   for (const PlannedRow& row : SweepPlan("scale")) {
     if (row.kind != RowKind::kValueAndGrad) continue;
-    const Stats s = PlanScanStack(row.params, row.engine, row.policy, row.name);
+    const Stats s = PlanRow(row.problem, row.params, row.engine, row.policy, row.name);
     if (row.engine == kBaselineEngine) {
-      EXPECT_GT(s.predicted_peak_bytes, 12 * kGiB) << row.name;
+      EXPECT_GT(s.predicted_peak_bytes, 32 * kGiB) << row.name;
     } else {
-      EXPECT_LT(s.predicted_peak_bytes, 12 * kGiB) << row.name;
-      EXPECT_GT(s.predicted_peak_bytes, 8 * kGiB) << row.name;
+      EXPECT_LT(s.predicted_peak_bytes, 17 * kGiB) << row.name;
+      EXPECT_GT(s.predicted_peak_bytes, 16 * kGiB) << row.name;
       EXPECT_LT(Activations(s), kGiB) << row.name;
     }
   }

@@ -51,8 +51,8 @@ def schedules_run():
 
 
 def scale_run():
-    big = "L=1024,d=1024,N=1024"
-    return {"command": "tools/bazel run //harness:bench -- --sweep=scale --max-memory=12GiB",
+    big = "L=2048,d=1024,N=1024"
+    return {"command": "tools/bazel run //harness:bench -- --sweep=scale",
             "machine": {"cpu": "test", "cores": 2}, "date": "2026-01-01T00:00:00Z",
             "rows": [row(big, "eager", "as-written", 0, 0, big=True,
                          error="the predicted peak of 17193797000 bytes exceeds the limit"),
