@@ -137,6 +137,16 @@ bool IgnoresPolicies(const std::string& engine) {
   return engine == kBaselineEngine || engine == kOracleEngine;
 }
 
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  if (values.size() % 2 == 1) return values[mid];
+  const double upper = values[mid];
+  const double lower = *std::max_element(values.begin(), values.begin() + mid);
+  return (lower + upper) / 2;
+}
+
 BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std::string>* rest) {
   BenchFlags flags;
   flags.policies = SplitPolicies(kDefaultPolicies);
@@ -546,6 +556,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                           {"policy", r.row.policy},
                           {"iterations", r.iterations},
                           {"real_time_ms", r.real_time_ms},
+                          {"mean_time_ms", r.mean_time_ms},
                           {"peak_bytes", r.peak_bytes},
                           {"peak_bytes_by_category", by_category},
                           {"max_bytes_used", r.max_bytes_used},
@@ -599,7 +610,7 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
     for (size_t c = 0; c < columns; ++c) width[c] = std::max(width[c], line[c].size());
   }
   std::ostringstream out;
-  out << "\nSummary: mean time of one value_and_grad; x eager = time / eager's on the same "
+  out << "\nSummary: median time of one value_and_grad; x eager = time / eager's on the same "
          "problem and size;\npeak = the MemoryTracker's high-water mark, activations = the "
          "activations live at that moment\n(the rest: arguments, gradients, scratchpad); "
          "residual = saved for the backward pass (arguments excluded);\n"

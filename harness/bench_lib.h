@@ -111,6 +111,10 @@ struct BenchFlags {
   bool help = false;                  // --help (also handed on to Google Benchmark)
 };
 
+// The median of `values` (the mean of the middle two for an even count);
+// 0 for none.
+double Median(std::vector<double> values);
+
 // Takes this binary's own flags out of `args` (args[0] is the program name)
 // and returns them; every other argument, args[0] first, goes to `rest` in
 // order, for benchmark::Initialize. Flags are `--name=value` or `--name
@@ -179,13 +183,16 @@ std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size);
 std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
                                  const std::vector<std::string>& registered_engines);
 
-// What one row measured. Times are the mean over the iterations Google
-// Benchmark ran (the mean over repetitions with --benchmark_repetitions).
+// What one row measured.
 struct RowResult {
   PlannedRow row;
   std::string error;  // non-empty: the row failed with this message
   int64_t iterations = 0;
+  // The median wall time of one timed iteration (every iteration Google
+  // Benchmark ran, over every repetition): what the summary, vs_eager and
+  // the report use. And the mean, as Google Benchmark reports it.
   double real_time_ms = 0;
+  double mean_time_ms = 0;
   int64_t peak_bytes = 0;
   // The live bytes by category at the peak (arguments, activations,
   // gradients, scratchpad, host): what a schedule controls is the activations.

@@ -108,7 +108,7 @@ CaseCache g_cases;
 // --max-memory: every run of a row gets it (RunOptions::max_memory_bytes).
 int64_t g_max_memory_bytes = 0;
 
-// The baseline's mean time per case, for the vs_eager counter of the rows
+// The baseline's mean time per case, for Google Benchmark's vs_eager counter of the rows
 // that follow it (the JSON's vs_eager is computed again at the end).
 std::map<std::string, double> g_baseline_ms;
 
@@ -135,6 +135,9 @@ struct RowState {
   std::unique_ptr<Engine> engine;
   Program program;
   Stats stats;  // of the warm-up run (all but the times repeat exactly)
+  // Wall time of every timed iteration (warm: set-up ran one already), for
+  // the median the summary and the JSON report.
+  std::vector<double> iteration_ms;
   double timed_seconds = 0;       // engine time of the timed runs...
   double timed_kernel_seconds = 0;  // ...and the part inside kernels
   // kMatMulBound
@@ -280,6 +283,7 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
       }
       const double t = SecondsSince(start);
       state.SetIterationTime(t);
+      s->iteration_ms.push_back(1e3 * t);
       seconds += t;
     }
   } catch (const std::exception& e) {
@@ -306,6 +310,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
       RunDenseLayerMatMuls(*s);
       const double t = SecondsSince(start);
       state.SetIterationTime(t);
+      s->iteration_ms.push_back(1e3 * t);
       seconds += t;
     }
   } catch (const std::exception& e) {
@@ -403,12 +408,16 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   r.error = c.error;
   r.iterations = c.iterations;
   if (c.mean_ms) {
-    r.real_time_ms = *c.mean_ms;
+    r.mean_time_ms = *c.mean_ms;
   } else if (!c.times_ms.empty()) {
     double sum = 0;
     for (double t : c.times_ms) sum += t;
-    r.real_time_ms = sum / static_cast<double>(c.times_ms.size());
+    r.mean_time_ms = sum / static_cast<double>(c.times_ms.size());
   }
+  // The median iteration: this machine is shared, and a neighbour's burst
+  // lands on a few iterations of one row; the mean would carry it into that
+  // row's ratio to eager, the median does not.
+  r.real_time_ms = s.iteration_ms.empty() ? r.mean_time_ms : Median(s.iteration_ms);
   r.max_bytes_used = c.max_bytes_used;
   r.peak_bytes = s.stats.peak_bytes;
   r.peak_bytes_by_category = s.stats.peak_bytes_by_category;

@@ -316,6 +316,13 @@ RowResult Fake(const std::string& problem, const std::string& engine, const std:
   return r;
 }
 
+TEST(BenchResults, MedianIgnoresABurstOnAFewIterations) {
+  EXPECT_EQ(Median({}), 0);
+  EXPECT_EQ(Median({5}), 5);
+  EXPECT_EQ(Median({80, 81, 79, 140, 82}), 81);  // the mean would say 92.4
+  EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
+}
+
 TEST(BenchResults, VsEagerDividesByTheBaselineOfTheSameCase) {
   std::vector<RowResult> rows = {
       Fake("layer_loss", "recompute", "as-written", 15.0),  // before its baseline

@@ -420,7 +420,7 @@ def main():
         md.append(f"- `{run['_path']}`: `{run.get('command', '?')}` on {run.get('date', '?')}, "
                   f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "
                   f"{machine.get('onednn', '')}")
-    md += ["", "Times are the mean wall time of one value_and_grad (forward and backward); "
+    md += ["", "Times are the median wall time of one value_and_grad (forward and backward) over the timed iterations; "
            "`x eager` is the ratio to eager on the same problem and size, measured in the "
            "same run. Peak memory is the MemoryTracker's high-water mark (arguments, "
            "activations, gradients, oneDNN scratchpad).", ""]

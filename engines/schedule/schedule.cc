@@ -1285,10 +1285,14 @@ Schedule EveryK(int64_t length, int64_t k) {
 
 Schedule Segments(int64_t length, int64_t segments) {
   CheckLength(length, "segments");
-  if (segments < 1 || segments > length) {
-    throw Error(StrCat("segments: the number of segments must be in 1..L = ", length, ", not ", segments));
+  if (segments < 1) {
+    throw Error(StrCat("segments: the number of segments must be >= 1, not ", segments));
   }
-  return EveryKNamed(length, CeilDiv(length, segments), StrCat("segments:", segments));
+  // One spec reverses every scan and chain of a program, of whatever lengths:
+  // more segments than steps means a segment per step (where PyTorch's
+  // checkpoint_sequential would fail on a zero segment size).
+  return EveryKNamed(length, CeilDiv(length, std::min(segments, length)),
+                     StrCat("segments:", segments));
 }
 
 Schedule Sqrt(int64_t length) {

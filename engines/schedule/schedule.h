@@ -119,8 +119,9 @@ ScheduleCost Simulate(const Schedule& schedule, const ChainCosts& costs);
 // carries at k, 2k, ... (< L); the backward pass reverses the segments from
 // the last, each with one kReverse from its restored start. Name "every:K".
 Schedule EveryK(int64_t length, int64_t k);
-// checkpoint_sequential with `segments` segments (1 <= segments <= L): EveryK
-// with k = ceil(L / segments). Name "segments:K".
+// checkpoint_sequential with `segments` >= 1 segments: EveryK with k =
+// ceil(L / min(segments, L)) (more segments than steps: one per step). Name
+// "segments:K".
 Schedule Segments(int64_t length, int64_t segments);
 // EveryK with k = round(sqrt(L)): about 2 sqrt(L) carries and residuals kept
 // at once. Name "sqrt".

@@ -463,7 +463,9 @@ TEST(GeneratorsTest, RejectsInvalidParameters) {
   EXPECT_THROW(EveryK(0, 1), Error);
   EXPECT_THROW(EveryK(8, 0), Error);
   EXPECT_THROW(Segments(8, 0), Error);
-  EXPECT_THROW(Segments(8, 9), Error);
+  // More segments than steps: a segment per step, as every:1.
+  EXPECT_EQ(Segments(8, 9).backward, EveryK(8, 1).backward);
+  EXPECT_EQ(Segments(8, 9).forward, EveryK(8, 1).forward);
   EXPECT_THROW(Sqrt(0), Error);
   EXPECT_THROW(Bisect(-3), Error);
   EXPECT_THROW(Revolve(8, -1), Error);
