@@ -22,13 +22,16 @@ namespace {
 // glibc serves large blocks with fresh mmap()s and trims freed heap back to
 // the kernel, so a run that allocates and frees the same few sizes step
 // after step pays a page fault per page of every tensor (about 10% of a
-// dense layer's time here). Serving blocks below 256 MiB from the heap and
-// keeping up to 1 GiB of it makes them reused. The tracker counts bytes in
-// use, so this changes no measured peak.
+// dense layer's time here). Every block comes from the heap instead (no
+// mmap at all: a threshold would still send the biggest blocks, the stacked
+// gradient of a deep scan, 256 MiB at L = 256, d = 512, back to the kernel
+// every run: a fifth of eager's time there), and up to 2 GiB of freed heap
+// is kept for the next run. The tracker counts bytes in use, so this changes
+// no measured peak.
 void TuneMalloc() {
   static const bool tuned = [] {
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, 0x7fffffff);
     return true;
   }();
   (void)tuned;
