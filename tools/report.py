@@ -310,17 +310,27 @@ def plot_schedules_vs_depth(plt, rows, out_dir):
         label = depth_variant(row)
         if row.get("problem") != "scan_stack" or "L" not in params or label is None:
             continue
-        series[(row.get("_run", 0), params.get("d"), params.get("N"), label)].append(
+        # Memory does not vary between runs: depths from several runs (the
+        # main job's and --sweep=schedules') make one line; a depth twice
+        # is kept once.
+        series[(params.get("d"), params.get("N"), label)].append(
             (params["L"], row["peak_bytes"] / MIB, category_bytes(row, "activations")))
     # A schedule's series needs two depths; the plot needs two schedules.
-    lines = {k: sorted(v) for k, v in series.items() if len(v) >= 2}
-    if sum(1 for k in lines if k[3] not in ("eager",) and not k[3].startswith("as-written")) < 2:
+    lines = {}
+    for k, v in series.items():
+        by_depth = {p[0]: p for p in v}
+        if len(by_depth) >= 2:
+            lines[k] = sorted(by_depth.values())
+    if sum(1 for k in lines if k[2] != "eager" and not k[2].startswith("as-written")) < 2:
         return None
     with_activations = all(p[2] is not None for v in lines.values() for p in v)
     panels = 2 if with_activations else 1
     fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 5), squeeze=False)
-    for (run, d, n, label), points in sorted(lines.items(), key=lambda kv: kv[0][3]):
-        style = dict(marker="o", label=f"{label} (d={d}, N={n})")
+    one_size = len({(k[0], k[1]) for k in lines}) == 1
+    colors = plt.get_cmap("tab20").colors
+    for i, ((d, n, label), points) in enumerate(sorted(lines.items(), key=lambda kv: kv[0][2])):
+        style = dict(marker="o", color=colors[i % len(colors)],
+                     label=label if one_size else f"{label} (d={d}, N={n})")
         if label == "eager":
             style.update(color="black", marker="X")
         axes[0][0].plot([p[0] for p in points], [p[1] for p in points], **style)
@@ -334,7 +344,8 @@ def plot_schedules_vs_depth(plt, rows, out_dir):
         ax.set_xlabel("depth L")
         ax.set_ylabel(titles[i])
         ax.grid(True, alpha=0.3)
-    axes[0][0].set_title("scan_stack: peak (arguments and gradients grow with L too)")
+    size = f" at d={next(iter(lines))[0]}, N={next(iter(lines))[1]}" if one_size else ""
+    axes[0][0].set_title(f"scan_stack{size}: peak (arguments and gradients grow with L too)")
     if with_activations:
         axes[0][1].set_title("what the schedule keeps: activations at the peak")
     axes[0][panels - 1].legend(fontsize=7)
