@@ -167,6 +167,10 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       flags.peer = true;
       continue;
     }
+    if (arg == "--paired") {
+      flags.paired = true;
+      continue;
+    }
     std::string name, value;
     bool matched = false;
     for (const std::string& flag : ours) {
@@ -278,6 +282,10 @@ std::string BenchHelp() {
       "                    the error (default: 80% of physical memory)\n"
       "  --peer            also run tools/peer_pytorch.py (PyTorch, if installed) on every\n"
       "                    scan_stack size of the run, and add its rows\n"
+      "  --paired          time every row against an eager run interleaved with its own\n"
+      "                    (alternating which goes first): x eager is then the median of\n"
+      "                    the per-pair ratios, which a noisy neighbour moves far less;\n"
+      "                    rows take about twice as long\n"
       "\n"
       "Google Benchmark's flags work as usual, e.g. --benchmark_filter=scan_stack,\n"
       "--benchmark_min_time=0.1, --benchmark_repetitions=3, --benchmark_out=FILE.\n"
@@ -568,6 +576,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                           {"gflops", r.gflops},
                           {"vs_eager", nullptr}};
     if (r.vs_eager) row["vs_eager"] = *r.vs_eager;
+    if (r.vs_eager_paired) row["vs_eager_paired"] = *r.vs_eager_paired;
     if (r.of_matmul_bound) row["of_matmul_bound"] = *r.of_matmul_bound;
     if (r.overhead_fraction) row["overhead_fraction"] = *r.overhead_fraction;
     if (r.row.big) row["big"] = true;
@@ -593,7 +602,11 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
       continue;
     }
     char ratio[32] = "-";
-    if (r.vs_eager) std::snprintf(ratio, sizeof ratio, "%.2f", *r.vs_eager);
+    if (r.vs_eager_paired) {
+      std::snprintf(ratio, sizeof ratio, "%.2f p", *r.vs_eager_paired);
+    } else if (r.vs_eager) {
+      std::snprintf(ratio, sizeof ratio, "%.2f", *r.vs_eager);
+    }
     char overhead[32] = "-";
     if (r.overhead_fraction) std::snprintf(overhead, sizeof overhead, "%.1f%%", 100 * *r.overhead_fraction);
     lines.push_back({label, Variant(r.row), FormatMs(r.real_time_ms), ratio,
@@ -614,7 +627,8 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
          "problem and size;\npeak = the MemoryTracker's high-water mark, activations = the "
          "activations live at that moment\n(the rest: arguments, gradients, scratchpad); "
          "residual = saved for the backward pass (arguments excluded);\n"
-         "overhead = the engine's time outside kernel calls.\n\n";
+         "overhead = the engine's time outside kernel calls; 'p': x eager paired with "
+         "interleaved eager runs (--paired).\n\n";
   for (const Line& line : lines) {
     std::string text;
     for (size_t c = 0; c < line.size(); ++c) {

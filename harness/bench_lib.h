@@ -108,6 +108,7 @@ struct BenchFlags {
   // ParseBenchFlags starts from DefaultMaxMemoryBytes().
   int64_t max_memory_bytes = 0;
   bool peer = false;                  // --peer: add the PyTorch peer's rows
+  bool paired = false;                // --paired: ratios from interleaved eager runs
   bool help = false;                  // --help (also handed on to Google Benchmark)
 };
 
@@ -207,6 +208,11 @@ struct RowResult {
   // real_time_ms / the baseline's on the same case_key; empty when the run
   // has no baseline row for the case (or either failed).
   std::optional<double> vs_eager;
+  // With --paired: the median over the row's timed iterations of its time /
+  // that of an eager run on the same case made right before or after it (the
+  // order alternating). Noise that lasts longer than one pair cancels out.
+  // The summary's x eager shows it when present.
+  std::optional<double> vs_eager_paired;
   // gflops / the matmul bound's on the same N and d; empty if none.
   std::optional<double> of_matmul_bound;
   // The engine's overhead: the share of its time spent outside kernel calls

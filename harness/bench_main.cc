@@ -107,6 +107,7 @@ CaseCache g_cases;
 
 // --max-memory: every run of a row gets it (RunOptions::max_memory_bytes).
 int64_t g_max_memory_bytes = 0;
+bool g_paired = false;  // --paired
 
 // The baseline's mean time per case, for Google Benchmark's vs_eager counter of the rows
 // that follow it (the JSON's vs_eager is computed again at the end).
@@ -138,6 +139,10 @@ struct RowState {
   // Wall time of every timed iteration (warm: set-up ran one already), for
   // the median the summary and the JSON report.
   std::vector<double> iteration_ms;
+  // --paired: the baseline engine on the case as written, and the ratio of
+  // each timed iteration to the baseline run next to it.
+  std::unique_ptr<Engine> baseline;
+  std::vector<double> paired_ratios;
   double timed_seconds = 0;       // engine time of the timed runs...
   double timed_kernel_seconds = 0;  // ...and the part inside kernels
   // kMatMulBound
@@ -168,6 +173,10 @@ void SetUpValueAndGrad(RowState* s) {
   options.max_memory_bytes = g_max_memory_bytes;
   Result warm = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
   s->stats = warm.stats;
+  if (g_paired && s->row.engine != kBaselineEngine) {
+    s->baseline = MakeEngine(kBaselineEngine);
+    s->baseline->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+  }
 }
 
 void RunDenseLayerMatMuls(RowState& s) {
@@ -272,6 +281,23 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
         state.SetIterationTime(0);
         continue;
       }
+      // --paired: an eager run before (even iterations) or after (odd) this
+      // one, timed apart; only the row's own run is the iteration's time.
+      auto time_baseline = [&] {
+        const Clock::time_point t0 = Clock::now();
+        Result b = s->baseline->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+        benchmark::DoNotOptimize(b.value.raw());
+        b = Result();
+        return SecondsSince(t0);
+      };
+      const bool pair = s->baseline != nullptr && !memory_pass;
+      const bool baseline_first = pair && s->iteration_ms.size() % 2 == 0;
+      double baseline_seconds = 0;
+      if (baseline_first) {
+        state.PauseTiming();
+        baseline_seconds = time_baseline();
+        state.ResumeTiming();
+      }
       const Clock::time_point start = Clock::now();
       {
         Result r = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
@@ -282,8 +308,14 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
         if (s->row.big) s->stats = r.stats;
       }
       const double t = SecondsSince(start);
+      if (pair && !baseline_first) {
+        state.PauseTiming();
+        baseline_seconds = time_baseline();
+        state.ResumeTiming();
+      }
       state.SetIterationTime(t);
       s->iteration_ms.push_back(1e3 * t);
+      if (pair) s->paired_ratios.push_back(t / baseline_seconds);
       seconds += t;
     }
   } catch (const std::exception& e) {
@@ -418,6 +450,7 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   // lands on a few iterations of one row; the mean would carry it into that
   // row's ratio to eager, the median does not.
   r.real_time_ms = s.iteration_ms.empty() ? r.mean_time_ms : Median(s.iteration_ms);
+  if (!s.paired_ratios.empty()) r.vs_eager_paired = Median(s.paired_ratios);
   r.max_bytes_used = c.max_bytes_used;
   r.peak_bytes = s.stats.peak_bytes;
   r.peak_bytes_by_category = s.stats.peak_bytes_by_category;
@@ -506,6 +539,7 @@ int Main(int argc, char** argv) {
     if (flags.help) std::cout << BenchHelp() << "\nGoogle Benchmark's flags:\n";
     plan = PlanRows(flags, EngineNames());
     g_max_memory_bytes = flags.max_memory_bytes;
+    g_paired = flags.paired;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << "\n";
     return 2;

@@ -298,7 +298,12 @@ TEST(BenchFlags, OwnFlagsAreTakenOutAndTheRestPassesThrough) {
   f = ParseBenchFlags({"bench", "--policies=save_only_these_names:a,b;nothing_saveable"}, &rest);
   EXPECT_EQ(f.policies,
             (std::vector<std::string>{"save_only_these_names:a,b", "nothing_saveable"}));
+  EXPECT_FALSE(f.paired);
+  f = ParseBenchFlags({"bench", "--paired", "--benchmark_repetitions=3"}, &rest);
+  EXPECT_TRUE(f.paired);
+  EXPECT_EQ(rest, (std::vector<std::string>{"bench", "--benchmark_repetitions=3"}));
 }
+
 
 RowResult Fake(const std::string& problem, const std::string& engine, const std::string& policy,
                double ms, OrderedParams params = {{"d", 512}, {"N", 256}}) {
@@ -314,6 +319,22 @@ RowResult Fake(const std::string& problem, const std::string& engine, const std:
   r.flops_forward = 1'000'000'000;
   r.gflops = static_cast<double>(r.total_flops()) / (ms * 1e6);
   return r;
+}
+
+TEST(BenchResults, PairedRatioIsWrittenAndShownWhenPresent) {
+  std::vector<RowResult> rows = {Fake("layer_loss", "eager", "as-written", 10.0),
+                                 Fake("layer_loss", "recompute", "nothing_saveable", 14.0),
+                                 Fake("layer_loss", "recompute", "everything_saveable", 11.0)};
+  rows[1].vs_eager_paired = 1.25;
+  ComputeVsEager(&rows);
+  EXPECT_DOUBLE_EQ(*rows[1].vs_eager, 1.4);  // the medians' ratio stays
+  const nlohmann::json run = ResultsJson("bench --paired", nlohmann::json::object(),
+                                         "2026-11-23T00:00:00Z", rows);
+  EXPECT_EQ(run["rows"][1]["vs_eager_paired"], 1.25);
+  EXPECT_FALSE(run["rows"][2].contains("vs_eager_paired"));
+  const std::string summary = FormatSummary(rows);
+  EXPECT_NE(summary.find("1.25 p"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("1.10"), std::string::npos) << summary;
 }
 
 TEST(BenchResults, MedianIgnoresABurstOnAFewIterations) {

@@ -80,9 +80,19 @@ def category_bytes(row, category):
     return by_category[category]
 
 
+def ratio_to_eager(row):
+    """The row's time / eager's: the paired ratio (--paired: eager runs
+    interleaved with the row's) when the run has one, else the ratio of the
+    two rows' medians; None if neither."""
+    for key in ("vs_eager_paired", "vs_eager"):
+        if isinstance(row.get(key), (int, float)):
+            return row[key]
+    return None
+
+
 def time_vs_eager(row, base):
-    vs = row.get("vs_eager")
-    if isinstance(vs, (int, float)):
+    vs = ratio_to_eager(row)
+    if vs is not None:
         return vs
     return row["real_time_ms"] / base["real_time_ms"]
 
@@ -100,7 +110,7 @@ def table(rows):
            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for row in rows:
         problem, params = key_of(row)
-        vs = row.get("vs_eager")
+        vs = ratio_to_eager(row)
         if failed(row):
             out.append("| {} | {} | {} | failed: {} | | | | |".format(
                 problem, fmt_params(params), variant(row), row["error"].replace("|", "/")))

@@ -61,6 +61,17 @@ def scale_run():
 
 class ReportTest(unittest.TestCase):
 
+    def test_a_paired_ratio_wins_over_the_medians_ratio(self):
+        frontier = "L=256,d=512,N=256"
+        eager = row(frontier, "eager", "as-written", 400, 770, 256, 1.0)
+        paired = row(frontier, "recompute", "as-written", 520, 640, 128, 1.3,
+                     vs_eager_paired=1.25)
+        plain = row(frontier, "recompute", "schedule:sqrt", 560, 538, 22, 1.4)
+        self.assertEqual(report.time_vs_eager(paired, eager), 1.25)
+        self.assertEqual(report.time_vs_eager(plain, eager), 1.4)
+        del plain["vs_eager"]
+        self.assertEqual(report.time_vs_eager(plain, eager), 560 / 400)
+
     def test_pareto_keeps_what_nothing_beats(self):
         self.assertEqual(report.pareto([(2, 5), (1, 10), (3, 7), (4, 1), (5, 1)]),
                          [(1, 10), (2, 5), (4, 1)])
