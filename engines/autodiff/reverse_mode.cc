@@ -644,21 +644,33 @@ std::vector<bool> StepNeeds(const std::vector<bool>& needs, int64_t i) {
   return out;
 }
 
+// What a kReverse keeps of one step (engines/schedule's residual_bytes): the
+// values the step's backward pass reads that it computed, and the carry
+// entering it when the backward reads that too (a matmul's input: inside a
+// kReverse the carry of every step but the first is held as that step's
+// residual; the model charges the first one as well, one carry too many at
+// most, so a schedule stays within its budget). Its other inputs are
+// arguments (a slice of xs is a view): no new bytes. `carry` is the carry's
+// parameter index, -1 for none.
+int64_t StepResidualBytes(const Program& body, int carry, int64_t item) {
+  std::vector<bool> param_needs(body.num_params(), true);
+  const std::vector<bool> wanted = ResidualValues(body, ValueNeeds(body, param_needs));
+  int64_t bytes = carry >= 0 && wanted[carry] ? body.shapes[carry].num_elements() * item : 0;
+  for (int v = body.num_params(); v < body.num_values(); ++v) {
+    if (wanted[v]) bytes += body.shapes[v].num_elements() * item;
+  }
+  return bytes;
+}
+
 }  // namespace
 
 std::shared_ptr<const Schedule> ReverseMode::MakeSchedule(const Program& p, const Op& op) {
   const Program& body = *op.body;
   const int64_t length = p.shapes[op.inputs[1]].dim(0);
   // The cost model of one step: its forward FLOPs, its carry, and the values
-  // its backward pass reads (the residuals a kReverse keeps), in this
-  // engine's dtype.
+  // its backward pass keeps in a kReverse, in this engine's dtype.
   const int64_t item = DTypeSize(kernels_->dtype());
-  std::vector<bool> param_needs(body.num_params(), true);
-  const std::vector<bool> wanted = ResidualValues(body, ValueNeeds(body, param_needs));
-  int64_t residual_bytes = 0;
-  for (int v = body.num_params(); v < body.num_values(); ++v) {
-    if (wanted[v]) residual_bytes += body.shapes[v].num_elements() * item;
-  }
+  const int64_t residual_bytes = StepResidualBytes(body, /*carry=*/0, item);
   const int64_t carry_bytes = body.shapes[0].num_elements() * item;
   auto schedule = std::make_shared<Schedule>(ParseSchedule(
       op.schedule,
@@ -814,14 +826,9 @@ std::shared_ptr<const Schedule> ReverseMode::MakeChainSchedule(const Op& op) {
   for (const Op& block : chain.ops) {
     // The block as the schedule runs it: nested regions inline.
     const Program body = InlineCheckpoints(*block.body);
-    std::vector<bool> param_needs(body.num_params(), true);
-    const std::vector<bool> wanted = ResidualValues(body, ValueNeeds(body, param_needs));
-    int64_t residual_bytes = 0;
-    for (int v = body.num_params(); v < body.num_values(); ++v) {
-      if (wanted[v]) residual_bytes += body.shapes[v].num_elements() * item;
-    }
+    const int64_t i = static_cast<int64_t>(costs.step_flops.size());
     costs.step_flops.push_back(static_cast<double>(ForwardFlops(body)));
-    costs.residual_bytes.push_back(residual_bytes);
+    costs.residual_bytes.push_back(StepResidualBytes(body, CarryInput(chain, i), item));
     costs.carry_bytes.push_back(costs.carry_bytes.empty()
                                     ? chain.shapes[0].num_elements() * item
                                     : chain.shapes[block.inputs[CarryInput(

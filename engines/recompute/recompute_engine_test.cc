@@ -398,9 +398,10 @@ TEST(ScheduleTest, EveryScheduleMatchesEagerAndItsCostModel) {
       Result r = MakeEngine("recompute")->ValueAndGrad(scheduled, c.inputs, c.wrt);
       ExpectBitwiseEqual(eager, r, spec);
       EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
-      // One step of scan_stack is 2Nd^2 + Nd FLOPs forward.
+      // One step of scan_stack is 2Nd^2 + Nd FLOPs forward; a kReverse keeps
+      // its carry (the matmul's input) and the relu's input, Nd floats each.
       const ChainCosts costs =
-          ChainCosts::Uniform(length, 2 * 8 * 16 * 16 + 8 * 16, 8 * 16 * 4, 8 * 16 * 4);
+          ChainCosts::Uniform(length, 2 * 8 * 16 * 16 + 8 * 16, 8 * 16 * 4, 2 * 8 * 16 * 4);
       const ScheduleCost cost = Simulate(ParseSchedule(spec, costs), costs);
       EXPECT_EQ(r.stats.flops_recomputed, cost.recomputed_steps * (2 * 8 * 16 * 16 + 8 * 16));
     }
@@ -459,14 +460,15 @@ TEST(ChainScheduleTest, EveryScheduleMatchesEagerAndItsCostModel) {
   for (int64_t length : {2, 5, 12}) {
     Case c = MakeCase(chain, ResolveParams(chain, {{"L", length}, {"d", d}, {"N", n}}));
     Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
-    // Block i: y (N, W(i)) @ w (W(i), W(i+1)), then relu. It keeps the relu
-    // output for its backward (y and w are the chain's carry and argument).
+    // Block i: y (N, W(i)) @ w (W(i), W(i+1)), then relu. A kReverse keeps
+    // its relu's input and, after block 0 (whose input is the chain's, the
+    // caller's), the carry y the matmul's backward reads; w is an argument.
     ChainCosts costs;
     for (int64_t i = 0; i < length; ++i) {
       costs.step_flops.push_back(static_cast<double>(2 * n * width(i) * width(i + 1) +
                                                      n * width(i + 1)));
       costs.carry_bytes.push_back(4 * n * width(i));
-      costs.residual_bytes.push_back(4 * n * width(i + 1));
+      costs.residual_bytes.push_back(4 * n * width(i + 1) + (i > 0 ? 4 * n * width(i) : 0));
     }
     costs.carry_bytes.push_back(4 * n * width(length));
     for (const char* spec : {"every:1", "every:3", "segments:2", "sqrt", "bisect", "revolve:1",
@@ -500,6 +502,36 @@ TEST(ChainScheduleTest, SchedulesTradeMemoryForRecomputation) {
   EXPECT_LT(bisect.stats.peak_bytes - 2 * args, (eager.stats.peak_bytes - 2 * args) / 3);
   EXPECT_LT(bisect.stats.peak_bytes, as_written.stats.peak_bytes);
   EXPECT_GT(bisect.stats.flops_recomputed, as_written.stats.flops_recomputed);
+}
+
+// budget:B bounds the activations the run measures, not only the model's
+// count, on chains of dense layers (scan_stack's and mlp_chain's): a kReverse
+// is charged each step's carry as well as its relu input.
+TEST(ChainScheduleTest, BudgetBoundsTheMeasuredActivations) {
+  const std::vector<std::pair<std::string, ParamValues>> cases = {
+      {"scan_stack", {{"L", 64}, {"d", 32}, {"N", 16}}},
+      {"scan_stack", {{"L", 200}, {"d", 16}, {"N", 64}}},
+      {"mlp_chain", {{"L", 24}, {"d", 32}, {"N", 64}}},
+      {"mlp_chain", {{"L", 9}, {"d", 64}, {"N", 8}}}};
+  for (const auto& [name, params] : cases) {
+    const Problem& problem = FindProblem(name);
+    Case c = MakeCase(problem, ResolveParams(problem, params));
+    int checked = 0;
+    for (int64_t budget = 1024; budget <= (1 << 20); budget *= 2) {
+      SCOPED_TRACE(StrCat(name, " ", FormatParams(params), " budget:", budget));
+      Result r;
+      try {
+        r = MakeEngine("recompute")->ValueAndGrad(ApplySchedule(c.program, StrCat("budget:", budget)),
+                                                  c.inputs, c.wrt);
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("the smallest feasible is"), std::string::npos);
+        continue;
+      }
+      EXPECT_LE(r.stats.peak_bytes_by_category[static_cast<int>(Category::kActivations)], budget);
+      ++checked;
+    }
+    EXPECT_GE(checked, 3) << name;
+  }
 }
 
 TEST(ChainScheduleTest, BudgetTooSmallNamesTheSmallestFeasible) {
