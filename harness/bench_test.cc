@@ -19,6 +19,7 @@
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
 #include "engines/schedule/schedule.h"
+#include "harness/conformance.h"
 #include "problems/problem.h"
 
 namespace remat::bench {
@@ -203,12 +204,7 @@ Stats PlanRow(const std::string& problem_name, const OrderedParams& params,
   if (IsSchedule(policy)) {
     program = ApplySchedule(program, policy.substr(std::strlen(kSchedulePrefix)));
   }
-  auto shapes_only = std::make_shared<MemoryTracker>();
-  shapes_only->set_dry_run(true);
-  std::vector<Tensor> args;
-  for (int i = 0; i < program.num_params(); ++i) {
-    args.push_back(Tensor::Zeros(DType::kF32, program.shapes[i], shapes_only));
-  }
+  const std::vector<Tensor> args = ShapeOnlyArguments(program);
   RunOptions options;
   options.plan_only = true;
   SCOPED_TRACE(variant_for_errors);

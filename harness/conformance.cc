@@ -11,6 +11,16 @@ std::string Case::ToString() const {
   return StrCat(problem->name(), params.empty() ? "" : " ", FormatParams(params));
 }
 
+std::vector<Tensor> ShapeOnlyArguments(const Program& program) {
+  auto shapes_only = std::make_shared<MemoryTracker>();
+  shapes_only->set_dry_run(true);
+  std::vector<Tensor> args;
+  for (int i = 0; i < program.num_params(); ++i) {
+    args.push_back(Tensor::Zeros(DType::kF32, program.shapes[i], shapes_only));
+  }
+  return args;
+}
+
 Case MakeCase(const Problem& problem, const ParamValues& params, uint64_t seed) {
   Case c;
   c.problem = &problem;

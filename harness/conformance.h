@@ -25,6 +25,11 @@ struct Case {
 
 Case MakeCase(const Problem& problem, const ParamValues& params, uint64_t seed = 1);
 
+// One f32 tensor per parameter of `program`, with shape but no data (a
+// dry-run tracker's): what RunOptions::plan_only takes, so that a plan of a
+// problem bigger than the machine allocates nothing.
+std::vector<Tensor> ShapeOnlyArguments(const Program& program);
+
 // Tolerance of an f32 engine against the float64 reference, per tensor:
 //   max_i |got_i - ref_i| <= kF32ToleranceFactor * K * 2^-24 * max_i |ref_i|
 // where K is the problem's reduction length (Problem::ReductionLength): the

@@ -360,12 +360,7 @@ TEST(RecomputeTest, PredictedPeakPastTheLimitFailsBeforeAllocating) {
   // predicts it without allocating any of it.
   const Problem& p = FindProblem("scan_stack");
   Program program = p.Build(ResolveParams(p, {{"L", 1024}, {"d", 1024}, {"N", 1024}}));
-  auto shapes_only = std::make_shared<MemoryTracker>();
-  shapes_only->set_dry_run(true);
-  std::vector<Tensor> args;
-  for (int i = 0; i < program.num_params(); ++i) {
-    args.push_back(Tensor::Zeros(DType::kF32, program.shapes[i], shapes_only));
-  }
+  const std::vector<Tensor> args = ShapeOnlyArguments(program);
   RunOptions options;
   options.max_memory_bytes = 1ll << 30;
   try {
@@ -415,12 +410,7 @@ TEST(ScheduleTest, LongScansFitWhereEagerDoesNot) {
   // 2 sqrt(L) = 64 carries, revolve:8 nine.
   const Problem& stack = FindProblem("scan_stack");
   Program program = stack.Build(ResolveParams(stack, {{"L", 1024}, {"d", 1024}, {"N", 1024}}));
-  auto shapes_only = std::make_shared<MemoryTracker>();
-  shapes_only->set_dry_run(true);
-  std::vector<Tensor> args;
-  for (int i = 0; i < program.num_params(); ++i) {
-    args.push_back(Tensor::Zeros(DType::kF32, program.shapes[i], shapes_only));
-  }
+  const std::vector<Tensor> args = ShapeOnlyArguments(program);
   const int64_t weights = 1024ll * 1024 * 1024 * 4;
   RunOptions options;
   options.plan_only = true;
