@@ -1,5 +1,5 @@
-// Checkpointing schedules for reversing a scan: which carries to keep, what to
-// recompute. Pure bookkeeping: no tensors, no interpreter. The recompute engine
+// Checkpointing schedules for reversing a scan, or a chain of blocks (a step
+// is then a block: OpKind::kChain): which carries to keep, what to recompute. Pure bookkeeping: no tensors, no interpreter. The recompute engine
 // runs a Schedule's actions; this file defines the action language, the
 // generators (PyTorch's checkpoint every k, checkpoint_sequential, recursive
 // bisection, Griewank & Walther's Revolve, a memory-budget optimum after
