@@ -424,6 +424,16 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
   return values[p.output];
 }
 
+Tensor ReverseMode::ForwardInline(const Program& body, const std::vector<Tensor>& in,
+                                  const std::vector<bool>& needs, OpTape* op_tape,
+                                  const std::string& where) {
+  std::unique_ptr<Tape> body_tape;
+  if (op_tape) body_tape = std::make_unique<Tape>();
+  Tensor out = Forward(body, in, needs, body_tape.get(), where, nullptr, nullptr);
+  if (op_tape) op_tape->body = std::move(body_tape);
+  return out;
+}
+
 void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
                                     const std::vector<bool>& needs, OpTape* op_tape, bool run,
                                     const std::string& where, Tensor* out) {
@@ -432,10 +442,7 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
     // The store-everything baseline runs a checkpoint region inline (and
     // never recomputes, so `run` is always true here); so do the steps a
     // checkpoint_every scan does not checkpoint.
-    std::unique_ptr<Tape> body_tape;
-    if (op_tape) body_tape = std::make_unique<Tape>();
-    if (run) *out = Forward(body, in, needs, body_tape.get(), where, nullptr, nullptr);
-    if (op_tape) op_tape->body = std::move(body_tape);
+    if (run) *out = ForwardInline(body, in, needs, op_tape, where);
     return;
   }
   if (op_tape == nullptr) {
@@ -869,11 +876,7 @@ Tensor ReverseMode::ForwardChain(const Op& op, const std::vector<Tensor>& in,
   const Program& chain = *op.body;
   if (op_tape == nullptr || !options_.honour_checkpoints || op.schedule.empty()) {
     // Inline: exactly the blocks, as the program was before grouping.
-    std::unique_ptr<Tape> body_tape;
-    if (op_tape) body_tape = std::make_unique<Tape>();
-    Tensor out = Forward(chain, in, needs, body_tape.get(), where, nullptr, nullptr);
-    if (op_tape) op_tape->body = std::move(body_tape);
-    return out;
+    return ForwardInline(chain, in, needs, op_tape, where);
   }
   op_tape->schedule = MakeChainSchedule(op);
   op_tape->inputs = in;

@@ -112,6 +112,11 @@ class ReverseMode {
                                const std::vector<bool>& needs, const std::string& where,
                                std::vector<Tensor>* sums = nullptr);
 
+  // Runs a structural op's body as if its ops stood in the enclosing program
+  // (a checkpoint the engine does not honour, an unscheduled chain); with
+  // `op_tape`, the body's tape goes to op_tape->body for Backward.
+  Tensor ForwardInline(const Program& body, const std::vector<Tensor>& in,
+                       const std::vector<bool>& needs, OpTape* op_tape, const std::string& where);
   void ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
                          const std::vector<bool>& needs, OpTape* op_tape, bool run,
                          const std::string& where, Tensor* out);
