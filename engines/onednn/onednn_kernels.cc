@@ -111,20 +111,6 @@ int64_t NumRows(const Tensor& t) {
 
 }  // namespace
 
-std::string OneDnnVersion() {
-  const dnnl::version_t* v = dnnl::version();
-  const char* runtime = "unknown";
-  switch (v->cpu_runtime) {
-    case DNNL_RUNTIME_SEQ: runtime = "sequential"; break;
-    case DNNL_RUNTIME_OMP: runtime = "OpenMP"; break;
-    case DNNL_RUNTIME_TBB: runtime = "TBB"; break;
-    case DNNL_RUNTIME_THREADPOOL: runtime = "threadpool"; break;
-    default: break;
-  }
-  return StrCat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (cpu runtime: ", runtime,
-                ")");
-}
-
 class OneDnnKernels::State {
  public:
   State() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
@@ -153,7 +139,9 @@ class OneDnnKernels::State {
                         : (transpose_b ? "matmul_nt" : "matmul_nn"),
             {batch, m, k, n});
     const Cached& cached = Lookup<dnnl::matmul>(key, [&](const dnnl::primitive_attr& attr) {
-      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, out_md), attr, engine_);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, out_md), attr, engine_);
+      platform_internal::RecordMatMulImpl(pd.impl_info_str());
+      return pd;
     });
     Execute(cached,
             {{DNNL_ARG_SRC, Memory(a_md, a)},

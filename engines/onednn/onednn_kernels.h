@@ -43,12 +43,9 @@
 
 #include "engines/api/kernels.h"
 #include "engines/api/tensor.h"
+#include "engines/onednn/platform.h"  // OneDnnVersion
 
 namespace remat {
-
-// The oneDNN library this binary runs with, e.g.
-// "oneDNN 2.6.3 (cpu runtime: OpenMP)".
-std::string OneDnnVersion();
 
 class OneDnnKernels : public Kernels {
  public:
