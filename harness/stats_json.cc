@@ -4,6 +4,31 @@
 
 namespace remat {
 
+nlohmann::json PlatformToJson(const PlatformInfo& p) {
+  return {{"cpu", p.cpu_model},         {"cpus", p.cpus},
+          {"onednn", p.onednn_version}, {"onednn_isa", p.onednn_isa},
+          {"isa_cap", p.isa_cap},       {"matmul_impl", p.matmul_impl},
+          {"omp_threads", p.omp_threads}};
+}
+
+PlatformInfo PlatformFromJson(const nlohmann::json& j) {
+  PlatformInfo p;
+  auto text = [&](const char* key) {
+    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  };
+  auto number = [&](const char* key) {
+    return j.contains(key) && j[key].is_number_integer() ? j[key].get<int>() : 0;
+  };
+  p.cpu_model = text("cpu");
+  p.cpus = number("cpus");
+  p.onednn_version = text("onednn");
+  p.onednn_isa = text("onednn_isa");
+  p.isa_cap = text("isa_cap");
+  p.matmul_impl = text("matmul_impl");
+  p.omp_threads = number("omp_threads");
+  return p;
+}
+
 nlohmann::json StatsToJson(const Stats& s) {
   nlohmann::json by_category = nlohmann::json::object();
   for (int c = 0; c < kNumCategories; ++c) {
