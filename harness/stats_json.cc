@@ -34,6 +34,10 @@ nlohmann::json StatsToJson(const Stats& s) {
   for (int c = 0; c < kNumCategories; ++c) {
     by_category[CategoryName(static_cast<Category>(c))] = s.peak_bytes_by_category[c];
   }
+  nlohmann::json high_water = nlohmann::json::object();
+  for (int c = 0; c < kNumCategories; ++c) {
+    high_water[CategoryName(static_cast<Category>(c))] = s.high_water_bytes_by_category[c];
+  }
   nlohmann::json residuals = nlohmann::json::array();
   for (const Residual& r : s.residuals) {
     residuals.push_back({{"type", r.type},
@@ -44,6 +48,7 @@ nlohmann::json StatsToJson(const Stats& s) {
   }
   return {{"peak_bytes", s.peak_bytes},
           {"peak_bytes_by_category", by_category},
+          {"high_water_bytes_by_category", high_water},
           {"peak_site", s.peak_site},
           {"host_peak_bytes", s.host_peak_bytes},
           {"predicted_peak_bytes", s.predicted_peak_bytes},

@@ -21,6 +21,7 @@ void MemoryTracker::Allocate(int64_t bytes, Category category) {
     live_host_ += bytes;
     live_[static_cast<int>(category)] += bytes;
     if (live_host_ > peak_host_) peak_host_ = live_host_;
+    high_water_[static_cast<int>(category)] = peak_host_;
     return;
   }
   if (limit_bytes_ > 0 && live_total_ + bytes > limit_bytes_) {
@@ -30,7 +31,9 @@ void MemoryTracker::Allocate(int64_t bytes, Category category) {
                        limit_bytes_, " bytes (--max-memory)"));
   }
   live_total_ += bytes;
-  live_[static_cast<int>(category)] += bytes;
+  const int c = static_cast<int>(category);
+  live_[c] += bytes;
+  if (live_[c] > high_water_[c]) high_water_[c] = live_[c];
   if (live_total_ > peak_total_) {
     peak_total_ = live_total_;
     at_peak_ = live_;
@@ -52,6 +55,7 @@ void MemoryTracker::ResetPeak() {
   at_peak_ = live_;
   peak_site_ = site_;
   peak_host_ = live_host_;
+  high_water_ = live_;
 }
 
 ScopedSite::ScopedSite(MemoryTracker* tracker, Category category, std::string site)

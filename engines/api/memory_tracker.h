@@ -57,7 +57,13 @@ class MemoryTracker {
   int64_t peak_bytes() const { return peak_total_; }
   int64_t peak_host_bytes() const { return peak_host_; }
   // Live bytes per category at the moment of the peak, and the op then.
+  // Which moment is the peak depends on every category, the scratchpad
+  // oneDNN's kernel asks for included (it differs between ISAs): to bound
+  // one category, use its high-water mark.
   int64_t peak_bytes(Category c) const { return at_peak_[static_cast<int>(c)]; }
+  // The highest live bytes of one category alone, over the run (kHost's is
+  // peak_host_bytes()). high_water_bytes(c) >= peak_bytes(c).
+  int64_t high_water_bytes(Category c) const { return high_water_[static_cast<int>(c)]; }
   const std::string& peak_site() const { return peak_site_; }
 
   // Forgets the high-water mark: the peak restarts from the live bytes now.
@@ -70,6 +76,7 @@ class MemoryTracker {
   int64_t limit_bytes_ = 0;
   std::array<int64_t, kNumCategories> live_{};
   std::array<int64_t, kNumCategories> at_peak_{};
+  std::array<int64_t, kNumCategories> high_water_{};
   int64_t live_total_ = 0;
   int64_t peak_total_ = 0;
   int64_t live_host_ = 0;

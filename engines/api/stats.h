@@ -29,6 +29,10 @@ struct Stats {
   int64_t peak_bytes = 0;
   std::array<int64_t, kNumCategories> peak_bytes_by_category{};
   std::string peak_site;
+  // The high-water mark of each category alone (MemoryTracker::
+  // high_water_bytes): what bounds a category, whatever moment the total
+  // peak falls on. A schedule's budget:B bounds the activations' entry.
+  std::array<int64_t, kNumCategories> high_water_bytes_by_category{};
   // The host tier (offloaded residuals), counted apart.
   int64_t host_peak_bytes = 0;
   // The peak the engine predicted from its schedule before running it; -1

@@ -47,6 +47,24 @@ TEST(MemoryTrackerTest, CountsLivePeakAndWhere) {
   EXPECT_EQ(tracker->peak_site(), "op b");
 }
 
+// The high-water mark of one category is not what it held at the total
+// peak: here the peak (600 bytes) comes with 100 bytes of activations, while
+// activations alone reached 400 earlier.
+TEST(MemoryTrackerTest, HighWaterPerCategoryIsIndependentOfTheTotalPeak) {
+  MemoryTracker tracker;
+  tracker.Allocate(400, Category::kActivations);
+  tracker.Release(300, Category::kActivations);
+  tracker.Allocate(500, Category::kScratchpad);
+  EXPECT_EQ(tracker.peak_bytes(), 600);
+  EXPECT_EQ(tracker.peak_bytes(Category::kActivations), 100);
+  EXPECT_EQ(tracker.high_water_bytes(Category::kActivations), 400);
+  EXPECT_EQ(tracker.high_water_bytes(Category::kScratchpad), 500);
+  tracker.Release(500, Category::kScratchpad);
+  tracker.ResetPeak();
+  EXPECT_EQ(tracker.high_water_bytes(Category::kActivations), 100);
+  EXPECT_EQ(tracker.high_water_bytes(Category::kScratchpad), 0);
+}
+
 TEST(MemoryTrackerTest, ViewsAndCopiesOfAHandleCountOnce) {
   auto tracker = std::make_shared<MemoryTracker>();
   Tensor stacked = Tensor::Zeros(DType::kF32, Shape({4, 2, 2}), tracker);  // 64 bytes

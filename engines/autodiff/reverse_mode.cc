@@ -199,6 +199,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   tracker_->set_limit_bytes(options.max_memory_bytes);
   kernels_->Bind(tracker_);
   recomputed_flops_ = 0;
+  output_bytes_ = program.shapes[program.output].num_elements() * DTypeSize(kernels_->dtype());
   op_runs_.clear();
   Result result;
   result.tracker = tracker_;
@@ -274,6 +275,8 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   result.stats.peak_bytes = tracker_->peak_bytes();
   for (int c = 0; c < kNumCategories; ++c) {
     result.stats.peak_bytes_by_category[c] = tracker_->peak_bytes(static_cast<Category>(c));
+    result.stats.high_water_bytes_by_category[c] =
+        tracker_->high_water_bytes(static_cast<Category>(c));
   }
   result.stats.peak_site = tracker_->peak_site();
   result.stats.host_peak_bytes = tracker_->peak_host_bytes();
@@ -671,6 +674,20 @@ int64_t StepResidualBytes(const Program& body, int carry, int64_t item) {
 
 }  // namespace
 
+// A budget bounds the run's activations (Stats::high_water_bytes_by_
+// category), so the loop's schedule gets the budget less what the run holds
+// apart from it: the activations live as its forward pass starts (values
+// computed before it that are still needed, the loop's input when it is one:
+// position 0, which the schedule model never counts) and the program's
+// output, computed after the loop and live through the whole backward pass
+// (the 4 bytes of a scalar loss: without them, budget:B measured B + 4 on
+// every chain whose schedule used its budget to the byte). Some of the
+// former may be freed before the loop reverses: then the bound is not tight,
+// but it holds.
+int64_t ReverseMode::HeldOutsideLoop() const {
+  return tracker_->live_bytes(Category::kActivations) + output_bytes_;
+}
+
 std::shared_ptr<const Schedule> ReverseMode::MakeSchedule(const Program& p, const Op& op) {
   const Program& body = *op.body;
   const int64_t length = p.shapes[op.inputs[1]].dim(0);
@@ -682,7 +699,8 @@ std::shared_ptr<const Schedule> ReverseMode::MakeSchedule(const Program& p, cons
   auto schedule = std::make_shared<Schedule>(ParseSchedule(
       op.schedule,
       ChainCosts::Uniform(length, static_cast<double>(ForwardFlops(body)), carry_bytes,
-                          residual_bytes)));
+                          residual_bytes),
+      HeldOutsideLoop()));
   return schedule;
 }
 
@@ -844,7 +862,7 @@ std::shared_ptr<const Schedule> ReverseMode::MakeChainSchedule(const Op& op) {
                                           item);
   }
   costs.carry_bytes.push_back(chain.shapes[chain.output].num_elements() * item);
-  return std::make_shared<Schedule>(ParseSchedule(op.schedule, costs));
+  return std::make_shared<Schedule>(ParseSchedule(op.schedule, costs, HeldOutsideLoop()));
 }
 
 Tensor ReverseMode::ChainStep(const Op& op, int64_t i, const Tensor& carry,

@@ -125,6 +125,9 @@ class ReverseMode {
   // A scan reversed under a schedule (engines/schedule): the forward pass
   // keeps the schedule's snapshots, the backward pass replays its actions.
   std::shared_ptr<const Schedule> MakeSchedule(const Program& program, const Op& op);
+  // Activation bytes the run holds apart from a loop that is being scheduled
+  // now: subtracted from a budget:B (see the .cc).
+  int64_t HeldOutsideLoop() const;
   Tensor ForwardScheduledScan(const Program& program, const Op& op, const std::vector<Tensor>& in,
                               const std::vector<bool>& needs, OpTape* op_tape,
                               const std::string& where);
@@ -182,6 +185,7 @@ class ReverseMode {
   bool recomputing_ = false;
   bool inline_checkpoints_ = false;  // in a step checkpoint_every stores
   int64_t recomputed_flops_ = 0;
+  int64_t output_bytes_ = 0;  // the program's output, live through the backward pass
   std::map<std::string, int64_t> op_runs_;
   std::vector<std::string>* schedule_ = nullptr;
   // Where each live buffer came from, for the residual listing.

@@ -397,7 +397,9 @@ TEST(ScheduleTest, EveryScheduleMatchesEagerAndItsCostModel) {
       // its carry (the matmul's input) and the relu's input, Nd floats each.
       const ChainCosts costs =
           ChainCosts::Uniform(length, 2 * 8 * 16 * 16 + 8 * 16, 8 * 16 * 4, 2 * 8 * 16 * 4);
-      const ScheduleCost cost = Simulate(ParseSchedule(spec, costs), costs);
+      // A budget leaves out the 4 bytes of the loss, which the run holds
+      // while the chain reverses.
+      const ScheduleCost cost = Simulate(ParseSchedule(spec, costs, /*held_bytes=*/4), costs);
       EXPECT_EQ(r.stats.flops_recomputed, cost.recomputed_steps * (2 * 8 * 16 * 16 + 8 * 16));
     }
   }
@@ -469,7 +471,9 @@ TEST(ChainScheduleTest, EveryScheduleMatchesEagerAndItsCostModel) {
       Result r = MakeEngine("recompute")->ValueAndGrad(scheduled, c.inputs, c.wrt);
       ExpectBitwiseEqual(eager, r, spec);
       EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
-      const ScheduleCost cost = Simulate(ParseSchedule(spec, costs), costs);
+      // A budget leaves out the 4 bytes of the loss, which the run holds
+      // while the chain reverses.
+      const ScheduleCost cost = Simulate(ParseSchedule(spec, costs, /*held_bytes=*/4), costs);
       EXPECT_EQ(static_cast<double>(r.stats.flops_recomputed), cost.recomputed_flops);
       // Eager runs the grouped chain inline: the same bits again.
       ExpectBitwiseEqual(eager, MakeEngine("eager")->ValueAndGrad(scheduled, c.inputs, c.wrt),
@@ -478,25 +482,67 @@ TEST(ChainScheduleTest, EveryScheduleMatchesEagerAndItsCostModel) {
   }
 }
 
+// Bisect keeps about log2(L) carries and one block's residuals at a time,
+// where the blocks as written (each checkpointed) keep every carry, and eager
+// every carry and every relu input. The claim is on activations, whose
+// high-water mark no kernel changes (oneDNN's scratchpad is its own category).
+//
+// mlp_chain L=24, d=64, N=64 (widths 64, 128, 32, ...; a cycle of three blocks
+// has carries of 32+16+8 KiB and relu inputs of 32+8+16 KiB):
+//   eager:      8 cycles x (56 + 56) KiB = 896 KiB of residuals, and at the
+//               loss the square's output (16 KiB) and the loss (4 bytes);
+//   as written: the 24 carries (448 KiB) less x (an argument), plus one
+//               block's recomputation;
+//   bisect:     at most ceil(log2 24) = 5 carries of <= 32 KiB, plus one block.
+// Total peaks: with N = d the weights (448 KiB) and their gradients (as
+// large) dominate, and every schedule's backward pass meets the same floor,
+// block 0's backward with every other weight's gradient live (inputs 464 KiB
+// + gradients 464 KiB + 64 KiB): 992 KiB for bisect and for the blocks as
+// written on AVX2, where the matmul asks for no scratchpad. On AVX-512 the
+// matmul's scratchpad (65 KiB for as-written's widest matmul) set both peaks
+// at other moments, and the old assertion on total peaks passed by that
+// accident. So the total-peak claim is made where activations dominate
+// (N = 512: activations 8x larger, weights the same).
 TEST(ChainScheduleTest, SchedulesTradeMemoryForRecomputation) {
-  // mlp_chain at L = 24, d = 64, N = 64: eager keeps every block's relu
-  // output (and every carry: they are the next block's matmul input); bisect
-  // keeps about log2(24) carries and one block's residuals at a time.
   const Problem& chain = FindProblem("mlp_chain");
-  Case c = MakeCase(chain, ResolveParams(chain, {{"L", 24}, {"d", 64}, {"N", 64}}));
-  Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
-  Result as_written = MakeEngine("recompute")->ValueAndGrad(c.program, c.inputs, c.wrt);
-  Result bisect = MakeEngine("recompute")->ValueAndGrad(ApplySchedule(c.program, "bisect"),
-                                                        c.inputs, c.wrt);
-  const int64_t args = eager.stats.peak_bytes_by_category[static_cast<int>(Category::kInputs)];
-  EXPECT_LT(bisect.stats.peak_bytes - 2 * args, (eager.stats.peak_bytes - 2 * args) / 3);
-  EXPECT_LT(bisect.stats.peak_bytes, as_written.stats.peak_bytes);
-  EXPECT_GT(bisect.stats.flops_recomputed, as_written.stats.flops_recomputed);
+  constexpr int kActivations = static_cast<int>(Category::kActivations);
+  for (int64_t n : {64, 512}) {
+    SCOPED_TRACE(StrCat("N=", n));
+    Case c = MakeCase(chain, ResolveParams(chain, {{"L", 24}, {"d", 64}, {"N", n}}));
+    Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+    Result as_written = MakeEngine("recompute")->ValueAndGrad(c.program, c.inputs, c.wrt);
+    Result bisect = MakeEngine("recompute")->ValueAndGrad(ApplySchedule(c.program, "bisect"),
+                                                          c.inputs, c.wrt);
+    const int64_t kib = 1024 * n / 64;  // the sizes above scale with N
+    EXPECT_EQ(eager.stats.high_water_bytes_by_category[kActivations], (896 + 16) * kib + 4);
+    const int64_t eager_acts = eager.stats.high_water_bytes_by_category[kActivations];
+    const int64_t written_acts = as_written.stats.high_water_bytes_by_category[kActivations];
+    const int64_t bisect_acts = bisect.stats.high_water_bytes_by_category[kActivations];
+    EXPECT_GE(written_acts, 448 * kib - 16 * kib);
+    EXPECT_LE(bisect_acts, 5 * 32 * kib + 2 * 64 * kib);
+    EXPECT_LT(bisect_acts, eager_acts / 3);
+    EXPECT_LT(bisect_acts, written_acts);
+    EXPECT_GT(bisect.stats.flops_recomputed, as_written.stats.flops_recomputed);
+    for (const Result* r : {&eager, &as_written, &bisect}) {
+      EXPECT_EQ(r->stats.peak_bytes, r->stats.predicted_peak_bytes);
+    }
+    if (n == 512) {
+      EXPECT_LT(bisect.stats.peak_bytes, as_written.stats.peak_bytes);
+      EXPECT_LT(as_written.stats.peak_bytes, eager.stats.peak_bytes);
+    }
+  }
 }
 
-// budget:B bounds the activations the run measures, not only the model's
-// count, on chains of dense layers (scan_stack's and mlp_chain's): a kReverse
-// is charged each step's carry as well as its relu input.
+// budget:B bounds the activations the run measures (their high-water mark,
+// whatever moment the total peak falls on), not only the model's count, on
+// chains of dense layers (scan_stack's and mlp_chain's): a kReverse is
+// charged each step's carry as well as its relu input, and the schedule gets
+// B less what the run holds apart from the chain (the loss: 4 bytes).
+// scan_stack L=200, d=16, N=64 makes every budget a whole number of 4 KiB
+// carries, so a schedule fills its budget to the byte: before the loss was
+// subtracted, activations measured B + 4 at every budget (on AVX2, where the
+// matmul has no scratchpad and the peak falls on a relu; on AVX-512 the
+// scratchpad moved the peak to a matmul and hid it).
 TEST(ChainScheduleTest, BudgetBoundsTheMeasuredActivations) {
   const std::vector<std::pair<std::string, ParamValues>> cases = {
       {"scan_stack", {{"L", 64}, {"d", 32}, {"N", 16}}},
@@ -515,9 +561,13 @@ TEST(ChainScheduleTest, BudgetBoundsTheMeasuredActivations) {
                                                   c.inputs, c.wrt);
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("the smallest feasible is"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("4 held outside it"), std::string::npos) << e.what();
         continue;
       }
-      EXPECT_LE(r.stats.peak_bytes_by_category[static_cast<int>(Category::kActivations)], budget);
+      const int64_t activations =
+          r.stats.high_water_bytes_by_category[static_cast<int>(Category::kActivations)];
+      EXPECT_LE(activations, budget);
+      EXPECT_GE(activations, r.stats.peak_bytes_by_category[static_cast<int>(Category::kActivations)]);
       ++checked;
     }
     EXPECT_GE(checked, 3) << name;

@@ -1543,7 +1543,7 @@ std::vector<std::string> ScheduleForms() {
   return {"every:K", "segments:K", "sqrt", "bisect", "revolve:C", "budget:BYTES"};
 }
 
-Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs) {
+Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs, int64_t held_bytes) {
   costs.Validate();
   const int64_t l = costs.length();
   const size_t colon = spec.find(':');
@@ -1568,7 +1568,21 @@ Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs) {
     }
     return Revolve(l, static_cast<int>(slots));
   }
-  if (form == "budget" && has_arg) return Budget(costs, ParseBytes(arg));
+  if (form == "budget" && has_arg) {
+    const int64_t budget = ParseBytes(arg);
+    if (held_bytes <= 0) return Budget(costs, budget);
+    // The chain gets what the run does not hold elsewhere.
+    costs.Validate();
+    const int64_t need = MinimumFeasibleBytes(costs);
+    if (budget - held_bytes < need) {
+      throw Error(StrCat("budget ", budget, " bytes is too small for this chain: the smallest feasible is ",
+                         need + held_bytes, " bytes (", need, " for the chain, ", held_bytes,
+                         " held outside it while it runs)"));
+    }
+    Schedule schedule = Budget(costs, budget - held_bytes);
+    schedule.name = BudgetName(budget);
+    return schedule;
+  }
   throw Error(StrCat("unknown schedule \"", spec, "\"; the forms are ", Join(ScheduleForms(), ", ")));
 }
 

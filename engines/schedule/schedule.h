@@ -46,9 +46,12 @@
 //     tensors are reference counted, so it is not counted twice; after kDrop of
 //     its position it counts as the current carry)
 //   + during a kReverse of steps a..b-1: sum of residual_bytes[a..b-1] +
-//     carry_bytes[b] (the cotangent arriving); the current carry is consumed by
-//     the kReverse and not counted (what step a needs of it is in its
-//     residual_bytes).
+//     carry_bytes[b]; the current carry is consumed by the kReverse and not
+//     counted (what step a needs of it is in its residual_bytes). In the
+//     run, carry_bytes[b] is the last step's output, which the kReverse's
+//     forward half computes next to all the residuals: the model counts
+//     activations (the cotangent arriving, of the same size, is a gradient),
+//     so a budget bounds the activations a run measures.
 // Memory is sampled between steps: a step's own transient memory (its input
 // and output side by side, temporaries) is not modelled, nor is the cotangent
 // waiting at the frontier between two kReverses (it is the caller's running
@@ -196,7 +199,16 @@ int64_t ParseBytes(const std::string& text);
 // "every:K", "segments:K", "sqrt", "bisect", "revolve:C", "budget:BYTES" for
 // the chain `costs` describes. Anything else throws remat::Error listing the
 // valid forms.
-Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs);
+//
+// budget:B bounds the activations of the whole run, not only the chain's:
+// `held_bytes` is what the run holds apart from the chain while it runs and
+// reverses (values computed before it and still live, the program's output,
+// which lives through the backward pass), and the chain is solved for
+// B - held_bytes (the schedule keeps the name "budget:B"). A budget that
+// leaves the chain less than MinimumFeasibleBytes throws, naming the
+// smallest feasible B (held bytes included).
+Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs,
+                       int64_t held_bytes = 0);
 // The forms ParseSchedule accepts, as listed above.
 std::vector<std::string> ScheduleForms();
 
