@@ -35,6 +35,10 @@ TEST(PlatformTest, TheIsaCapIsHonoured) {
     EXPECT_EQ(p.onednn_isa.find("avx512"), std::string::npos) << p.onednn_isa;
     EXPECT_EQ(p.matmul_impl.find("avx512"), std::string::npos) << p.matmul_impl;
   }
+  // .ci/run's one-thread pass relies on --test_env reaching OpenMP.
+  if (const char* threads = std::getenv("OMP_NUM_THREADS")) {
+    EXPECT_EQ(p.omp_threads, std::atoi(threads));
+  }
   if (p.isa_cap == "SSE41") {
     EXPECT_EQ(p.onednn_isa, "sse41");
   }
