@@ -17,11 +17,14 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, **kwargs):
         srcs = ["//harness:conformance_test.cc"],
         args = ["--engine=" + engine],
         shard_count = shard_count,
-        deps = deps + [
+        # eager is the baseline every engine on its kernels is compared with
+        # bit for bit; reference is the float64 oracle.
+        deps = deps + [d for d in [
+            "//engines/eager",
             "//engines/reference",
             "//harness:conformance",
             "//problems",
             "//third_party:gtest",
-        ],
+        ] if d not in deps],
         **kwargs
     )

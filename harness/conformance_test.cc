@@ -3,12 +3,17 @@
 // One binary per engine (see conformance.bzl): `--engine=NAME` picks it.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engines/api/error.h"
+#include "engines/api/policy.h"
+#include "engines/api/program.h"
 #include "engines/api/registry.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
@@ -152,6 +157,112 @@ TEST_P(ConformanceTest, MemoryLimitIsAnErrorAndLeaksNothing) {
 
 INSTANTIATE_TEST_SUITE_P(Problems, ConformanceTest, ::testing::ValuesIn(ProblemNames()),
                          [](const auto& info) { return info.param; });
+
+// Every problem under every policy and, where it has a scan or a chain of
+// blocks, every kind of schedule: what the engine under test must do with
+// each, whatever it is.
+// - Agree with the float64 reference within the tolerance (policies and
+//   schedules change what is stored, never the arithmetic).
+// - On eager's kernels (Engine::kernels()), equal eager bit for bit: eager
+//   runs the program as written and ignores policies and schedules, so any
+//   difference is the engine's order of summation or a wrong recomputation.
+// - Where it predicts its peak (predicted_peak_bytes >= 0), measure exactly
+//   that peak, at the same site.
+// - Give back every byte: once the Result is dropped, nothing is live.
+const std::vector<std::string> kVariants = {
+    "as-written",
+    "policy:everything_saveable",
+    "policy:nothing_saveable",
+    "policy:dots_saveable",
+    "policy:dots_with_no_batch_dims_saveable",
+    "policy:save_only_these_names:a",
+    "policy:save_anything_except_these_names:b",
+    "policy:offload_dot_with_no_batch_dims",
+    "schedule:every:2",
+    "schedule:checkpoint_every:2",
+    "schedule:sqrt",
+    "schedule:bisect",
+    "schedule:revolve:1",
+    "schedule:budget:1GiB",
+};
+
+class VariantTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    const Problem& problem = FindProblem(std::get<0>(GetParam()));
+    case_ = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
+    const std::string& variant = std::get<1>(GetParam());
+    program_ = case_.program;
+    if (variant.rfind("policy:", 0) == 0) {
+      program_ = ApplyPolicy(case_.program, Policy::Parse(variant.substr(7)));
+    } else if (variant.rfind("schedule:", 0) == 0) {
+      try {
+        program_ = ApplySchedule(case_.program, variant.substr(9));
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("has no scan and no chain") == std::string::npos) throw;
+        GTEST_SKIP() << case_.ToString() << " has no scan or chain to schedule";
+      }
+    }
+    engine_ = MakeEngine(EngineUnderTest());
+  }
+  std::string What() const {
+    return StrCat(EngineUnderTest(), " on ", case_.ToString(), " under ", std::get<1>(GetParam()));
+  }
+
+  Case case_;
+  Program program_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_P(VariantTest, AgreesWithTheReferenceAndWithEagersBits) {
+  Result got = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt);
+  Result ref = MakeEngine("reference")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
+  const Agreement a = CompareWithReference(case_, got, ref);
+  EXPECT_TRUE(a.ok) << What() << ": worst error is " << a.worst_ratio << "x the tolerance: "
+                    << a.detail;
+  std::unique_ptr<Engine> eager = MakeEngine("eager");
+  if (engine_->kernels() == eager->kernels()) {
+    Result base = eager->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
+    const std::optional<std::string> diff = FirstBitDifference(base, got);
+    EXPECT_FALSE(diff.has_value()) << What() << ": the " << diff.value_or("")
+                                   << " differs from eager's in some bit (the engine declares "
+                                      "eager's kernels, "
+                                   << engine_->kernels() << ")";
+  }
+}
+
+TEST_P(VariantTest, MeasuresThePeakItPredictsAndGivesEveryByteBack) {
+  std::shared_ptr<MemoryTracker> tracker;
+  {
+    Result r = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt);
+    tracker = r.tracker;
+    ASSERT_NE(tracker, nullptr) << What() << ": Result::tracker is not set";
+    EXPECT_EQ(r.stats.peak_bytes, tracker->peak_bytes()) << What();
+    if (r.stats.predicted_peak_bytes >= 0) {
+      EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes) << What();
+      EXPECT_EQ(r.stats.peak_site, r.stats.predicted_peak_site) << What();
+    }
+    for (int c = 0; c < kNumCategories; ++c) {
+      EXPECT_GE(r.stats.high_water_bytes_by_category[c], r.stats.peak_bytes_by_category[c])
+          << What() << ": " << CategoryName(static_cast<Category>(c));
+    }
+  }
+  EXPECT_EQ(tracker->live_bytes(), 0) << What() << ": bytes still live after the Result is gone";
+  EXPECT_EQ(tracker->live_bytes(Category::kHost), 0) << What();
+}
+
+std::string VariantName(const ::testing::TestParamInfo<VariantTest::ParamType>& info) {
+  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(ProblemsTimesVariants, VariantTest,
+                         ::testing::Combine(::testing::ValuesIn(ProblemNames()),
+                                            ::testing::ValuesIn(kVariants)),
+                         VariantName);
 
 }  // namespace
 }  // namespace remat

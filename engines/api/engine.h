@@ -63,6 +63,12 @@ class Engine {
   virtual ~Engine() = default;
   virtual std::string name() const = 0;
   virtual DType dtype() const = 0;
+  // The kernel set the engine computes with (Kernels::name(): "onednn" for
+  // eager's f32 kernels, "reference" for the float64 loops); "" for kernels
+  // of its own. An engine on eager's kernels declares it and is then held to
+  // eager's bits: the conformance suite compares its value and gradients with
+  // eager's by memcmp, under every policy and schedule, not with a tolerance.
+  virtual std::string kernels() const { return ""; }
   virtual Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                               const std::vector<int>& wrt, const RunOptions& options = {}) = 0;
 };
