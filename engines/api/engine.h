@@ -4,7 +4,9 @@
 //   std::unique_ptr<Engine> engine = MakeEngine("eager");
 //   Result r = engine->ValueAndGrad(program, args, /*wrt=*/{0, 1});
 //
-// Contract:
+// The whole contract (the order of accumulation that bit-for-bit agreement
+// with eager depends on, and the memory accounting the suite checks) is
+// engines/api/CONTRACT.md. In short:
 // - args[i] matches the program's parameter i in shape; engines accept f32 or
 //   f64 arguments and convert to their own dtype (the reference runs in f64).
 // - grads[j] is the gradient with respect to parameter wrt[j], in the
