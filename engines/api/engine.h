@@ -63,6 +63,11 @@ class Engine {
   virtual ~Engine() = default;
   virtual std::string name() const = 0;
   virtual DType dtype() const = 0;
+  // Whether the engine honours a program's checkpoint regions (their
+  // policies, checkpoint_name labels) and the schedules of its scans and
+  // chains: saves what they allow and recomputes the rest. False for an
+  // engine that runs them inline and stores everything (eager, reference).
+  virtual bool honours_checkpoints() const = 0;
   virtual Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                               const std::vector<int>& wrt, const RunOptions& options = {}) = 0;
 };

@@ -22,6 +22,7 @@ class ReverseModeEngine : public Engine {
 
   std::string name() const override { return name_; }
   DType dtype() const override { return kernels_->dtype(); }
+  bool honours_checkpoints() const override { return options_.honour_checkpoints; }
   Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                       const std::vector<int>& wrt, const RunOptions& options) override {
     ReverseMode reverse_mode(kernels_.get(), options_);
