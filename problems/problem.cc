@@ -70,18 +70,33 @@ std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
 }
 
 std::vector<int> WrtIndices(const Problem& problem, const Program& program) {
+  return SelectInputs(program, problem.wrt(), StrCat("problem ", problem.name(), ": wrt"));
+}
+
+std::vector<int> SelectInputs(const Program& program, const std::vector<std::string>& names,
+                              const std::string& what) {
   std::vector<int> out;
-  for (const std::string& name : problem.wrt()) {
+  // Which name selected each input so far: a duplicate names both.
+  std::map<int, std::string> selected_by;
+  for (const std::string& name : names) {
     const bool prefix = !name.empty() && name.back() == '*';
     const std::string stem = prefix ? name.substr(0, name.size() - 1) : name;
     const size_t before = out.size();
     for (int i = 0; i < program.num_params(); ++i) {
       const std::string& input = program.param_names[i];
-      if (prefix ? input.rfind(stem, 0) == 0 : input == name) out.push_back(i);
+      if (!(prefix ? input.rfind(stem, 0) == 0 : input == name)) continue;
+      auto [it, inserted] = selected_by.emplace(i, name);
+      if (!inserted) {
+        throw Error(it->second == name
+                        ? StrCat(what, " names ", input, " twice")
+                        : StrCat(what, " names ", input, " twice ('", it->second, "' and '",
+                                 name, "')"));
+      }
+      out.push_back(i);
     }
     if (out.size() == before) {
-      throw Error(StrCat("problem ", problem.name(), ": wrt names '", name,
-                         "', which is not an input (", Join(program.param_names, ", "), ")"));
+      throw Error(StrCat(what, " names '", name, "', which is not an input of ", program.name,
+                         " (", Join(program.param_names, ", "), ")"));
     }
   }
   return out;

@@ -65,6 +65,14 @@ std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
 // The parameter indices of problem.wrt() in `program`.
 std::vector<int> WrtIndices(const Problem& problem, const Program& program);
 
+// The parameter indices `names` select in `program`, as Problem::wrt() names
+// them: in the order named, a name ending in '*' selecting every input whose
+// name starts with the rest, in input order. Throws remat::Error, its message
+// starting with `what` (e.g. "--wrt"), for a name that selects no input (the
+// message lists the inputs) or an input selected twice (it names the input).
+std::vector<int> SelectInputs(const Program& program, const std::vector<std::string>& names,
+                              const std::string& what);
+
 // Every problem, in listing order; and one by name (remat::Error listing the
 // problems if unknown).
 const std::vector<std::unique_ptr<Problem>>& AllProblems();

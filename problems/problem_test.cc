@@ -73,5 +73,29 @@ TEST(ProblemTest, BadNamesListTheValidOnes) {
   EXPECT_THROW(ResolveParams(FindProblem("sin_chain"), {{"d", 3}}), Error);
 }
 
+TEST(ProblemTest, SelectInputsByNameAndPrefix) {
+  const Problem& p = FindProblem("layer_loss");
+  const Program program = p.Build(ResolveParams(p, {}, /*test_sizes=*/true));
+  ASSERT_EQ(program.param_names, (std::vector<std::string>{"w1", "w2", "w3", "x"}));
+  // In the order named; a prefix in input order.
+  EXPECT_EQ(SelectInputs(program, {"x", "w*"}, "--wrt"), (std::vector<int>{3, 0, 1, 2}));
+  EXPECT_EQ(SelectInputs(program, {"w2"}, "--wrt"), (std::vector<int>{1}));
+  EXPECT_EQ(WrtIndices(p, program), (std::vector<int>{0, 1, 2}));
+  auto message = [&](const std::vector<std::string>& names) -> std::string {
+    try {
+      SelectInputs(program, names, "--wrt");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_EQ(message({"y"}),
+            "--wrt names 'y', which is not an input of layer_loss (w1, w2, w3, x)");
+  EXPECT_EQ(message({"q*"}),
+            "--wrt names 'q*', which is not an input of layer_loss (w1, w2, w3, x)");
+  EXPECT_EQ(message({"x", "x"}), "--wrt names x twice");
+  EXPECT_EQ(message({"w*", "w2"}), "--wrt names w2 twice ('w*' and 'w2')");
+}
+
 }  // namespace
 }  // namespace remat

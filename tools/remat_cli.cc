@@ -15,6 +15,7 @@
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
 #include "engines/api/registry.h"
+#include "engines/onednn/platform.h"
 #include "harness/conformance.h"
 #include "harness/stats_json.h"
 #include "engines/schedule/schedule.h"
@@ -60,11 +61,19 @@ std::map<std::string, int64_t> ParseParamFlags(const std::vector<std::string>& f
   return out;
 }
 
+// The engine `run` uses unless told: the store-everything baseline.
+constexpr char kRunEngine[] = "eager";
+// The engine the listing commands (residuals, schedule) use unless told: one
+// that honours checkpoint regions and schedules, as
+// jax.ad_checkpoint.print_saved_residuals does.
+constexpr char kListingEngine[] = "recompute";
+
 // Options every problem-running command shares.
 struct CaseOptions {
   std::string problem;
-  std::string engine = "eager";
+  std::string engine;
   std::vector<std::string> params;
+  std::vector<std::string> wrt;
   uint64_t seed = 1;
   std::string inputs_dir;
   std::string max_memory;
@@ -72,10 +81,14 @@ struct CaseOptions {
   std::string schedule;
 };
 
-void AddCaseOptions(po::options_description* d, CaseOptions* o) {
+void AddCaseOptions(po::options_description* d, CaseOptions* o, const std::string& engine) {
   d->add_options()("problem", po::value(&o->problem)->required(), "problem name (remat list)")(
-      "engine", po::value(&o->engine)->default_value("eager"), "engine name (remat list)")(
+      "engine", po::value(&o->engine)->default_value(engine), "engine name (remat list)")(
       "param", po::value(&o->params)->composing(), "NAME=VALUE, repeatable: a problem parameter")(
+      "wrt", po::value(&o->wrt)->composing(),
+      "NAME[,NAME...] or all: the inputs to differentiate, in that order (as jax.grad's "
+      "argnums); NAME* names every input starting with NAME; default: the problem's (remat "
+      "list)")(
       "seed", po::value(&o->seed)->default_value(1), "seed of the generated inputs")(
       "inputs", po::value(&o->inputs_dir),
       "read inputs from DIR/<input name>.npy instead of generating them")(
@@ -91,9 +104,39 @@ void AddCaseOptions(po::options_description* d, CaseOptions* o) {
       "then decides what is kept: the checkpoints inside a scan's body or a block are inlined)");
 }
 
+// The parameter indices --wrt names in `program`; `fallback` when none given.
+std::vector<int> WrtFromFlags(const std::vector<std::string>& flags, const Program& program,
+                              const std::vector<int>& fallback) {
+  if (flags.empty()) return fallback;
+  std::vector<std::string> names;
+  for (const std::string& flag : flags) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = flag.find(',', start);
+      const std::string name =
+          flag.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (name.empty()) {
+        throw Error(StrCat("--wrt '", flag, "': an empty name; expected NAME[,NAME...] or all (",
+                           program.name, "'s inputs: ", Join(program.param_names, ", "), ")"));
+      }
+      names.push_back(name);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (std::find(names.begin(), names.end(), "all") != names.end()) {
+    if (names.size() > 1) throw Error("--wrt all names every input: it takes no other name");
+    std::vector<int> every(program.num_params());
+    for (int i = 0; i < program.num_params(); ++i) every[i] = i;
+    return every;
+  }
+  return SelectInputs(program, names, "--wrt");
+}
+
 Case LoadCase(const CaseOptions& o, std::ostream& err) {
   const Problem& problem = FindProblem(o.problem);
   Case c = MakeCase(problem, ResolveParams(problem, ParseParamFlags(o.params)), o.seed);
+  c.wrt = WrtFromFlags(o.wrt, c.program, c.wrt);
   if (!o.policy.empty()) {
     c.program = ApplyPolicy(c.program, Policy::Parse(o.policy));
     for (const std::string& w : PolicyWarnings(c.program)) err << "remat: " << w << "\n";
@@ -152,6 +195,10 @@ int List(std::ostream& out) {
       out << "      --param " << s.name << "=N   " << s.help << " (default " << s.default_value
           << ", tests " << s.test_value << ")\n";
     }
+    // Traced only (no inputs are made): cheap at any size.
+    const Program program = p->Build(ResolveParams(*p, {}));
+    out << "      inputs " << Join(program.param_names, ", ") << "; gradients (--wrt) by default "
+        << Join(p->wrt(), ", ") << "\n";
   }
   out << "engines:\n";
   for (const EngineInfo& e : RegisteredEngines()) {
@@ -165,7 +212,30 @@ int List(std::ostream& out) {
   return 0;
 }
 
-void Dump(const std::string& dir, const Case& c, const Result& r) {
+// What every output carrying measured numbers records of where they were
+// measured: the platform, and the matmul implementations this process ran.
+void AddPlatform(nlohmann::json* j) {
+  (*j)["platform"] = PlatformToJson(DescribePlatform());
+  (*j)["matmul_impls"] = OneDnnMatMulImplsSeen();
+}
+
+std::vector<std::string> WrtNames(const Case& c) {
+  std::vector<std::string> names;
+  for (int w : c.wrt) names.push_back(c.program.param_names[w]);
+  return names;
+}
+
+// stats.json: the timed run's Stats, and what they depend on.
+nlohmann::json StatsFileJson(const Case& c, const Result& r, const Stats& first_run) {
+  nlohmann::json j = StatsToJson(r.stats);
+  j["wrt"] = WrtNames(c);
+  j["first_run_seconds"] = first_run.seconds_total();
+  j["first_run_peak_bytes"] = first_run.peak_bytes;
+  AddPlatform(&j);
+  return j;
+}
+
+void Dump(const std::string& dir, const Case& c, const Result& r, const Stats& first_run) {
   std::filesystem::create_directories(dir);
   auto path = [&](const std::string& file) { return (std::filesystem::path(dir) / file).string(); };
   WriteNpy(path("loss.npy"), r.value);
@@ -176,7 +246,7 @@ void Dump(const std::string& dir, const Case& c, const Result& r) {
     WriteNpy(path(c.program.param_names[i] + ".npy"), c.inputs[i]);
   }
   std::ofstream json(path("stats.json"));
-  json << StatsToJson(r.stats).dump(2) << "\n";
+  json << StatsFileJson(c, r, first_run).dump(2) << "\n";
   if (!json) throw Error(StrCat(path("stats.json"), ": cannot write"));
 }
 
@@ -185,24 +255,41 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   std::string dump_dir;
   bool json = false;
   po::options_description desc("remat run: value and gradients of a problem on an engine");
-  AddCaseOptions(&desc, &o);
+  AddCaseOptions(&desc, &o, kRunEngine);
   desc.add_options()("dump", po::value(&dump_dir),
                      "write DIR/loss.npy, DIR/grad_<input>.npy, DIR/<input>.npy, DIR/stats.json")(
       "json", po::bool_switch(&json), "print one JSON object instead of the table");
   if (!Parse(args, desc, out)) return 0;
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
-  Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, MakeRunOptions(o));
-  if (!dump_dir.empty()) Dump(dump_dir, c, r);
-  const std::vector<std::string> names = OutputNames(c);
+  const RunOptions options = MakeRunOptions(o);
+  // The first run pays for setup: oneDNN creates (JIT-compiles) its
+  // primitives, the allocator first touches its pages. Its time is reported
+  // apart and the second run is the one timed; its Result is dropped first,
+  // so the two never hold memory at once.
+  Stats first_run = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options).stats;
+  Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+  if (first_run.peak_bytes != r.stats.peak_bytes) {
+    // Never expected (the schedule and the kernels' scratchpads are the
+    // same): said rather than hidden, since it would make peaks irreproducible.
+    err << "remat: warning: the first run peaked at " << first_run.peak_bytes
+        << " bytes, the timed run at " << r.stats.peak_bytes << "\n";
+  }
+  if (!dump_dir.empty()) Dump(dump_dir, c, r, first_run);
+  const std::vector<std::string> names = WrtNames(c);
   if (json) {
     nlohmann::json j = {{"problem", c.problem->name()},
                         {"params", c.params},
                         {"engine", engine->name()},
                         {"dtype", DTypeName(engine->dtype())},
+                        {"wrt", names},
                         {"loss", r.value.at(0)},
-                        {"stats", StatsToJson(r.stats)}};
-    for (size_t i = 0; i < r.grads.size(); ++i) j["grad_norms"][names[i + 1]] = Norm(r.grads[i]);
+                        {"stats", StatsToJson(r.stats)},
+                        {"first_run_seconds", first_run.seconds_total()},
+                        {"first_run_peak_bytes", first_run.peak_bytes}};
+    j["grad_norms"] = nlohmann::json::object();
+    for (size_t i = 0; i < r.grads.size(); ++i) j["grad_norms"][names[i]] = Norm(r.grads[i]);
+    AddPlatform(&j);
     out << j.dump(2) << "\n";
     return 0;
   }
@@ -210,9 +297,13 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   out << std::setprecision(9);
   out << "problem     " << c.ToString() << "\n";
   out << "engine      " << engine->name() << " (" << DTypeName(engine->dtype()) << ")\n";
+  out << "platform    " << FormatPlatform(DescribePlatform()) << "\n";
+  const std::vector<std::string> impls = OneDnnMatMulImplsSeen();
+  if (!impls.empty()) out << "matmuls     " << Join(impls, ", ") << " (as run)\n";
   out << "loss        " << r.value.at(0) << "\n";
   for (size_t i = 0; i < r.grads.size(); ++i) {
-    out << std::left << std::setw(12) << names[i + 1] + " " << "norm " << Norm(r.grads[i]) << "\n";
+    out << "grad " << std::left << std::setw(7) << names[i] << " norm " << Norm(r.grads[i])
+        << "\n";
   }
   out << "peak        " << FormatBytes(s.peak_bytes) << " (" << s.peak_bytes << " bytes) at "
       << s.peak_site << "\n";
@@ -227,14 +318,40 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   out << "\n";
   out << "residuals   " << FormatBytes(s.residual_bytes) << " (" << s.residual_bytes
-      << " bytes, arguments excluded; remat residuals lists them)\n";
+      << " bytes, arguments excluded; remat residuals --engine " << engine->name()
+      << " lists them)\n";
   out << "flops       forward " << s.flops_forward << ", recomputed " << s.flops_recomputed
       << ", backward " << s.flops_backward << "\n";
   out << std::fixed << std::setprecision(3);
   out << "time        forward " << s.seconds_forward * 1e3 << " ms, backward "
-      << s.seconds_backward * 1e3 << " ms, total " << s.seconds_total() * 1e3 << " ms\n";
+      << s.seconds_backward * 1e3 << " ms, total " << s.seconds_total() * 1e3
+      << " ms (steady state: the second of two runs)\n";
+  out << "setup       first run " << first_run.seconds_total() * 1e3
+      << " ms (oneDNN primitive creation, first touch of memory)\n";
   if (!dump_dir.empty()) out << "dumped to   " << dump_dir << "\n";
   return 0;
+}
+
+// Whether `program` asks for checkpointing: a checkpoint region, a chain of
+// blocks or a scheduled scan, at any depth.
+bool AsksForCheckpointing(const Program& program) {
+  for (const Op& op : program.ops) {
+    if (op.kind == OpKind::kCheckpoint || op.kind == OpKind::kChain) return true;
+    if (op.kind == OpKind::kScan && !op.schedule.empty()) return true;
+    if (op.body && AsksForCheckpointing(*op.body)) return true;
+  }
+  return false;
+}
+
+// The rule: an engine whose honours_checkpoints() is false runs checkpoint
+// regions inline and scans and chains unscheduled, so what it lists for a
+// program that asks for checkpointing is not what the program asks for: the
+// listing says so in its first line.
+void WarnIfCheckpointsIgnored(const Engine& engine, const Program& program, std::ostream& out) {
+  if (engine.honours_checkpoints() || !AsksForCheckpointing(program)) return;
+  out << "note: " << engine.name()
+      << " ignores the program's checkpoint regions: it saves everything; --engine "
+      << kListingEngine << " honours them\n";
 }
 
 int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -242,11 +359,12 @@ int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostr
   po::options_description desc(
       "remat residuals: what an engine saves between forward and backward "
       "(as jax.ad_checkpoint.print_saved_residuals)");
-  AddCaseOptions(&desc, &o);
+  AddCaseOptions(&desc, &o, kListingEngine);
   if (!Parse(args, desc, out)) return 0;
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, MakeRunOptions(o));
+  WarnIfCheckpointsIgnored(*engine, c.program, out);
   out << "# " << c.ToString() << " on " << engine->name() << "\n";
   out << FormatResiduals(r.stats);
   return 0;
@@ -255,12 +373,13 @@ int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostr
 int PrintProgram(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CaseOptions o;
   po::options_description desc("remat program: the traced program of a problem");
-  AddCaseOptions(&desc, &o);
+  AddCaseOptions(&desc, &o, kRunEngine);
   if (!Parse(args, desc, out)) return 0;
   // Traced only: no inputs are made, so any size can be listed.
   const Problem& problem = FindProblem(o.problem);
   const ParamValues params = ResolveParams(problem, ParseParamFlags(o.params));
   Program program = problem.Build(params);
+  WrtFromFlags(o.wrt, program, {});  // checked, though a listing takes no gradient
   if (!o.policy.empty()) {
     program = ApplyPolicy(program, Policy::Parse(o.policy));
     for (const std::string& w : PolicyWarnings(program)) err << "remat: " << w << "\n";
@@ -275,14 +394,17 @@ int PrintSchedule(const std::vector<std::string>& args, std::ostream& out, std::
   po::options_description desc(
       "remat schedule: the forward and the backward computation as the engine runs them, "
       "recomputation marked (as the JAX tutorial's print_fwd_bwd)");
-  AddCaseOptions(&desc, &o);
+  AddCaseOptions(&desc, &o, kListingEngine);
   if (!Parse(args, desc, out)) return 0;
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   RunOptions options = MakeRunOptions(o);
   options.record_schedule = true;
   Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+  WarnIfCheckpointsIgnored(*engine, c.program, out);
   out << "# " << c.ToString() << " on " << engine->name() << "\n";
+  // The peak below counts oneDNN's scratchpad, which the platform decides.
+  out << "# platform: " << FormatPlatform(DescribePlatform()) << "\n";
   out << "forward computation:\n";
   bool backward = false;
   for (const std::string& line : r.schedule) {
@@ -311,6 +433,53 @@ nlohmann::json LoadResults(const std::string& path) {
     throw Error(StrCat(path, ": not a results file (no \"rows\"; written by //harness:bench)"));
   }
   return j;
+}
+
+// The platform a results file's rows ran on (its "machine"), and what it
+// lacks of PlatformToJson's keys: a file recorded before they existed.
+struct FilePlatform {
+  PlatformInfo platform;
+  bool has_machine = false;
+  std::vector<std::string> missing;
+};
+
+FilePlatform ReadPlatform(const nlohmann::json& results) {
+  FilePlatform f;
+  f.has_machine = results.contains("machine") && results["machine"].is_object();
+  const nlohmann::json machine = f.has_machine ? results["machine"] : nlohmann::json::object();
+  const nlohmann::json keys = PlatformToJson(PlatformInfo());
+  for (const auto& [key, value] : keys.items()) {
+    if (!machine.contains(key)) f.missing.push_back(key);
+  }
+  f.platform = PlatformFromJson(machine);
+  return f;
+}
+
+// Warnings, printed before anything else, when A's and B's numbers may not
+// be comparable: different platforms, or a platform a file does not record.
+void WarnAboutPlatforms(const std::vector<std::string>& files, const nlohmann::json& a,
+                        const nlohmann::json& b, std::ostream& out) {
+  const FilePlatform pa = ReadPlatform(a), pb = ReadPlatform(b);
+  auto unknown = [&](const char* label, const char* other, const std::string& file,
+                     const FilePlatform& f) {
+    if (f.missing.empty()) return;
+    out << "warning: the platform of " << label << " (" << file << ") is unknown ("
+        << (f.has_machine ? StrCat("its \"machine\" lacks ", Join(f.missing, ", "))
+                          : std::string("it has no \"machine\""))
+        << ": recorded before remat-bench wrote them): its times and scratchpad bytes may not "
+           "be comparable with "
+        << other << "'s\n";
+  };
+  unknown("A", "B", files[0], pa);
+  unknown("B", "A", files[1], pb);
+  // Differences are looked for only when both files record the platform in
+  // full: a partial record cannot tell a different platform from a field it
+  // never wrote.
+  if (!pa.missing.empty() || !pb.missing.empty()) return;
+  const std::vector<std::string> differences = PlatformDifferences(pa.platform, pb.platform);
+  if (differences.empty()) return;
+  out << "warning: A and B ran on different platforms (" << Join(differences, "; ")
+      << "): their times and scratchpad bytes are not comparable\n";
 }
 
 // Side by side, with B's time over A's per row. The noise is measured from
@@ -360,6 +529,7 @@ int Compare(const std::vector<std::string>& args, std::ostream& out) {
     noise = 1.4826 * dev[dev.size() / 2];
   }
   const double threshold = std::max(3 * noise, std::log(1.05));
+  WarnAboutPlatforms(files, a, b, out);
   out << "A: " << files[0] << " (" << a.value("date", "?") << ")\n";
   out << "B: " << files[1] << " (" << b.value("date", "?") << ")\n";
   out << std::fixed << std::setprecision(3);

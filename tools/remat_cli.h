@@ -1,9 +1,19 @@
 // The `remat` command line (Boost.Program_options):
 //
 //   remat list
-//   remat run --problem P --engine E [--param d=16 ...] [--seed S]
-//             [--inputs DIR] [--dump DIR] [--json] [--max-memory BYTES]
+//   remat run --problem P [--engine E] [--param d=16 ...] [--wrt NAME,...|all]
+//             [--seed S] [--inputs DIR] [--dump DIR] [--json] [--max-memory BYTES]
 //   remat residuals --problem P [--engine E] [--param ...]
+//   remat schedule --problem P [--engine E] [--param ...]
+//   remat program --problem P [--param ...]
+//   remat compare A.json B.json
+//
+// `run` defaults to the eager engine; `residuals` and `schedule` list what an
+// engine saves and default to recompute (which honours checkpoints). `run`
+// times the second of two runs (the first pays oneDNN's setup, reported
+// apart) and prints the platform; --json and --dump's stats.json carry it
+// ("platform", "matmul_impls"). `compare` warns first when the two files ran
+// on different platforms or one does not record its platform.
 //
 // RunRemat is the whole program, writing to `out` and `err`, so tests can
 // run it in-process. Returns the exit status: 0 success, 1 a bad input or a

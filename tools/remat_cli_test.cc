@@ -9,7 +9,9 @@
 
 #include "engines/api/error.h"
 #include "engines/api/registry.h"
+#include "engines/onednn/platform.h"
 #include "harness/conformance.h"
+#include "harness/stats_json.h"
 #include "engines/schedule/schedule.h"
 #include "tools/npy.h"
 
@@ -180,6 +182,276 @@ TEST(RematCliTest, CompareFlagsChangesBeyondTheNoise) {
   Output bad = Remat({"compare", dir + "/a.json", dir + "/missing.json"});
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("missing.json"), std::string::npos) << bad.err;
+}
+
+// Lines of `text` that start with `prefix`.
+int CountLines(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.rfind(prefix, 0) == 0;
+  return n;
+}
+
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+TEST(RematCliTest, WrtChoosesTheInputsToDifferentiate) {
+  const std::vector<std::string> layer = {"run", "--problem", "layer_loss", "--param", "d=8",
+                                          "--param", "N=4"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = layer;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Remat(args);
+  };
+  // The default is the problem's (the weights); all adds the input x, as
+  // jax.grad(f, argnums=(0, 1, 2, 3)).
+  Output plain = with({"--json"});
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["wrt"],
+            nlohmann::json({"w1", "w2", "w3"}));
+  Output all = with({"--json", "--wrt", "all"});
+  ASSERT_EQ(all.status, 0) << all.err;
+  const nlohmann::json j = nlohmann::json::parse(all.out);
+  EXPECT_EQ(j["wrt"], nlohmann::json({"w1", "w2", "w3", "x"}));
+  ASSERT_TRUE(j["grad_norms"].contains("x")) << all.out;
+  EXPECT_GT(j["grad_norms"]["x"].get<double>(), 0) << all.out;
+  // The printed norms name each input.
+  Output text = with({"--wrt", "x,w2"});
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_EQ(CountLines(text.out, "grad x "), 1) << text.out;
+  EXPECT_EQ(CountLines(text.out, "grad w2 "), 1) << text.out;
+  EXPECT_EQ(CountLines(text.out, "grad w1 "), 0) << text.out;
+
+  // --dump writes a gradient per differentiated input, in the order named,
+  // each bit for bit what the engine computes with that wrt.
+  const std::string dir = TempDir("dump_wrt");
+  Output dumped = with({"--wrt", "x,w*", "--dump", dir, "--seed", "3"});
+  ASSERT_EQ(dumped.status, 0) << dumped.err;
+  Case c = MakeCase(FindProblem("layer_loss"), {{"d", 8}, {"N", 4}}, 3);
+  Result r = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, {3, 0, 1, 2});
+  const std::vector<std::string> order = {"x", "w1", "w2", "w3"};
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_TRUE(BitwiseEqual(ReadNpy(dir + "/grad_" + order[i] + ".npy"), r.grads[i])) << order[i];
+  }
+  std::ifstream stats(dir + "/stats.json");
+  EXPECT_EQ(nlohmann::json::parse(stats)["wrt"], nlohmann::json(order));
+  // The weights' gradients do not depend on whether x's is taken too.
+  Result weights = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  EXPECT_TRUE(BitwiseEqual(ReadNpy(dir + "/grad_w2.npy"), weights.grads[1]));
+  // A prefix, as problems' wrt specs use: mlp_chain's default is w*.
+  Output chain = Remat({"run", "--problem", "mlp_chain", "--param", "L=3", "--param", "d=8",
+                        "--param", "N=4", "--wrt", "w*", "--json"});
+  ASSERT_EQ(chain.status, 0) << chain.err;
+  EXPECT_EQ(nlohmann::json::parse(chain.out)["wrt"], nlohmann::json({"w0", "w1", "w2"}));
+  // residuals and schedule take --wrt too: x's cotangent needs w1 saved.
+  Output saved = Remat({"residuals", "--problem", "layer_loss", "--param", "d=8", "--param",
+                        "N=4", "--wrt", "x"});
+  ASSERT_EQ(saved.status, 0) << saved.err;
+  EXPECT_NE(saved.out.find("from the argument w1"), std::string::npos) << saved.out;
+
+  struct Bad {
+    std::vector<std::string> wrt;
+    std::vector<const char*> says;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {{"--wrt", "y"}, {"'y'", "not an input of layer_loss", "w1, w2, w3, x"}},
+           {{"--wrt", "v*"}, {"'v*'", "w1, w2, w3, x"}},
+           {{"--wrt", "x,w1,x"}, {"names x twice"}},
+           {{"--wrt", "x", "--wrt", "x"}, {"names x twice"}},
+           {{"--wrt", "w*,w2"}, {"names w2 twice", "'w*'"}},
+           {{"--wrt", "x,,w1"}, {"'x,,w1'", "empty name"}},
+           {{"--wrt", ""}, {"empty name"}},
+           {{"--wrt", "all,x"}, {"--wrt all", "no other name"}},
+       }) {
+    Output o = with(b.wrt);
+    EXPECT_EQ(o.status, 1) << b.wrt[1] << ": " << o.err;
+    for (const char* word : b.says) {
+      EXPECT_NE(o.err.find(word), std::string::npos) << "expected '" << word << "' in: " << o.err;
+    }
+  }
+  Output program = Remat({"program", "--problem", "layer_loss", "--wrt", "y"});
+  EXPECT_EQ(program.status, 1);
+  EXPECT_NE(program.err.find("'y'"), std::string::npos) << program.err;
+}
+
+TEST(RematCliTest, ListingsHonourCheckpointsByDefault) {
+  // sin_recursive checkpoints recursively: the default engine (recompute)
+  // saves O(log D) values, where eager saves all D.
+  const std::vector<std::string> recursive = {"--problem", "sin_recursive", "--param", "D=8"};
+  auto listing = [&](const std::string& command, std::vector<std::string> extra) {
+    std::vector<std::string> args = {command};
+    args.insert(args.end(), recursive.begin(), recursive.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Remat(args);
+  };
+  Output honoured = listing("residuals", {});
+  ASSERT_EQ(honoured.status, 0) << honoured.err;
+  EXPECT_EQ(honoured.out.rfind("# sin_recursive D=8 on recompute", 0), 0) << honoured.out;
+  Output eager = listing("residuals", {"--engine", "eager"});
+  ASSERT_EQ(eager.status, 0) << eager.err;
+  EXPECT_EQ(CountLines(eager.out, "f32[] "), 8) << eager.out;
+  EXPECT_LT(CountLines(honoured.out, "f32[] "), 8) << honoured.out;
+  EXPECT_GT(CountLines(honoured.out, "f32[] "), 0) << honoured.out;
+  // An engine that ignores the checkpoints says so first.
+  const std::string note =
+      "note: eager ignores the program's checkpoint regions: it saves everything; --engine "
+      "recompute honours them";
+  EXPECT_EQ(FirstLine(eager.out), note) << eager.out;
+  EXPECT_EQ(honoured.out.find("ignores"), std::string::npos) << honoured.out;
+  Output reference = listing("residuals", {"--engine", "reference"});
+  ASSERT_EQ(reference.status, 0) << reference.err;
+  EXPECT_EQ(FirstLine(reference.out).rfind("note: reference ignores", 0), 0) << reference.out;
+  // schedule, the other listing, likewise.
+  Output schedule = listing("schedule", {});
+  ASSERT_EQ(schedule.status, 0) << schedule.err;
+  EXPECT_EQ(schedule.out.rfind("# sin_recursive D=8 on recompute", 0), 0) << schedule.out;
+  EXPECT_NE(schedule.out.find("recompute "), std::string::npos) << schedule.out;
+  Output eager_schedule = listing("schedule", {"--engine", "eager"});
+  ASSERT_EQ(eager_schedule.status, 0) << eager_schedule.err;
+  EXPECT_EQ(FirstLine(eager_schedule.out), note) << eager_schedule.out;
+  // No note where there is nothing to ignore (sin_plain has no region) ...
+  Output plain = Remat({"residuals", "--problem", "sin_plain", "--engine", "eager"});
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("ignores"), std::string::npos) << plain.out;
+  // ... and one where a schedule is what is ignored.
+  Output scheduled = Remat({"residuals", "--problem", "scan_stack", "--param", "L=4", "--param",
+                            "d=8", "--param", "N=4", "--schedule", "sqrt", "--engine", "eager"});
+  ASSERT_EQ(scheduled.status, 0) << scheduled.err;
+  EXPECT_EQ(FirstLine(scheduled.out).rfind("note: eager ignores", 0), 0) << scheduled.out;
+  // The registry's engines say which they are.
+  EXPECT_TRUE(MakeEngine("recompute")->honours_checkpoints());
+  EXPECT_FALSE(MakeEngine("eager")->honours_checkpoints());
+  EXPECT_FALSE(MakeEngine("reference")->honours_checkpoints());
+}
+
+TEST(RematCliTest, RunTimesTheSecondRunAndReportsSetupApart) {
+  for (const char* engine : {"eager", "recompute"}) {
+    for (const auto& p : AllProblems()) {
+      SCOPED_TRACE(std::string(engine) + " " + p->name());
+      std::vector<std::string> args = {"run", "--problem", p->name(), "--engine", engine, "--json"};
+      for (const ParamSpec& s : p->params()) {
+        args.push_back("--param");
+        args.push_back(s.name + "=" + std::to_string(s.test_value));
+      }
+      Output o = Remat(args);
+      ASSERT_EQ(o.status, 0) << o.err;
+      EXPECT_EQ(o.err, "");
+      const nlohmann::json j = nlohmann::json::parse(o.out);
+      // Memory is a property of the schedule, not of the run: the setup run
+      // and the timed run peak alike.
+      EXPECT_EQ(j["first_run_peak_bytes"], j["stats"]["peak_bytes"]) << o.out;
+      EXPECT_GT(j["first_run_seconds"].get<double>(), 0) << o.out;
+    }
+  }
+  Output text = Remat({"run", "--problem", "layer_loss", "--param", "d=8", "--param", "N=4"});
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("(steady state: the second of two runs)"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(CountLines(text.out, "setup       first run "), 1) << text.out;
+  const std::string dir = TempDir("dump_first_run");
+  ASSERT_EQ(Remat({"run", "--problem", "sin_chain", "--dump", dir}).status, 0);
+  std::ifstream in(dir + "/stats.json");
+  const nlohmann::json stats = nlohmann::json::parse(in);
+  EXPECT_GT(stats["first_run_seconds"].get<double>(), 0);
+  EXPECT_EQ(stats["first_run_peak_bytes"], stats["peak_bytes"]);
+}
+
+TEST(RematCliTest, OutputsWithNumbersCarryThePlatform) {
+  const nlohmann::json platform = PlatformToJson(DescribePlatform());
+  Output text = Remat({"run", "--problem", "layer_loss", "--param", "d=8", "--param", "N=4"});
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("\nplatform    " + FormatPlatform(DescribePlatform()) + "\n"),
+            std::string::npos)
+      << text.out;
+  Output json = Remat({"run", "--problem", "layer_loss", "--param", "d=8", "--param", "N=4",
+                       "--json"});
+  ASSERT_EQ(json.status, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["platform"], platform);
+  // The matmul impls the run used: layer_loss has matmuls, and each impl is
+  // one this process's oneDNN created.
+  ASSERT_TRUE(j["matmul_impls"].is_array()) << json.out;
+  EXPECT_FALSE(j["matmul_impls"].empty()) << json.out;
+  const std::vector<std::string> seen = OneDnnMatMulImplsSeen();
+  for (const auto& impl : j["matmul_impls"]) {
+    EXPECT_NE(std::find(seen.begin(), seen.end(), impl.get<std::string>()), seen.end()) << impl;
+  }
+  const std::string dir = TempDir("dump_platform");
+  ASSERT_EQ(Remat({"run", "--problem", "layer_loss", "--param", "d=8", "--param", "N=4", "--dump",
+                   dir})
+                .status,
+            0);
+  std::ifstream in(dir + "/stats.json");
+  const nlohmann::json stats = nlohmann::json::parse(in);
+  EXPECT_EQ(stats["platform"], platform);
+  EXPECT_FALSE(stats["matmul_impls"].empty());
+  // PlatformFromJson reads back what was written.
+  EXPECT_TRUE(PlatformDifferences(PlatformFromJson(stats["platform"]), DescribePlatform()).empty());
+  // The schedule listing prints a peak, so the platform too.
+  Output schedule = Remat({"schedule", "--problem", "sin_chain"});
+  ASSERT_EQ(schedule.status, 0) << schedule.err;
+  EXPECT_NE(schedule.out.find("# platform: " + FormatPlatform(DescribePlatform())),
+            std::string::npos)
+      << schedule.out;
+}
+
+TEST(RematCliTest, CompareWarnsFirstAboutPlatforms) {
+  const std::string dir = TempDir("compare_platforms");
+  std::filesystem::create_directories(dir);
+  PlatformInfo avx512;
+  avx512.cpu_model = "Some CPU";
+  avx512.cpus = 2;
+  avx512.onednn_version = "oneDNN 2.6.3 (cpu runtime: OpenMP)";
+  avx512.onednn_isa = "avx512_core";
+  avx512.matmul_impl = "brg:avx512_core";
+  avx512.omp_threads = 2;
+  PlatformInfo avx2 = avx512;
+  avx2.onednn_isa = "avx2";
+  avx2.isa_cap = "AVX2";
+  avx2.matmul_impl = "gemm:jit";
+  auto write = [&](const std::string& file, const nlohmann::json& machine) {
+    nlohmann::json j = {{"date", "d"},
+                        {"rows", {{{"name", "row0"}, {"real_time_ms", 10.0}},
+                                  {{"name", "row1"}, {"real_time_ms", 20.0}}}}};
+    if (!machine.is_null()) j["machine"] = machine;
+    std::ofstream(dir + "/" + file) << j.dump();
+    return dir + "/" + file;
+  };
+  const std::string a = write("a.json", PlatformToJson(avx512));
+  const std::string b = write("b.json", PlatformToJson(avx2));
+  const std::string a_again = write("a_again.json", PlatformToJson(avx512));
+  nlohmann::json old_machine = {{"cpu", "Some CPU"}, {"cores", 2}, {"onednn", "oneDNN 2.6.3"}};
+  const std::string old = write("old.json", old_machine);
+  const std::string none = write("none.json", nullptr);
+
+  Output differ = Remat({"compare", a, b});
+  ASSERT_EQ(differ.status, 0) << differ.err;
+  EXPECT_EQ(FirstLine(differ.out),
+            "warning: A and B ran on different platforms (ISA avx512_core vs avx2; matmul "
+            "brg:avx512_core vs gemm:jit): their times and scratchpad bytes are not comparable")
+      << differ.out;
+  EXPECT_NE(differ.out.find("2 rows compared"), std::string::npos) << differ.out;
+
+  Output same = Remat({"compare", a, a_again});
+  ASSERT_EQ(same.status, 0) << same.err;
+  EXPECT_EQ(same.out.find("warning"), std::string::npos) << same.out;
+
+  Output unknown = Remat({"compare", a, old});
+  ASSERT_EQ(unknown.status, 0) << unknown.err;
+  EXPECT_EQ(FirstLine(unknown.out).rfind("warning: the platform of B (" + old + ") is unknown", 0),
+            0)
+      << unknown.out;
+  for (const char* missing : {"cpus", "onednn_isa", "isa_cap", "matmul_impl", "omp_threads"}) {
+    EXPECT_NE(FirstLine(unknown.out).find(missing), std::string::npos) << missing;
+  }
+  EXPECT_EQ(unknown.out.find("different platforms"), std::string::npos) << unknown.out;
+
+  Output neither = Remat({"compare", none, a});
+  ASSERT_EQ(neither.status, 0) << neither.err;
+  EXPECT_EQ(FirstLine(neither.out),
+            "warning: the platform of A (" + none +
+                ") is unknown (it has no \"machine\": recorded before remat-bench wrote them): "
+                "its times and scratchpad bytes may not be comparable with B's")
+      << neither.out;
 }
 
 TEST(RematCliTest, ParseBytes) {

@@ -71,6 +71,11 @@ class Engine {
   // eager's bits: the conformance suite compares its value and gradients with
   // eager's by memcmp, under every policy and schedule, not with a tolerance.
   virtual std::string kernels() const { return ""; }
+  // Whether the engine honours a program's checkpoint regions (their
+  // policies, checkpoint_name labels) and the schedules of its scans and
+  // chains: saves what they allow and recomputes the rest. False for an
+  // engine that runs them inline and stores everything (eager, reference).
+  virtual bool honours_checkpoints() const = 0;
   virtual Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                               const std::vector<int>& wrt, const RunOptions& options = {}) = 0;
 };

@@ -23,6 +23,7 @@ class ReverseModeEngine : public Engine {
   std::string name() const override { return name_; }
   DType dtype() const override { return kernels_->dtype(); }
   std::string kernels() const override { return kernels_->name(); }
+  bool honours_checkpoints() const override { return options_.honour_checkpoints; }
   Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                       const std::vector<int>& wrt, const RunOptions& options) override {
     ReverseMode reverse_mode(kernels_.get(), options_);

@@ -17,6 +17,7 @@ fi
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 core=(engines/api/shape.cc engines/api/tensor.cc engines/api/memory_tracker.cc tools/npy.cc)
 cli=(engines/api/*.cc engines/autodiff/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
+     engines/onednn/platform.cc
      engines/reference/reference_kernels.cc engines/reference/reference_engine.cc
      engines/recompute/recompute_engine.cc engines/schedule/schedule.cc problems/*.cc
      harness/conformance.cc harness/stats_json.cc tools/npy.cc tools/remat_cli.cc)
@@ -27,7 +28,9 @@ build() {  # name sources...
   shift
   if [[ ! -x $out/$name || -n $(find "$@" tools/fuzz/$name.cc -newer "$out/$name" 2>/dev/null) ]]; then
     echo "fuzz: building $name" >&2
-    clang++ "${flags[@]}" tools/fuzz/$name.cc "$@" -o "$out/$name" -ldnnl -lboost_program_options
+    # -fopenmp: engines/onednn/platform.cc reads OpenMP's thread count.
+    clang++ "${flags[@]}" -fopenmp tools/fuzz/$name.cc "$@" -o "$out/$name" -ldnnl \
+      -lboost_program_options
   fi
 }
 build npy_fuzzer "${core[@]}"
