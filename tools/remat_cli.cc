@@ -317,6 +317,15 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << " " << CategoryName(static_cast<Category>(cat)) << " " << s.peak_bytes_by_category[cat];
   }
   out << "\n";
+  // Each category's own maximum: what a budget bounds (activations), and
+  // unlike the line above, not moved by where a kernel's scratchpad puts the
+  // total peak.
+  out << "  high water";
+  for (int cat = 0; cat < kNumCategories; ++cat) {
+    out << " " << CategoryName(static_cast<Category>(cat)) << " "
+        << s.high_water_bytes_by_category[cat];
+  }
+  out << "\n";
   out << "residuals   " << FormatBytes(s.residual_bytes) << " (" << s.residual_bytes
       << " bytes, arguments excluded; remat residuals --engine " << engine->name()
       << " lists them)\n";

@@ -54,7 +54,7 @@ TEST(RematCliTest, RunPrintsLossGradientsPeakAndTime) {
     }
     Output o = Remat(args);
     ASSERT_EQ(o.status, 0) << p->name() << ": " << o.err;
-    for (const char* word : {"loss", "grad", "peak", "residuals", "flops", "time"}) {
+    for (const char* word : {"loss", "grad", "peak", "high water", "residuals", "flops", "time"}) {
       EXPECT_NE(o.out.find(word), std::string::npos) << word << "\n" << o.out;
     }
   }
