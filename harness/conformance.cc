@@ -1,6 +1,7 @@
 #include "harness/conformance.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "engines/api/error.h"
@@ -89,6 +90,14 @@ Agreement CompareWithReference(const Case& c, const Result& got, const Result& r
   }
   a.ok = a.worst_ratio <= 1.0;
   return a;
+}
+
+std::string PairTestName(const std::string& problem, const std::string& variant) {
+  std::string name = problem + "_" + variant;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
 }
 
 }  // namespace remat

@@ -55,6 +55,10 @@ std::optional<std::string> FirstBitDifference(const Result& a, const Result& b);
 // Names of value/gradient tensors in Result order: "value", "grad w1", ...
 std::vector<std::string> OutputNames(const Case& c);
 
+// The name of a (problem, variant) test case as GoogleTest accepts it:
+// "scan_stack" and "policy:dots_saveable" -> "scan_stack_policy_dots_saveable".
+std::string PairTestName(const std::string& problem, const std::string& variant);
+
 }  // namespace remat
 
 #endif  // REMAT_HARNESS_CONFORMANCE_H_

@@ -130,11 +130,7 @@ std::vector<std::string> ProblemNames() {
 }
 
 std::string CaseName(const ::testing::TestParamInfo<PolicyTest::ParamType>& info) {
-  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
-  for (char& c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return name;
+  return PairTestName(std::get<0>(info.param), std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(ProblemsTimesPolicies, PolicyTest,
