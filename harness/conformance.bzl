@@ -2,7 +2,7 @@
 
 load("@rules_cc//cc:defs.bzl", "cc_test")
 
-def engine_conformance_test(name, engine, deps, shard_count = 2, **kwargs):
+def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 500, **kwargs):
     """Runs harness/conformance_test.cc against the engine registered as `engine`.
 
     Args:
@@ -10,6 +10,7 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, **kwargs):
       engine: the name the engine registers itself under (REMAT_REGISTER_ENGINE).
       deps: the engine's library (alwayslink = 1, so its registration links in).
       shard_count: shards to spread the problems over.
+      fuzz_cases: random programs for the engine's fuzz test (<name>_fuzz_test).
       **kwargs: passed to cc_test.
     """
     cc_test(
@@ -27,4 +28,21 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, **kwargs):
             "//third_party:gtest",
         ] if d not in deps],
         **kwargs
+    )
+
+    # The random-program fuzzer (harness/fuzz_test.cc) on this engine: a few
+    # hundred programs over the whole op set, nested regions, scans, chains,
+    # policies and schedules, each against eager's bits or the reference.
+    cc_test(
+        name = name.replace("_test", "") + "_fuzz_test",
+        srcs = ["//harness:fuzz_test.cc"],
+        args = ["--engine=" + engine, "--cases=" + str(fuzz_cases)],
+        size = "medium",
+        deps = deps + [d for d in [
+            "//engines/eager",
+            "//engines/reference",
+            "//harness:conformance",
+            "//harness:random_program",
+            "//third_party:gtest",
+        ] if d not in deps],
     )

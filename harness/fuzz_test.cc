@@ -1,10 +1,14 @@
 // Differential testing of random programs (harness/random_program.h): for
-// every case, recompute equals eager bit for bit (under the case's own random
-// policies and under whole-program policies), eager agrees with the float64
-// reference within tolerance, the measured peak equals the predicted one, and
-// every tracker ends at zero live bytes.
+// every case, the engine under test (--engine=NAME, default recompute) equals
+// eager bit for bit if it declares eager's kernels (Engine::kernels), or else
+// agrees with the float64 reference within tolerance, under the case's own
+// random policies, whole-program policies and a schedule; eager agrees with
+// the reference; the measured peak equals the predicted one wherever an
+// engine predicts; and every tracker ends at zero live bytes. Every engine's
+// engine_conformance_test runs this binary for its engine too.
 //
-//   bazel-bin/harness/fuzz_test                      # the CI run: --cases=2000
+//   bazel-bin/harness/fuzz_test                      # the CI run: --cases=3000
+//   bazel-bin/harness/fuzz_test --engine=dtr         # another engine
 //   bazel-bin/harness/fuzz_test --seconds=3600       # soak for an hour
 //   bazel-bin/harness/fuzz_test --seed=1234          # replay one case
 //
@@ -31,6 +35,7 @@ namespace remat {
 namespace {
 
 struct Flags {
+  std::string engine = "recompute";
   uint64_t first_seed = 1;
   std::optional<uint64_t> seed;  // replay exactly one case
   int cases = 2000;
@@ -126,7 +131,9 @@ int& ChainCount() {
 // The first property the case violates, or nothing.
 std::optional<std::string> Check(const RandomCase& c, bool* rejected) {
   Engine& eager = *MakeEngineCached("eager");
-  Engine& recompute = *MakeEngineCached("recompute");
+  const std::string& name = GetFlags().engine;
+  Engine& engine = *MakeEngineCached(name);
+  const bool same_kernels = engine.kernels() == eager.kernels();
   Engine& reference = *MakeEngineCached("reference");
   Result ref = reference.ValueAndGrad(c.program, c.inputs, c.wrt);
   // Like benchdnn, a case whose gradients are mostly zero proves little.
@@ -173,23 +180,27 @@ std::optional<std::string> Check(const RandomCase& c, bool* rejected) {
   for (const auto& [what, program] : programs) {
     Result r;
     try {
-      r = recompute.ValueAndGrad(program, c.inputs, c.wrt);
+      r = engine.ValueAndGrad(program, c.inputs, c.wrt);
     } catch (const Error& error) {
       // A budget below the smallest feasible is refused, with that number.
       if (std::string(error.what()).find("the smallest feasible is") != std::string::npos) continue;
       throw;
     }
-    if (auto diff = FirstBitDifference(e, r)) {
-      return StrCat("recompute (", what, ") differs from eager in its ", *diff);
+    if (same_kernels) {
+      if (auto diff = FirstBitDifference(e, r)) {
+        return StrCat(name, " (", what, ") differs from eager in its ", *diff);
+      }
+    } else if (auto bad = CompareToReference(c, r, ref)) {
+      return StrCat(name, " (", what, ") vs the float64 reference: ", *bad);
     }
-    if (r.stats.peak_bytes != r.stats.predicted_peak_bytes) {
-      return StrCat("recompute (", what, "): measured peak ", r.stats.peak_bytes,
-                    " != predicted ", r.stats.predicted_peak_bytes);
+    if (r.stats.predicted_peak_bytes >= 0 && r.stats.peak_bytes != r.stats.predicted_peak_bytes) {
+      return StrCat(name, " (", what, "): measured peak ", r.stats.peak_bytes, " != predicted ",
+                    r.stats.predicted_peak_bytes);
     }
     std::shared_ptr<MemoryTracker> tracker = r.tracker;
     r = Result();
     if (tracker->live_bytes() != 0 || tracker->live_bytes(Category::kHost) != 0) {
-      return StrCat("recompute (", what, "): ", tracker->live_bytes(), " bytes still live");
+      return StrCat(name, " (", what, "): ", tracker->live_bytes(), " bytes still live");
     }
   }
   return std::nullopt;
@@ -251,14 +262,14 @@ TEST(FuzzTest, RandomProgramsAgreeAcrossEngines) {
       bool ignored = false;
       std::optional<std::string> small_failure = Check(small, &ignored);
       ADD_FAILURE() << "seed " << seed << ": " << *failure << "\nshrunk: "
-                    << small_failure.value_or(*failure) << "\nreplay: " << ReplayCommand(small)
+                    << small_failure.value_or(*failure) << "\nreplay: " << ReplayCommand(small) << " --engine=" << f.engine
                     << "\n" << ToString(small.program);
       if (failures >= 3) break;
     }
   }
-  std::printf("fuzz: %d random programs checked (%d under a schedule, %d of them with a chain of "
+  std::printf("fuzz (%s): %d random programs checked (%d under a schedule, %d of them with a chain of "
               "regions); rejected: %d with mostly-zero gradients, %d on a relu kink; %.1f s\n",
-              tried, ScheduledCount(), ChainCount(), rejected_count - KinkCount(), KinkCount(),
+              f.engine.c_str(), tried, ScheduledCount(), ChainCount(), rejected_count - KinkCount(), KinkCount(),
               elapsed());
   if (!f.seed) EXPECT_GT(tried, 0);
 }
@@ -275,7 +286,8 @@ int main(int argc, char** argv) {
       const size_t n = std::strlen(name);
       return arg.compare(0, n, name) == 0 ? argv[i] + n : nullptr;
     };
-    if (const char* v = value("--seed=")) f.seed = std::strtoull(v, nullptr, 10);
+    if (const char* v = value("--engine=")) f.engine = v;
+    else if (const char* v = value("--seed=")) f.seed = std::strtoull(v, nullptr, 10);
     else if (const char* v = value("--first_seed=")) f.first_seed = std::strtoull(v, nullptr, 10);
     else if (const char* v = value("--cases=")) f.cases = std::atoi(v);
     else if (const char* v = value("--seconds=")) f.seconds = std::atof(v);
@@ -287,6 +299,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fuzz_test: unknown flag %s\n", argv[i]);
       return 2;
     }
+  }
+  try {
+    remat::MakeEngine(f.engine);
+  } catch (const remat::Error& e) {
+    std::fprintf(stderr, "fuzz_test: %s\n", e.what());
+    return 2;
   }
   return RUN_ALL_TESTS();
 }
