@@ -16,6 +16,7 @@
 #include "engines/api/policy.h"
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
+#include "engines/api/tracer.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
 
@@ -23,7 +24,7 @@ namespace remat {
 namespace {
 
 std::string& EngineUnderTest() {
-  static std::string name = "eager";
+  static std::string name;
   return name;
 }
 
@@ -207,6 +208,54 @@ TEST_P(ConformanceTest, MemoryLimitIsAnErrorAndLeaksNothing) {
 INSTANTIATE_TEST_SUITE_P(Problems, ConformanceTest, ::testing::ValuesIn(ProblemNames()),
                          [](const auto& info) { return info.param; });
 
+// relu'(0) = 0 end to end (JAX and PyTorch agree): on exact zeros of both
+// signs, directly and through a matmul whose row of zeros gives exact zeros,
+// inside a checkpoint region so that an engine that recomputes does so at the
+// kink. loss = sum(relu(x) * v) + sum(relu(x @ w) * u), in a region:
+//   x = [[0, -0, 1, -1], [0, 0, 0, 0]] (2x4), v = 2, w = 1 (4x3), u = 3.
+//   d/dx of the first sum: v where x > 0: [[0, 0, 2, 0], [0, 0, 0, 0]];
+//   x @ w = [[0, 0, 0], [0, 0, 0]] (row 0: 0 - 0 + 1 - 1; row 1: zeros), so
+//   relu'(x @ w) = 0 everywhere and the second sum adds nothing to dx, dw.
+//   dv = relu(x) = [[0, 0, 1, 0], [0, 0, 0, 0]]; du = relu(x @ w) = 0.
+TEST(ReluAtZeroTest, TheDerivativeAtZeroIsZeroEndToEnd) {
+  Program program = Trace(
+      "relu_at_zero",
+      {{"x", Shape({2, 4})}, {"v", Shape({2, 4})}, {"w", Shape({4, 3})}, {"u", Shape({2, 3})}},
+      [](const std::vector<Var>& in) {
+        auto region = checkpoint(
+            [](Var x, Var v, Var w, Var u) {
+              return add(sum(mul(relu(x), v)), sum(mul(relu(matmul(x, w)), u)));
+            },
+            Policy(), "kink");
+        return region(in[0], in[1], in[2], in[3]);
+      });
+  std::vector<Tensor> args;
+  const std::vector<std::vector<float>> values = {
+      {0.0f, -0.0f, 1.0f, -1.0f, 0, 0, 0, 0}, std::vector<float>(8, 2.0f),
+      std::vector<float>(12, 1.0f), std::vector<float>(6, 3.0f)};
+  for (int i = 0; i < 4; ++i) {
+    Tensor t = Tensor::Zeros(DType::kF32, program.shapes[i]);
+    for (int64_t j = 0; j < t.num_elements(); ++j) t.f32()[j] = values[i][j];
+    args.push_back(t);
+  }
+  for (const std::string& spec : {std::string("as-written"), std::string("everything_saveable")}) {
+    const Program p =
+        spec == "as-written" ? program : ApplyPolicy(program, Policy::Parse(spec));
+    Result r = MakeEngine(EngineUnderTest())->ValueAndGrad(p, args, {0, 1, 2, 3});
+    const std::vector<std::vector<double>> want = {
+        {0, 0, 2, 0, 0, 0, 0, 0}, {0, 0, 1, 0, 0, 0, 0, 0}, std::vector<double>(12, 0.0),
+        std::vector<double>(6, 0.0)};
+    EXPECT_EQ(r.value.at(0), 2.0) << spec;
+    for (int g = 0; g < 4; ++g) {
+      for (int64_t j = 0; j < r.grads[g].num_elements(); ++j) {
+        EXPECT_EQ(r.grads[g].at(j), want[g][j])
+            << EngineUnderTest() << " under " << spec << ": grad " << program.param_names[g]
+            << "[" << j << "] (relu'(0) must be 0)";
+      }
+    }
+  }
+}
+
 // Every problem under every policy and, where it has a scan or a chain of
 // blocks, every kind of schedule: what the engine under test must do with
 // each, whatever it is.
@@ -330,10 +379,23 @@ INSTANTIATE_TEST_SUITE_P(ProblemsTimesVariants, VariantTest,
 
 int main(int argc, char** argv) {
   // --engine=NAME is read before GoogleTest registers the parameterized tests.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--engine=", 9) == 0) remat::EngineUnderTest() = argv[i] + 9;
-  }
+  // After InitGoogleTest, only our flags are left: anything else (a
+  // misspelled --engine) is an error, never a silent run on eager.
   ::testing::InitGoogleTest(&argc, argv);
+  bool named = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--engine=", 9) == 0) {
+      remat::EngineUnderTest() = argv[i] + 9;
+      named = true;
+    } else {
+      std::fprintf(stderr, "conformance_test: unknown flag %s (it takes --engine=NAME)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!named) {
+    std::fprintf(stderr, "conformance_test: --engine=NAME is required\n");
+    return 2;
+  }
   try {
     remat::MakeEngine(remat::EngineUnderTest());
   } catch (const remat::Error& e) {

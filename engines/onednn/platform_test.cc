@@ -1,6 +1,7 @@
 #include "engines/onednn/platform.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@ namespace {
 
 TEST(PlatformTest, DescribesTheMachineAndOneDnnsDispatch) {
   const PlatformInfo& p = DescribePlatform();
+  std::printf("platform: %s\n", FormatPlatform(p).c_str());
   EXPECT_FALSE(p.cpu_model.empty());
   EXPECT_GE(p.cpus, 1);
   EXPECT_NE(p.onednn_version.find("oneDNN 2."), std::string::npos) << p.onednn_version;

@@ -5,8 +5,12 @@
 #include "engines/recompute/recompute_engine.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -17,6 +21,17 @@
 #include "engines/schedule/schedule.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
+
+namespace remat {
+// --omp_threads=N (the BUILD's two targets pass 2 and 1): the OpenMP threads
+// oneDNN's kernels run on. A flag, not OMP_NUM_THREADS in the rule's env:
+// .bazelrc's --test_env=OMP_NUM_THREADS=2 overrides a rule's env in Bazel 4,
+// so the 1-thread target used to run on 2.
+int& ClaimedThreads() {
+  static int threads = 0;
+  return threads;
+}
+}  // namespace remat
 
 namespace remat {
 namespace {
@@ -678,3 +693,28 @@ TEST(BadInputTest, AnExceptionMidRunLeavesNothingLive) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST(ThreadsTest, RunsOnTheThreadsItClaims) {
+  ASSERT_GT(ClaimedThreads(), 0) << "pass --omp_threads=N";
+  EXPECT_EQ(omp_get_max_threads(), ClaimedThreads());
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--omp_threads=", 14) == 0) {
+      remat::ClaimedThreads() = std::atoi(argv[i] + 14);
+      omp_set_num_threads(remat::ClaimedThreads());
+    } else {
+      std::fprintf(stderr, "recompute_engine_test: unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  return RUN_ALL_TESTS();
+}
