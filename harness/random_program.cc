@@ -171,11 +171,14 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
     if (g.stacked_.count(d)) loss = add(loss, sum(g.Scan(in[0], 0)));
     return add(loss, sum(other));
   });
-  // Inputs: multiples of 1/8 in [-1, 1], so f32 holds them exactly and small
-  // products and sums are exact in both f32 and f64.
+  // Inputs: nonzero multiples of 1/8 in [-1, 1], so f32 holds them exactly
+  // and small products and sums are exact in both f32 and f64. No exact
+  // zeros: a zero on relu's path zeroes a gradient and sits on its kink.
   for (int i = 0; i < c.program.num_params(); ++i) {
     Tensor t = Tensor::Zeros(DType::kF32, c.program.shapes[i]);
-    for (int64_t j = 0; j < t.num_elements(); ++j) t.f32()[j] = g.Int(-8, 8) / 8.0f;
+    for (int64_t j = 0; j < t.num_elements(); ++j) {
+      t.f32()[j] = (g.Chance(50) ? 1.0f : -1.0f) * static_cast<float>(g.Int(1, 8)) / 8.0f;
+    }
     c.inputs.push_back(t);
     c.wrt.push_back(i);
   }
