@@ -12,8 +12,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   try {
     remat::Tensor t = remat::ParseNpy(bytes, "fuzz.npy");
-    // A parsed tensor round-trips.
-    if (remat::SerializeNpy(t).size() < static_cast<size_t>(t.bytes())) __builtin_trap();
+    // A parsed tensor round-trips: written and read back, the same dtype,
+    // shape and bytes (NaN payloads included).
+    const remat::Tensor back = remat::ParseNpy(remat::SerializeNpy(t), "roundtrip.npy");
+    if (back.dtype() != t.dtype() || back.shape() != t.shape() || !remat::BitwiseEqual(back, t)) {
+      __builtin_trap();
+    }
   } catch (const remat::Error&) {
   }
   return 0;
