@@ -190,16 +190,32 @@ TEST_P(ConformanceTest, BadArgumentsAreClearErrors) {
                Error);
 }
 
+// A limit one byte under the peak: refused, before allocating when the
+// engine predicts (predict_memory), at the allocation that would pass it when
+// it does not; either way every tracker of the failed run (RunOptions::
+// on_tracker) ends with nothing live.
 TEST_P(ConformanceTest, MemoryLimitIsAnErrorAndLeaksNothing) {
   Result r = Run();
-  RunOptions options;
-  options.max_memory_bytes = r.stats.peak_bytes - 1;
-  try {
-    Run(options);
-    ADD_FAILURE() << "a run past --max-memory succeeded";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--max-memory"), std::string::npos) << e.what();
+  for (bool predict : {true, false}) {
+    SCOPED_TRACE(predict ? "predicting" : "not predicting");
+    std::vector<std::shared_ptr<MemoryTracker>> trackers;
+    RunOptions options;
+    options.max_memory_bytes = r.stats.peak_bytes - 1;
+    options.predict_memory = predict;
+    options.on_tracker = [&](const std::shared_ptr<MemoryTracker>& t) { trackers.push_back(t); };
+    try {
+      Run(options);
+      ADD_FAILURE() << "a run past --max-memory succeeded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--max-memory"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(trackers.empty()) << EngineUnderTest() << " never called RunOptions::on_tracker";
+    for (const auto& t : trackers) {
+      EXPECT_EQ(t->live_bytes(), 0) << EngineUnderTest() << ": a failed run leaked";
+      EXPECT_EQ(t->live_bytes(Category::kHost), 0);
+    }
   }
+  RunOptions options;
   options.max_memory_bytes = r.stats.peak_bytes;
   Result exact = Run(options);  // the measured peak is enough
   EXPECT_EQ(exact.stats.peak_bytes, r.stats.peak_bytes);

@@ -19,6 +19,7 @@
 #define REMAT_ENGINES_API_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ struct RunOptions {
   // recomputed value must have the shape and dtype of the forward pass's; in
   // this debug mode, also the same bits. A mismatch throws remat::Error.
   bool check_recompute_bits = false;
+  // Called with every tracker the run creates (the dry run's too), as soon
+  // as it exists: a caller can then check that a run which threw released
+  // everything it had allocated (live bytes back to 0). Null: not called.
+  std::function<void(const std::shared_ptr<MemoryTracker>&)> on_tracker;
 };
 
 struct Result {

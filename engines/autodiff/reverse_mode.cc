@@ -197,6 +197,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   tracker_ = std::make_shared<MemoryTracker>();
   tracker_->set_dry_run(dry_run);
   tracker_->set_limit_bytes(options.max_memory_bytes);
+  if (options.on_tracker) options.on_tracker(tracker_);
   kernels_->Bind(tracker_);
   recomputed_flops_ = 0;
   output_bytes_ = program.shapes[program.output].num_elements() * DTypeSize(kernels_->dtype());
