@@ -1,5 +1,6 @@
 // The conformance suite: every problem on the engine under test, checked
-// against the float64 reference and for what every engine must do.
+// against the float64 oracle (engines/oracle) and for what every engine must
+// do.
 // One binary per engine (see conformance.bzl): `--engine=NAME` picks it.
 #include <gtest/gtest.h>
 
@@ -48,17 +49,17 @@ class ConformanceTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Engine> engine_;
 };
 
-TEST_P(ConformanceTest, AgreesWithTheFloat64Reference) {
+TEST_P(ConformanceTest, AgreesWithTheFloat64Oracle) {
   Result got = Run();
-  Result ref = MakeEngine("reference")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
-  Agreement a = CompareWithReference(case_, got, ref);
+  Result ref = MakeEngine("oracle")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
+  Agreement a = CompareWithOracle(case_, got, ref);
   EXPECT_TRUE(a.ok) << EngineUnderTest() << ": worst error is " << a.worst_ratio
                     << "x the tolerance: " << a.detail;
   // The gradients are not all zero (a vacuous comparison proves nothing).
   for (size_t i = 0; i < ref.grads.size(); ++i) {
     double norm = 0;
     for (int64_t j = 0; j < ref.grads[i].num_elements(); ++j) norm += std::abs(ref.grads[i].at(j));
-    EXPECT_GT(norm, 0) << case_.ToString() << ": reference gradient " << i << " is all zero";
+    EXPECT_GT(norm, 0) << case_.ToString() << ": the oracle's gradient " << i << " is all zero";
   }
 }
 
@@ -161,7 +162,7 @@ INSTANTIATE_TEST_SUITE_P(Problems, ConformanceTest, ::testing::ValuesIn(ProblemN
 // Every problem under every policy and, where it has a scan or a chain of
 // blocks, every kind of schedule: what the engine under test must do with
 // each, whatever it is.
-// - Agree with the float64 reference within the tolerance (policies and
+// - Agree with the float64 oracle within the tolerance (policies and
 //   schedules change what is stored, never the arithmetic).
 // - On eager's kernels (Engine::kernels()), equal eager bit for bit: eager
 //   runs the program as written and ignores policies and schedules, so any
@@ -209,10 +210,10 @@ class VariantTest : public ::testing::TestWithParam<std::tuple<std::string, std:
   std::unique_ptr<Engine> engine_;
 };
 
-TEST_P(VariantTest, AgreesWithTheReferenceAndWithEagersBits) {
+TEST_P(VariantTest, AgreesWithTheOracleAndWithEagersBits) {
   Result got = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt);
-  Result ref = MakeEngine("reference")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
-  const Agreement a = CompareWithReference(case_, got, ref);
+  Result ref = MakeEngine("oracle")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
+  const Agreement a = CompareWithOracle(case_, got, ref);
   EXPECT_TRUE(a.ok) << What() << ": worst error is " << a.worst_ratio << "x the tolerance: "
                     << a.detail;
   std::unique_ptr<Engine> eager = MakeEngine("eager");
