@@ -131,10 +131,15 @@ std::optional<std::string> BoundKey(const OrderedParams& params) {
 
 }  // namespace
 
+bool IsFloat64Check(const std::string& engine) {
+  return engine == kOracleEngine || engine == kReferenceEngine;
+}
+
 bool IgnoresPolicies(const std::string& engine) {
-  // Both run every region inline (the reference is the eager reverse mode on
-  // float64); a row per policy would measure the same thing four times.
-  return engine == kBaselineEngine || engine == kOracleEngine;
+  // All three run every region inline (the reference is the eager reverse
+  // mode on float64, the oracle a plain reverse mode); a row per policy would
+  // measure the same thing four times.
+  return engine == kBaselineEngine || IsFloat64Check(engine);
 }
 
 double Median(std::vector<double> values) {
@@ -250,7 +255,7 @@ std::string BenchHelp() {
       "results/latest.json.\n"
       "\n"
       "  --engines=a,b     engines to run (default: every registered engine but '",
-      kOracleEngine,
+      kOracleEngine, "' and '", kReferenceEngine,
       "')\n"
       "  --policies=p,q    rows per engine that honours policies (default:\n"
       "                    ",
@@ -376,7 +381,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
   std::vector<std::string> engines = flags.engines;
   if (engines.empty()) {
     for (const std::string& e : registered_engines) {
-      if (e != kOracleEngine) engines.push_back(e);
+      if (!IsFloat64Check(e)) engines.push_back(e);
     }
   }
   for (const std::string& e : engines) {

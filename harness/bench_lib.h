@@ -76,9 +76,13 @@ inline constexpr char kScalePolicies[] =
     "schedule:sqrt;schedule:revolve:8;schedule:budget:128MiB";
 // The store-everything baseline every row's time is compared with (vs_eager).
 inline constexpr char kBaselineEngine[] = "eager";
-// The float64 oracle: left out of the default engine list (it is slow, and it
-// is what the conformance suite checks against, not something to measure).
-inline constexpr char kOracleEngine[] = "reference";
+// The float64 engines, left out of the default engine list (they are slow,
+// and they are checks, not something to measure): the oracle the conformance
+// suite compares with, and the old reference (eager's interpreter on float64
+// kernels).
+inline constexpr char kOracleEngine[] = "oracle";
+inline constexpr char kReferenceEngine[] = "reference";
+bool IsFloat64Check(const std::string& engine);
 // The problem and engine names of the oneDNN matmul bound rows.
 inline constexpr char kBoundProblem[] = "onednn_matmul";
 inline constexpr char kBoundEngine[] = "onednn";
@@ -98,7 +102,8 @@ enum class Sweep {
 };
 
 struct BenchFlags {
-  std::vector<std::string> engines;   // --engines=a,b; empty: every registered engine but the oracle
+  // --engines=a,b; empty: every registered engine but the float64 checks.
+  std::vector<std::string> engines;
   std::vector<std::string> policies;  // --policies=...; kAsWritten or text Policy::Parse reads
   std::vector<std::string> problems;  // --problems=a,b; empty: every problem
   Sweep sweep = Sweep::kNone;         // --sweep=depth|width

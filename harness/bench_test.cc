@@ -30,9 +30,10 @@ std::vector<PlannedRow> DefaultPlan(const std::vector<std::string>& engines) {
   return PlanRows(ParseBenchFlags({"bench"}, &rest), engines);
 }
 
-TEST(BenchPlan, DefaultCoversEveryProblemAndEveryEngineButTheOracle) {
+TEST(BenchPlan, DefaultCoversEveryProblemAndEveryEngineButTheFloat64Checks) {
   const std::vector<std::string> registered = EngineNames();
   ASSERT_NE(std::find(registered.begin(), registered.end(), "eager"), registered.end());
+  ASSERT_NE(std::find(registered.begin(), registered.end(), "oracle"), registered.end());
   const std::vector<PlannedRow> plan = DefaultPlan(registered);
   std::set<std::string> problems, engines;
   for (const PlannedRow& row : plan) {
@@ -43,12 +44,12 @@ TEST(BenchPlan, DefaultCoversEveryProblemAndEveryEngineButTheOracle) {
   }
   for (const auto& p : AllProblems()) EXPECT_TRUE(problems.count(p->name())) << p->name();
   for (const std::string& e : registered) {
-    EXPECT_EQ(engines.count(e), e == kOracleEngine ? 0u : 1u) << e;
+    EXPECT_EQ(engines.count(e), IsFloat64Check(e) ? 0u : 1u) << e;
   }
 }
 
 TEST(BenchPlan, AnEngineRegisteredLaterShowsUpWithEveryPolicy) {
-  const std::vector<PlannedRow> plan = DefaultPlan({"eager", "future", "reference"});
+  const std::vector<PlannedRow> plan = DefaultPlan({"eager", "future", "oracle", "reference"});
   std::map<std::string, std::vector<std::string>> policies;  // case/engine -> policies
   for (const PlannedRow& row : plan) {
     if (row.kind == RowKind::kValueAndGrad) {
@@ -63,6 +64,7 @@ TEST(BenchPlan, AnEngineRegisteredLaterShowsUpWithEveryPolicy) {
                                       "schedule:every:4", "schedule:segments:4", "schedule:sqrt",
                                       "schedule:bisect", "schedule:revolve:4",
                                       "schedule:budget:4MiB"}));
+  EXPECT_EQ(policies.count(key + " oracle"), 0u);
   EXPECT_EQ(policies.count(key + " reference"), 0u);
   // Schedules reverse scans: a problem without one gets no schedule rows.
   for (const std::string& p : policies["layer_loss/d=512,N=256 future"]) {

@@ -19,10 +19,11 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
         args = ["--engine=" + engine],
         shard_count = shard_count,
         # eager is the baseline every engine on its kernels is compared with
-        # bit for bit; reference is the float64 oracle.
+        # bit for bit; oracle is the float64 oracle every engine is compared
+        # with within the tolerance.
         deps = deps + [d for d in [
             "//engines/eager",
-            "//engines/reference",
+            "//engines/oracle",
             "//harness:conformance",
             "//problems",
             "//third_party:gtest",
@@ -32,7 +33,7 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
 
     # The random-program fuzzer (harness/fuzz_test.cc) on this engine: a few
     # hundred programs over the whole op set, nested regions, scans, chains,
-    # policies and schedules, each against eager's bits or the reference.
+    # policies and schedules, each against eager's bits or the oracle.
     cc_test(
         name = name.replace("_test", "") + "_fuzz_test",
         srcs = ["//harness:fuzz_test.cc"],
@@ -40,7 +41,7 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
         size = "medium",
         deps = deps + [d for d in [
             "//engines/eager",
-            "//engines/reference",
+            "//engines/oracle",
             "//harness:conformance",
             "//harness:random_program",
             "//third_party:gtest",

@@ -49,7 +49,7 @@ std::vector<std::string> OutputNames(const Case& c) {
   return names;
 }
 
-Agreement CompareWithReference(const Case& c, const Result& got, const Result& ref) {
+Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref) {
   Agreement a;
   const double k = c.problem->ReductionLength(c.params);
   std::vector<const Tensor*> gots = {&got.value}, refs = {&ref.value};
@@ -58,8 +58,8 @@ Agreement CompareWithReference(const Case& c, const Result& got, const Result& r
   const std::vector<std::string> names = OutputNames(c);
   if (gots.size() != refs.size() || gots.size() != names.size()) {
     a.ok = false;
-    a.detail = StrCat(c.ToString(), ": ", gots.size() - 1, " gradients, reference has ",
-                      refs.size() - 1);
+    a.detail =
+        StrCat(c.ToString(), ": ", gots.size() - 1, " gradients, the oracle has ", refs.size() - 1);
     return a;
   }
   for (size_t t = 0; t < gots.size(); ++t) {
@@ -67,7 +67,7 @@ Agreement CompareWithReference(const Case& c, const Result& got, const Result& r
     const Tensor& r = *refs[t];
     if (g.shape() != r.shape()) {
       a.ok = false;
-      a.detail = StrCat(c.ToString(), ": ", names[t], " is ", g.TypeString(), ", reference ",
+      a.detail = StrCat(c.ToString(), ": ", names[t], " is ", g.TypeString(), ", the oracle's ",
                         r.TypeString());
       return a;
     }
@@ -82,7 +82,7 @@ Agreement CompareWithReference(const Case& c, const Result& got, const Result& r
       if (std::isnan(ratio)) ratio = INFINITY;
       if (ratio > a.worst_ratio) {
         a.worst_ratio = ratio;
-        a.detail = StrCat(c.ToString(), ": ", names[t], "[", i, "] = ", g.at(i), ", reference ",
+        a.detail = StrCat(c.ToString(), ": ", names[t], "[", i, "] = ", g.at(i), ", oracle ",
                           r.at(i), ", error ", err, ", tolerance ", tolerance, " (", kF32ToleranceFactor,
                           " * K=", k, " * 2^-24 * max|ref|=", scale, ")");
       }

@@ -30,7 +30,9 @@ Case MakeCase(const Problem& problem, const ParamValues& params, uint64_t seed =
 // problem bigger than the machine allocates nothing.
 std::vector<Tensor> ShapeOnlyArguments(const Program& program);
 
-// Tolerance of an f32 engine against the float64 reference, per tensor:
+// Tolerance of an f32 engine against the float64 oracle (engines/oracle, a
+// reverse mode of its own that shares no rule or kernel with the engines),
+// per tensor:
 //   max_i |got_i - ref_i| <= kF32ToleranceFactor * K * 2^-24 * max_i |ref_i|
 // where K is the problem's reduction length (Problem::ReductionLength): the
 // worst-case growth of rounding error in a sum of K terms is K * 2^-24 times
@@ -44,8 +46,8 @@ struct Agreement {
   std::string detail;  // the worst tensor, element, values and tolerance
 };
 
-// Compares value and gradients of `got` with the reference's `ref`.
-Agreement CompareWithReference(const Case& c, const Result& got, const Result& ref);
+// Compares value and gradients of `got` with the oracle's `oracle`.
+Agreement CompareWithOracle(const Case& c, const Result& got, const Result& oracle);
 
 // Where two results' value and gradients differ in a single bit, as
 // "value" or "gradient i"; nothing when they are bit-for-bit equal (NaNs

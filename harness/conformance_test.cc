@@ -1,5 +1,6 @@
 // The conformance suite: every problem on the engine under test, checked
-// against the float64 reference and for what every engine must do.
+// against the float64 oracle (engines/oracle) and for what every engine must
+// do.
 // One binary per engine (see conformance.bzl): `--engine=NAME` picks it.
 #include <gtest/gtest.h>
 
@@ -59,17 +60,17 @@ class ConformanceTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Engine> engine_;
 };
 
-TEST_P(ConformanceTest, AgreesWithTheFloat64Reference) {
+TEST_P(ConformanceTest, AgreesWithTheFloat64Oracle) {
   Result got = Run();
-  Result ref = MakeEngine("reference")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
-  Agreement a = CompareWithReference(case_, got, ref);
+  Result ref = MakeEngine("oracle")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
+  Agreement a = CompareWithOracle(case_, got, ref);
   EXPECT_TRUE(a.ok) << EngineUnderTest() << ": worst error is " << a.worst_ratio
                     << "x the tolerance: " << a.detail;
   // The gradients are not all zero (a vacuous comparison proves nothing).
   for (size_t i = 0; i < ref.grads.size(); ++i) {
     double norm = 0;
     for (int64_t j = 0; j < ref.grads[i].num_elements(); ++j) norm += std::abs(ref.grads[i].at(j));
-    EXPECT_GT(norm, 0) << case_.ToString() << ": reference gradient " << i << " is all zero";
+    EXPECT_GT(norm, 0) << case_.ToString() << ": the oracle's gradient " << i << " is all zero";
   }
 }
 
@@ -117,13 +118,17 @@ TEST_P(ConformanceTest, ResidualListingNamesEverySavedValue) {
 
 // One NaN, or one Inf, in one input at a time: the engine's gradients are
 // NaN, +Inf or -Inf exactly where eager's are (bit for bit, for an engine on
-// eager's kernels). One poisoned element, not one per input: a poison
+// eager's kernels). An engine on other kernels may follow the oracle
+// instead, element by element: relu's derivative at a NaN input is where
+// JAX (select: 0) and PyTorch (threshold_backward: the cotangent) disagree;
+// eager's oneDNN kernel gives the cotangent, the oracle 0. One poisoned element, not one per input: a poison
 // everywhere makes every output NaN and any engine pass. The comparison
 // means something only where eager's gradients are part NaN, part finite
 // (x's gradient in a scan: the poisoned row only), so each problem must have
 // such a case.
 TEST_P(ConformanceTest, ASingleNonFiniteInputSpreadsAsInEager) {
   std::unique_ptr<Engine> eager = MakeEngine("eager");
+  std::unique_ptr<Engine> oracle = MakeEngine("oracle");
   const bool same_kernels = engine_->kernels() == eager->kernels();
   auto kind = [](double v) { return std::isnan(v) ? 'n' : std::isinf(v) ? (v > 0 ? '+' : '-') : 'f'; };
   int informative = 0;
@@ -137,6 +142,7 @@ TEST_P(ConformanceTest, ASingleNonFiniteInputSpreadsAsInEager) {
       inputs[j].f32()[inputs[j].num_elements() / 2] = bad;
       Result want = eager->ValueAndGrad(case_.program, inputs, case_.wrt);
       Result got = engine_->ValueAndGrad(case_.program, inputs, case_.wrt);
+      Result alt = same_kernels ? want : oracle->ValueAndGrad(case_.program, inputs, case_.wrt);
       ASSERT_EQ(got.grads.size(), want.grads.size());
       if (same_kernels) {
         const std::optional<std::string> diff = FirstBitDifference(want, got);
@@ -148,7 +154,7 @@ TEST_P(ConformanceTest, ASingleNonFiniteInputSpreadsAsInEager) {
           const char w = kind(want.grads[g].at(i));
           const char r = kind(got.grads[g].at(i));
           (w == 'f' ? finite : non_finite) += 1;
-          if (w != r) {
+          if (w != r && kind(alt.grads[g].at(i)) != r) {
             ADD_FAILURE() << "grad " << case_.program.param_names[case_.wrt[g]] << "[" << i
                           << "] is " << got.grads[g].at(i) << ", eager's " << want.grads[g].at(i);
             break;
@@ -275,7 +281,7 @@ TEST(ReluAtZeroTest, TheDerivativeAtZeroIsZeroEndToEnd) {
 // Every problem under every policy and, where it has a scan or a chain of
 // blocks, every kind of schedule: what the engine under test must do with
 // each, whatever it is.
-// - Agree with the float64 reference within the tolerance (policies and
+// - Agree with the float64 oracle within the tolerance (policies and
 //   schedules change what is stored, never the arithmetic).
 // - On eager's kernels (Engine::kernels()), equal eager bit for bit: eager
 //   runs the program as written and ignores policies and schedules, so any
@@ -324,10 +330,10 @@ class VariantTest : public ::testing::TestWithParam<std::tuple<std::string, std:
   std::unique_ptr<Engine> engine_;
 };
 
-TEST_P(VariantTest, AgreesWithTheReferenceAndWithEagersBits) {
+TEST_P(VariantTest, AgreesWithTheOracleAndWithEagersBits) {
   Result got = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt);
-  Result ref = MakeEngine("reference")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
-  const Agreement a = CompareWithReference(case_, got, ref);
+  Result ref = MakeEngine("oracle")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
+  const Agreement a = CompareWithOracle(case_, got, ref);
   EXPECT_TRUE(a.ok) << What() << ": worst error is " << a.worst_ratio << "x the tolerance: "
                     << a.detail;
   std::unique_ptr<Engine> eager = MakeEngine("eager");

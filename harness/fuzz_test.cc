@@ -1,9 +1,9 @@
 // Differential testing of random programs (harness/random_program.h): for
 // every case, the engine under test (--engine=NAME, default recompute) equals
 // eager bit for bit if it declares eager's kernels (Engine::kernels), or else
-// agrees with the float64 reference within tolerance, under the case's own
-// random policies, whole-program policies and a schedule; eager agrees with
-// the reference; the measured peak equals the predicted one wherever an
+// agrees with the float64 oracle (engines/oracle) within tolerance, under the
+// case's own random policies, whole-program policies and a schedule; eager
+// agrees with the oracle; the measured peak equals the predicted one wherever an
 // engine predicts; and every tracker ends at zero live bytes. Every engine's
 // engine_conformance_test runs this binary for its engine too.
 //
@@ -62,11 +62,11 @@ Engine* MakeEngineCached(const std::string& name) {
 }
 
 // The first element where `got` differs from `want` by more than
-// 4 K 2^-24 times the case's scale: the largest magnitude of any reference
+// 4 K 2^-24 times the case's scale: the largest magnitude of any oracle
 // output (per case, not per tensor: a gradient that cancels to ~0 still had
 // terms of the case's size, and their rounding is what differs).
-std::optional<std::string> CompareToReference(const RandomCase& c, const Result& got,
-                                              const Result& want) {
+std::optional<std::string> CompareToOracle(const RandomCase& c, const Result& got,
+                                           const Result& want) {
   std::vector<const Tensor*> g = {&got.value}, w = {&want.value};
   for (size_t i = 0; i < got.grads.size(); ++i) {
     g.push_back(&got.grads[i]);
@@ -83,19 +83,19 @@ std::optional<std::string> CompareToReference(const RandomCase& c, const Result&
     for (int64_t i = 0; i < w[t]->num_elements(); ++i) {
       const double err = std::abs(g[t]->at(i) - w[t]->at(i));
       if (!(err <= tolerance) && !(std::isnan(g[t]->at(i)) && std::isnan(w[t]->at(i)))) {
-        return StrCat(t == 0 ? "value" : StrCat("gradient ", t - 1), "[", i, "]: ",
-                      g[t]->at(i), " vs reference ", w[t]->at(i), ", tolerance ", tolerance);
+        return StrCat(t == 0 ? "value" : StrCat("gradient ", t - 1), "[", i, "]: ", g[t]->at(i),
+                      " vs oracle ", w[t]->at(i), ", tolerance ", tolerance);
       }
     }
   }
   return std::nullopt;
 }
 
-// True when the reference itself jumps under perturbations of the inputs
+// True when the oracle itself jumps under perturbations of the inputs
 // as small as f32's rounding (2^-23 relative): the case sits on a kink
 // (relu at 0), where f32 and f64 may take different branches and no
 // tolerance applies. A smooth case moves by O(1e-7) there, far inside it.
-bool NearAKink(const RandomCase& c, Engine& reference, const Result& ref) {
+bool NearAKink(const RandomCase& c, Engine& oracle, const Result& ref) {
   uint64_t state = c.seed;
   for (int attempt = 0; attempt < 4; ++attempt) {
     std::vector<Tensor> nudged;
@@ -107,8 +107,8 @@ bool NearAKink(const RandomCase& c, Engine& reference, const Result& ref) {
       }
       nudged.push_back(d);
     }
-    Result other = reference.ValueAndGrad(c.program, nudged, c.wrt);
-    if (CompareToReference(c, other, ref).has_value()) return true;
+    Result other = oracle.ValueAndGrad(c.program, nudged, c.wrt);
+    if (CompareToOracle(c, other, ref).has_value()) return true;
   }
   return false;
 }
@@ -142,8 +142,8 @@ std::optional<std::string> Check(const RandomCase& c, Coverage* coverage) {
   const std::string& name = GetFlags().engine;
   Engine& engine = *MakeEngineCached(name);
   const bool same_kernels = engine.kernels() == eager.kernels();
-  Engine& reference = *MakeEngineCached("reference");
-  Result ref = reference.ValueAndGrad(c.program, c.inputs, c.wrt);
+  Engine& oracle = *MakeEngineCached("oracle");
+  Result ref = oracle.ValueAndGrad(c.program, c.inputs, c.wrt);
   if (coverage) {
     ++coverage->checked;
     for (int k = 0; k <= static_cast<int>(OpKind::kChain); ++k) {
@@ -164,10 +164,10 @@ std::optional<std::string> Check(const RandomCase& c, Coverage* coverage) {
     return StrCat("eager: measured peak ", e.stats.peak_bytes, " != predicted ",
                   e.stats.predicted_peak_bytes);
   }
-  // Eager against the reference, unless the case sits on a kink.
+  // Eager against the oracle, unless the case sits on a kink.
   bool kink = false;
-  if (std::optional<std::string> bad = CompareToReference(c, e, ref)) {
-    if (!NearAKink(c, reference, ref)) return "eager vs the float64 reference: " + *bad;
+  if (std::optional<std::string> bad = CompareToOracle(c, e, ref)) {
+    if (!NearAKink(c, oracle, ref)) return "eager vs the float64 oracle: " + *bad;
     kink = true;
     if (coverage) ++coverage->kinks;
   }
@@ -205,8 +205,8 @@ std::optional<std::string> Check(const RandomCase& c, Coverage* coverage) {
       }
     } else if (kink) {
       // No tolerance applies on a kink; the other checks still do.
-    } else if (auto bad = CompareToReference(c, r, ref)) {
-      return StrCat(name, " (", what, ") vs the float64 reference: ", *bad);
+    } else if (auto bad = CompareToOracle(c, r, ref)) {
+      return StrCat(name, " (", what, ") vs the float64 oracle: ", *bad);
     }
     if (r.stats.predicted_peak_bytes >= 0 && r.stats.peak_bytes != r.stats.predicted_peak_bytes) {
       return StrCat(name, " (", what, "): measured peak ", r.stats.peak_bytes, " != predicted ",

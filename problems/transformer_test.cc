@@ -1,8 +1,9 @@
 // transformer_stack and the ops it brought (softmax, layer_norm, gelu, scale,
-// transpose, split_heads, merge_heads): tracing and its errors, the float64
-// reference against central differences (each op alone and the whole
-// problem), eager against the reference, and recompute against eager bit for
-// bit under the policies the problem's labels are for.
+// transpose, split_heads, merge_heads): tracing and its errors, both float64
+// engines (the oracle and the old reference) against central differences
+// (each op alone and the whole problem), eager against the oracle, and
+// recompute against eager bit for bit under the policies the problem's labels
+// are for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -205,17 +206,17 @@ TEST(TransformerOpsTest, ShapesOfTheReshapingOps) {
 }
 
 // ---------------------------------------------------------------------------
-// The float64 reference against central differences, as
+// The float64 engines against central differences, as
 // harness/gradcheck_test.cc: fd = (f(x + h) - f(x - h)) / 2h,
 // h = 1e-6 max(1, |x|), |fd - g| <= 1e-5 + 1e-3 |g| (gradcheck's tolerances).
+// Both: the oracle (engines/oracle) judges the engines; the old reference
+// runs rules.cc, which eager and recompute run too.
 
-void ExpectGradientsMatchCentralDifferences(const Program& program, std::vector<Tensor> x,
-                                            const std::vector<int>& wrt,
-                                            int max_elements_per_input = 1 << 30) {
-  std::unique_ptr<Engine> reference = MakeEngine("reference");
-  for (Tensor& t : x) t = Cast(t, DType::kF64);
-  const Result base = reference->ValueAndGrad(program, x, wrt);
-  auto loss = [&] { return reference->ValueAndGrad(program, x, {}).value.f64()[0]; };
+void ExpectEngineMatchesCentralDifferences(Engine& engine, const Program& program,
+                                           std::vector<Tensor> x, const std::vector<int>& wrt,
+                                           int max_elements_per_input) {
+  const Result base = engine.ValueAndGrad(program, x, wrt);
+  auto loss = [&] { return engine.ValueAndGrad(program, x, {}).value.f64()[0]; };
   int checked = 0;
   for (size_t j = 0; j < wrt.size(); ++j) {
     Tensor& input = x[wrt[j]];
@@ -242,6 +243,17 @@ void ExpectGradientsMatchCentralDifferences(const Program& program, std::vector<
                        << " is zero, which checks nothing";
   }
   EXPECT_GT(checked, 0);
+}
+
+void ExpectGradientsMatchCentralDifferences(const Program& program, std::vector<Tensor> x,
+                                            const std::vector<int>& wrt,
+                                            int max_elements_per_input = 1 << 30) {
+  for (Tensor& t : x) t = Cast(t, DType::kF64);
+  for (const char* name : {"oracle", "reference"}) {
+    SCOPED_TRACE(name);
+    ExpectEngineMatchesCentralDifferences(*MakeEngine(name), program, x, wrt,
+                                          max_elements_per_input);
+  }
 }
 
 // Uniform in [lo, hi), from a fixed seed.
@@ -285,7 +297,7 @@ void CheckOp(const OpCase& c) {
   ExpectGradientsMatchCentralDifferences(program, inputs, c.wrt);
 }
 
-TEST(TransformerOpsTest, ReferenceGradientsMatchCentralDifferences) {
+TEST(TransformerOpsTest, Float64GradientsMatchCentralDifferences) {
   const std::vector<OpCase> cases = {
       {"softmax rows", {Param("x", Shape({3, 5}))},
        [](const std::vector<Var>& in) { return softmax(in[0]); }, {0}},
@@ -322,7 +334,7 @@ TEST(TransformerOpsTest, ReferenceGradientsMatchCentralDifferences) {
   for (const OpCase& c : cases) CheckOp(c);
 }
 
-TEST(TransformerStackTest, ReferenceGradientsMatchCentralDifferencesOnATinyStack) {
+TEST(TransformerStackTest, Float64GradientsMatchCentralDifferencesOnATinyStack) {
   const ParamValues p = ResolveParams(
       Transformer(), {{"L", 2}, {"D", 4}, {"H", 2}, {"F", 6}, {"S", 3}, {"B", 2}});
   Case c = MakeCase(Transformer(), p, /*seed=*/7);
@@ -330,10 +342,10 @@ TEST(TransformerStackTest, ReferenceGradientsMatchCentralDifferencesOnATinyStack
 }
 
 // ---------------------------------------------------------------------------
-// The f32 engines against the float64 reference, within the problem's
+// The f32 engines against the float64 oracle, within the problem's
 // tolerance, at the test size and others.
 
-TEST(TransformerStackTest, EagerAgreesWithTheReference) {
+TEST(TransformerStackTest, EagerAgreesWithTheOracle) {
   const std::vector<ParamValues> sizes = {
       TestSizes(),
       ResolveParams(Transformer(), {{"L", 4}, {"D", 16}, {"H", 4}, {"F", 32}, {"S", 8}, {"B", 2}}),
@@ -343,8 +355,8 @@ TEST(TransformerStackTest, EagerAgreesWithTheReference) {
     for (uint64_t seed : {1, 2, 3}) {
       Case c = MakeCase(Transformer(), p, seed);
       Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
-      Result ref = MakeEngine("reference")->ValueAndGrad(c.program, c.inputs, c.wrt);
-      Agreement a = CompareWithReference(c, eager, ref);
+      Result ref = MakeEngine("oracle")->ValueAndGrad(c.program, c.inputs, c.wrt);
+      Agreement a = CompareWithOracle(c, eager, ref);
       EXPECT_TRUE(a.ok) << "seed " << seed << ": worst error is " << a.worst_ratio
                         << "x the tolerance: " << a.detail;
       RecordProperty(c.ToString() + " seed " + std::to_string(seed), std::to_string(a.worst_ratio));

@@ -57,7 +57,7 @@ def variant(row):
     label = engine
     if policy and policy != "as-written":
         label += "/" + policy
-    elif policy == "as-written" and engine not in ("eager", "reference", "pytorch"):
+    elif policy == "as-written" and engine not in ("eager", "oracle", "reference", "pytorch"):
         label += "/as-written"
     if schedule:
         label += "/" + schedule

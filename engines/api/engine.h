@@ -8,7 +8,8 @@
 // with eager depends on, and the memory accounting the suite checks) is
 // engines/api/CONTRACT.md. In short:
 // - args[i] matches the program's parameter i in shape; engines accept f32 or
-//   f64 arguments and convert to their own dtype (the reference runs in f64).
+//   f64 arguments and convert to their own dtype (the oracle and the
+//   reference run in f64).
 // - grads[j] is the gradient with respect to parameter wrt[j], in the
 //   engine's dtype; value is rank 0.
 // - All storage of a run is allocated through one MemoryTracker per run

@@ -2,7 +2,7 @@
 // ops in topological order, and one output. Each op produces one value;
 // values are numbered 0..num_values-1 and parameters come first. Shapes are
 // known for every value (the tracer checks them); dtypes are the engine's
-// (f32 engines run in f32, the reference in f64).
+// (f32 engines run in f32, the oracle and the reference in f64).
 //
 // Structural ops carry a body Program:
 // - kCheckpoint: the body's parameters are the op's inputs, its output the

@@ -1,0 +1,943 @@
+#include "engines/oracle/oracle.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <numbers>
+#include <string>
+#include <utility>
+
+#include "engines/api/error.h"
+#include "engines/api/kernels.h"  // Kernels::kLayerNormEps: the op's definition, no arithmetic
+#include "engines/api/memory_tracker.h"
+
+namespace remat {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// ---------------------------------------------------------------------------
+// Shapes. Written here rather than taken from Kernels' helpers so that the
+// oracle's reading of each op is its own; a program whose recorded shapes
+// disagree with it is refused.
+
+// The output shape of primitive `op` on inputs of `in` shapes, or
+// remat::Error naming the op and the shapes.
+Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
+  auto fail = [&](const std::string& why) -> Error {
+    std::string shapes;
+    for (const Shape& s : in) shapes += (shapes.empty() ? "" : ", ") + s.ToString();
+    return Error(StrCat("oracle: ", Program::Describe(op), ": ", why, " (operands ", shapes, ")"));
+  };
+  auto want_inputs = [&](size_t n) {
+    if (in.size() != n) throw fail(StrCat("takes ", n, " operands, got ", in.size()));
+  };
+  switch (op.kind) {
+    case OpKind::kMatMul: {
+      want_inputs(2);
+      const int r = in[0].rank();
+      if ((r != 2 && r != 3) || in[1].rank() != r) {
+        throw fail("needs two rank-2 or two rank-3 operands");
+      }
+      if (r == 3 && in[0].dim(0) != in[1].dim(0)) throw fail("batch sizes differ");
+      if (in[0].dim(r - 1) != in[1].dim(r - 2)) throw fail("contracting dimensions differ");
+      if (r == 2) return Shape({in[0].dim(0), in[1].dim(1)});
+      return Shape({in[0].dim(0), in[0].dim(1), in[1].dim(2)});
+    }
+    case OpKind::kRelu:
+    case OpKind::kSin:
+    case OpKind::kCos:
+    case OpKind::kSquare:
+    case OpKind::kName:
+    case OpKind::kGelu:
+    case OpKind::kScale:
+      want_inputs(1);
+      return in[0];
+    case OpKind::kAdd:
+    case OpKind::kMul:
+      want_inputs(2);
+      if (in[0] != in[1]) throw fail("operand shapes differ");
+      return in[0];
+    case OpKind::kSum:
+      want_inputs(1);
+      return Shape();
+    case OpKind::kSoftmax:
+      want_inputs(1);
+      if (in[0].rank() == 0) throw fail("works over the last axis of a rank >= 1 operand");
+      return in[0];
+    case OpKind::kLayerNorm: {
+      want_inputs(3);
+      if (in[0].rank() == 0) throw fail("works over the last axis of a rank >= 1 operand");
+      const Shape c({in[0].dim(in[0].rank() - 1)});
+      if (in[1] != c || in[2] != c) throw fail("gamma and beta must be (C), C the last axis");
+      return in[0];
+    }
+    case OpKind::kTranspose: {
+      want_inputs(1);
+      const int r = in[0].rank();
+      if (r != 2 && r != 3) throw fail("swaps the last two axes of a rank-2 or rank-3 operand");
+      std::vector<int64_t> dims = in[0].dims();
+      std::swap(dims[r - 2], dims[r - 1]);
+      return Shape(dims);
+    }
+    case OpKind::kSplitHeads: {
+      want_inputs(1);
+      if (op.ints.size() != 2) throw fail("needs ints = {batch, heads}");
+      const int64_t batch = op.ints[0], heads = op.ints[1];
+      if (in[0].rank() != 2 || batch <= 0 || heads <= 0 || in[0].dim(0) % batch != 0 ||
+          in[0].dim(1) % heads != 0) {
+        throw fail(StrCat("(batch*seq, D) with batch=", batch, " and heads=", heads,
+                          " dividing its axes"));
+      }
+      return Shape({batch * heads, in[0].dim(0) / batch, in[0].dim(1) / heads});
+    }
+    case OpKind::kMergeHeads: {
+      want_inputs(1);
+      if (op.ints.size() != 1) throw fail("needs ints = {batch}");
+      const int64_t batch = op.ints[0];
+      if (in[0].rank() != 3 || batch <= 0 || in[0].dim(0) % batch != 0) {
+        throw fail(StrCat("(batch*heads, seq, Dh) with batch=", batch, " dividing its first axis"));
+      }
+      return Shape({batch * in[0].dim(1), in[0].dim(0) / batch * in[0].dim(2)});
+    }
+    case OpKind::kCheckpoint:
+    case OpKind::kScan:
+    case OpKind::kChain:
+      break;  // structural: not a primitive
+  }
+  throw Error(StrCat("oracle: no rule for op kind ", static_cast<int>(op.kind), " (",
+                     Program::Describe(op), ")"));
+}
+
+// ---------------------------------------------------------------------------
+// Index maps of the ops that move elements.
+
+// Element (b, i, j) of a tensor of `batch` matrices of `rows` x `cols`.
+int64_t At(int64_t b, int64_t i, int64_t j, int64_t rows, int64_t cols) {
+  return (b * rows + i) * cols + j;
+}
+
+// split_heads maps x (B*S, H*Dh) to (B*H, S, Dh): x[b*S + s, h*Dh + j] goes
+// to out[b*H + h, s, j]. Calls f(index in x, index in out) for every element;
+// merge_heads is the same map read the other way.
+template <typename F>
+void ForEachHeadElement(int64_t batch, int64_t heads, int64_t seq, int64_t head_width, F f) {
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t j = 0; j < head_width; ++j) {
+          const int64_t flat = (b * seq + s) * (heads * head_width) + h * head_width + j;
+          const int64_t split = ((b * heads + h) * seq + s) * head_width + j;
+          f(flat, split);
+        }
+      }
+    }
+  }
+}
+
+// The constants of gelu's tanh form: sqrt(2/pi) and 0.044715.
+const double kGeluC = std::sqrt(2.0 / std::numbers::pi);
+constexpr double kGeluA = 0.044715;
+
+// One primitive application on the list.
+struct Entry {
+  const Op* op = nullptr;  // the program op; for a scan step's slice, the scan op
+  bool slice = false;      // step `step` of the scan's input `scan_input` (a view)
+  int64_t step = 0;
+  int scan_input = 0;
+  std::vector<int> inputs;  // slots
+  int output = -1;          // slot
+};
+
+// Counts a caller's f64 argument as live input bytes for the run without
+// owning it (the contract's "counted, not owned").
+class CountedArgument {
+ public:
+  CountedArgument(std::shared_ptr<MemoryTracker> tracker, int64_t bytes)
+      : tracker_(std::move(tracker)), bytes_(bytes) {
+    tracker_->Allocate(bytes_, Category::kInputs);
+  }
+  ~CountedArgument() { tracker_->Release(bytes_, Category::kInputs); }
+  CountedArgument(const CountedArgument&) = delete;
+  CountedArgument& operator=(const CountedArgument&) = delete;
+
+ private:
+  std::shared_ptr<MemoryTracker> tracker_;
+  int64_t bytes_;
+};
+
+class PlainReverseMode {
+ public:
+  explicit PlainReverseMode(const OracleOptions& options)
+      : options_(options), tracker_(std::make_shared<MemoryTracker>()) {
+    tracker_->set_limit_bytes(options.max_memory_bytes);
+    if (options.on_tracker) options.on_tracker(tracker_);
+  }
+
+  Result Run(const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt);
+
+ private:
+  // The forward pass: appends `p`'s primitives to the list with `params` the
+  // slots of its parameters; returns the slot of its output.
+  int Evaluate(const Program& p, const std::vector<int>& params);
+  int Primitive(const Program& p, const Op& op, const std::vector<int>& inputs);
+  int Scan(const Op& op, const std::vector<int>& inputs);
+  void Compute(const Op& op, const std::vector<const Tensor*>& in, const Tensor& out);
+  int NewSlot(Tensor t) {
+    slots_.push_back(std::move(t));
+    return static_cast<int>(slots_.size()) - 1;
+  }
+
+  // The backward pass: adds entry e's vector-Jacobian products, for the
+  // adjoint dy of its output, to its inputs' adjoints.
+  void Vjp(const Entry& e, const Tensor& dy);
+  void Contribute(const Entry& e, int input, Tensor contribution);
+  Tensor NewGradient(const Shape& shape) const {
+    return Tensor::Zeros(DType::kF64, shape, tracker_, Category::kGradients);
+  }
+
+  void Record(const char* phase, const Entry& e);
+  std::vector<Residual> Residuals(const Program& program, int64_t* bytes) const;
+
+  const OracleOptions& options_;
+  std::shared_ptr<MemoryTracker> tracker_;
+  std::vector<Tensor> slots_;
+  std::vector<Entry> list_;
+  std::map<int, Tensor> adjoints_;  // by slot
+  int64_t flops_forward_ = 0;
+  int64_t flops_backward_ = 0;
+  std::map<std::string, int64_t> op_runs_;
+  std::vector<std::string>* schedule_ = nullptr;
+};
+
+Result PlainReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
+                             const std::vector<int>& wrt) {
+  ValidateArguments(program, args, wrt);
+  for (int i = 0; i < program.num_params(); ++i) {
+    if (args[i].dry()) {
+      throw Error(StrCat("oracle: program ", program.name, ": argument ", program.param_names[i],
+                         " has shape but no data; the oracle runs, it does not plan"));
+    }
+  }
+  if (program.output < 0 || program.output >= program.num_values() ||
+      program.shapes[program.output].rank() != 0) {
+    throw Error(StrCat("oracle: program ", program.name,
+                       " must return a rank-0 value (value_and_grad differentiates a scalar)"));
+  }
+  Result result;
+  result.tracker = tracker_;
+  schedule_ = options_.record_schedule ? &result.schedule : nullptr;
+
+  // Arguments: f64 ones in place, counted; f32 ones converted (exactly).
+  int64_t counted_bytes = 0;
+  {
+    ScopedSite site(tracker_.get(), Category::kInputs, "arguments");
+    for (int i = 0; i < program.num_params(); ++i) {
+      if (args[i].dtype() == DType::kF64) {
+        NewSlot(args[i]);
+        counted_bytes += args[i].bytes();
+      } else {
+        NewSlot(Cast(args[i], DType::kF64, tracker_));
+      }
+    }
+  }
+  CountedArgument counted(tracker_, counted_bytes);
+  std::vector<int> params(program.num_params());
+  for (int i = 0; i < program.num_params(); ++i) params[i] = i;
+
+  const Clock::time_point forward_start = Clock::now();
+  const int output = Evaluate(program, params);
+  {
+    ScopedSite site(tracker_.get(), Category::kActivations, "value");
+    result.value = Copy(slots_[output], tracker_);
+  }
+  result.stats.seconds_forward = SecondsSince(forward_start);
+  result.stats.residuals = Residuals(program, &result.stats.residual_bytes);
+
+  // The backward pass: d value / d value = 1, then every entry from the last
+  // to the first. An entry's output adjoint is complete when it is reached:
+  // every reader of its output comes later in the list. With no gradient
+  // asked for (a loss evaluated for central differences) there is none.
+  const Clock::time_point backward_start = Clock::now();
+  if (!wrt.empty()) {
+    {
+      ScopedSite site(tracker_.get(), Category::kGradients, "seed");
+      Tensor seed = NewGradient(Shape());
+      seed.f64()[0] = 1.0;
+      adjoints_[output] = seed;
+    }
+    for (auto e = list_.rbegin(); e != list_.rend(); ++e) {
+      auto dy = adjoints_.find(e->output);
+      if (dy == adjoints_.end()) continue;  // the value does not reach the output
+      ScopedSite site(tracker_.get(), Category::kGradients, Program::Describe(*e->op));
+      Record("backward", *e);
+      Vjp(*e, dy->second);
+    }
+  }
+  for (int w : wrt) {
+    auto adjoint = adjoints_.find(w);
+    if (adjoint != adjoints_.end()) {
+      result.grads.push_back(adjoint->second);
+    } else {
+      ScopedSite site(tracker_.get(), Category::kGradients, "unreached gradient");
+      result.grads.push_back(NewGradient(program.shapes[w]));
+    }
+  }
+  result.stats.seconds_backward = SecondsSince(backward_start);
+
+  Stats& s = result.stats;
+  s.peak_bytes = tracker_->peak_bytes();
+  s.peak_site = tracker_->peak_site();
+  for (int c = 0; c < kNumCategories; ++c) {
+    s.peak_bytes_by_category[c] = tracker_->peak_bytes(static_cast<Category>(c));
+    s.high_water_bytes_by_category[c] = tracker_->high_water_bytes(static_cast<Category>(c));
+  }
+  s.host_peak_bytes = tracker_->peak_host_bytes();
+  s.predicted_peak_bytes = -1;
+  s.flops_forward = flops_forward_;
+  s.flops_recomputed = 0;
+  s.flops_backward = flops_backward_;
+  s.op_runs = op_runs_;
+  // No kernels: all of the oracle's time is its own loops.
+  s.seconds_in_kernels = 0;
+  return result;
+}
+
+int PlainReverseMode::Evaluate(const Program& p, const std::vector<int>& params) {
+  if (static_cast<int>(params.size()) != p.num_params()) {
+    throw Error(StrCat("oracle: program ", p.name, " takes ", p.num_params(), " parameters, got ",
+                       params.size()));
+  }
+  std::vector<int> env(p.num_values(), -1);  // value id -> slot
+  for (int i = 0; i < p.num_params(); ++i) {
+    if (slots_[params[i]].shape() != p.shapes[i]) {
+      throw Error(StrCat("oracle: program ", p.name, ": parameter ", p.param_names[i], " is ",
+                         p.shapes[i].ToString(), ", given ", slots_[params[i]].TypeString()));
+    }
+    env[i] = params[i];
+  }
+  for (const Op& op : p.ops) {
+    std::vector<int> inputs;
+    for (int v : op.inputs) {
+      if (v < 0 || v >= p.num_values() || env[v] < 0) {
+        throw Error(StrCat("oracle: program ", p.name, ": ", Program::Describe(op), " reads value ",
+                           v, ", which is not defined before it"));
+      }
+      inputs.push_back(env[v]);
+    }
+    if (op.output < p.num_params() || op.output >= p.num_values() || env[op.output] >= 0) {
+      throw Error(StrCat("oracle: program ", p.name, ": ", Program::Describe(op), " writes value ",
+                         op.output, ", which is not a fresh value"));
+    }
+    int out = -1;
+    switch (op.kind) {
+      case OpKind::kCheckpoint:
+      case OpKind::kChain:
+        // Inline: a policy or a schedule changes what is kept, not the math.
+        if (!op.body) throw Error(StrCat("oracle: ", Program::Describe(op), " has no body"));
+        out = Evaluate(*op.body, inputs);
+        break;
+      case OpKind::kScan:
+        out = Scan(op, inputs);
+        break;
+      default:
+        out = Primitive(p, op, inputs);
+        break;
+    }
+    if (slots_[out].shape() != p.shapes[op.output]) {
+      throw Error(StrCat("oracle: program ", p.name, ": ", Program::Describe(op), " gives ",
+                         slots_[out].TypeString(), " where the program says ",
+                         p.shapes[op.output].ToString()));
+    }
+    env[op.output] = out;
+  }
+  if (p.output < 0 || p.output >= p.num_values() || env[p.output] < 0) {
+    throw Error(StrCat("oracle: program ", p.name, " has no output value"));
+  }
+  return env[p.output];
+}
+
+int PlainReverseMode::Scan(const Op& op, const std::vector<int>& inputs) {
+  if (!op.body) throw Error(StrCat("oracle: ", Program::Describe(op), " has no body"));
+  if (inputs.size() < 2) {
+    throw Error(StrCat("oracle: ", Program::Describe(op), " needs a carry and at least one xs"));
+  }
+  const Shape& first = slots_[inputs[1]].shape();
+  const int64_t length = first.rank() > 0 ? first.dim(0) : 0;
+  for (size_t k = 1; k < inputs.size(); ++k) {
+    const Shape& xs = slots_[inputs[k]].shape();
+    if (xs.rank() == 0 || xs.dim(0) != length || length == 0) {
+      throw Error(StrCat("oracle: ", Program::Describe(op),
+                         ": every xs needs the same non-empty leading axis; input ", k, " is ",
+                         xs.ToString()));
+    }
+  }
+  // Unrolled: step i runs the body on the carry and views of slice i.
+  int carry = inputs[0];
+  for (int64_t i = 0; i < length; ++i) {
+    std::vector<int> params = {carry};
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      Entry e;
+      e.op = &op;
+      e.slice = true;
+      e.step = i;
+      e.scan_input = static_cast<int>(k);
+      e.inputs = {inputs[k]};
+      e.output = NewSlot(slots_[inputs[k]].Slice(i));
+      list_.push_back(e);
+      Record("forward", e);
+      params.push_back(e.output);
+    }
+    carry = Evaluate(*op.body, params);
+  }
+  return carry;
+}
+
+int PlainReverseMode::Primitive(const Program& p, const Op& op, const std::vector<int>& inputs) {
+  std::vector<Shape> shapes;
+  std::vector<const Tensor*> in;
+  for (int s : inputs) {
+    shapes.push_back(slots_[s].shape());
+    in.push_back(&slots_[s]);
+  }
+  const Shape shape = PrimitiveShape(op, shapes);
+  if (shape != p.shapes[op.output]) {
+    throw Error(StrCat("oracle: ", Program::Describe(op), " gives ", shape.ToString(),
+                       " where the program says ", p.shapes[op.output].ToString()));
+  }
+  Tensor out;
+  {
+    ScopedSite site(tracker_.get(), Category::kActivations, Program::Describe(op));
+    out = Tensor::Zeros(DType::kF64, shape, tracker_, Category::kActivations);
+  }
+  Compute(op, in, out);
+  ++op_runs_[Program::Describe(op)];
+  Entry e;
+  e.op = &op;
+  e.inputs = inputs;
+  e.output = NewSlot(out);
+  list_.push_back(e);
+  Record("forward", e);
+  return e.output;
+}
+
+// ---------------------------------------------------------------------------
+// The forward rules. FLOPs follow engines/api/kernels.h's model, so that the
+// oracle's forward count can be read next to an engine's.
+
+void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& in,
+                               const Tensor& out) {
+  const double* x = in[0]->f64();
+  double* y = out.f64();
+  const int64_t n = in[0]->num_elements();
+  // Rows and the last axis, for the ops over the last axis.
+  const int64_t cols =
+      in[0]->shape().rank() > 0 ? in[0]->shape().dim(in[0]->shape().rank() - 1) : 1;
+  const int64_t rows = cols > 0 ? n / cols : 0;
+  switch (op.kind) {
+    case OpKind::kMatMul: {
+      // C[b,i,j] = sum_p A[b,i,p] B[b,p,j].
+      const Shape& a = in[0]->shape();
+      const Shape& bs = in[1]->shape();
+      const int r = a.rank() - 2;
+      const int64_t batch = r == 1 ? a.dim(0) : 1, m = a.dim(r), k = a.dim(r + 1),
+                    cols_b = bs.dim(r + 1);
+      const double* b = in[1]->f64();
+      for (int64_t t = 0; t < batch; ++t) {
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < cols_b; ++j) {
+            double acc = 0;
+            for (int64_t q = 0; q < k; ++q) acc += x[At(t, i, q, m, k)] * b[At(t, q, j, k, cols_b)];
+            y[At(t, i, j, m, cols_b)] = acc;
+          }
+        }
+      }
+      flops_forward_ += 2 * batch * m * k * cols_b;
+      return;
+    }
+    case OpKind::kRelu:
+      // max(x, 0); NaN stays NaN, as jnp.maximum keeps it.
+      for (int64_t i = 0; i < n; ++i) y[i] = (x[i] > 0 || std::isnan(x[i])) ? x[i] : 0.0;
+      flops_forward_ += n;
+      return;
+    case OpKind::kSin:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::sin(x[i]);
+      flops_forward_ += n;
+      return;
+    case OpKind::kCos:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::cos(x[i]);
+      flops_forward_ += n;
+      return;
+    case OpKind::kSquare:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
+      flops_forward_ += n;
+      return;
+    case OpKind::kAdd:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] + in[1]->f64()[i];
+      flops_forward_ += n;
+      return;
+    case OpKind::kMul:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * in[1]->f64()[i];
+      flops_forward_ += n;
+      return;
+    case OpKind::kSum: {
+      double acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += x[i];
+      y[0] = acc;
+      flops_forward_ += n;
+      return;
+    }
+    case OpKind::kName:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+      return;
+    case OpKind::kSoftmax:
+      // Per row: y_j = exp(x_j - m) / sum_l exp(x_l - m), m the row's max.
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        double* yr = y + r * cols;
+        double m = xr[0];
+        for (int64_t j = 1; j < cols; ++j) m = xr[j] > m ? xr[j] : m;
+        double s = 0;
+        for (int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
+        for (int64_t j = 0; j < cols; ++j) yr[j] = std::exp(xr[j] - m) / s;
+      }
+      flops_forward_ += 5 * n;
+      return;
+    case OpKind::kLayerNorm: {
+      // Per row: y_j = (x_j - mean) / sqrt(var + eps) * gamma_j + beta_j, var
+      // the biased variance (mean of squared deviations).
+      const double* gamma = in[1]->f64();
+      const double* beta = in[2]->f64();
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        double* yr = y + r * cols;
+        double mean = 0;
+        for (int64_t j = 0; j < cols; ++j) mean += xr[j];
+        mean /= static_cast<double>(cols);
+        double var = 0;
+        for (int64_t j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+        var /= static_cast<double>(cols);
+        const double inv_std = 1.0 / std::sqrt(var + Kernels::kLayerNormEps);
+        for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - mean) * inv_std * gamma[j] + beta[j];
+      }
+      flops_forward_ += 7 * n;
+      return;
+    }
+    case OpKind::kGelu:
+      // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+      for (int64_t i = 0; i < n; ++i) {
+        const double u = kGeluC * (x[i] + kGeluA * x[i] * x[i] * x[i]);
+        y[i] = 0.5 * x[i] * (1.0 + std::tanh(u));
+      }
+      flops_forward_ += n;
+      return;
+    case OpKind::kScale:
+      for (int64_t i = 0; i < n; ++i) y[i] = op.scalar * x[i];
+      flops_forward_ += n;
+      return;
+    case OpKind::kTranspose: {
+      // y[b,j,i] = x[b,i,j].
+      const Shape& s = in[0]->shape();
+      const int r = s.rank() - 2;
+      const int64_t batch = r == 1 ? s.dim(0) : 1, m = s.dim(r), c = s.dim(r + 1);
+      for (int64_t t = 0; t < batch; ++t) {
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < c; ++j) y[At(t, j, i, c, m)] = x[At(t, i, j, m, c)];
+        }
+      }
+      return;
+    }
+    case OpKind::kSplitHeads: {
+      const int64_t batch = op.ints[0], heads = op.ints[1];
+      const Shape& s = in[0]->shape();
+      ForEachHeadElement(batch, heads, s.dim(0) / batch, s.dim(1) / heads,
+                         [&](int64_t flat, int64_t split) { y[split] = x[flat]; });
+      return;
+    }
+    case OpKind::kMergeHeads: {
+      const int64_t batch = op.ints[0];
+      const Shape& s = in[0]->shape();
+      ForEachHeadElement(batch, s.dim(0) / batch, s.dim(1), s.dim(2),
+                         [&](int64_t flat, int64_t split) { y[flat] = x[split]; });
+      return;
+    }
+    case OpKind::kCheckpoint:
+    case OpKind::kScan:
+    case OpKind::kChain:
+      break;
+  }
+  throw Error(StrCat("oracle: no rule for op kind ", static_cast<int>(op.kind), " (",
+                     Program::Describe(op), ")"));
+}
+
+// ---------------------------------------------------------------------------
+// The vector-Jacobian products, each derived here from the forward rule
+// above. dy is the adjoint of the entry's output; each contribution is a new
+// tensor of its input's shape. FLOPs: this oracle's own count of the loops
+// below (and one per element for each addition into an adjoint), only so
+// that a run reports its backward work; it is not an engine's count.
+
+void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
+  const Op& op = *e.op;
+  const double* dy = dy_tensor.f64();
+  if (e.slice) {
+    // out = xs[step]: the step's adjoint goes to slice `step` of xs.
+    Tensor c = NewGradient(dy_tensor.shape());
+    std::memcpy(c.f64(), dy, dy_tensor.bytes());
+    Contribute(e, 0, std::move(c));
+    return;
+  }
+  const Tensor& x_tensor = slots_[e.inputs[0]];
+  const double* x = x_tensor.f64();
+  const int64_t n = x_tensor.num_elements();
+  const Shape& xs = x_tensor.shape();
+  const int64_t cols = xs.rank() > 0 ? xs.dim(xs.rank() - 1) : 1;
+  const int64_t rows = cols > 0 ? n / cols : 0;
+  switch (op.kind) {
+    case OpKind::kMatMul: {
+      // C = A B, so dC . dC' = tr(dC^T (dA B + A dB)):
+      //   dA[b,i,p] = sum_j dC[b,i,j] B[b,p,j]   (dC B^T)
+      //   dB[b,p,j] = sum_i A[b,i,p] dC[b,i,j]   (A^T dC)
+      const Tensor& b_tensor = slots_[e.inputs[1]];
+      const double* b = b_tensor.f64();
+      const int r = xs.rank() - 2;
+      const int64_t batch = r == 1 ? xs.dim(0) : 1, m = xs.dim(r), k = xs.dim(r + 1),
+                    cols_b = b_tensor.shape().dim(r + 1);
+      Tensor da = NewGradient(xs);
+      Tensor db = NewGradient(b_tensor.shape());
+      for (int64_t t = 0; t < batch; ++t) {
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t q = 0; q < k; ++q) {
+            double acc = 0;
+            for (int64_t j = 0; j < cols_b; ++j) {
+              acc += dy[At(t, i, j, m, cols_b)] * b[At(t, q, j, k, cols_b)];
+            }
+            da.f64()[At(t, i, q, m, k)] = acc;
+          }
+        }
+        for (int64_t q = 0; q < k; ++q) {
+          for (int64_t j = 0; j < cols_b; ++j) {
+            double acc = 0;
+            for (int64_t i = 0; i < m; ++i) {
+              acc += x[At(t, i, q, m, k)] * dy[At(t, i, j, m, cols_b)];
+            }
+            db.f64()[At(t, q, j, k, cols_b)] = acc;
+          }
+        }
+      }
+      flops_backward_ += 4 * batch * m * k * cols_b;
+      Contribute(e, 0, std::move(da));
+      Contribute(e, 1, std::move(db));
+      return;
+    }
+    case OpKind::kRelu: {
+      // y = x for x > 0, else 0: dx = dy where x > 0 and 0 elsewhere, x = 0
+      // included (relu'(0) = 0, as JAX and PyTorch).
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = x[i] > 0 ? dy[i] : 0.0;
+      flops_backward_ += n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kSin: {
+      // d sin(x) / dx = cos(x).
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[i] * std::cos(x[i]);
+      flops_backward_ += 2 * n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kCos: {
+      // d cos(x) / dx = -sin(x).
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = -dy[i] * std::sin(x[i]);
+      flops_backward_ += 2 * n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kSquare: {
+      // d x^2 / dx = 2x.
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[i] * 2.0 * x[i];
+      flops_backward_ += 2 * n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kAdd: {
+      // y = a + b: da = dy, db = dy.
+      for (int input = 0; input < 2; ++input) {
+        Tensor d = NewGradient(xs);
+        for (int64_t i = 0; i < n; ++i) d.f64()[i] = dy[i];
+        Contribute(e, input, std::move(d));
+      }
+      return;
+    }
+    case OpKind::kMul: {
+      // y = a * b: da = dy * b, db = dy * a.
+      const double* b = slots_[e.inputs[1]].f64();
+      Tensor da = NewGradient(xs);
+      Tensor db = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) {
+        da.f64()[i] = dy[i] * b[i];
+        db.f64()[i] = dy[i] * x[i];
+      }
+      flops_backward_ += 2 * n;
+      Contribute(e, 0, std::move(da));
+      Contribute(e, 1, std::move(db));
+      return;
+    }
+    case OpKind::kSum: {
+      // y = sum_i x_i: dx_i = dy for every i.
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[0];
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kName: {
+      // The identity: dx = dy.
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[i];
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kSoftmax: {
+      // Back through the row's steps (m = max x, e_j = exp(x_j - m),
+      // s = sum_j e_j, y_j = e_j / s), from x, not from the closed form:
+      //   through y_j = e_j / s:  de_j = dy_j / s,  ds = -sum_j dy_j e_j / s^2
+      //   through s = sum e:      de_j += ds
+      //   through e_j = exp(..):  dx_j = de_j e_j
+      // m's path contributes sum_j dm e_j (dy_j / s - sum_l dy_l e_l / s^2),
+      // which is exactly zero (y does not depend on the shift), so it is left out.
+      Tensor dx = NewGradient(xs);
+      std::vector<double> ex(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        const double* dyr = dy + r * cols;
+        double m = xr[0];
+        for (int64_t j = 1; j < cols; ++j) m = xr[j] > m ? xr[j] : m;
+        double s = 0;
+        for (int64_t j = 0; j < cols; ++j) {
+          ex[j] = std::exp(xr[j] - m);
+          s += ex[j];
+        }
+        double ds = 0;
+        for (int64_t j = 0; j < cols; ++j) ds -= dyr[j] * ex[j] / (s * s);
+        for (int64_t j = 0; j < cols; ++j) dx.f64()[r * cols + j] = (dyr[j] / s + ds) * ex[j];
+      }
+      flops_backward_ += 9 * n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kLayerNorm: {
+      // Back through the row's steps (mu = sum x / C, d_j = x_j - mu,
+      // v = sum d_j^2 / C, r = (v + eps)^(-1/2), xh_j = d_j r,
+      // y_j = xh_j gamma_j + beta_j):
+      //   dbeta_j += dy_j,  dgamma_j += dy_j xh_j        (summed over rows)
+      //   dxh_j = dy_j gamma_j
+      //   through xh_j = d_j r:    dd_j = dxh_j r,  dr = sum_j dxh_j d_j
+      //   through r:               dv = dr * (-1/2) (v + eps)^(-3/2)
+      //   through v:               dd_j += dv * 2 d_j / C
+      //   through d_j = x_j - mu:  dx_j = dd_j,  dmu = -sum_j dd_j
+      //   through mu:              dx_j += dmu / C
+      const double* gamma = slots_[e.inputs[1]].f64();
+      Tensor dx = NewGradient(xs);
+      Tensor dgamma = NewGradient(slots_[e.inputs[1]].shape());
+      Tensor dbeta = NewGradient(slots_[e.inputs[2]].shape());
+      const double c = static_cast<double>(cols);
+      std::vector<double> d(cols), dd(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        const double* dyr = dy + r * cols;
+        double mu = 0;
+        for (int64_t j = 0; j < cols; ++j) mu += xr[j];
+        mu /= c;
+        double v = 0;
+        for (int64_t j = 0; j < cols; ++j) {
+          d[j] = xr[j] - mu;
+          v += d[j] * d[j];
+        }
+        v /= c;
+        const double rs = 1.0 / std::sqrt(v + Kernels::kLayerNormEps);
+        double drs = 0;
+        for (int64_t j = 0; j < cols; ++j) {
+          dbeta.f64()[j] += dyr[j];
+          dgamma.f64()[j] += dyr[j] * d[j] * rs;
+          const double dxh = dyr[j] * gamma[j];
+          dd[j] = dxh * rs;
+          drs += dxh * d[j];
+        }
+        const double dv = drs * -0.5 * rs * rs * rs;
+        double dmu = 0;
+        for (int64_t j = 0; j < cols; ++j) {
+          dd[j] += dv * 2.0 * d[j] / c;
+          dmu -= dd[j];
+        }
+        for (int64_t j = 0; j < cols; ++j) dx.f64()[r * cols + j] = dd[j] + dmu / c;
+      }
+      flops_backward_ += 20 * n;
+      Contribute(e, 0, std::move(dx));
+      Contribute(e, 1, std::move(dgamma));
+      Contribute(e, 2, std::move(dbeta));
+      return;
+    }
+    case OpKind::kGelu: {
+      // y = x g(x) / 2 with g = 1 + tanh(u), u = c (x + a x^3):
+      //   dy/dx = g / 2 + x / 2 * (1 - tanh(u)^2) * c (1 + 3 a x^2).
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) {
+        const double t = std::tanh(kGeluC * (x[i] + kGeluA * x[i] * x[i] * x[i]));
+        const double du = kGeluC * (1.0 + 3.0 * kGeluA * x[i] * x[i]);
+        dx.f64()[i] = dy[i] * (0.5 * (1.0 + t) + 0.5 * x[i] * (1.0 - t * t) * du);
+      }
+      flops_backward_ += 2 * n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kScale: {
+      // y = c x: dx = c dy.
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = op.scalar * dy[i];
+      flops_backward_ += n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kTranspose: {
+      // A permutation: each x element's adjoint is its image's, dx[b,i,j] = dy[b,j,i].
+      const int r = xs.rank() - 2;
+      const int64_t batch = r == 1 ? xs.dim(0) : 1, m = xs.dim(r), c = xs.dim(r + 1);
+      Tensor dx = NewGradient(xs);
+      for (int64_t t = 0; t < batch; ++t) {
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < c; ++j) dx.f64()[At(t, i, j, m, c)] = dy[At(t, j, i, c, m)];
+        }
+      }
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kSplitHeads: {
+      // A permutation: dx[flat] = dy[split] over the same index map.
+      const int64_t batch = op.ints[0], heads = op.ints[1];
+      Tensor dx = NewGradient(xs);
+      ForEachHeadElement(batch, heads, xs.dim(0) / batch, xs.dim(1) / heads,
+                         [&](int64_t flat, int64_t split) { dx.f64()[flat] = dy[split]; });
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kMergeHeads: {
+      // The inverse permutation: dx[split] = dy[flat].
+      const int64_t batch = op.ints[0];
+      Tensor dx = NewGradient(xs);
+      ForEachHeadElement(batch, xs.dim(0) / batch, xs.dim(1), xs.dim(2),
+                         [&](int64_t flat, int64_t split) { dx.f64()[split] = dy[flat]; });
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kCheckpoint:
+    case OpKind::kScan:
+    case OpKind::kChain:
+      break;
+  }
+  throw Error(StrCat("oracle: no rule for op kind ", static_cast<int>(op.kind), " (",
+                     Program::Describe(op), ")"));
+}
+
+void PlainReverseMode::Contribute(const Entry& e, int input, Tensor contribution) {
+  if (options_.mutate_contribution) {
+    options_.mutate_contribution(*e.op, e.slice ? e.scan_input : input, contribution);
+  }
+  const int slot = e.inputs[input];
+  auto found = adjoints_.find(slot);
+  if (e.slice) {
+    // Into slice `step` of the stacked input's adjoint.
+    if (found == adjoints_.end()) {
+      found = adjoints_.emplace(slot, NewGradient(slots_[slot].shape())).first;
+    }
+    double* to = found->second.f64() + e.step * contribution.num_elements();
+    for (int64_t i = 0; i < contribution.num_elements(); ++i) to[i] += contribution.f64()[i];
+    flops_backward_ += contribution.num_elements();
+    return;
+  }
+  if (found == adjoints_.end()) {
+    adjoints_.emplace(slot, std::move(contribution));
+    return;
+  }
+  double* to = found->second.f64();
+  for (int64_t i = 0; i < contribution.num_elements(); ++i) to[i] += contribution.f64()[i];
+  flops_backward_ += contribution.num_elements();
+}
+
+void PlainReverseMode::Record(const char* phase, const Entry& e) {
+  if (schedule_ == nullptr) return;
+  schedule_->push_back(StrCat(phase, " ", Program::Describe(*e.op),
+                              e.slice ? StrCat(" step ", e.step, " of input ", e.scan_input) : "",
+                              " -> ", slots_[e.output].TypeString()));
+}
+
+// Every value the list keeps: the arguments, then one line per op and type
+// (the steps of a scan stacked into one). Views (a scan step's slice) share
+// their stacked input's storage and are not counted again.
+std::vector<Residual> PlainReverseMode::Residuals(const Program& program, int64_t* bytes) const {
+  std::vector<Residual> out;
+  for (int i = 0; i < program.num_params(); ++i) {
+    Residual r;
+    r.type = slots_[i].TypeString();
+    r.source = StrCat("from the argument ", program.param_names[i]);
+    r.bytes = slots_[i].bytes();
+    r.is_argument = true;
+    out.push_back(r);
+  }
+  *bytes = 0;
+  std::map<std::string, size_t> line;  // source and type -> index in out
+  for (const Entry& e : list_) {
+    if (e.slice) continue;
+    const Tensor& t = slots_[e.output];
+    const std::string source = StrCat("output of ", Program::Describe(*e.op));
+    const std::string key = StrCat(source, "|", t.TypeString());
+    auto found = line.find(key);
+    if (found == line.end()) {
+      line.emplace(key, out.size());
+      Residual r;
+      r.type = t.TypeString();
+      r.source = source;
+      r.bytes = t.bytes();
+      out.push_back(r);
+    } else {
+      Residual& r = out[found->second];
+      r.bytes += t.bytes();
+      r.count += 1;
+      r.type =
+          StrCat("f64[", r.count, t.shape().rank() > 0 ? "," : "", t.shape().ToString().substr(1));
+    }
+    *bytes += t.bytes();
+  }
+  return out;
+}
+
+}  // namespace
+
+Result OracleValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                          const std::vector<int>& wrt, const OracleOptions& options) {
+  PlainReverseMode reverse_mode(options);
+  return reverse_mode.Run(program, args, wrt);
+}
+
+Result OracleEngine::ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                                  const std::vector<int>& wrt, const RunOptions& options) {
+  if (options.plan_only) {
+    throw Error(StrCat("oracle: program ", program.name,
+                       ": the oracle makes no plan (RunOptions::plan_only); it only runs"));
+  }
+  OracleOptions oracle_options;
+  oracle_options.max_memory_bytes = options.max_memory_bytes;
+  oracle_options.record_schedule = options.record_schedule;
+  oracle_options.on_tracker = options.on_tracker;
+  return OracleValueAndGrad(program, args, wrt, oracle_options);
+}
+
+}  // namespace remat
