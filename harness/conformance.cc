@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engines/api/error.h"
+#include "harness/rounding_depth.h"
 
 namespace remat {
 
@@ -49,9 +50,10 @@ std::vector<std::string> OutputNames(const Case& c) {
   return names;
 }
 
-Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref) {
+Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref, DType expected) {
   Agreement a;
-  const double k = c.problem->ReductionLength(c.params);
+  // Per output: the value's K and each gradient's (harness/rounding_depth.h).
+  const std::vector<double> depths = RoundingDepths(c.program, c.wrt);
   std::vector<const Tensor*> gots = {&got.value}, refs = {&ref.value};
   for (size_t i = 0; i < got.grads.size(); ++i) gots.push_back(&got.grads[i]);
   for (size_t i = 0; i < ref.grads.size(); ++i) refs.push_back(&ref.grads[i]);
@@ -65,6 +67,12 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref)
   for (size_t t = 0; t < gots.size(); ++t) {
     const Tensor& g = *gots[t];
     const Tensor& r = *refs[t];
+    if (g.dtype() != expected) {
+      a.ok = false;
+      a.detail = StrCat(c.ToString(), ": ", names[t], " is ", g.TypeString(), ", expected ",
+                        DTypeName(expected), " (the engine's dtype, end to end)");
+      return a;
+    }
     if (g.shape() != r.shape()) {
       a.ok = false;
       a.detail = StrCat(c.ToString(), ": ", names[t], " is ", g.TypeString(), ", the oracle's ",
@@ -73,13 +81,16 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref)
     }
     double scale = 0;
     for (int64_t i = 0; i < r.num_elements(); ++i) scale = std::max(scale, std::abs(r.at(i)));
+    const double k = depths[t];
     const double tolerance = kF32ToleranceFactor * k * std::ldexp(1.0, -24) * scale;
+    double tensor_worst = 0;
     for (int64_t i = 0; i < r.num_elements(); ++i) {
       const double err = std::abs(g.at(i) - r.at(i));
       // NaN in either side is a disagreement unless both are NaN.
       const bool both_nan = std::isnan(g.at(i)) && std::isnan(r.at(i));
       double ratio = both_nan ? 0 : (tolerance > 0 ? err / tolerance : (err > 0 ? INFINITY : 0));
       if (std::isnan(ratio)) ratio = INFINITY;
+      tensor_worst = std::max(tensor_worst, ratio);
       if (ratio > a.worst_ratio) {
         a.worst_ratio = ratio;
         a.detail = StrCat(c.ToString(), ": ", names[t], "[", i, "] = ", g.at(i), ", oracle ",
@@ -87,6 +98,7 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref)
                           " * K=", k, " * 2^-24 * max|ref|=", scale, ")");
       }
     }
+    a.tensors.push_back({names[t], k, tolerance, scale, tensor_worst});
   }
   a.ok = a.worst_ratio <= 1.0;
   return a;

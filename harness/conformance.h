@@ -34,9 +34,11 @@ std::vector<Tensor> ShapeOnlyArguments(const Program& program);
 // reverse mode of its own that shares no rule or kernel with the engines),
 // per tensor:
 //   max_i |got_i - ref_i| <= kF32ToleranceFactor * K * 2^-24 * max_i |ref_i|
-// where K is the problem's reduction length (Problem::ReductionLength): the
-// worst-case growth of rounding error in a sum of K terms is K * 2^-24 times
-// the terms' magnitude; the factor covers the few roundings per term.
+// where K is that tensor's rounding depth (harness/rounding_depth.h: the
+// most roundings any path from the inputs to one of its elements passes
+// through, from the program's structure, separately for the value and for
+// each gradient): to first order an f32 result is within K * 2^-24 of its
+// magnitude; the factor covers the few roundings per term the count merges.
 inline constexpr double kF32ToleranceFactor = 4.0;
 
 struct Agreement {
@@ -44,10 +46,22 @@ struct Agreement {
   // The largest error over its allowed tolerance, over all tensors (<= 1 is ok).
   double worst_ratio = 0;
   std::string detail;  // the worst tensor, element, values and tolerance
+  // Each tensor's bound and how much of it was used: the margin.
+  struct TensorMargin {
+    std::string name;        // "value", "grad w1", ...
+    double k = 0;            // its rounding depth
+    double tolerance = 0;    // kF32ToleranceFactor * k * 2^-24 * max|oracle|
+    double max_abs = 0;      // max|oracle|
+    double worst_ratio = 0;  // max error / tolerance (<= 1 is ok)
+  };
+  std::vector<TensorMargin> tensors;
 };
 
-// Compares value and gradients of `got` with the oracle's `oracle`.
-Agreement CompareWithOracle(const Case& c, const Result& got, const Result& oracle);
+// Compares value and gradients of `got` with the oracle's `oracle`: every
+// tensor of dtype `expected` (the engine's: f32 stays f32 end to end) and of
+// the oracle's shape, within its tolerance.
+Agreement CompareWithOracle(const Case& c, const Result& got, const Result& oracle,
+                            DType expected = DType::kF32);
 
 // Where two results' value and gradients differ in a single bit, as
 // "value" or "gradient i"; nothing when they are bit-for-bit equal (NaNs

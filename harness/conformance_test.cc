@@ -63,7 +63,7 @@ class ConformanceTest : public ::testing::TestWithParam<std::string> {
 TEST_P(ConformanceTest, AgreesWithTheFloat64Oracle) {
   Result got = Run();
   Result ref = MakeEngine("oracle")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
-  Agreement a = CompareWithOracle(case_, got, ref);
+  Agreement a = CompareWithOracle(case_, got, ref, engine_->dtype());
   EXPECT_TRUE(a.ok) << EngineUnderTest() << ": worst error is " << a.worst_ratio
                     << "x the tolerance: " << a.detail;
   // The gradients are not all zero (a vacuous comparison proves nothing).
@@ -333,7 +333,7 @@ class VariantTest : public ::testing::TestWithParam<std::tuple<std::string, std:
 TEST_P(VariantTest, AgreesWithTheOracleAndWithEagersBits) {
   Result got = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt);
   Result ref = MakeEngine("oracle")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
-  const Agreement a = CompareWithOracle(case_, got, ref);
+  const Agreement a = CompareWithOracle(case_, got, ref, engine_->dtype());
   EXPECT_TRUE(a.ok) << What() << ": worst error is " << a.worst_ratio << "x the tolerance: "
                     << a.detail;
   std::unique_ptr<Engine> eager = MakeEngine("eager");

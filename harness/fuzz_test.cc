@@ -30,6 +30,7 @@
 #include "engines/api/registry.h"
 #include "harness/conformance.h"
 #include "harness/random_program.h"
+#include "harness/rounding_depth.h"
 
 namespace remat {
 namespace {
@@ -62,9 +63,9 @@ Engine* MakeEngineCached(const std::string& name) {
 }
 
 // The first element where `got` differs from `want` by more than
-// 4 K 2^-24 times the case's scale: the largest magnitude of any oracle
-// output (per case, not per tensor: a gradient that cancels to ~0 still had
-// terms of the case's size, and their rounding is what differs).
+// kF32ToleranceFactor K 2^-24 times the case's scale, K each output's
+// rounding depth (harness/rounding_depth.h) and the scale the largest
+// magnitude of any oracle output.
 std::optional<std::string> CompareToOracle(const RandomCase& c, const Result& got,
                                            const Result& want) {
   std::vector<const Tensor*> g = {&got.value}, w = {&want.value};
@@ -72,19 +73,23 @@ std::optional<std::string> CompareToOracle(const RandomCase& c, const Result& go
     g.push_back(&got.grads[i]);
     w.push_back(&want.grads[i]);
   }
+  // The case's scale: a gradient that cancels to ~0 still had terms of the
+  // case's size, and their rounding is what differs. Each output's own K.
   double scale = 0;
   for (const Tensor* t : w) {
     for (int64_t i = 0; i < t->num_elements(); ++i) {
       if (std::isfinite(t->at(i))) scale = std::max(scale, std::abs(t->at(i)));
     }
   }
-  const double tolerance = 4 * c.reduction_length * std::ldexp(1.0, -24) * scale;
+  const std::vector<double> depths = RoundingDepths(c.program, c.wrt);
   for (size_t t = 0; t < g.size(); ++t) {
+    const double tolerance = kF32ToleranceFactor * depths[t] * std::ldexp(1.0, -24) * scale;
     for (int64_t i = 0; i < w[t]->num_elements(); ++i) {
       const double err = std::abs(g[t]->at(i) - w[t]->at(i));
       if (!(err <= tolerance) && !(std::isnan(g[t]->at(i)) && std::isnan(w[t]->at(i)))) {
         return StrCat(t == 0 ? "value" : StrCat("gradient ", t - 1), "[", i, "]: ", g[t]->at(i),
-                      " vs oracle ", w[t]->at(i), ", tolerance ", tolerance);
+                      " vs oracle ", w[t]->at(i), ", tolerance ", tolerance, " (K=", depths[t],
+                      ")");
       }
     }
   }

@@ -35,6 +35,7 @@
 #include "engines/api/registry.h"
 #include "engines/oracle/oracle.h"
 #include "harness/conformance.h"
+#include "harness/rounding_depth.h"
 #include "harness/random_program.h"
 #include "problems/problem.h"
 
@@ -187,7 +188,7 @@ TEST_P(GradcheckTest, OracleMatchesCentralDifferencesInEveryRowAndColumnAtLarger
 // problem's reduction length (the f32 tolerance's form, at f64's epsilon).
 // `worst` gets the largest max |oracle - reference| / max |oracle| seen.
 std::optional<std::string> Disagreement(const std::string& what, const Result& oracle,
-                                        const Result& reference, double k,
+                                        const Result& reference, const std::vector<double>& k,
                                         const std::vector<std::string>& names, double* worst) {
   std::vector<const Tensor*> o = {&oracle.value}, r = {&reference.value};
   for (const Tensor& g : oracle.grads) o.push_back(&g);
@@ -198,7 +199,7 @@ std::optional<std::string> Disagreement(const std::string& what, const Result& o
     for (int64_t i = 0; i < o[t]->num_elements(); ++i) {
       scale = std::max(scale, std::abs(o[t]->at(i)));
     }
-    const double tolerance = 64 * k * std::ldexp(1.0, -53) * scale;
+    const double tolerance = 64 * k[t] * std::ldexp(1.0, -53) * scale;
     for (int64_t i = 0; i < o[t]->num_elements(); ++i) {
       const double err = std::abs(o[t]->at(i) - r[t]->at(i));
       if (scale > 0) *worst = std::max(*worst, err / scale);
@@ -222,7 +223,7 @@ TEST_P(GradcheckTest, OracleAgreesWithTheOldReferenceEngine) {
       const Result o = OracleValueAndGrad(c.program, c.inputs, c.wrt);
       const Result r = reference->ValueAndGrad(c.program, c.inputs, c.wrt);
       const std::optional<std::string> bad =
-          Disagreement(StrCat(c.ToString(), " seed ", seed), o, r, problem.ReductionLength(params),
+          Disagreement(StrCat(c.ToString(), " seed ", seed), o, r, RoundingDepths(c.program, c.wrt),
                        OutputNames(c), &worst);
       EXPECT_FALSE(bad.has_value()) << *bad;
     }
@@ -245,7 +246,8 @@ TEST(OracleAgainstReference, RandomProgramsAgree) {
     std::vector<std::string> names = {"value"};
     for (int w : c.wrt) names.push_back("grad " + c.program.param_names[w]);
     const std::optional<std::string> bad = Disagreement(StrCat("random program, seed ", seed), o, r,
-                                                        c.reduction_length, names, &worst);
+                                                        RoundingDepths(c.program, c.wrt), names,
+                                                        &worst);
     EXPECT_FALSE(bad.has_value()) << *bad << "\n" << ToString(c.program, "f64");
     ++compared;
   }

@@ -182,12 +182,6 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
     c.inputs.push_back(t);
     c.wrt.push_back(i);
   }
-  // Every sum, matmul and accumulation has at most this many terms.
-  int64_t biggest = 1;
-  for (int i = 0; i < c.program.num_params(); ++i) {
-    biggest = std::max(biggest, c.program.shapes[i].num_elements());
-  }
-  c.reduction_length = static_cast<double>(biggest * (ops + 4) * (options.max_length + 1));
   return c;
 }
 

@@ -30,8 +30,6 @@ struct RandomCase {
   Program program;
   std::vector<Tensor> inputs;  // f32 nonzero multiples of 1/8 in [-1, 1]: exact in f32 and f64
   std::vector<int> wrt;        // every input
-  // The number of terms the longest sum may have (for the f32 tolerance).
-  double reduction_length = 1;
 };
 
 RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options = {});

@@ -51,9 +51,6 @@ class DotPolicy : public Problem {
   double InputScale(const std::string& input, const ParamValues& p) const override {
     return input == "x" ? 1.0 : std::sqrt(6.0 / static_cast<double>(p.at("d")));
   }
-  double ReductionLength(const ParamValues& p) const override {
-    return static_cast<double>(p.at("N") * p.at("d") + 2 * (p.at("d") + p.at("N")));
-  }
 };
 
 }  // namespace

@@ -56,11 +56,6 @@ class LayerLoss : public Problem {
     // He-uniform weights keep activations of order one through the layers.
     return input == "x" ? 1.0 : std::sqrt(6.0 / static_cast<double>(p.at("d")));
   }
-  double ReductionLength(const ParamValues& p) const override {
-    // The loss sums N*d squares; each gradient element sums N or d products
-    // through three layers.
-    return static_cast<double>(p.at("N") * p.at("d") + 3 * (p.at("d") + p.at("N")));
-  }
 };
 
 }  // namespace

@@ -70,10 +70,6 @@ class MlpChain : public Problem {
     const int64_t i = std::stoll(input.substr(1));
     return std::sqrt(6.0 / static_cast<double>(Width(i, p.at("d"))));
   }
-  double ReductionLength(const ParamValues& p) const override {
-    const int64_t d = p.at("d"), n = p.at("N");
-    return static_cast<double>(n * 2 * d + p.at("L") * (2 * d + n));
-  }
 };
 
 }  // namespace

@@ -47,9 +47,6 @@ class Problem {
   virtual double InputScale(const std::string& input, const ParamValues& params) const;
   // 0 unless overridden (LayerNorm scales are drawn around 1).
   virtual double InputOffset(const std::string& input, const ParamValues& params) const;
-  // The number of terms in the longest sum an output or gradient element is
-  // computed by: the f32-vs-f64 tolerance scales with it (harness/).
-  virtual double ReductionLength(const ParamValues& params) const = 0;
 };
 
 // Defaults (or test sizes) with `overrides` applied. An unknown name or a

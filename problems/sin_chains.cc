@@ -49,7 +49,6 @@ class SinChain : public Problem {
                  });
   }
   std::vector<std::string> wrt() const override { return {"W1", "W2", "W3", "x"}; }
-  double ReductionLength(const ParamValues&) const override { return 7 + 6 + 5 + 4; }
 };
 
 using Fn = std::function<Var(Var)>;
@@ -86,9 +85,6 @@ class SinScalarChain : public Problem {
   }
   std::vector<std::string> wrt() const override { return {"x"}; }
   double InputScale(const std::string&, const ParamValues&) const override { return 3.0; }
-  double ReductionLength(const ParamValues& p) const override {
-    return static_cast<double>(p.at("D"));
-  }
 
  private:
   bool recursive_;

@@ -143,27 +143,6 @@ class TransformerStack : public Problem {
   double InputOffset(const std::string& input, const ParamValues&) const override {
     return input.find("_gamma") != std::string::npos ? 1.0 : 0.0;
   }
-  double ReductionLength(const ParamValues& p) const override {
-    // The loss sums N*D squares. A gradient element's longest chain: forward
-    // through L blocks, each summing over D (the projections, x @ wq and
-    // ctx @ wo), Dh (the scores), S (softmax's sum and probs @ v), D (the
-    // two layer norms' means and variances, h @ w1) and F (ffn @ w2): 5D +
-    // F + 2S + Dh; the same lengths again backward (the transposed matmuls,
-    // softmax's and layer norm's backward sums); then the weight gradient's
-    // sum over the N rows. First-order rounding errors of a composition add
-    // (layer norm keeps each block's condition near 1), so the lengths are
-    // summed, not multiplied:
-    //   K = N*D + N + 2 L (5D + F + 2S + Dh)
-    // (344 at the test sizes, 649728 at the defaults). Measured, eager's
-    // worst error against the reference was 2.2 to 8.4 times
-    // 4 * 2^-24 * max|ref| at sizes up to D=128, S=128, L=12 (the worst
-    // tensors are always gradients: wk, wq, ln1_gamma), so the suite's
-    // tolerance holds with a margin of 130x (at the test sizes) to 5000x (at
-    // D=128); the N*D term, a worst case for the loss value, is most of it.
-    const double l = p.at("L"), d = p.at("D"), f = p.at("F"), s = p.at("S");
-    const double n = p.at("B") * s, dh = d / p.at("H");
-    return n * d + n + 2 * l * (5 * d + f + 2 * s + dh);
-  }
 };
 
 }  // namespace
