@@ -401,7 +401,7 @@ std::string BenchHelp() {
       "  --sampling-budget=S  once the run has sampled S seconds (default: ",
       kDefaultSamplingBudgetSeconds,
       "; 0:\n"
-      "                    none), each further row takes only its minimum of samples:\n"
+      "                    none), each further row takes 3 samples and stops:\n"
       "                    under a neighbour's load the run still ends in minutes, its\n"
       "                    rows flagged rather than sampled for ever\n"
       "\n"
@@ -854,12 +854,13 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
     out << "oneDNN matmuls ran on: "
         << Join(std::vector<std::string>(impls.begin(), impls.end()), ", ") << "\n";
   }
-  out << "\nSummary: time = the least time of one value_and_grad over the row's samples "
-         "(interference only adds time);\nx eager = that / the least time of the eager runs "
-         "interleaved with the row's ('u': unpaired, / eager's row);\nspread = how much x eager "
-         "(eager: its time) moved between the first half of the samples and all of them;\n"
-         "noise = physically implausible (below the FLOP model's floor, or above the matmul "
-         "bound): not a result;\npeak = the MemoryTracker's high-water mark, activations = the "
+  out << "\nSummary: time = the least time of one value_and_grad over the row's quiet samples "
+         "(interference only adds time;\nquiet: no neighbour took a CPU from it); x eager = that "
+         "/ the least time of the eager runs\ninterleaved with the row's ('u': unpaired, / "
+         "eager's row); spread = how much x eager (eager: its time)\nmoved between the first "
+         "half of the samples and all of them; noise = physically implausible (no quiet\n"
+         "sample, below the FLOP model's floor, or above the matmul bound): not a result;\n"
+         "peak = the MemoryTracker's high-water mark, activations = the "
          "activations live at that moment\n(the rest: arguments, gradients, scratchpad); "
          "residual = saved for the backward pass (arguments excluded);\n"
          "overhead = the engine's time outside kernel calls.\n\n";

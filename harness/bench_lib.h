@@ -131,8 +131,7 @@ struct BenchFlags {
   // default of DefaultSamplingRule()).
   double max_row_seconds = 0;
   // --sampling-budget=S: once the run's rows have been sampled this long in
-  // all, each further row stops at its minimum (rule.min_samples); 0: no
-  // budget.
+  // all, each further row stops after 3 samples; 0: no budget.
   double sampling_budget_seconds = kDefaultSamplingBudgetSeconds;
   bool help = false;                  // --help (also handed on to Google Benchmark)
 };
@@ -147,7 +146,9 @@ struct SamplingRule {
   int64_t min_samples = 6;       // never fewer (per side)
   int64_t max_samples = 60;      // never more
   double target_spread = 0.01;   // stop once MinimumEstimate::spread is at most this...
-  double min_seconds = 0.05;     // ...and the row has been sampled this long
+  // ...and the row has been sampled this long: rows of a few ms vary by a
+  // few % from sample to sample, and their minimum needs a few dozen.
+  double min_seconds = 0.15;
   double max_seconds = 5;        // stop here whatever the spread (the per-row cap)
 };
 // The rule of the default run: what bench_main uses unless --max-row-seconds.

@@ -60,7 +60,6 @@ class TrackerMemoryManager : public benchmark::MemoryManager {
  public:
   void Start() override {
     active_ = true;
-    recorded_ = false;
     max_bytes_ = 0;
   }
   void Stop(Result& result) override {
@@ -71,15 +70,10 @@ class TrackerMemoryManager : public benchmark::MemoryManager {
   void Stop(Result* result) override { Stop(*result); }
 
   bool active() const { return active_; }
-  bool recorded() const { return recorded_; }
-  void Record(int64_t peak_bytes) {
-    max_bytes_ = std::max(max_bytes_, peak_bytes);
-    recorded_ = true;
-  }
+  void Record(int64_t peak_bytes) { max_bytes_ = std::max(max_bytes_, peak_bytes); }
 
  private:
   bool active_ = false;
-  bool recorded_ = false;
   int64_t max_bytes_ = 0;
 };
 
@@ -118,13 +112,21 @@ SamplingRule g_rule;    // DefaultSamplingRule(), --max-row-seconds
 double g_sampling_budget = 0;  // --sampling-budget; 0: none
 double g_sampled_seconds = 0;  // by every row so far
 
+// The least samples a row takes once the sampling budget is spent: enough
+// for a spread. A run gets there when a neighbour slows every run several
+// times over, and six pairs would then take as long as a whole idle run.
+constexpr int64_t kMinSamplesPastBudget = 3;
+
 // The rule for the next row: g_rule, its time cap cut to what is left of the
-// sampling budget (nothing left: the row stops at its minimum of samples,
-// which SampleRow always takes).
+// sampling budget; nothing left, it stops at kMinSamplesPastBudget samples.
 SamplingRule RuleNow() {
   SamplingRule rule = g_rule;
-  if (g_sampling_budget > 0) {
-    rule.max_seconds = std::max(0.0, std::min(rule.max_seconds, g_sampling_budget - g_sampled_seconds));
+  if (g_sampling_budget <= 0) return rule;
+  const double left = g_sampling_budget - g_sampled_seconds;
+  rule.max_seconds = std::max(0.0, std::min(rule.max_seconds, left));
+  if (left <= 0) {
+    rule.min_samples = std::min(rule.min_samples, kMinSamplesPastBudget);
+    rule.min_seconds = 0;
   }
   return rule;
 }
@@ -366,6 +368,13 @@ Sample TimeRuns(Engine& engine, const Program& program, const Case& c,
   });
 }
 
+// Adds the impls `recorder` saw to `impls`, those not there yet.
+void AddImpls(const MatMulImplRecorder& recorder, std::vector<std::string>* impls) {
+  for (const std::string& impl : recorder.impls()) {
+    if (std::find(impls->begin(), impls->end(), impl) == impls->end()) impls->push_back(impl);
+  }
+}
+
 // Samples the row until SamplingDone: one sample of the row, and paired one
 // of eager right before or after it, the order alternating (eager, row, row,
 // eager, ...) so that neither side is always the one run after the other.
@@ -379,12 +388,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
     const Sample sample = TimeRuns(*s->engine, s->program, c, options, s->runs_per_sample,
                                    nullptr, &s->timed_seconds, &s->timed_kernel_seconds);
     s->runs += s->runs_per_sample;
-    for (const std::string& impl : recorder.impls()) {
-      if (std::find(s->matmul_impls.begin(), s->matmul_impls.end(), impl) ==
-          s->matmul_impls.end()) {
-        s->matmul_impls.push_back(impl);
-      }
-    }
+    AddImpls(recorder, &s->matmul_impls);
     t.row_ms.push_back(sample.ms);
     t.row_delay.push_back(sample.delay);
   };
@@ -498,12 +502,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
         s->timings.row_ms.push_back(sample.ms);
         s->timings.row_delay.push_back(sample.delay);
         s->runs += s->runs_per_sample;
-        for (const std::string& impl : recorder.impls()) {
-          if (std::find(s->matmul_impls.begin(), s->matmul_impls.end(), impl) ==
-              s->matmul_impls.end()) {
-            s->matmul_impls.push_back(impl);
-          }
-        }
+        AddImpls(recorder, &s->matmul_impls);
       } while (s->timings.row_ms.size() - before < static_cast<size_t>(rule.min_samples) ||
                !SamplingDone(s->timings, rule, SecondsSince(start)));
       std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
