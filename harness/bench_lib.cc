@@ -1,9 +1,11 @@
 #include "harness/bench_lib.h"
 
+#include <dirent.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
 #include "engines/onednn/onednn_kernels.h"
+#include "engines/onednn/platform.h"
 #include "engines/schedule/schedule.h"
 #include "harness/stats_json.h"
 
@@ -152,6 +155,95 @@ double Median(std::vector<double> values) {
   return (lower + upper) / 2;
 }
 
+SamplingRule DefaultSamplingRule() { return SamplingRule(); }
+
+int64_t RunsPerSample(double run_seconds) {
+  if (!(run_seconds > 0)) return 1;
+  const double runs = std::ceil(kMinSampleSeconds / run_seconds);
+  // Capped: a run too fast to time (a broken row) must not spin for ever.
+  return static_cast<int64_t>(std::clamp(runs, 1.0, 10000.0));
+}
+
+int64_t ProcessRunDelayNs() {
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) return -1;
+  int64_t total = 0;
+  bool any = false;
+  while (const dirent* entry = readdir(tasks)) {
+    if (entry->d_name[0] == '.') continue;
+    const std::string path = StrCat("/proc/self/task/", entry->d_name, "/schedstat");
+    // "<ns on a CPU> <ns waiting on a runqueue> <timeslices>"
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      unsigned long long on_cpu = 0, waiting = 0;
+      if (std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2) {
+        total += static_cast<int64_t>(waiting);
+        any = true;
+      }
+      std::fclose(f);
+    }
+  }
+  closedir(tasks);
+  return any ? total : -1;
+}
+
+MinimumEstimate EstimateByMinimum(const Timings& t) {
+  MinimumEstimate e;
+  const bool paired = t.paired();
+  const size_t n = paired ? std::min(t.row_ms.size(), t.eager_ms.size()) : t.row_ms.size();
+  e.samples = static_cast<int64_t>(n);
+  if (n == 0) return e;
+  // The quiet samples of one side, in the order taken (a sample without a
+  // delay measured counts as quiet).
+  auto quiet_of = [n](const std::vector<double>& ms, const std::vector<double>& delay) {
+    std::vector<double> out;
+    for (size_t i = 0; i < n; ++i) {
+      if (i >= delay.size() || delay[i] <= kQuietRunDelay) out.push_back(ms[i]);
+    }
+    return out;
+  };
+  std::vector<double> row = quiet_of(t.row_ms, t.row_delay);
+  std::vector<double> eager = paired ? quiet_of(t.eager_ms, t.eager_delay) : row;
+  e.quiet = !row.empty() && !eager.empty();
+  if (e.quiet) {
+    e.quiet_samples = static_cast<int64_t>(std::min(row.size(), eager.size()));
+  } else {
+    // Both sides from all their samples: one side's quiet minimum against
+    // the other's disturbed one would be further off than both disturbed.
+    auto all = [n](const std::vector<double>& ms) {
+      return std::vector<double>(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(n));
+    };
+    row = all(t.row_ms);
+    eager = paired ? all(t.eager_ms) : row;
+  }
+  // The estimate from the first half (rounded up) of each side's samples,
+  // or from all of them.
+  auto estimate = [&](bool half, double* row_ms, double* eager_ms) {
+    auto least = [half](const std::vector<double>& v) {
+      const size_t k = half ? (v.size() + 1) / 2 : v.size();
+      return *std::min_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k));
+    };
+    *row_ms = least(row);
+    *eager_ms = paired ? least(eager) : 0;
+    return paired ? *row_ms / *eager_ms : *row_ms;
+  };
+  e.value = estimate(false, &e.row_ms, &e.eager_ms);
+  if (n >= 2) {
+    // The first half against the whole (not two disjoint halves): what it
+    // measures is whether the minimums are still falling, i.e. whether more
+    // samples would still move the estimate.
+    double row_ms = 0, eager_ms = 0;
+    e.spread = std::abs(estimate(true, &row_ms, &eager_ms) / e.value - 1);
+  }
+  return e;
+}
+
+bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent) {
+  const MinimumEstimate e = EstimateByMinimum(timings);
+  if (e.samples >= rule.max_samples || seconds_spent >= rule.max_seconds) return true;
+  return e.quiet_samples >= rule.min_samples && seconds_spent >= rule.min_seconds && e.spread &&
+         *e.spread <= rule.target_spread;
+}
+
 BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std::string>* rest) {
   BenchFlags flags;
   flags.policies = SplitPolicies(kDefaultPolicies);
@@ -160,7 +252,7 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
   rest->clear();
   if (!args.empty()) rest->push_back(args[0]);
   const std::vector<std::string> ours = {"engines", "policies", "problems", "sweep", "out",
-                                         "max-memory"};
+                                         "max-memory", "max-row-seconds", "sampling-budget"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -174,6 +266,10 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
     }
     if (arg == "--paired") {
       flags.paired = true;
+      continue;
+    }
+    if (arg == "--unpaired") {
+      flags.paired = false;
       continue;
     }
     std::string name, value;
@@ -205,6 +301,16 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       flags.problems = Split(value, ',');
     } else if (name == "out") {
       flags.out_dir = value;
+    } else if (name == "max-row-seconds" || name == "sampling-budget") {
+      char* end = nullptr;
+      const double seconds = std::strtod(value.c_str(), &end);
+      const bool zero_allowed = name == "sampling-budget";
+      if (value.empty() || *end != '\0' || !(seconds > 0 || (zero_allowed && seconds == 0))) {
+        throw Error(StrCat("--", name, "=", value, ": not a ",
+                           zero_allowed ? "number of seconds" : "positive number of seconds"));
+      }
+      (name == "max-row-seconds" ? flags.max_row_seconds : flags.sampling_budget_seconds) =
+          seconds;
     } else if (name == "max-memory") {
       try {
         flags.max_memory_bytes = ParseBytes(value);
@@ -287,15 +393,27 @@ std::string BenchHelp() {
       "                    the error (default: 80% of physical memory)\n"
       "  --peer            also run tools/peer_pytorch.py (PyTorch, if installed) on every\n"
       "                    scan_stack size of the run, and add its rows\n"
-      "  --paired          time every row against an eager run interleaved with its own\n"
-      "                    (alternating which goes first): x eager is then the median of\n"
-      "                    the per-pair ratios, which a noisy neighbour moves far less;\n"
-      "                    rows take about twice as long\n"
+      "  --unpaired        time rows alone, x eager from eager's own row (faster, and\n"
+      "                    at the mercy of a neighbour's load). By default every row is\n"
+      "                    paired: its runs interleave with eager runs on the same case,\n"
+      "                    x eager = the row's least time / those eager runs' least\n"
+      "                    time, sampled until that ratio settles within 1% (--paired\n"
+      "                    is accepted: it is the default)\n"
+      "  --max-row-seconds=S  the time cap of one row's sampling (default: ",
+      DefaultSamplingRule().max_seconds,
+      "); a row\n"
+      "                    stopped by it shows its spread, which may be above 1%\n"
+      "  --sampling-budget=S  once the run has sampled S seconds (default: ",
+      kDefaultSamplingBudgetSeconds,
+      "; 0:\n"
+      "                    none), each further row takes 3 samples and stops:\n"
+      "                    under a neighbour's load the run still ends in minutes, its\n"
+      "                    rows flagged rather than sampled for ever\n"
       "\n"
       "Google Benchmark's flags work as usual, e.g. --benchmark_filter=scan_stack,\n"
-      "--benchmark_min_time=0.1, --benchmark_repetitions=3, --benchmark_out=FILE.\n"
-      "A row slower than --benchmark_min_time (0.5 s) is timed once: on a shared\n"
-      "machine, --benchmark_repetitions=3 gives a mean that one stall cannot own.\n");
+      "--benchmark_out=FILE; each row is one Google Benchmark iteration (its whole\n"
+      "sampling), so --benchmark_min_time changes nothing and\n"
+      "--benchmark_repetitions=N samples each row N times over.\n");
 }
 
 OrderedParams OrderParams(const Problem& problem, const ParamValues& params) {
@@ -316,12 +434,14 @@ std::string FormatOrderedParams(const OrderedParams& params) {
 std::vector<ParamValues> DefaultBenchSizes(const Problem& problem) {
   // Overrides of the problem's defaults, per size. The defaults (d=512,
   // N=256, L=8, D=8) run in milliseconds; deeper sizes show how memory grows
-  // with depth (linearly, or as log D for sin_recursive). The whole default
-  // run with eager and recompute took about a minute on a 2-core Xeon
-  // (scan_stack L=128 is a third of it), leaving room for more engines
-  // within three minutes; --sweep goes further.
+  // with depth (linearly, or as log D for sin_recursive). Every row is
+  // sampled until its ratio settles, and paired with as many eager runs:
+  // on an idle 2-core EPYC the whole default run took a minute and 53
+  // seconds with scan_stack's third size at L=128, whose rows were 70 of the
+  // 102 seconds of sampling; at L=64 it takes about 80 seconds, which leaves
+  // room for a neighbour's load within three minutes. --sweep goes further.
   static const std::map<std::string, std::vector<std::map<std::string, int64_t>>> kSizes = {
-      {"scan_stack", {{}, {{"L", 32}}, {{"L", 128}}}},
+      {"scan_stack", {{}, {{"L", 32}}, {{"L", 64}}}},
       // A small stack by default (seconds at the problem's L=12, D=512);
       // --sweep=transformer runs that size. At S=64 the smallest
       // feasible budget (2.25 MiB) is below the default run's (4 MiB).
@@ -480,27 +600,103 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
 }
 
 void ComputeVsEager(std::vector<RowResult>* rows) {
-  std::map<std::string, double> baseline_ms, bound_gflops;
+  std::map<std::string, const RowResult*> baseline, bound;
   for (const RowResult& r : *rows) {
     if (!r.error.empty() || r.real_time_ms <= 0) continue;
     if (r.row.kind == RowKind::kValueAndGrad && r.row.engine == kBaselineEngine) {
-      baseline_ms.emplace(r.row.case_key, r.real_time_ms);
+      baseline.emplace(r.row.case_key, &r);
     }
     if (r.row.kind == RowKind::kMatMulBound && r.gflops > 0) {
-      if (auto key = BoundKey(r.row.params)) bound_gflops.emplace(*key, r.gflops);
+      if (auto key = BoundKey(r.row.params)) bound.emplace(*key, &r);
     }
+  }
+  // Copies: the pointers above are into `rows`, which the loop below writes.
+  struct Baseline {
+    double ms;
+    int64_t flops;
+    double spread;
+  };
+  std::map<std::string, Baseline> baseline_ms_flops;
+  for (const auto& [key, r] : baseline) {
+    baseline_ms_flops[key] = {r->real_time_ms, r->total_flops(), r->spread.value_or(0)};
+  }
+  std::map<std::string, std::pair<double, double>> bound_gflops_spread;
+  for (const auto& [key, r] : bound) {
+    bound_gflops_spread[key] = {r->gflops, r->spread.value_or(0)};
   }
   for (RowResult& r : *rows) {
     r.vs_eager.reset();
     r.of_matmul_bound.reset();
+    r.flop_floor.reset();
+    r.noise.clear();
     if (!r.error.empty() || r.row.kind != RowKind::kValueAndGrad) continue;
-    auto base = baseline_ms.find(r.row.case_key);
-    if (base != baseline_ms.end()) r.vs_eager = r.real_time_ms / base->second;
-    if (auto key = BoundKey(r.row.params)) {
-      auto bound = bound_gflops.find(*key);
-      if (bound != bound_gflops.end()) r.of_matmul_bound = r.gflops / bound->second;
+    auto base = baseline_ms_flops.find(r.row.case_key);
+    if (base != baseline_ms_flops.end()) r.vs_eager = r.real_time_ms / base->second.ms;
+    // Matmul-dominated: the cases with a bound (N and d).
+    const std::optional<std::string> key = BoundKey(r.row.params);
+    const double spread = r.spread.value_or(0);
+    // Unpaired, the ratio carries the uncertainty of eager's row too.
+    const double ratio_spread =
+        spread + (r.vs_eager_paired || base == baseline_ms_flops.end() ? 0 : base->second.spread);
+    // Below the FLOP model's floor: at eager's kernel rate the row cannot
+    // take less than its FLOPs' share of eager's time, and recomputation
+    // does not make kernels much faster (kFlopFloorAllowance). A ratio below
+    // it means the eager runs were slowed and the row's were not.
+    int64_t eager_flops = r.eager_flops;
+    if (eager_flops == 0 && base != baseline_ms_flops.end()) eager_flops = base->second.flops;
+    if (eager_flops > 0 && r.total_flops() > 0) {
+      r.flop_floor = static_cast<double>(r.total_flops()) / static_cast<double>(eager_flops);
+      if (!key) r.flop_floor = std::min(*r.flop_floor, 1.0);
+    }
+    const std::optional<double> ratio = r.vs_eager_paired ? r.vs_eager_paired : r.vs_eager;
+    char text[160];
+    // A neighbour took a CPU from every sample of one side: even the least
+    // time is a disturbed one.
+    if (!r.quiet) r.noise = "no quiet sample (a neighbour kept a CPU busy throughout)";
+    auto add_noise = [&r](const std::string& why) {
+      r.noise = r.noise.empty() ? why : r.noise + "; " + why;
+    };
+    if (r.flop_floor && ratio &&
+        *ratio < *r.flop_floor * (1 - kFlopFloorAllowance - ratio_spread)) {
+      std::snprintf(text, sizeof text, "x eager %.2f below the FLOP floor %.2f", *ratio,
+                    *r.flop_floor);
+      add_noise(text);
+    }
+    // Above the matmul bound: oneDNN's matmuls alone, on operands already in
+    // cache, are the fastest this work can run; a row past them was timed
+    // while the bound's runs were slowed.
+    if (!key) continue;
+    auto ceiling = bound_gflops_spread.find(*key);
+    if (ceiling == bound_gflops_spread.end()) continue;
+    r.of_matmul_bound = r.gflops / ceiling->second.first;
+    if (*r.of_matmul_bound > 1 + kBoundAllowance + spread + ceiling->second.second) {
+      std::snprintf(text, sizeof text, "%.1f GFLOP/s above the matmul bound's %.1f", r.gflops,
+                    ceiling->second.first);
+      add_noise(text);
     }
   }
+}
+
+StabilityCount CountStability(const std::vector<RowResult>& rows, double target) {
+  StabilityCount count;
+  double sampled_ms = 0, delayed_ms = 0;
+  auto add = [&](const std::vector<double>& ms, const std::vector<double>& delay) {
+    for (size_t i = 0; i < ms.size() && i < delay.size(); ++i) {
+      sampled_ms += ms[i];
+      delayed_ms += ms[i] * delay[i];
+    }
+  };
+  for (const RowResult& r : rows) {
+    if (r.row.kind != RowKind::kValueAndGrad || !r.error.empty()) continue;
+    ++count.rows;
+    if (r.spread && *r.spread <= target) ++count.within_target;
+    if (!r.noise.empty()) ++count.noise;
+    if (!r.quiet) ++count.not_quiet;
+    add(r.timings.row_ms, r.timings.row_delay);
+    add(r.timings.eager_ms, r.timings.eager_delay);
+  }
+  if (sampled_ms > 0) count.run_delay = delayed_ms / sampled_ms;
+  return count;
 }
 
 nlohmann::json MachineInfo() {
@@ -516,15 +712,17 @@ nlohmann::json MachineInfo() {
   const char* omp = std::getenv("OMP_NUM_THREADS");
   // Spinning OpenMP threads on a shared 2-core machine make timings erratic.
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-  std::string cpu = ProcField("/proc/cpuinfo", "model name");
-  return {{"hostname", host},
-          {"cores", cores},
-          {"cpu", cpu.empty() ? "unknown" : cpu},
-          {"memory_bytes", memory_bytes},
-          {"omp_num_threads", omp ? omp : "unset"},
-          {"omp_wait_policy", wait_policy ? wait_policy : "unset"},
-          {"gomp_spincount", std::getenv("GOMP_SPINCOUNT") ? std::getenv("GOMP_SPINCOUNT") : "unset"},
-          {"onednn", OneDnnVersion()}};
+  nlohmann::json machine = {
+      {"hostname", host},
+      {"cores", cores},
+      {"memory_bytes", memory_bytes},
+      {"omp_num_threads", omp ? omp : "unset"},
+      {"omp_wait_policy", wait_policy ? wait_policy : "unset"},
+      {"gomp_spincount", std::getenv("GOMP_SPINCOUNT") ? std::getenv("GOMP_SPINCOUNT") : "unset"}};
+  // cpu (the model name) and onednn (the version) are the platform's, in the
+  // form stats.json and `remat compare` read.
+  machine.update(PlatformToJson(DescribePlatform()));
+  return machine;
 }
 
 std::string CommandLine(const std::vector<std::string>& args) {
@@ -568,8 +766,18 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                           {"engine", r.row.engine},
                           {"policy", r.row.policy},
                           {"iterations", r.iterations},
+                          {"samples", r.samples},
                           {"real_time_ms", r.real_time_ms},
+                          {"median_time_ms", r.median_time_ms},
                           {"mean_time_ms", r.mean_time_ms},
+                          {"spread", nullptr},
+                          {"sampling_seconds", r.sampling_seconds},
+                          {"samples_ms",
+                           {{"row", r.timings.row_ms},
+                            {"eager", r.timings.eager_ms},
+                            {"row_delay", r.timings.row_delay},
+                            {"eager_delay", r.timings.eager_delay}}},
+                          {"quiet", r.quiet},
                           {"peak_bytes", r.peak_bytes},
                           {"peak_bytes_by_category", by_category},
                           {"max_bytes_used", r.max_bytes_used},
@@ -579,9 +787,14 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                           {"flops_recomputed", r.flops_recomputed},
                           {"flops_backward", r.flops_backward},
                           {"gflops", r.gflops},
-                          {"vs_eager", nullptr}};
+                          {"vs_eager", nullptr},
+                          {"matmul_impls", r.matmul_impls}};
+    if (r.spread) row["spread"] = *r.spread;
     if (r.vs_eager) row["vs_eager"] = *r.vs_eager;
     if (r.vs_eager_paired) row["vs_eager_paired"] = *r.vs_eager_paired;
+    if (r.eager_flops > 0) row["eager_flops"] = r.eager_flops;
+    if (r.flop_floor) row["flop_floor"] = *r.flop_floor;
+    if (!r.noise.empty()) row["noise"] = r.noise;
     if (r.of_matmul_bound) row["of_matmul_bound"] = *r.of_matmul_bound;
     if (r.overhead_fraction) row["overhead_fraction"] = *r.overhead_fraction;
     if (r.row.big) row["big"] = true;
@@ -591,12 +804,13 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
   return {{"command", command}, {"machine", machine}, {"date", date}, {"rows", out_rows}};
 }
 
-std::string FormatSummary(const std::vector<RowResult>& rows) {
+std::string FormatSummary(const std::vector<RowResult>& rows, const std::string& platform) {
   using Line = std::vector<std::string>;
   std::vector<Line> lines = {
-      {"problem / size", "engine / policy", "time ms", "x eager", "peak", "activations",
+      {"problem / size", "engine / policy", "time ms", "x eager", "spread", "peak", "activations",
        "residual", "recomputed FLOP", "overhead"}};
   std::string last_case;
+  std::vector<std::string> noise_lines;
   for (const RowResult& r : rows) {
     if (r.row.kind != RowKind::kValueAndGrad) continue;
     std::string label = r.row.case_key == last_case ? "" : r.row.case_key;
@@ -607,14 +821,21 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
       continue;
     }
     char ratio[32] = "-";
-    if (r.vs_eager_paired) {
-      std::snprintf(ratio, sizeof ratio, "%.2f p", *r.vs_eager_paired);
+    if (!r.noise.empty()) {
+      std::snprintf(ratio, sizeof ratio, "noise");
+      noise_lines.push_back(StrCat("  ", r.row.case_key, " ", Variant(r.row), ": ", r.noise));
+    } else if (r.vs_eager_paired) {
+      std::snprintf(ratio, sizeof ratio, "%.2f", *r.vs_eager_paired);
     } else if (r.vs_eager) {
-      std::snprintf(ratio, sizeof ratio, "%.2f", *r.vs_eager);
+      // Eager's own row is 1 by definition; another unpaired ratio is marked.
+      std::snprintf(ratio, sizeof ratio, r.row.engine == kBaselineEngine ? "%.2f" : "%.2f u",
+                    *r.vs_eager);
     }
+    char spread[32] = "-";
+    if (r.spread) std::snprintf(spread, sizeof spread, "%.1f%%", 100 * *r.spread);
     char overhead[32] = "-";
     if (r.overhead_fraction) std::snprintf(overhead, sizeof overhead, "%.1f%%", 100 * *r.overhead_fraction);
-    lines.push_back({label, Variant(r.row), FormatMs(r.real_time_ms), ratio,
+    lines.push_back({label, Variant(r.row), FormatMs(r.real_time_ms), ratio, spread,
                      FormatBytes(r.peak_bytes),
                      FormatBytes(r.peak_bytes_by_category[static_cast<int>(Category::kActivations)]),
                      FormatBytes(r.residual_bytes),
@@ -627,13 +848,27 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
     const size_t columns = line.size() == width.size() ? line.size() : 2;
     for (size_t c = 0; c < columns; ++c) width[c] = std::max(width[c], line[c].size());
   }
+  const SamplingRule rule = DefaultSamplingRule();
+  char target[16];
+  std::snprintf(target, sizeof target, "%g%%", 100 * rule.target_spread);
   std::ostringstream out;
-  out << "\nSummary: median time of one value_and_grad; x eager = time / eager's on the same "
-         "problem and size;\npeak = the MemoryTracker's high-water mark, activations = the "
+  out << "\nPlatform: " << platform << "\n";
+  std::set<std::string> impls;
+  for (const RowResult& r : rows) impls.insert(r.matmul_impls.begin(), r.matmul_impls.end());
+  if (!impls.empty()) {
+    out << "oneDNN matmuls ran on: "
+        << Join(std::vector<std::string>(impls.begin(), impls.end()), ", ") << "\n";
+  }
+  out << "\nSummary: time = the least time of one value_and_grad over the row's quiet samples "
+         "(interference only adds time;\nquiet: no neighbour took a CPU from it); x eager = that "
+         "/ the least time of the eager runs\ninterleaved with the row's ('u': unpaired, / "
+         "eager's row); spread = how much x eager (eager: its time)\nmoved between the first "
+         "half of the samples and all of them; noise = physically implausible (no quiet\n"
+         "sample, below the FLOP model's floor, or above the matmul bound): not a result;\n"
+         "peak = the MemoryTracker's high-water mark, activations = the "
          "activations live at that moment\n(the rest: arguments, gradients, scratchpad); "
          "residual = saved for the backward pass (arguments excluded);\n"
-         "overhead = the engine's time outside kernel calls; 'p': x eager paired with "
-         "interleaved eager runs (--paired).\n\n";
+         "overhead = the engine's time outside kernel calls.\n\n";
   for (const Line& line : lines) {
     std::string text;
     for (size_t c = 0; c < line.size(); ++c) {
@@ -647,6 +882,10 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
     }
     out << text << "\n";
   }
+  if (!noise_lines.empty()) {
+    out << "\nNoise (rows whose numbers cannot be the row's cost):\n";
+    for (const std::string& line : noise_lines) out << line << "\n";
+  }
   // The ceiling: how close the baseline gets to oneDNN's bare matmul.
   for (const RowResult& bound : rows) {
     if (bound.row.kind != RowKind::kMatMulBound) continue;
@@ -655,20 +894,50 @@ std::string FormatSummary(const std::vector<RowResult>& rows) {
       out << "\noneDNN matmul bound (" << key << "): failed: " << bound.error << "\n";
       continue;
     }
-    char gflops[32];
-    std::snprintf(gflops, sizeof gflops, "%.1f", bound.gflops);
+    char gflops[64];
+    std::snprintf(gflops, sizeof gflops, "%.1f GFLOP/s (the ceiling; spread %.1f%%)",
+                  bound.gflops, 100 * bound.spread.value_or(0));
     out << "\noneDNN matmul alone, " << key
         << " (a dense layer's x w, dy w^T, x^T dy): " << FormatMs(bound.real_time_ms) << " ms, "
-        << gflops << " GFLOP/s (the ceiling)\n";
+        << gflops << "\n";
     for (const RowResult& r : rows) {
       if (r.row.engine != kBaselineEngine || !r.of_matmul_bound) continue;
       if (BoundKey(r.row.params) != BoundKey(bound.row.params)) continue;
       char pct[96];
       std::snprintf(pct, sizeof pct, "%.1f GFLOP/s = %.0f%% of the bound", r.gflops,
                     100 * *r.of_matmul_bound);
-      out << "  " << kBaselineEngine << " on " << r.row.case_key << ": " << pct << "\n";
+      out << "  " << kBaselineEngine << " on " << r.row.case_key << ": " << pct
+          << (r.noise.empty() ? "" : " (noise)") << "\n";
     }
   }
+  // How far the run can be trusted.
+  const StabilityCount count = CountStability(rows, rule.target_spread);
+  const RowResult* worst = nullptr;
+  std::vector<std::string> rerun;
+  for (const RowResult& r : rows) {
+    if (r.row.kind != RowKind::kValueAndGrad || !r.error.empty()) continue;
+    if (r.spread && (!worst || *r.spread > *worst->spread)) worst = &r;
+    if (!r.noise.empty()) rerun.push_back(r.row.name);
+  }
+  out << "\nstability: " << count.within_target << " of " << count.rows << " rows within "
+      << target;
+  if (worst) {
+    char largest[32];
+    std::snprintf(largest, sizeof largest, "%.1f%%", 100 * *worst->spread);
+    out << " (largest spread " << largest << ", " << worst->row.case_key << " "
+        << Variant(worst->row) << ")";
+  }
+  out << ", " << count.noise << " flagged as noise";
+  if (count.not_quiet > 0) out << " (" << count.not_quiet << " without a quiet sample)";
+  if (!rerun.empty()) {
+    out << "; rerun them with --benchmark_filter='" << Join(rerun, "|") << "|MatMulBound'";
+  }
+  char delay[200];
+  std::snprintf(delay, sizeof delay,
+                "\ninterference: the process's threads waited for a CPU %.1f%% of the time "
+                "sampled (a sample is quiet below %g%%)\n",
+                100 * count.run_delay, 100 * kQuietRunDelay);
+  out << delay;
   return out.str();
 }
 

@@ -35,6 +35,7 @@
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
 #include "engines/onednn/onednn_kernels.h"
+#include "engines/onednn/platform.h"
 #include "harness/bench_lib.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
@@ -50,14 +51,15 @@ double SecondsSince(Clock::time_point start) {
 
 // Feeds Google Benchmark's memory measurement from the MemoryTracker: the
 // library brackets one extra, untimed pass of each row with Start and Stop,
-// and the row reports its run's Stats.peak_bytes here. max_bytes_used is
-// then the tracker's high-water mark (arguments, activations, gradients and
-// oneDNN's scratchpad), not the process heap. Allocations are not counted.
+// and the row reports its warm-up run's Stats.peak_bytes here (the peak is the
+// same every run: the tracker counts what the schedule allocates, not the
+// heap, so the pass need not run the row again). max_bytes_used is then the
+// tracker's high-water mark (arguments, activations, gradients and oneDNN's
+// scratchpad), not the process heap. Allocations are not counted.
 class TrackerMemoryManager : public benchmark::MemoryManager {
  public:
   void Start() override {
     active_ = true;
-    recorded_ = false;
     max_bytes_ = 0;
   }
   void Stop(Result& result) override {
@@ -68,19 +70,17 @@ class TrackerMemoryManager : public benchmark::MemoryManager {
   void Stop(Result* result) override { Stop(*result); }
 
   bool active() const { return active_; }
-  bool recorded() const { return recorded_; }
-  void Record(int64_t peak_bytes) {
-    max_bytes_ = std::max(max_bytes_, peak_bytes);
-    recorded_ = true;
-  }
+  void Record(int64_t peak_bytes) { max_bytes_ = std::max(max_bytes_, peak_bytes); }
 
  private:
   bool active_ = false;
-  bool recorded_ = false;
   int64_t max_bytes_ = 0;
 };
 
 TrackerMemoryManager g_memory;
+
+// The least time a matmul bound row is sampled (RunMatMulBound).
+constexpr double kBoundMinSeconds = 1.0;
 
 // The case (program, seeded inputs) of the rows now running. Rows are
 // registered grouped by case, so consecutive rows share it (--sweep=scale's
@@ -107,7 +107,64 @@ CaseCache g_cases;
 
 // --max-memory: every run of a row gets it (RunOptions::max_memory_bytes).
 int64_t g_max_memory_bytes = 0;
-bool g_paired = false;  // --paired
+bool g_paired = true;  // not --unpaired
+SamplingRule g_rule;    // DefaultSamplingRule(), --max-row-seconds
+double g_sampling_budget = 0;  // --sampling-budget; 0: none
+double g_sampled_seconds = 0;  // by every row so far
+
+// The least samples a row takes once the sampling budget is spent: enough
+// for a spread. A run gets there when a neighbour slows every run several
+// times over, and six pairs would then take as long as a whole idle run.
+constexpr int64_t kMinSamplesPastBudget = 3;
+
+// The rule for the next row: g_rule, its time cap cut to what is left of the
+// sampling budget; nothing left, it stops at kMinSamplesPastBudget samples.
+SamplingRule RuleNow() {
+  SamplingRule rule = g_rule;
+  if (g_sampling_budget <= 0) return rule;
+  const double left = g_sampling_budget - g_sampled_seconds;
+  rule.max_seconds = std::max(0.0, std::min(rule.max_seconds, left));
+  if (left <= 0) {
+    rule.min_samples = std::min(rule.min_samples, kMinSamplesPastBudget);
+    rule.min_seconds = 0;
+  }
+  return rule;
+}
+
+// The eager engine the rows of one case are paired with, warmed up once:
+// made per case rather than per row, so that each row does not pay eager's
+// warm-up (and its primitive creation) again. Like CaseCache, one at a time.
+struct Baseline {
+  std::unique_ptr<Engine> engine;
+  int64_t runs_per_sample = 1;
+  int64_t flops = 0;  // one run's total
+};
+
+class BaselineCache {
+ public:
+  // The warmed-up baseline of `row`'s case; throws what its warm-up threw
+  // (eager past --max-memory: the row then runs unpaired).
+  const Baseline& Get(const PlannedRow& row, const Case& c, const RunOptions& options) {
+    if (key_ != row.case_key) {
+      baseline_ = Baseline();
+      key_.clear();
+      baseline_.engine = MakeEngine(kBaselineEngine);
+      const Clock::time_point start = Clock::now();
+      const Result warm = baseline_.engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+      baseline_.runs_per_sample = RunsPerSample(SecondsSince(start));
+      baseline_.flops =
+          warm.stats.flops_forward + warm.stats.flops_recomputed + warm.stats.flops_backward;
+      key_ = row.case_key;
+    }
+    return baseline_;
+  }
+
+ private:
+  std::string key_;
+  Baseline baseline_;
+};
+
+BaselineCache g_baselines;
 
 // The baseline's mean time per case, for Google Benchmark's vs_eager counter of the rows
 // that follow it (the JSON's vs_eager is computed again at the end).
@@ -136,15 +193,19 @@ struct RowState {
   std::unique_ptr<Engine> engine;
   Program program;
   Stats stats;  // of the warm-up run (all but the times repeat exactly)
-  // Wall time of every timed iteration (warm: set-up ran one already), for
-  // the median the summary and the JSON report.
-  std::vector<double> iteration_ms;
-  // --paired: the baseline engine on the case as written, and the ratio of
-  // each timed iteration to the baseline run next to it.
-  std::unique_ptr<Engine> baseline;
-  std::vector<double> paired_ratios;
+  // Every sample (warm: set-up ran one already): the row's and, paired,
+  // eager's next to it; each the mean of runs_per_sample runs.
+  Timings timings;
+  int64_t runs = 0;  // timed runs of the row
+  int64_t runs_per_sample = 1;
+  // Paired with eager on the case as written (g_baselines', taken again at
+  // every call: the cache holds one case, and repetitions may interleave).
+  bool paired = false;
+  int64_t eager_flops = 0;  // paired: one eager run's total
   double timed_seconds = 0;       // engine time of the timed runs...
   double timed_kernel_seconds = 0;  // ...and the part inside kernels
+  std::vector<std::string> matmul_impls;  // what the row's own runs executed
+  double sampling_seconds = 0;
   // kMatMulBound
   std::unique_ptr<OneDnnKernels> kernels;
   std::shared_ptr<MemoryTracker> tracker;
@@ -171,11 +232,18 @@ void SetUpValueAndGrad(RowState* s) {
   // refuses a row past --max-memory before it allocates anything.
   RunOptions options;
   options.max_memory_bytes = g_max_memory_bytes;
+  const Clock::time_point start = Clock::now();
   Result warm = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
+  s->runs_per_sample = RunsPerSample(SecondsSince(start));
   s->stats = warm.stats;
+  warm = Result();
   if (g_paired && s->row.engine != kBaselineEngine) {
-    s->baseline = MakeEngine(kBaselineEngine);
-    s->baseline->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+    try {
+      s->eager_flops = g_baselines.Get(s->row, c, options).flops;
+      s->paired = true;
+    } catch (const Error&) {
+      s->paired = false;  // eager cannot run this case: the row runs alone
+    }
   }
 }
 
@@ -211,7 +279,9 @@ void SetUpMatMulBound(RowState* s) {
   // y = x w (forward), dx = dy w^T and dw = x^T dy (backward). Warm-up
   // creates the primitives; 3 * 2*N*d*d FLOPs, as the engines count them.
   s->kernels->reset_flops();
+  const Clock::time_point start = Clock::now();
   RunDenseLayerMatMuls(*s);
+  s->runs_per_sample = RunsPerSample(SecondsSince(start));
   s->flops = s->kernels->flops();
 }
 
@@ -258,9 +328,102 @@ void SetCounters(benchmark::State& state, const RowState& s, int64_t peak_bytes,
   if (base != g_baseline_ms.end()) state.counters["vs_eager"] = mean_ms / base->second;
 }
 
-// One timed iteration is one ValueAndGrad (with the result released, since
-// freeing is part of the run). Manual time: exactly that, nothing of the
-// loop around it.
+// One sample: the mean wall time of one run, in ms, and the run delay the
+// process saw meanwhile, as a share of the wall time (Timings).
+struct Sample {
+  double ms = 0;
+  double delay = 0;
+};
+
+// Times `runs` calls of `work` together (ProcessRunDelayNs is read around
+// them, outside the timing).
+template <typename Work>
+Sample TimeSample(int64_t runs, Work work) {
+  const int64_t delay_before = ProcessRunDelayNs();
+  const Clock::time_point start = Clock::now();
+  for (int64_t i = 0; i < runs; ++i) work(i);
+  const double seconds = SecondsSince(start);
+  const int64_t delay_after = ProcessRunDelayNs();
+  Sample sample;
+  sample.ms = 1e3 * seconds / static_cast<double>(runs);
+  if (delay_before >= 0 && delay_after >= 0 && seconds > 0) {
+    sample.delay = 1e-9 * static_cast<double>(delay_after - delay_before) / seconds;
+  }
+  return sample;
+}
+
+// `runs` runs of `engine` on the case, timed together. Each result is
+// released inside the timing (freeing is part of a run). `stats`, if given,
+// gets the last run's stats; `seconds` and `kernel_seconds`, if given, add up
+// the engine's own times.
+Sample TimeRuns(Engine& engine, const Program& program, const Case& c,
+                const RunOptions& options, int64_t runs, Stats* stats = nullptr,
+                double* seconds = nullptr, double* kernel_seconds = nullptr) {
+  return TimeSample(runs, [&](int64_t i) {
+    Result r = engine.ValueAndGrad(program, c.inputs, c.wrt, options);
+    benchmark::DoNotOptimize(r.value.raw());
+    if (seconds) *seconds += r.stats.seconds_total();
+    if (kernel_seconds) *kernel_seconds += r.stats.seconds_in_kernels;
+    if (stats && i + 1 == runs) *stats = std::move(r.stats);
+  });
+}
+
+// Adds the impls `recorder` saw to `impls`, those not there yet.
+void AddImpls(const MatMulImplRecorder& recorder, std::vector<std::string>* impls) {
+  for (const std::string& impl : recorder.impls()) {
+    if (std::find(impls->begin(), impls->end(), impl) == impls->end()) impls->push_back(impl);
+  }
+}
+
+// Samples the row until SamplingDone: one sample of the row, and paired one
+// of eager right before or after it, the order alternating (eager, row, row,
+// eager, ...) so that neither side is always the one run after the other.
+// Both sides' minimums then come from the same stretch of time.
+void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
+  const Clock::time_point start = Clock::now();
+  Timings& t = s->timings;
+  auto time_row = [&] {
+    // Only the row's own runs: eager's matmuls are not this row's.
+    MatMulImplRecorder recorder;
+    const Sample sample = TimeRuns(*s->engine, s->program, c, options, s->runs_per_sample,
+                                   nullptr, &s->timed_seconds, &s->timed_kernel_seconds);
+    s->runs += s->runs_per_sample;
+    AddImpls(recorder, &s->matmul_impls);
+    t.row_ms.push_back(sample.ms);
+    t.row_delay.push_back(sample.delay);
+  };
+  const Baseline* baseline = s->paired ? &g_baselines.Get(s->row, c, options) : nullptr;
+  auto time_eager = [&] {
+    const Sample sample =
+        TimeRuns(*baseline->engine, c.program, c, options, baseline->runs_per_sample);
+    t.eager_ms.push_back(sample.ms);
+    t.eager_delay.push_back(sample.delay);
+  };
+  // Repetitions (--benchmark_repetitions) add to the samples of the last:
+  // each call samples afresh from the rule's minimum, against all of them.
+  const SamplingRule rule = RuleNow();
+  const size_t before = t.row_ms.size();
+  do {
+    if (baseline == nullptr) {
+      time_row();
+    } else if (t.row_ms.size() % 2 == 0) {
+      time_eager();
+      time_row();
+    } else {
+      time_row();
+      time_eager();
+    }
+  } while (t.row_ms.size() - before < static_cast<size_t>(rule.min_samples) ||
+           !SamplingDone(t, rule, SecondsSince(start)));
+  std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
+  s->sampling_seconds += SecondsSince(start);
+  g_sampled_seconds += SecondsSince(start);
+}
+
+// A row is one Google Benchmark iteration (Iterations(1)): its whole
+// sampling, whose estimate (the least time of one run) is the iteration's
+// manual time. The library's own iteration-count search would only decide
+// how many runs to average, which is what the sampling rule decides here.
 void RunValueAndGrad(benchmark::State& state, RowState* s) {
   if (!EnsureReady(state, s)) return;
   RunOptions options;
@@ -270,62 +433,43 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
   // is a dry run, milliseconds against the row's minute.
   options.predict_memory = s->row.big;
   const bool memory_pass = g_memory.active();
-  double seconds = 0;
   try {
     const Case& c = g_cases.Get(s->row);
     for (auto _ : state) {
-      // The peak is the same every run: the memory pass needs one, not 16,
-      // and a big row's needs none (its timed run's stats have it).
-      if (memory_pass && (g_memory.recorded() || s->row.big)) {
-        if (!g_memory.recorded()) g_memory.Record(s->stats.peak_bytes);
+      if (memory_pass) {
+        // The warm-up's peak (a big row's: its timed run's), see
+        // TrackerMemoryManager.
+        g_memory.Record(s->stats.peak_bytes);
         state.SetIterationTime(0);
         continue;
       }
-      // --paired: an eager run before (even iterations) or after (odd) this
-      // one, timed apart; only the row's own run is the iteration's time.
-      auto time_baseline = [&] {
-        const Clock::time_point t0 = Clock::now();
-        Result b = s->baseline->ValueAndGrad(c.program, c.inputs, c.wrt, options);
-        benchmark::DoNotOptimize(b.value.raw());
-        b = Result();
-        return SecondsSince(t0);
-      };
-      const bool pair = s->baseline != nullptr && !memory_pass;
-      const bool baseline_first = pair && s->iteration_ms.size() % 2 == 0;
-      double baseline_seconds = 0;
-      if (baseline_first) {
-        state.PauseTiming();
-        baseline_seconds = time_baseline();
-        state.ResumeTiming();
+      if (s->row.big) {
+        // One run, no pairing (eager does not fit at that size).
+        MatMulImplRecorder recorder;
+        const Sample sample = TimeRuns(*s->engine, s->program, c, options, 1, &s->stats,
+                                       &s->timed_seconds, &s->timed_kernel_seconds);
+        s->timings.row_ms.push_back(sample.ms);
+        s->timings.row_delay.push_back(sample.delay);
+        s->runs += 1;
+        s->matmul_impls = recorder.impls();
+      } else {
+        SampleRow(s, c, options);
       }
-      const Clock::time_point start = Clock::now();
-      {
-        Result r = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
-        benchmark::DoNotOptimize(r.value.raw());
-        s->timed_seconds += r.stats.seconds_total();
-        s->timed_kernel_seconds += r.stats.seconds_in_kernels;
-        if (memory_pass) g_memory.Record(r.stats.peak_bytes);
-        if (s->row.big) s->stats = r.stats;
-      }
-      const double t = SecondsSince(start);
-      if (pair && !baseline_first) {
-        state.PauseTiming();
-        baseline_seconds = time_baseline();
-        state.ResumeTiming();
-      }
-      state.SetIterationTime(t);
-      s->iteration_ms.push_back(1e3 * t);
-      if (pair) s->paired_ratios.push_back(t / baseline_seconds);
-      seconds += t;
+      state.SetIterationTime(EstimateByMinimum(s->timings).row_ms / 1e3);
     }
   } catch (const std::exception& e) {
     s->error = e.what();
     state.SkipWithError(s->error.c_str());
     return;
   }
+  if (memory_pass) return;
+  const MinimumEstimate estimate = EstimateByMinimum(s->timings);
   SetCounters(state, *s, s->stats.peak_bytes,
               s->stats.flops_forward + s->stats.flops_recomputed + s->stats.flops_backward,
-              seconds);
+              estimate.row_ms / 1e3);
+  state.counters["samples"] = static_cast<double>(estimate.samples);
+  if (estimate.spread) state.counters["spread_pct"] = 100 * *estimate.spread;
+  if (s->timings.paired()) state.counters["vs_eager"] = estimate.value;
   if (s->timed_seconds > 0) {
     state.counters["overhead_pct"] =
         100 * (1 - s->timed_kernel_seconds / s->timed_seconds);
@@ -335,28 +479,55 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
 void RunMatMulBound(benchmark::State& state, RowState* s) {
   if (!EnsureReady(state, s)) return;
   const bool memory_pass = g_memory.active();
-  double seconds = 0;
   try {
     for (auto _ : state) {
+      if (memory_pass) {
+        state.SetIterationTime(0);
+        continue;
+      }
+      // Sampled alone, by the same rule as the rows: the bound is the least
+      // time, which is what the rows' least times are held against. For at
+      // least kBoundMinSeconds: every row of its N and d is checked against
+      // it, a bound taken while a neighbour ran would flag them all, and its
+      // samples are milliseconds, so a second more costs little.
+      SamplingRule rule = RuleNow();
+      rule.min_seconds = std::max(rule.min_seconds, kBoundMinSeconds);
+      rule.max_samples = std::max<int64_t>(rule.max_samples, 1000);
       const Clock::time_point start = Clock::now();
-      RunDenseLayerMatMuls(*s);
-      const double t = SecondsSince(start);
-      state.SetIterationTime(t);
-      s->iteration_ms.push_back(1e3 * t);
-      seconds += t;
+      const size_t before = s->timings.row_ms.size();
+      do {
+        MatMulImplRecorder recorder;
+        const Sample sample =
+            TimeSample(s->runs_per_sample, [&](int64_t) { RunDenseLayerMatMuls(*s); });
+        s->timings.row_ms.push_back(sample.ms);
+        s->timings.row_delay.push_back(sample.delay);
+        s->runs += s->runs_per_sample;
+        AddImpls(recorder, &s->matmul_impls);
+      } while (s->timings.row_ms.size() - before < static_cast<size_t>(rule.min_samples) ||
+               !SamplingDone(s->timings, rule, SecondsSince(start)));
+      std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
+      s->sampling_seconds += SecondsSince(start);
+      g_sampled_seconds += SecondsSince(start);
+      state.SetIterationTime(EstimateByMinimum(s->timings).row_ms / 1e3);
     }
   } catch (const std::exception& e) {
     s->error = e.what();
     state.SkipWithError(s->error.c_str());
     return;
   }
-  if (memory_pass) g_memory.Record(s->tracker->peak_bytes());
+  if (memory_pass) {
+    g_memory.Record(s->tracker->peak_bytes());
+    return;
+  }
   s->stats.peak_bytes = s->tracker->peak_bytes();
   for (int c = 0; c < kNumCategories; ++c) {
     s->stats.peak_bytes_by_category[c] = s->tracker->peak_bytes(static_cast<Category>(c));
   }
   s->stats.flops_forward = s->flops;
-  SetCounters(state, *s, s->tracker->peak_bytes(), s->flops, seconds);
+  const MinimumEstimate estimate = EstimateByMinimum(s->timings);
+  SetCounters(state, *s, s->tracker->peak_bytes(), s->flops, estimate.row_ms / 1e3);
+  state.counters["samples"] = static_cast<double>(estimate.samples);
+  if (estimate.spread) state.counters["spread_pct"] = 100 * *estimate.spread;
 }
 
 // Hands every run on to the reporter --benchmark_format chose, and keeps
@@ -438,19 +609,31 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   RowResult r;
   r.row = s.row;
   r.error = c.error;
-  r.iterations = c.iterations;
-  if (c.mean_ms) {
-    r.mean_time_ms = *c.mean_ms;
-  } else if (!c.times_ms.empty()) {
+  // The timed runs (a sample may average several), not Google Benchmark's
+  // iterations (one per row and repetition).
+  r.iterations = s.runs;
+  const std::vector<double>& samples = s.timings.row_ms;
+  if (!samples.empty()) {
     double sum = 0;
-    for (double t : c.times_ms) sum += t;
-    r.mean_time_ms = sum / static_cast<double>(c.times_ms.size());
+    for (double t : samples) sum += t;
+    r.mean_time_ms = sum / static_cast<double>(samples.size());
+    r.median_time_ms = Median(samples);
+    // The least time: see MinimumEstimate for why not the median.
+    const MinimumEstimate estimate = EstimateByMinimum(s.timings);
+    r.real_time_ms = estimate.row_ms;
+    r.samples = estimate.samples;
+    r.spread = estimate.spread;
+    r.quiet = estimate.quiet;
+    if (s.timings.paired()) {
+      r.vs_eager_paired = estimate.value;
+      r.eager_flops = s.eager_flops;
+    }
+  } else if (!c.times_ms.empty()) {
+    r.real_time_ms = r.median_time_ms = r.mean_time_ms = c.times_ms.front();
   }
-  // The median iteration: this machine is shared, and a neighbour's burst
-  // lands on a few iterations of one row; the mean would carry it into that
-  // row's ratio to eager, the median does not.
-  r.real_time_ms = s.iteration_ms.empty() ? r.mean_time_ms : Median(s.iteration_ms);
-  if (!s.paired_ratios.empty()) r.vs_eager_paired = Median(s.paired_ratios);
+  r.matmul_impls = s.matmul_impls;
+  r.sampling_seconds = s.sampling_seconds;
+  r.timings = s.timings;
   r.max_bytes_used = c.max_bytes_used;
   r.peak_bytes = s.stats.peak_bytes;
   r.peak_bytes_by_category = s.stats.peak_bytes_by_category;
@@ -540,6 +723,9 @@ int Main(int argc, char** argv) {
     plan = PlanRows(flags, EngineNames());
     g_max_memory_bytes = flags.max_memory_bytes;
     g_paired = flags.paired;
+    g_rule = DefaultSamplingRule();
+    if (flags.max_row_seconds > 0) g_rule.max_seconds = flags.max_row_seconds;
+    g_sampling_budget = flags.sampling_budget_seconds;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << "\n";
     return 2;
@@ -573,10 +759,11 @@ int Main(int argc, char** argv) {
     const bool matrices = std::any_of(row.params.begin(), row.params.end(),
                                       [](const auto& p) { return p.first == "d"; });
     b->UseManualTime()->Unit(matrices ? benchmark::kMillisecond : benchmark::kMicrosecond);
-    // One iteration, whatever --benchmark_min_time says (see PlannedRow::big).
-    if (row.big) b->Iterations(1);
+    // One iteration, whatever --benchmark_min_time says: the row's whole
+    // sampling (RunValueAndGrad), or a big row's one run (PlannedRow::big).
+    b->Iterations(1);
     // The name Google Benchmark filters: it appends the settings.
-    const std::string full_name = row.name + (row.big ? "/iterations:1" : "") + "/manual_time";
+    const std::string full_name = row.name + "/iterations:1/manual_time";
     if (FilterSelects(filter, full_name)) ++g_progress.total;
     states.push_back(std::move(s));
   }
@@ -601,7 +788,8 @@ int Main(int argc, char** argv) {
     return 0;
   }
   ComputeVsEager(&results);
-  (console ? std::cout : std::cerr) << FormatSummary(results) << std::flush;
+  (console ? std::cout : std::cerr)
+      << FormatSummary(results, FormatPlatform(DescribePlatform())) << std::flush;
 
   try {
     nlohmann::json run = ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);

@@ -1,6 +1,8 @@
 // Tests of the benchmark's planning and reporting (harness/bench_lib.h): the
-// default plan covers every problem and engine, the JSON carries the machine,
-// and vs_eager divides by the right row.
+// default plan covers every problem and engine and fits its time budget, the
+// JSON carries the machine and the platform, vs_eager divides by the right
+// row, and the sampling statistic and the plausibility flags do what they
+// say, on synthetic timings (no test here times anything).
 
 #include "harness/bench_lib.h"
 
@@ -18,8 +20,10 @@
 #include "engines/api/error.h"
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
+#include "engines/onednn/platform.h"
 #include "engines/schedule/schedule.h"
 #include "harness/conformance.h"
+#include "harness/stats_json.h"
 #include "problems/problem.h"
 
 namespace remat::bench {
@@ -239,6 +243,36 @@ TEST(BenchPlan, BudgetRowsAreFeasibleAndBelowStoreAll) {
   EXPECT_GT(chain_rows, 0);  // schedules reach chains of blocks, not only scans
 }
 
+// The default run is paired, budgeted, and small enough that its minimum
+// sampling (every row's min_samples, each paired with as many eager runs)
+// is about 7.4 TFLOP: some 40 seconds at 180 GFLOP/s, eager's rate on
+// scan_stack on this 2-core machine, which leaves most of the three minutes
+// to sampling until stable, set-up and a neighbour's load. Counted from the
+// plans' FLOPs, not timed.
+TEST(BenchPlan, TheDefaultRunIsPairedAndItsMinimumSamplingFitsTheBudget) {
+  std::vector<std::string> rest;
+  const BenchFlags flags = ParseBenchFlags({"bench"}, &rest);
+  EXPECT_TRUE(flags.paired);
+  EXPECT_EQ(flags.sampling_budget_seconds, kDefaultSamplingBudgetSeconds);
+  const SamplingRule rule = DefaultSamplingRule();
+  EXPECT_EQ(rule.target_spread, 0.01);
+  EXPECT_GE(rule.min_samples, 4);
+  std::map<std::string, int64_t> eager_flops;  // by case
+  double total_flops = 0;
+  for (const PlannedRow& row : PlanRows(flags, {"eager", "recompute"})) {
+    if (row.kind != RowKind::kValueAndGrad) continue;
+    const Stats s = PlanRow(row.problem, row.params, row.engine, row.policy, row.name);
+    const int64_t flops = s.flops_forward + s.flops_recomputed + s.flops_backward;
+    if (row.engine == kBaselineEngine) eager_flops[row.case_key] = flops;
+    // Eager first in each case: its FLOPs are known for the rows after it.
+    ASSERT_TRUE(eager_flops.count(row.case_key)) << row.name;
+    const int64_t paired = row.engine == kBaselineEngine ? 0 : eager_flops[row.case_key];
+    total_flops += static_cast<double>(rule.min_samples * (flops + paired));
+  }
+  EXPECT_LT(total_flops, 12e12) << total_flops;
+  EXPECT_GT(total_flops, 3e12) << total_flops;  // the rows still mean something
+}
+
 // The scale case: eager's predicted peak is past this 24 GiB machine (the
 // weights and their gradient are 16 GiB, its activations 16 GiB more), every
 // schedule's within the 16 GiB and under 1 GiB of activations.
@@ -296,10 +330,18 @@ TEST(BenchFlags, OwnFlagsAreTakenOutAndTheRestPassesThrough) {
   f = ParseBenchFlags({"bench", "--policies=save_only_these_names:a,b;nothing_saveable"}, &rest);
   EXPECT_EQ(f.policies,
             (std::vector<std::string>{"save_only_these_names:a,b", "nothing_saveable"}));
+  EXPECT_TRUE(f.paired);  // the default
+  EXPECT_EQ(f.max_row_seconds, 0);
+  f = ParseBenchFlags({"bench", "--unpaired", "--benchmark_repetitions=3"}, &rest);
   EXPECT_FALSE(f.paired);
-  f = ParseBenchFlags({"bench", "--paired", "--benchmark_repetitions=3"}, &rest);
-  EXPECT_TRUE(f.paired);
   EXPECT_EQ(rest, (std::vector<std::string>{"bench", "--benchmark_repetitions=3"}));
+  f = ParseBenchFlags({"bench", "--paired", "--max-row-seconds=2.5"}, &rest);
+  EXPECT_TRUE(f.paired);
+  EXPECT_EQ(f.max_row_seconds, 2.5);
+  EXPECT_EQ(rest, std::vector<std::string>{"bench"});
+  EXPECT_THROW(ParseBenchFlags({"bench", "--max-row-seconds=soon"}, &rest), Error);
+  EXPECT_THROW(ParseBenchFlags({"bench", "--max-row-seconds=0"}, &rest), Error);
+  EXPECT_THROW(ParseBenchFlags({"bench", "--max-row-seconds="}, &rest), Error);
 }
 
 
@@ -325,14 +367,328 @@ TEST(BenchResults, PairedRatioIsWrittenAndShownWhenPresent) {
                                  Fake("layer_loss", "recompute", "everything_saveable", 11.0)};
   rows[1].vs_eager_paired = 1.25;
   ComputeVsEager(&rows);
-  EXPECT_DOUBLE_EQ(*rows[1].vs_eager, 1.4);  // the medians' ratio stays
-  const nlohmann::json run = ResultsJson("bench --paired", nlohmann::json::object(),
+  EXPECT_DOUBLE_EQ(*rows[1].vs_eager, 1.4);  // the rows' own ratio stays
+  const nlohmann::json run = ResultsJson("bench", nlohmann::json::object(),
                                          "2026-11-23T00:00:00Z", rows);
   EXPECT_EQ(run["rows"][1]["vs_eager_paired"], 1.25);
   EXPECT_FALSE(run["rows"][2].contains("vs_eager_paired"));
-  const std::string summary = FormatSummary(rows);
-  EXPECT_NE(summary.find("1.25 p"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("1.10"), std::string::npos) << summary;
+  const std::string summary = FormatSummary(rows, "test platform");
+  EXPECT_NE(summary.find(" 1.25 "), std::string::npos) << summary;
+  EXPECT_EQ(summary.find(" 1.40 "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("1.10 u"), std::string::npos) << summary;  // unpaired: marked
+}
+
+// The first line of `text` that contains `needle`; "" if none.
+std::string LineWith(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  if (at == std::string::npos) return "";
+  const size_t begin = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+  return text.substr(begin, text.find('\n', at) - begin);
+}
+
+// --- The sampling statistic, on synthetic timings. ---
+
+TEST(BenchSampling, TheMinimumIgnoresInterferenceThatOnlyAddsTime) {
+  // Undisturbed: the row 13 ms, eager 10 ms. A neighbour adds 0-60% to
+  // some runs of either side, never takes anything away.
+  Timings t;
+  t.eager_ms = {10.0, 14.0, 10.0, 16.0, 10.2, 10.0, 12.0, 10.0};
+  t.row_ms = {13.0, 13.1, 20.8, 13.0, 18.0, 17.3, 13.0, 15.0};
+  const MinimumEstimate e = EstimateByMinimum(t);
+  EXPECT_EQ(e.samples, 8);
+  EXPECT_DOUBLE_EQ(e.row_ms, 13.0);
+  EXPECT_DOUBLE_EQ(e.eager_ms, 10.0);
+  EXPECT_DOUBLE_EQ(e.value, 1.3);
+  ASSERT_TRUE(e.spread);
+  EXPECT_DOUBLE_EQ(*e.spread, 0);  // the first half already saw both minimums
+  // The medians' ratio, which the default run used to print, drifts with
+  // the share of disturbed runs on each side.
+  EXPECT_GT(Median(t.row_ms) / Median(t.eager_ms), 1.3 * 1.04);
+}
+
+TEST(BenchSampling, SpreadIsHowMuchTheSecondHalfMovedTheEstimate) {
+  Timings t;
+  // Unpaired: the estimate is the least time; the first half's least is 11,
+  // the whole's 10: a spread of 10%.
+  t.row_ms = {12, 11, 11.5, 10, 10.5};
+  MinimumEstimate e = EstimateByMinimum(t);
+  EXPECT_FALSE(t.paired());
+  EXPECT_DOUBLE_EQ(e.value, 10);
+  EXPECT_DOUBLE_EQ(e.eager_ms, 0);
+  ASSERT_TRUE(e.spread);
+  EXPECT_NEAR(*e.spread, 0.1, 1e-12);  // first (n+1)/2 = 3 samples: 11 vs 10
+  // Paired: of the ratio. First half: 15/10; whole: 13/10.
+  t.row_ms = {15, 16, 13, 13};
+  t.eager_ms = {10, 11, 10, 10};
+  e = EstimateByMinimum(t);
+  EXPECT_DOUBLE_EQ(e.value, 1.3);
+  EXPECT_NEAR(*e.spread, 1.5 / 1.3 - 1, 1e-12);
+  // One sample: no spread; none: nothing.
+  EXPECT_FALSE(EstimateByMinimum({{5.0}, {}}).spread);
+  EXPECT_EQ(EstimateByMinimum({}).samples, 0);
+}
+
+TEST(BenchSampling, OnlyQuietSamplesCountWhenEachSideHasOne) {
+  // A neighbour ran through the first two pairs (80% run delay) and slowed
+  // eager less than the row: with those samples, x eager would be 13/10.5...
+  Timings t;
+  t.eager_ms = {10.6, 10.5, 11.0, 11.0};
+  t.eager_delay = {0.8, 0.8, 0.0, 0.01};
+  t.row_ms = {13.0, 13.2, 14.3, 14.2};
+  t.row_delay = {0.8, 0.8, 0.0, 0.0};
+  MinimumEstimate e = EstimateByMinimum(t);
+  // ...but the quiet pairs say 14.2/11.
+  EXPECT_TRUE(e.quiet);
+  EXPECT_EQ(e.samples, 4);
+  EXPECT_EQ(e.quiet_samples, 2);
+  EXPECT_DOUBLE_EQ(e.row_ms, 14.2);
+  EXPECT_DOUBLE_EQ(e.eager_ms, 11.0);
+  EXPECT_DOUBLE_EQ(e.value, 14.2 / 11.0);
+  ASSERT_TRUE(e.spread);
+  EXPECT_NEAR(*e.spread, 14.3 / 14.2 - 1, 1e-12);  // first half of the quiet ones: one each
+  // No quiet sample on one side: every sample counts, and the row is not
+  // quiet.
+  t.eager_delay = {0.8, 0.8, 0.5, 0.3};
+  e = EstimateByMinimum(t);
+  EXPECT_FALSE(e.quiet);
+  EXPECT_EQ(e.quiet_samples, 0);
+  EXPECT_DOUBLE_EQ(e.value, 13.0 / 10.5);
+  // Delays not measured: every sample is quiet.
+  t.eager_delay.clear();
+  t.row_delay.clear();
+  e = EstimateByMinimum(t);
+  EXPECT_TRUE(e.quiet);
+  EXPECT_EQ(e.quiet_samples, 4);
+  // Unpaired: the row's own quiet samples.
+  Timings alone;
+  alone.row_ms = {5.0, 6.0, 6.1};
+  alone.row_delay = {0.9, 0.0, 0.0};
+  e = EstimateByMinimum(alone);
+  EXPECT_TRUE(e.quiet);
+  EXPECT_EQ(e.quiet_samples, 2);
+  EXPECT_DOUBLE_EQ(e.value, 6.0);
+}
+
+TEST(BenchSampling, SamplingStopsWhenSettledOrAtTheCap) {
+  SamplingRule rule;
+  rule.min_samples = 4;
+  rule.max_samples = 10;
+  rule.target_spread = 0.01;
+  rule.min_seconds = 0.5;
+  rule.max_seconds = 30;
+  Timings settled;
+  settled.row_ms = {13, 13.05, 13, 13};
+  settled.eager_ms = {10, 10, 10.02, 10};
+  EXPECT_TRUE(SamplingDone(settled, rule, 1.0));
+  EXPECT_FALSE(SamplingDone(settled, rule, 0.2));  // not sampled long enough
+  Timings few = settled;
+  few.row_ms.resize(3);
+  few.eager_ms.resize(3);
+  EXPECT_FALSE(SamplingDone(few, rule, 1.0));  // too few samples
+  Timings falling;
+  falling.row_ms = {16, 15, 14, 13};
+  falling.eager_ms = {10, 10, 10, 10};
+  EXPECT_FALSE(SamplingDone(falling, rule, 1.0));  // minimum still falling
+  EXPECT_TRUE(SamplingDone(falling, rule, 30.0));  // the cap
+  falling.row_ms.resize(10, 13);
+  falling.eager_ms.resize(10, 10);
+  falling.row_ms[9] = 12;  // still moving, but max_samples reached
+  EXPECT_TRUE(SamplingDone(falling, rule, 1.0));
+  // Settled, but only one quiet pair of the four: not done until the cap.
+  Timings busy = settled;
+  busy.row_delay = {0.9, 0.9, 0.9, 0.0};
+  busy.eager_delay = {0.0, 0.9, 0.9, 0.0};
+  EXPECT_FALSE(SamplingDone(busy, rule, 1.0));
+  EXPECT_TRUE(SamplingDone(busy, rule, 30.0));
+}
+
+TEST(BenchSampling, FastRunsAreTimedInBlocks) {
+  EXPECT_EQ(RunsPerSample(1.0), 1);
+  EXPECT_EQ(RunsPerSample(kMinSampleSeconds), 1);
+  EXPECT_EQ(RunsPerSample(kMinSampleSeconds / 4), 4);
+  EXPECT_EQ(RunsPerSample(kMinSampleSeconds / 4.5), 5);
+  EXPECT_EQ(RunsPerSample(0), 1);
+  EXPECT_EQ(RunsPerSample(1e-12), 10000);  // capped
+}
+
+// --- The plausibility flags, on synthetic rows. ---
+
+// A bound row at N=256, d=512 of `gflops`.
+RowResult FakeBound(double gflops, double spread = 0) {
+  RowResult bound;
+  bound.row.kind = RowKind::kMatMulBound;
+  bound.row.params = {{"N", 256}, {"d", 512}};
+  bound.row.engine = kBoundEngine;
+  bound.gflops = gflops;
+  bound.real_time_ms = 1.0;
+  bound.spread = spread;
+  return bound;
+}
+
+TEST(BenchPlausibility, BelowTheFlopFloorIsNoise) {
+  // eager: 1 GFLOP in 10 ms. Recomputation adds a third: the floor is 1.33.
+  std::vector<RowResult> rows = {Fake("scan_stack", "eager", "as-written", 10.0),
+                                 Fake("scan_stack", "recompute", "as-written", 12.1),
+                                 Fake("scan_stack", "recompute", "nothing_saveable", 13.0),
+                                 Fake("scan_stack", "recompute", "everything_saveable", 9.8)};
+  for (size_t i : {1, 2}) rows[i].flops_recomputed = 1'000'000'000 / 3;
+  rows[1].vs_eager_paired = 1.21;  // the run: cheaper than its FLOPs
+  rows[1].spread = 0.005;
+  rows[2].vs_eager_paired = 1.30;  // within the tolerance of the floor
+  rows[2].spread = 0.002;
+  rows[3].vs_eager_paired = 0.98;  // no recomputation: floor 1
+  ComputeVsEager(&rows);
+  ASSERT_TRUE(rows[1].flop_floor);
+  EXPECT_NEAR(*rows[1].flop_floor, 4.0 / 3, 1e-9);
+  EXPECT_EQ(rows[1].noise, "x eager 1.21 below the FLOP floor 1.33");
+  EXPECT_TRUE(rows[2].noise.empty()) << rows[2].noise;
+  EXPECT_TRUE(rows[3].noise.empty()) << rows[3].noise;
+  EXPECT_DOUBLE_EQ(*rows[3].flop_floor, 1.0);
+  EXPECT_TRUE(rows[0].noise.empty());
+
+  // A wider spread widens the allowance: 1.21 against 1.33 is 9.25% below,
+  // within 8% + 2%.
+  rows[1].spread = 0.02;
+  ComputeVsEager(&rows);
+  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+
+  // Unpaired, the ratio of the rows' own times is checked, with eager's
+  // spread added to the row's.
+  rows[1].vs_eager_paired.reset();
+  rows[1].spread = 0.0;
+  rows[0].spread = 0.0;
+  ComputeVsEager(&rows);  // 12.1 / 10 = 1.21
+  EXPECT_FALSE(rows[1].noise.empty());
+  rows[0].spread = 0.08;
+  ComputeVsEager(&rows);
+  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+}
+
+TEST(BenchPlausibility, PairedRowsCarryEagersFlopsAndScalarProblemsAreNotChecked) {
+  // Paired, eager's FLOPs come with the row: no eager row needed (a rerun
+  // with --benchmark_filter of one row).
+  RowResult row = Fake("scan_stack", "recompute", "as-written", 12.0);
+  row.flops_recomputed = 500'000'000;
+  row.eager_flops = 1'000'000'000;
+  row.vs_eager_paired = 1.2;
+  std::vector<RowResult> rows = {row};
+  ComputeVsEager(&rows);
+  ASSERT_TRUE(rows[0].flop_floor);
+  EXPECT_DOUBLE_EQ(*rows[0].flop_floor, 1.5);
+  EXPECT_FALSE(rows[0].noise.empty());
+
+  // A scalar chain's time is not its FLOP count's: twice eager's FLOPs at
+  // 1.1 x eager is no contradiction. Its floor is only eager's time.
+  rows = {Fake("sin_recursive", "eager", "as-written", 0.1, {{"D", 64}}),
+          Fake("sin_recursive", "recompute", "as-written", 0.11, {{"D", 64}})};
+  rows[1].flops_recomputed = 1'000'000'000;
+  rows[1].vs_eager_paired = 1.1;
+  ComputeVsEager(&rows);
+  ASSERT_TRUE(rows[1].flop_floor);
+  EXPECT_DOUBLE_EQ(*rows[1].flop_floor, 1.0);
+  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+  // But more work on the same kernels in half eager's time is noise.
+  rows[1].vs_eager_paired = 0.45;
+  ComputeVsEager(&rows);
+  EXPECT_EQ(rows[1].noise, "x eager 0.45 below the FLOP floor 1.00");
+}
+
+TEST(BenchPlausibility, AboveTheMatmulBoundIsNoise) {
+  // eager: 1 GFLOP in 10 ms = 100 GFLOP/s; in 8 ms, 125.
+  std::vector<RowResult> rows = {Fake("layer_loss", "eager", "as-written", 8.0),
+                                 Fake("layer_loss", "recompute", "as-written", 10.0),
+                                 FakeBound(100.0, 0.01)};
+  rows[0].spread = 0.01;
+  ComputeVsEager(&rows);
+  EXPECT_DOUBLE_EQ(*rows[0].of_matmul_bound, 1.25);
+  EXPECT_EQ(rows[0].noise, "125.0 GFLOP/s above the matmul bound's 100.0");
+  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;  // at the bound: fine
+  const std::string summary = FormatSummary(rows, "test platform");
+  EXPECT_NE(summary.find("125% of the bound (noise)"), std::string::npos) << summary;
+
+  // Within 3% plus both spreads of the bound: not flagged.
+  rows[0] = Fake("layer_loss", "eager", "as-written", 1.0 / 0.104);  // 104 GFLOP/s
+  rows[0].spread = 0.005;
+  ComputeVsEager(&rows);
+  EXPECT_TRUE(rows[0].noise.empty()) << rows[0].noise;
+}
+
+TEST(BenchPlausibility, ARowWithoutAQuietSampleIsNoise) {
+  std::vector<RowResult> rows = {Fake("sin_plain", "eager", "as-written", 0.2, {{"D", 64}}),
+                                 Fake("sin_plain", "recompute", "as-written", 0.2, {{"D", 64}})};
+  rows[1].vs_eager_paired = 1.0;
+  rows[1].quiet = false;
+  rows[1].timings.row_ms = {0.2, 0.3};
+  rows[1].timings.row_delay = {0.5, 1.0};
+  rows[1].timings.eager_ms = {0.2, 0.2};
+  rows[1].timings.eager_delay = {0.5, 0.0};
+  ComputeVsEager(&rows);
+  EXPECT_EQ(rows[1].noise, "no quiet sample (a neighbour kept a CPU busy throughout)");
+  const StabilityCount count = CountStability(rows, 0.01);
+  EXPECT_EQ(count.noise, 1);
+  EXPECT_EQ(count.not_quiet, 1);
+  // Delay-weighted: (0.2*0.5 + 0.3*1.0 + 0.2*0.5) / 0.9.
+  EXPECT_NEAR(count.run_delay, 0.5 / 0.9, 1e-12);
+  const std::string summary = FormatSummary(rows, "p");
+  EXPECT_NE(summary.find("1 flagged as noise (1 without a quiet sample)"), std::string::npos)
+      << summary;
+}
+
+TEST(BenchPlausibility, NoiseRowsPrintNoiseAndTheSummarySaysHowStableTheRunWas) {
+  std::vector<RowResult> rows = {FakeBound(1000.0),
+                                 Fake("scan_stack", "eager", "as-written", 10.0),
+                                 Fake("scan_stack", "recompute", "as-written", 12.1),
+                                 Fake("scan_stack", "recompute", "schedule:sqrt", 14.0),
+                                 Fake("scan_stack", "recompute", "everything_saveable", 10.0)};
+  rows[2].flops_recomputed = 1'000'000'000 / 3;
+  rows[3].flops_recomputed = 1'000'000'000 / 3;
+  rows[1].spread = 0.002;
+  rows[2].vs_eager_paired = 1.21;
+  rows[2].spread = 0.004;
+  rows[3].vs_eager_paired = 1.41;
+  rows[3].spread = 0.023;
+  rows[4].vs_eager_paired = 1.01;
+  rows[4].spread = 0.001;
+  rows[4].matmul_impls = {"brg:avx512_core", "gemm:jit"};
+  ComputeVsEager(&rows);
+  const StabilityCount count = CountStability(rows, 0.01);
+  EXPECT_EQ(count.rows, 4);
+  EXPECT_EQ(count.within_target, 3);
+  EXPECT_EQ(count.noise, 1);
+
+  const std::string summary = FormatSummary(rows, "AMD EPYC, 2 CPUs, ISA avx512_core");
+  EXPECT_NE(summary.find("Platform: AMD EPYC, 2 CPUs, ISA avx512_core\n"), std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("matmuls ran on: brg:avx512_core, gemm:jit"), std::string::npos)
+      << summary;
+  // The noise row prints no ratio, and says why below the table.
+  const std::string noise_row = LineWith(summary, "recompute/as-written ");
+  EXPECT_NE(noise_row.find(" noise "), std::string::npos) << noise_row;
+  EXPECT_EQ(noise_row.find("1.21"), std::string::npos) << noise_row;
+  EXPECT_NE(LineWith(summary, "Noise (").find("cannot be the row's cost"), std::string::npos);
+  EXPECT_NE(LineWith(summary, "  scan_stack/d=512,N=256 recompute/as-written: ")
+                .find("x eager 1.21 below the FLOP floor 1.33"),
+            std::string::npos)
+      << summary;
+  const std::string sqrt_row = LineWith(summary, "recompute/schedule:sqrt ");
+  EXPECT_NE(sqrt_row.find(" 1.41 "), std::string::npos) << sqrt_row;
+  EXPECT_NE(sqrt_row.find(" 2.3% "), std::string::npos) << sqrt_row;
+  EXPECT_NE(summary.find("stability: 3 of 4 rows within 1% (largest spread 2.3%, "
+                         "scan_stack/d=512,N=256 recompute/schedule:sqrt), 1 flagged as "
+                         "noise; rerun them with --benchmark_filter='"
+                         "BM_ValueAndGrad/scan_stack/d=512,N=256/recompute/as-written|"
+                         "MatMulBound'"),
+            std::string::npos)
+      << summary;
+
+  const nlohmann::json run = ResultsJson("cmd", nlohmann::json::object(), "date", rows);
+  EXPECT_EQ(run["rows"][2]["noise"], "x eager 1.21 below the FLOP floor 1.33");
+  EXPECT_NEAR(run["rows"][2]["flop_floor"].get<double>(), 4.0 / 3, 1e-9);
+  EXPECT_EQ(run["rows"][3]["spread"], 0.023);
+  EXPECT_FALSE(run["rows"][3].contains("noise"));
+  EXPECT_EQ(run["rows"][4]["matmul_impls"],
+            (nlohmann::json{"brg:avx512_core", "gemm:jit"}));
+  EXPECT_TRUE(run["rows"][0]["spread"].is_number());
 }
 
 TEST(BenchResults, MedianIgnoresABurstOnAFewIterations) {
@@ -391,7 +747,7 @@ TEST(BenchResults, VsEagerDividesByTheBaselineOfTheSameCase) {
     EXPECT_TRUE(run["rows"][0].contains(field)) << field;
   }
 
-  const std::string summary = FormatSummary(rows);
+  const std::string summary = FormatSummary(rows, "test platform");
   EXPECT_NE(summary.find("x eager"), std::string::npos) << summary;
   EXPECT_NE(summary.find("recompute/nothing_saveable"), std::string::npos) << summary;
   EXPECT_NE(summary.find("2.50"), std::string::npos) << summary;
@@ -402,12 +758,19 @@ TEST(BenchResults, VsEagerDividesByTheBaselineOfTheSameCase) {
   EXPECT_NE(summary.find("50% of the bound"), std::string::npos) << summary;
 }
 
-TEST(BenchResults, MachineInfoHasEveryField) {
+TEST(BenchResults, MachineInfoHasEveryFieldAndThePlatform) {
   const nlohmann::json m = MachineInfo();
   for (const char* field : {"hostname", "cores", "cpu", "memory_bytes", "omp_num_threads",
-                            "omp_wait_policy", "onednn"}) {
+                            "omp_wait_policy", "gomp_spincount", "onednn", "cpus",
+                            "onednn_isa", "isa_cap", "matmul_impl", "omp_threads"}) {
     EXPECT_TRUE(m.contains(field)) << field;
   }
+  // The platform's fields as PlatformToJson writes them, so that `remat
+  // compare` and stats.json read them alike.
+  const nlohmann::json platform = PlatformToJson(DescribePlatform());
+  for (const auto& [key, value] : platform.items()) EXPECT_EQ(m[key], value) << key;
+  EXPECT_FALSE(m["onednn_isa"].get<std::string>().empty());
+  EXPECT_FALSE(m["matmul_impl"].get<std::string>().empty());
   EXPECT_GE(m["cores"].get<int64_t>(), 1);
   EXPECT_GT(m["memory_bytes"].get<int64_t>(), 0);
   EXPECT_NE(m["onednn"].get<std::string>().find("oneDNN"), std::string::npos);

@@ -5,7 +5,12 @@
 
 Each input is a file //harness:bench wrote (rows of problem x engine x
 policy/schedule x size, with the command and the machine). Rows of several
-files are merged; the report names every file and the command behind it.
+files are merged; the report names every file, the command behind it and the
+platform it ran on (CPU, oneDNN's ISA and the matmul implementations its rows
+executed), and warns when the merged runs differ in CPU or ISA (their times
+are then not comparable). Rows the bench flagged as noise (physically
+implausible timings) show "noise" instead of a ratio and stay out of the
+time plots.
 
 Plots (PNG, matplotlib from Debian's python3-matplotlib; without it the
 report has its tables and says the plots were skipped):
@@ -80,10 +85,17 @@ def category_bytes(row, category):
     return by_category[category]
 
 
+def is_noise(row):
+    """Flagged by the bench as physically implausible: not a result."""
+    return bool(row.get("noise"))
+
+
 def ratio_to_eager(row):
-    """The row's time / eager's: the paired ratio (--paired: eager runs
-    interleaved with the row's) when the run has one, else the ratio of the
-    two rows' medians; None if neither."""
+    """The row's time / eager's: the paired ratio (eager runs interleaved with
+    the row's, the default) when the run has one, else the ratio of the two
+    rows' times; None if neither, or if the row is noise."""
+    if is_noise(row):
+        return None
     for key in ("vs_eager_paired", "vs_eager"):
         if isinstance(row.get(key), (int, float)):
             return row[key]
@@ -106,18 +118,20 @@ def fmt_params(params):
 
 
 def table(rows):
-    out = ["| problem | size | engine / policy | time ms | x eager | peak MiB | residual MiB | recomputed GFLOP |",
-           "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| problem | size | engine / policy | time ms | x eager | spread | peak MiB | residual MiB | recomputed GFLOP |",
+           "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in rows:
         problem, params = key_of(row)
         vs = ratio_to_eager(row)
         if failed(row):
-            out.append("| {} | {} | {} | failed: {} | | | | |".format(
+            out.append("| {} | {} | {} | failed: {} | | | | | |".format(
                 problem, fmt_params(params), variant(row), row["error"].replace("|", "/")))
             continue
-        out.append("| {} | {} | {} | {:.2f} | {} | {} | {} | {} |".format(
+        spread = row.get("spread")
+        out.append("| {} | {} | {} | {:.2f} | {} | {} | {} | {} | {} |".format(
             problem, fmt_params(params), variant(row), row.get("real_time_ms", float("nan")),
-            f"{vs:.2f}" if isinstance(vs, (int, float)) else "",
+            "noise" if is_noise(row) else f"{vs:.2f}" if isinstance(vs, (int, float)) else "",
+            f"{100 * spread:.1f}%" if isinstance(spread, (int, float)) else "",
             f"{row['peak_bytes'] / MIB:.1f}" if "peak_bytes" in row else "",
             f"{row['residual_bytes'] / MIB:.2f}" if "residual_bytes" in row else "",
             f"{row.get('flops_recomputed', 0) / 1e9:.2f}" if "flops_recomputed" in row else ""))
@@ -134,6 +148,8 @@ def plots(rows, out_dir):
     made = []
 
     rows = [r for r in rows if not failed(r)]
+    # Time plots leave noise rows out (memory is exact whatever the timing).
+    timed = [r for r in rows if not is_noise(r)]
     # Peak memory vs depth, scan_stack, one line per variant.
     series = defaultdict(list)
     for row in rows:
@@ -163,7 +179,7 @@ def plots(rows, out_dir):
         made.append(("memory_vs_depth.png", "Peak memory vs depth (scan_stack)"))
 
     # Trade-off: time overhead vs memory, relative to eager on the same case.
-    by_case = cases_by_run(rows)
+    by_case = cases_by_run(timed)
     points = []
     for (_, *case), case_rows in by_case.items():
         eager = [r for r in case_rows if r.get("engine") == "eager" and "peak_bytes" in r]
@@ -216,7 +232,7 @@ def plots(rows, out_dir):
         plt.close()
         made.append(("peer.png", "remat-bench vs PyTorch (scan_stack)"))
 
-    frontier = frontier_case(rows)
+    frontier = frontier_case(timed)
     if frontier:
         made.append(plot_frontier(plt, frontier, out_dir))
     depth_plot = plot_schedules_vs_depth(plt, rows, out_dir)
@@ -366,8 +382,9 @@ def plot_schedules_vs_depth(plt, rows, out_dir):
 
 
 def frontier_table(rows):
-    """The frontier case's rows relative to eager, by time: what the note quotes."""
-    frontier = frontier_case(rows)
+    """The frontier case's rows relative to eager, by time: what the note
+    quotes. Noise rows are left out (their time says nothing)."""
+    frontier = frontier_case([r for r in rows if not is_noise(r)])
     if not frontier:
         return []
     eager, others = frontier
@@ -419,6 +436,41 @@ def scale_table(rows):
     return out + [""]
 
 
+def platform_of(run):
+    """The run's platform in one line: CPU, cores, oneDNN, its ISA and cap,
+    and the matmul implementations (the reference shape's, and those its rows
+    executed)."""
+    machine = run.get("machine", {})
+    isa = machine.get("onednn_isa") or "?"
+    cap = machine.get("isa_cap")
+    impls = sorted({impl for row in run.get("rows", []) for impl in row.get("matmul_impls", [])})
+    text = f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "
+    text += f"{machine.get('onednn', '?')}, ISA {isa}"
+    text += f" (cap {cap})" if cap else " (no cap)"
+    if machine.get("matmul_impl"):
+        text += f", matmul {machine['matmul_impl']}"
+    if impls:
+        text += f"; rows' matmuls ran on {', '.join(impls)}"
+    return text
+
+
+def platform_warnings(runs):
+    """One line per way the merged runs' platforms differ in CPU or oneDNN's
+    ISA (runs recorded before the ISA was, show it as unknown)."""
+    out = []
+    for key, what in (("cpu", "CPU"), ("onednn_isa", "ISA")):
+        seen = defaultdict(list)
+        for run in runs:
+            seen[run.get("machine", {}).get(key) or "unknown"].append(run["_path"])
+        if len(seen) > 1:
+            parts = "; ".join(f"{value} in {', '.join(f'`{p}`' for p in paths)}"
+                              for value, paths in sorted(seen.items()))
+            out.append(f"**Warning: the runs merged here differ in {what}** ({parts}): times "
+                       "from different platforms are not comparable, and only ratios within "
+                       "one run are.")
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("inputs", nargs="*", default=["results/latest.json"])
@@ -437,13 +489,19 @@ def main():
     md = ["# remat-bench report", "",
           "Generated by `tools/report.py " + " ".join(args.inputs) + "` from these runs:", ""]
     for run in runs:
-        machine = run.get("machine", {})
-        md.append(f"- `{run['_path']}`: `{run.get('command', '?')}` on {run.get('date', '?')}, "
-                  f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "
-                  f"{machine.get('onednn', '')}")
-    md += ["", "Times are the median wall time of one value_and_grad (forward and backward) over the timed iterations; "
-           "`x eager` is the ratio to eager on the same problem and size, measured in the "
-           "same run. Peak memory is the MemoryTracker's high-water mark (arguments, "
+        md.append(f"- `{run['_path']}`: `{run.get('command', '?')}` on {run.get('date', '?')}; "
+                  f"platform: {platform_of(run)}")
+    warnings = platform_warnings(runs)
+    if warnings:
+        md += [""] + warnings
+    md += ["", "Times are the least wall time of one value_and_grad (forward and backward) "
+           "over the row's samples (interference only adds time); `x eager` is that over the "
+           "least time of eager runs interleaved with the row's on the same problem and size "
+           "(or over eager's row, in unpaired runs and files from before pairing), measured "
+           "in the same run; `spread` is how much that estimate moved over the second half "
+           "of the row's samples. `noise`: the bench found the row's numbers physically "
+           "implausible (below the FLOP model's floor or above the matmul bound); rerun it. "
+           "Peak memory is the MemoryTracker's high-water mark (arguments, "
            "activations, gradients, oneDNN scratchpad).", ""]
     if made:
         md += ["Plots (below): " + "; ".join(f"`{file}`: {title}" for file, title in made) + ".",

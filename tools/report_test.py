@@ -117,6 +117,45 @@ class ReportTest(unittest.TestCase):
                 self.assertIn(f"({png})", md)
             self.assertIn("`schedules_vs_depth.png`: Peak memory vs depth for each schedule", md)
 
+    def test_each_run_names_its_platform_and_differing_isas_are_warned_about(self):
+        avx512 = schedules_run()
+        avx512["machine"] = {"cpu": "AMD EPYC", "cores": 2, "onednn": "oneDNN 2.6.3",
+                             "onednn_isa": "avx512_core", "isa_cap": "",
+                             "matmul_impl": "brg:avx512_core"}
+        avx512["rows"][0]["matmul_impls"] = ["brg:avx512_core"]
+        avx2 = schedules_run()
+        avx2["machine"] = dict(avx512["machine"], onednn_isa="avx2", isa_cap="AVX2",
+                               matmul_impl="brg:avx2")
+        # A noise row: no ratio in the table, not in the frontier.
+        noisy = avx2["rows"][1]
+        noisy["noise"] = "x eager 1.05 below the FLOP floor 1.33"
+        noisy["spread"] = 0.004
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            inputs = []
+            for name, run in (("a.json", avx512), ("b.json", avx2)):
+                path = os.path.join(tmp, name)
+                with open(path, "w") as f:
+                    json.dump(run, f)
+                inputs.append(path)
+            out = os.path.join(tmp, "out")
+            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+            subprocess.run([python, report.__file__] + inputs + ["--out", out],
+                           check=True, stdout=subprocess.DEVNULL)
+            with open(os.path.join(out, "REPORT.md")) as f:
+                md = f.read()
+        self.assertIn("platform: AMD EPYC, 2 cores, oneDNN 2.6.3, ISA avx512_core (no cap), "
+                      "matmul brg:avx512_core; rows' matmuls ran on brg:avx512_core", md)
+        self.assertIn("ISA avx2 (cap AVX2), matmul brg:avx2", md)
+        self.assertIn("**Warning: the runs merged here differ in ISA** (avx2 in", md)
+        self.assertNotIn("differ in CPU", md)
+        self.assertIn("| recompute/as-written | 520.00 | noise | 0.4% |", md)
+        self.assertEqual(report.ratio_to_eager(noisy), None)
+        # One platform: no warning.
+        for r in avx2["rows"]:
+            r["_run"] = 1
+        avx2["_path"] = "b.json"
+        self.assertEqual(report.platform_warnings([avx2]), [])
+
 
 if __name__ == "__main__":
     unittest.main()
