@@ -14,6 +14,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
+#include "engines/api/registry.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "engines/schedule/schedule.h"
 #include "harness/stats_json.h"
@@ -133,8 +134,23 @@ std::optional<std::string> BoundKey(const OrderedParams& params) {
 
 bool IgnoresPolicies(const std::string& engine) {
   // Both run every region inline (the reference is the eager reverse mode on
-  // float64); a row per policy would measure the same thing four times.
-  return engine == kBaselineEngine || engine == kOracleEngine;
+  // float64); a row per policy would measure the same thing four times. So
+  // does any registered engine that says it does not honour checkpoints
+  // (dtr decides what to keep as it runs); a name not registered (yet) gets
+  // every policy.
+  if (engine == kBaselineEngine || engine == kOracleEngine) return true;
+  static std::map<std::string, bool>* const inline_engines = new std::map<std::string, bool>();
+  auto it = inline_engines->find(engine);
+  if (it == inline_engines->end()) {
+    bool ignores = false;
+    try {
+      ignores = !MakeEngine(engine)->honours_checkpoints();
+    } catch (const Error&) {
+      // Not registered: nothing says it ignores them.
+    }
+    it = inline_engines->emplace(engine, ignores).first;
+  }
+  return it->second;
 }
 
 double Median(std::vector<double> values) {
