@@ -8,9 +8,11 @@
 // feasible cap S (bisection over dry runs), and `points` caps from S to P.
 // At each cap, dtr's measured peak, activations high-water A and recomputed
 // FLOPs; then `recompute` under --schedule budget:A (which bounds the
-// activations' high-water mark by A) planned on the same shapes: its
-// activations, peak and recomputed FLOPs. Recomputation is also shown as a
-// multiple of the forward pass's FLOPs.
+// activations' high-water mark by A) planned on the same shapes: its peak,
+// activations and recomputed FLOPs; and budget:B for the largest B whose
+// planned peak fits under the same cap (the same total memory): its
+// activations' high-water mark and recomputed FLOPs. Recomputation is also shown as a multiple of the forward
+// pass's FLOPs.
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -45,6 +47,54 @@ int64_t Activations(const Stats& s) {
 }
 
 double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0; }
+
+// recompute's plan of `program` under budget:B, or nothing if B is below
+// the smallest feasible budget (then *smallest is that budget).
+std::optional<Stats> PlanBudget(Engine& recompute, const Program& program,
+                                const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                                int64_t budget, int64_t* smallest) {
+  RunOptions plan;
+  plan.plan_only = true;
+  try {
+    return recompute.ValueAndGrad(ApplySchedule(program, StrCat("budget:", budget)), args, wrt,
+                                  plan)
+        .stats;
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    const std::string phrase = "the smallest feasible is ";
+    const size_t at = m.find(phrase);
+    if (at == std::string::npos) throw;
+    *smallest = std::stoll(m.substr(at + phrase.size()));
+    return std::nullopt;
+  }
+}
+
+// The largest budget B whose planned peak is at most `cap` (bisection; peaks
+// grow with B), and its plan; nothing if no budget fits.
+std::optional<std::pair<int64_t, Stats>> BudgetUnder(Engine& recompute, const Program& program,
+                                                     const std::vector<Tensor>& args,
+                                                     const std::vector<int>& wrt, int64_t cap,
+                                                     int64_t most) {
+  int64_t smallest = 1;
+  std::optional<Stats> low = PlanBudget(recompute, program, args, wrt, 1, &smallest);
+  if (!low) low = PlanBudget(recompute, program, args, wrt, smallest, &smallest);
+  if (!low || low->peak_bytes > cap) return std::nullopt;
+  int64_t fits = smallest, over = most + 1;
+  Stats best = *low;
+  std::optional<Stats> top = PlanBudget(recompute, program, args, wrt, most, &smallest);
+  if (top && top->peak_bytes <= cap) return std::make_pair(most, *top);
+  while (over - fits > std::max<int64_t>(1, fits / 1000)) {
+    const int64_t mid = fits + (over - fits) / 2;
+    std::optional<Stats> s = PlanBudget(recompute, program, args, wrt, mid, &smallest);
+    if (s && s->peak_bytes <= cap) {
+      fits = mid;
+      best = *s;
+    } else {
+      over = mid;
+    }
+  }
+  return std::make_pair(fits, best);
+}
 
 int Main(int argc, char** argv) {
   std::string engine = "dtr";
@@ -84,9 +134,10 @@ int Main(int argc, char** argv) {
   std::unique_ptr<Engine> recompute = MakeEngine("recompute");
   RunOptions plan;
   plan.plan_only = true;
-  std::printf("%-10s %5s %6s %13s %13s | %13s %13s %11s %6s | %13s %13s %11s %6s\n", "problem",
-              "L", "cap", "cap bytes", "eager peak", engine.c_str(), "activations",
-              "recomputed", "x fwd", "budget:A peak", "activations", "recomputed", "x fwd");
+  std::printf("%-10s %5s %6s %13s | %13s %13s %11s %6s | %13s %13s %11s %6s | %13s %11s %6s\n",
+              "problem", "L", "cap", "cap bytes", engine.c_str(), "activations A", "recomputed",
+              "x fwd", "budget:A peak", "activations", "recomputed", "x fwd", "budget<=cap A",
+              "recomputed", "x fwd");
   for (const std::string& name : problems) {
     const Problem& problem = FindProblem(name);
     for (const int64_t depth : depths) {
@@ -107,30 +158,34 @@ int Main(int argc, char** argv) {
         RunOptions capped = plan;
         capped.memory_cap_bytes = cap;
         const Stats d = dtr.ValueAndGrad(program, args, wrt, capped).stats;
-        std::string budget_cols;
-        try {
-          const Program scheduled =
-              ApplySchedule(program, StrCat("budget:", Activations(d)));
-          const Stats b = recompute->ValueAndGrad(scheduled, args, wrt, plan).stats;
-          char buf[128];
-          std::snprintf(buf, sizeof buf, "%13lld %13lld %11.4g %6.2f",
-                        static_cast<long long>(b.peak_bytes),
-                        static_cast<long long>(Activations(b)),
-                        static_cast<double>(b.flops_recomputed),
-                        Ratio(b.flops_recomputed, b.flops_forward));
-          budget_cols = buf;
-        } catch (const Error& err) {
-          const std::string m = err.what();
-          const size_t at = m.find("the smallest feasible is");
-          budget_cols = at == std::string::npos ? "error: " + m : "infeasible: " + m.substr(at);
+        char same_a[128] = "";
+        int64_t smallest_budget = 0;
+        if (std::optional<Stats> b =
+                PlanBudget(*recompute, program, args, wrt, Activations(d), &smallest_budget)) {
+          std::snprintf(same_a, sizeof same_a, "%13lld %13lld %11.4g %6.2f",
+                        static_cast<long long>(b->peak_bytes),
+                        static_cast<long long>(Activations(*b)),
+                        static_cast<double>(b->flops_recomputed),
+                        Ratio(b->flops_recomputed, b->flops_forward));
+        } else {
+          std::snprintf(same_a, sizeof same_a, "%-53s",
+                        StrCat("infeasible (smallest budget ", smallest_budget, ")").c_str());
         }
-        std::printf("%-10s %5lld %5.0f%% %13lld %13lld | %13lld %13lld %11.4g %6.2f | %s\n",
+        char same_peak[128] = "";
+        if (auto b = BudgetUnder(*recompute, program, args, wrt, cap, Activations(e))) {
+          std::snprintf(same_peak, sizeof same_peak, "%13lld %11.4g %6.2f",
+                        static_cast<long long>(Activations(b->second)),
+                        static_cast<double>(b->second.flops_recomputed),
+                        Ratio(b->second.flops_recomputed, b->second.flops_forward));
+        } else {
+          std::snprintf(same_peak, sizeof same_peak, "%s", "no budget fits");
+        }
+        std::printf("%-10s %5lld %5.0f%% %13lld | %13lld %13lld %11.4g %6.2f | %s | %s\n",
                     name.c_str(), static_cast<long long>(depth),
                     100.0 * Ratio(cap, e.peak_bytes), static_cast<long long>(cap),
-                    static_cast<long long>(e.peak_bytes), static_cast<long long>(d.peak_bytes),
-                    static_cast<long long>(Activations(d)),
+                    static_cast<long long>(d.peak_bytes), static_cast<long long>(Activations(d)),
                     static_cast<double>(d.flops_recomputed),
-                    Ratio(d.flops_recomputed, d.flops_forward), budget_cols.c_str());
+                    Ratio(d.flops_recomputed, d.flops_forward), same_a, same_peak);
         std::fflush(stdout);
       }
     }

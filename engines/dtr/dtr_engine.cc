@@ -302,8 +302,7 @@ void Run::ForwardScan(Frame& f, int op_index) {
   const Op& op = f.program->ops[op_index];
   if (op.inputs.size() < 2) {
     throw Error(StrCat("dtr: ", Program::Describe(op),
-                       " has no stacked input (inputs: carry, "
-                       "xs_1, ...)"));
+                       " has no stacked input (a scan's inputs are carry, xs_1, ...)"));
   }
   const int64_t length = f.program->shapes[op.inputs[1]].dim(0);
   Handle carry = f.values[op.inputs[0]];
