@@ -16,6 +16,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
+#include "engines/api/registry.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "engines/onednn/platform.h"
 #include "engines/schedule/schedule.h"
@@ -141,8 +142,23 @@ bool IsFloat64Check(const std::string& engine) {
 bool IgnoresPolicies(const std::string& engine) {
   // All three run every region inline (the reference is the eager reverse
   // mode on float64, the oracle a plain reverse mode); a row per policy would
-  // measure the same thing four times.
-  return engine == kBaselineEngine || IsFloat64Check(engine);
+  // measure the same thing four times. So
+  // does any registered engine that says it does not honour checkpoints
+  // (dtr decides what to keep as it runs); a name not registered (yet) gets
+  // every policy.
+  if (engine == kBaselineEngine || IsFloat64Check(engine)) return true;
+  static std::map<std::string, bool>* const inline_engines = new std::map<std::string, bool>();
+  auto it = inline_engines->find(engine);
+  if (it == inline_engines->end()) {
+    bool ignores = false;
+    try {
+      ignores = !MakeEngine(engine)->honours_checkpoints();
+    } catch (const Error&) {
+      // Not registered: nothing says it ignores them.
+    }
+    it = inline_engines->emplace(engine, ignores).first;
+  }
+  return it->second;
 }
 
 double Median(std::vector<double> values) {

@@ -98,8 +98,10 @@ bool IsFloat64Check(const std::string& engine);
 inline constexpr char kBoundProblem[] = "onednn_matmul";
 inline constexpr char kBoundEngine[] = "onednn";
 
-// Engines that run every checkpoint region inline, whatever its policy: they
-// get one row per problem and size ("as-written"), not one per policy.
+// Engines that run every checkpoint region inline, whatever its policy
+// (eager, the reference, and any registered engine whose
+// honours_checkpoints() is false): they get one row per problem and size
+// ("as-written"), not one per policy.
 bool IgnoresPolicies(const std::string& engine);
 
 enum class Sweep {

@@ -227,6 +227,75 @@ TEST_P(ConformanceTest, MemoryLimitIsAnErrorAndLeaksNothing) {
   EXPECT_EQ(exact.stats.peak_bytes, r.stats.peak_bytes);
 }
 
+// The N of "the smallest cap that worked is N bytes" in an error message
+// (CONTRACT.md section 4), or -1.
+int64_t SmallestCapIn(const std::string& message) {
+  const std::string phrase = "the smallest cap that worked is ";
+  const size_t at = message.find(phrase);
+  if (at == std::string::npos) return -1;
+  size_t used = 0;
+  try {
+    const int64_t n = std::stoll(message.substr(at + phrase.size()), &used);
+    return used > 0 ? n : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// An engine that honours RunOptions::memory_cap_bytes stays under it and
+// keeps its bits: at 50%, 70% and 90% of its uncapped peak (or the smallest
+// cap that works, if that is more) the value and gradients are the uncapped
+// run's bits, the measured peak is at most the cap, something was recomputed
+// when the cap is below the uncapped peak, and every byte is given back. A
+// cap below the smallest that works is an error that names it.
+TEST_P(ConformanceTest, StaysUnderAMemoryCapWithTheSameBits) {
+  if (!engine_->honours_memory_cap()) {
+    GTEST_SKIP() << EngineUnderTest() << " does not honour a memory cap";
+  }
+  const Result uncapped = Run();
+  const int64_t peak = uncapped.stats.peak_bytes;
+  RunOptions one_byte;
+  one_byte.memory_cap_bytes = 1;
+  int64_t smallest = -1;
+  try {
+    Run(one_byte);
+    ADD_FAILURE() << EngineUnderTest() << " ran " << case_.ToString() << " under a 1-byte cap";
+  } catch (const Error& e) {
+    smallest = SmallestCapIn(e.what());
+    EXPECT_GT(smallest, 0) << "no \"the smallest cap that worked is N bytes\" in: " << e.what();
+    EXPECT_NE(std::string(e.what()).find("--memory-cap"), std::string::npos) << e.what();
+  }
+  ASSERT_GT(smallest, 0);
+  EXPECT_LE(smallest, peak) << "the uncapped run is a run under a cap of its own peak";
+  for (const double fraction : {0.5, 0.7, 0.9}) {
+    const int64_t cap = std::max(smallest, static_cast<int64_t>(fraction * peak));
+    const std::string what = StrCat(EngineUnderTest(), " on ", case_.ToString(), " under a cap of ",
+                                    cap, " bytes (", fraction, " x ", peak, ")");
+    std::shared_ptr<MemoryTracker> tracker;
+    {
+      RunOptions options;
+      options.memory_cap_bytes = cap;
+      Result r = Run(options);
+      tracker = r.tracker;
+      const std::optional<std::string> diff = FirstBitDifference(uncapped, r);
+      EXPECT_FALSE(diff.has_value()) << what << ": the " << diff.value_or("")
+                                     << " differs from the uncapped run's";
+      EXPECT_LE(r.stats.peak_bytes, cap) << what;
+      if (cap < peak) EXPECT_GT(r.stats.flops_recomputed, 0) << what;
+    }
+    EXPECT_EQ(tracker->live_bytes(), 0) << what << ": bytes still live after the Result is gone";
+  }
+  RunOptions below;
+  below.memory_cap_bytes = smallest - 1;
+  try {
+    Run(below);
+    ADD_FAILURE() << EngineUnderTest() << " ran under " << smallest - 1
+                  << " bytes, below the smallest cap that worked (" << smallest << ")";
+  } catch (const Error& e) {
+    EXPECT_EQ(SmallestCapIn(e.what()), smallest) << e.what();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Problems, ConformanceTest, ::testing::ValuesIn(ProblemNames()),
                          [](const auto& info) { return info.param; });
 
@@ -365,6 +434,35 @@ TEST_P(VariantTest, MeasuresThePeakItPredictsAndGivesEveryByteBack) {
   }
   EXPECT_EQ(tracker->live_bytes(), 0) << What() << ": bytes still live after the Result is gone";
   EXPECT_EQ(tracker->live_bytes(Category::kHost), 0) << What();
+}
+
+// An engine that honours a memory cap keeps eager's bits under one on every
+// variant too: at 70% of its uncapped peak, or the smallest cap that works if
+// that is more.
+TEST_P(VariantTest, KeepsEagersBitsUnderAMemoryCap) {
+  if (!engine_->honours_memory_cap()) {
+    GTEST_SKIP() << EngineUnderTest() << " does not honour a memory cap";
+  }
+  const Result uncapped = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt);
+  RunOptions options;
+  options.memory_cap_bytes = 1;
+  int64_t smallest = -1;
+  try {
+    engine_->ValueAndGrad(program_, case_.inputs, case_.wrt, options);
+  } catch (const Error& e) {
+    smallest = SmallestCapIn(e.what());
+  }
+  ASSERT_GT(smallest, 0) << What() << ": a 1-byte cap did not fail naming the smallest that works";
+  options.memory_cap_bytes =
+      std::max(smallest, static_cast<int64_t>(0.7 * uncapped.stats.peak_bytes));
+  const Result r = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt, options);
+  EXPECT_LE(r.stats.peak_bytes, options.memory_cap_bytes) << What();
+  std::unique_ptr<Engine> eager = MakeEngine("eager");
+  const Result base = eager->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
+  const std::optional<std::string> diff =
+      engine_->kernels() == eager->kernels() ? FirstBitDifference(base, r) : std::nullopt;
+  EXPECT_FALSE(diff.has_value()) << What() << " under a cap of " << options.memory_cap_bytes
+                                 << " bytes: the " << diff.value_or("") << " differs from eager's";
 }
 
 // Problems x variants, schedules only where there is a scan or a chain.

@@ -77,6 +77,7 @@ struct CaseOptions {
   uint64_t seed = 1;
   std::string inputs_dir;
   std::string max_memory;
+  std::string memory_cap;
   std::string policy;
   std::string schedule;
 };
@@ -95,6 +96,10 @@ void AddCaseOptions(po::options_description* d, CaseOptions* o, const std::strin
       "max-memory", po::value(&o->max_memory),
       "fail before allocating past this many bytes (e.g. 4GiB, 0 for none); default: 80% of "
       "physical memory")(
+      "memory-cap", po::value(&o->memory_cap),
+      "BYTES (e.g. 64MiB) or FRACx (e.g. 0.5x: that fraction of eager's peak on the same case): "
+      "a cap the engine stays under by evicting values and recomputing them (engines that "
+      "honour a cap: dtr, dtr_eq); 0 for none")(
       "policy", po::value(&o->policy),
       "NAME[:label,...]: set every checkpoint region's policy, or wrap the whole problem in "
       "one region with it (jax.checkpoint(f, policy=...)); remat list shows the names")(
@@ -165,6 +170,70 @@ RunOptions MakeRunOptions(const CaseOptions& o) {
   const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   r.max_memory_bytes = o.max_memory.empty() ? physical / 5 * 4 : ParseBytes(o.max_memory);
   return r;
+}
+
+// The engines that honour --memory-cap, for messages.
+std::vector<std::string> CapEngines() {
+  std::vector<std::string> names;
+  for (const EngineInfo& e : RegisteredEngines()) {
+    if (e.factory()->honours_memory_cap()) names.push_back(e.name);
+  }
+  return names;
+}
+
+// How the cap was given, for the run's listing: "" for bytes, or
+// "0.5 x eager's peak of N bytes".
+struct ResolvedCap {
+  int64_t bytes = 0;
+  std::string how;
+};
+
+// --memory-cap BYTES|FRACx for `engine` on `c`: 0 when not given (or 0).
+// FRACx is that fraction of eager's peak on the same case, planned on a
+// dry run (no data, nothing allocated).
+ResolvedCap ResolveMemoryCap(const std::string& text, const Case& c, const Engine& engine) {
+  ResolvedCap cap;
+  if (text.empty()) return cap;
+  if (!engine.honours_memory_cap()) {
+    throw Error(StrCat("--memory-cap: engine ", engine.name(),
+                       " does not honour a memory cap (it does not evict); engines that do: ",
+                       Join(CapEngines(), ", ")));
+  }
+  if (text.back() != 'x') {
+    try {
+      cap.bytes = ParseBytes(text);
+    } catch (const Error& e) {
+      throw Error(StrCat("--memory-cap '", text, "': ", e.what()));
+    }
+    return cap;
+  }
+  const std::string number = text.substr(0, text.size() - 1);
+  double fraction = 0;
+  size_t used = 0;
+  try {
+    fraction = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != number.size() || !std::isfinite(fraction) || fraction <= 0) {
+    throw Error(StrCat("--memory-cap '", text,
+                       "': expected BYTES (e.g. 64MiB) or a positive fraction of eager's peak "
+                       "followed by x (e.g. 0.5x)"));
+  }
+  RunOptions plan;
+  plan.plan_only = true;
+  const int64_t eager_peak =
+      MakeEngine("eager")
+          ->ValueAndGrad(c.program, ShapeOnlyArguments(c.program), c.wrt, plan)
+          .stats.peak_bytes;
+  const double bytes = fraction * static_cast<double>(eager_peak);
+  if (bytes < 1 || bytes > 9.0e18) {
+    throw Error(StrCat("--memory-cap '", text, "': ", fraction, " x eager's peak of ", eager_peak,
+                       " bytes on ", c.ToString(), " is not a byte count"));
+  }
+  cap.bytes = static_cast<int64_t>(bytes);
+  cap.how = StrCat(number, " x eager's peak of ", eager_peak, " bytes");
+  return cap;
 }
 
 // Parses `args` into `desc`; returns false (after printing help) for --help.
@@ -262,7 +331,9 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (!Parse(args, desc, out)) return 0;
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
-  const RunOptions options = MakeRunOptions(o);
+  RunOptions options = MakeRunOptions(o);
+  const ResolvedCap cap = ResolveMemoryCap(o.memory_cap, c, *engine);
+  options.memory_cap_bytes = cap.bytes;
   // The first run pays for setup: oneDNN creates (JIT-compiles) its
   // primitives, the allocator first touches its pages. Its time is reported
   // apart and the second run is the one timed; its Result is dropped first,
@@ -287,6 +358,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                         {"stats", StatsToJson(r.stats)},
                         {"first_run_seconds", first_run.seconds_total()},
                         {"first_run_peak_bytes", first_run.peak_bytes}};
+    if (cap.bytes > 0) j["memory_cap_bytes"] = cap.bytes;
     j["grad_norms"] = nlohmann::json::object();
     for (size_t i = 0; i < r.grads.size(); ++i) j["grad_norms"][names[i]] = Norm(r.grads[i]);
     AddPlatform(&j);
@@ -307,6 +379,12 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   out << "peak        " << FormatBytes(s.peak_bytes) << " (" << s.peak_bytes << " bytes) at "
       << s.peak_site << "\n";
+  if (cap.bytes > 0) {
+    out << "memory cap  " << FormatBytes(cap.bytes) << " (" << cap.bytes << " bytes"
+        << (cap.how.empty() ? "" : ", " + cap.how) << "; peak is " << std::setprecision(3)
+        << 100.0 * static_cast<double>(s.peak_bytes) / static_cast<double>(cap.bytes)
+        << "% of it)" << std::setprecision(9) << "\n";
+  }
   if (s.predicted_peak_bytes >= 0) {
     out << "predicted   " << s.predicted_peak_bytes << " bytes at " << s.predicted_peak_site
         << " (dry run of the schedule)\n";
@@ -358,9 +436,12 @@ bool AsksForCheckpointing(const Program& program) {
 // listing says so in its first line.
 void WarnIfCheckpointsIgnored(const Engine& engine, const Program& program, std::ostream& out) {
   if (engine.honours_checkpoints() || !AsksForCheckpointing(program)) return;
-  out << "note: " << engine.name()
-      << " ignores the program's checkpoint regions: it saves everything; --engine "
-      << kListingEngine << " honours them\n";
+  out << "note: " << engine.name() << " ignores the program's checkpoint regions: "
+      << (engine.honours_memory_cap()
+              ? "it decides what to keep as it runs, under --memory-cap (without one it saves "
+                "everything)"
+              : "it saves everything")
+      << "; --engine " << kListingEngine << " honours them\n";
 }
 
 int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -372,7 +453,9 @@ int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (!Parse(args, desc, out)) return 0;
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
-  Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, MakeRunOptions(o));
+  RunOptions options = MakeRunOptions(o);
+  options.memory_cap_bytes = ResolveMemoryCap(o.memory_cap, c, *engine).bytes;
+  Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
   WarnIfCheckpointsIgnored(*engine, c.program, out);
   out << "# " << c.ToString() << " on " << engine->name() << "\n";
   out << FormatResiduals(r.stats);
@@ -408,6 +491,7 @@ int PrintSchedule(const std::vector<std::string>& args, std::ostream& out, std::
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   RunOptions options = MakeRunOptions(o);
+  options.memory_cap_bytes = ResolveMemoryCap(o.memory_cap, c, *engine).bytes;
   options.record_schedule = true;
   Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
   WarnIfCheckpointsIgnored(*engine, c.program, out);

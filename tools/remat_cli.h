@@ -3,6 +3,7 @@
 //   remat list
 //   remat run --problem P [--engine E] [--param d=16 ...] [--wrt NAME,...|all]
 //             [--seed S] [--inputs DIR] [--dump DIR] [--json] [--max-memory BYTES]
+//             [--memory-cap BYTES|FRACx]
 //   remat residuals --problem P [--engine E] [--param ...]
 //   remat schedule --problem P [--engine E] [--param ...]
 //   remat program --problem P [--param ...]
@@ -12,8 +13,11 @@
 // engine saves and default to recompute (which honours checkpoints). `run`
 // times the second of two runs (the first pays oneDNN's setup, reported
 // apart) and prints the platform; --json and --dump's stats.json carry it
-// ("platform", "matmul_impls"). `compare` warns first when the two files ran
-// on different platforms or one does not record its platform.
+// ("platform", "matmul_impls"). `--memory-cap` (run, residuals, schedule)
+// is for engines that honour a cap (Engine::honours_memory_cap(): dtr):
+// BYTES, or FRACx, that fraction of eager's peak on the same case (planned on
+// a dry run); other engines refuse it. `compare` warns first when the two
+// files ran on different platforms or one does not record its platform.
 //
 // RunRemat is the whole program, writing to `out` and `err`, so tests can
 // run it in-process. Returns the exit status: 0 success, 1 a bad input or a

@@ -40,7 +40,7 @@ TEST(RematCliTest, ListShowsProblemsEnginesAndPolicies) {
   Output o = Remat({"list"});
   EXPECT_EQ(o.status, 0) << o.err;
   for (const char* word : {"layer_loss", "scan_stack", "dot_policy", "sin_chain", "sin_recursive",
-                           "--param L=N", "eager", "reference", "dots_saveable"}) {
+                           "--param L=N", "eager", "reference", "dtr", "dtr_eq", "dots_saveable"}) {
     EXPECT_NE(o.out.find(word), std::string::npos) << word << "\n" << o.out;
   }
 }
@@ -324,7 +324,7 @@ TEST(RematCliTest, ListingsHonourCheckpointsByDefault) {
 }
 
 TEST(RematCliTest, RunTimesTheSecondRunAndReportsSetupApart) {
-  for (const char* engine : {"eager", "recompute"}) {
+  for (const char* engine : {"eager", "recompute", "dtr"}) {
     for (const auto& p : AllProblems()) {
       SCOPED_TRACE(std::string(engine) + " " + p->name());
       std::vector<std::string> args = {"run", "--problem", p->name(), "--engine", engine, "--json"};
@@ -353,6 +353,73 @@ TEST(RematCliTest, RunTimesTheSecondRunAndReportsSetupApart) {
   const nlohmann::json stats = nlohmann::json::parse(in);
   EXPECT_GT(stats["first_run_seconds"].get<double>(), 0);
   EXPECT_EQ(stats["first_run_peak_bytes"], stats["peak_bytes"]);
+}
+
+TEST(RematCliTest, MemoryCapRunsAnOnlineEngineUnderIt) {
+  const std::vector<std::string> mlp = {"--problem", "mlp_chain", "--param", "L=9", "--param",
+                                        "d=32", "--param", "N=256"};
+  auto run = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), mlp.begin(), mlp.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Remat(args);
+  };
+  Output eager = run({"--json"});
+  ASSERT_EQ(eager.status, 0) << eager.err;
+  const int64_t eager_peak = nlohmann::json::parse(eager.out)["stats"]["peak_bytes"];
+  // FRACx: a fraction of eager's peak on the same case.
+  Output fraction = run({"--engine", "dtr", "--memory-cap", "0.6x", "--json"});
+  ASSERT_EQ(fraction.status, 0) << fraction.err;
+  const nlohmann::json j = nlohmann::json::parse(fraction.out);
+  const int64_t cap = j["memory_cap_bytes"];
+  EXPECT_EQ(cap, static_cast<int64_t>(0.6 * static_cast<double>(eager_peak)));
+  EXPECT_LE(j["stats"]["peak_bytes"].get<int64_t>(), cap) << fraction.out;
+  EXPECT_GT(j["stats"]["flops_recomputed"].get<int64_t>(), 0) << fraction.out;
+  EXPECT_EQ(j["first_run_peak_bytes"], j["stats"]["peak_bytes"]);
+  // BYTES: the same cap, dumped: eager's bits.
+  const std::string a = TempDir("cap_eager"), b = TempDir("cap_dtr");
+  ASSERT_EQ(run({"--dump", a}).status, 0);
+  Output capped = run({"--engine", "dtr_eq", "--memory-cap", std::to_string(cap), "--dump", b});
+  ASSERT_EQ(capped.status, 0) << capped.err;
+  for (const std::string f : {"loss.npy", "grad_w0.npy", "grad_w4.npy", "grad_w8.npy"}) {
+    EXPECT_TRUE(BitwiseEqual(ReadNpy(a + "/" + f), ReadNpy(b + "/" + f))) << f;
+  }
+  EXPECT_NE(capped.out.find("memory cap  "), std::string::npos) << capped.out;
+  EXPECT_NE(capped.out.find(StrCat("(", cap, " bytes; peak is ")), std::string::npos) << capped.out;
+  // 0 is no cap.
+  Output none = run({"--engine", "dtr", "--memory-cap", "0"});
+  ASSERT_EQ(none.status, 0) << none.err;
+  EXPECT_EQ(none.out.find("memory cap"), std::string::npos) << none.out;
+  // The listings take it too.
+  Output listing = Remat({"schedule", "--problem", "scan_stack", "--param", "L=4", "--param",
+                          "d=16", "--param", "N=64", "--engine", "dtr", "--memory-cap", "0.7x"});
+  ASSERT_EQ(listing.status, 0) << listing.err;
+  EXPECT_GT(CountLines(listing.out, "  recompute "), 0) << listing.out;
+  EXPECT_NE(listing.out.find("under --memory-cap"), std::string::npos) << listing.out;
+
+  struct Bad {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  const std::vector<Bad> bad = {
+      {{"--memory-cap", "0.5x"}, "engine eager does not honour a memory cap"},
+      {{"--engine", "recompute", "--memory-cap", "1MiB"}, "engines that do: dtr, dtr_eq"},
+      {{"--engine", "dtr", "--memory-cap", "lots"}, "cannot read \"lots\""},
+      {{"--engine", "dtr", "--memory-cap", "-1MiB"}, "cannot read \"-1MiB\""},
+      {{"--engine", "dtr", "--memory-cap", "0x"}, "a positive fraction of eager's peak"},
+      {{"--engine", "dtr", "--memory-cap", "-0.5x"}, "a positive fraction of eager's peak"},
+      {{"--engine", "dtr", "--memory-cap", "x"}, "a positive fraction of eager's peak"},
+      {{"--engine", "dtr", "--memory-cap", "halfx"}, "a positive fraction of eager's peak"},
+      {{"--engine", "dtr", "--memory-cap", "nanx"}, "a positive fraction of eager's peak"},
+      {{"--engine", "dtr", "--memory-cap", "1e-9x"}, "is not a byte count"},
+      {{"--engine", "dtr", "--memory-cap", "1"}, "the smallest cap that worked is "},
+  };
+  for (const Bad& c : bad) {
+    Output o = run(c.args);
+    EXPECT_EQ(o.status, 1) << c.args.back() << ": " << o.err;
+    EXPECT_NE(o.err.find(c.says), std::string::npos) << "expected '" << c.says << "' in: " << o.err;
+    EXPECT_NE(o.err.find("--memory-cap"), std::string::npos) << o.err;
+  }
 }
 
 TEST(RematCliTest, OutputsWithNumbersCarryThePlatform) {

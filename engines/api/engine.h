@@ -37,6 +37,15 @@ struct RunOptions {
   // predicted peak past the limit throws remat::Error before anything is
   // allocated; otherwise the allocation that would pass it throws. 0: none.
   int64_t max_memory_bytes = 0;
+  // A cap on live device bytes that engines which rematerialize online
+  // (Engine::honours_memory_cap()) stay under by evicting tensors and
+  // recomputing them when needed: the measured peak never passes it, and the
+  // gradients are the same bits as without it. A cap the program cannot run
+  // in throws remat::Error naming the smallest cap that worked, before the
+  // run allocates past what the cap allows. Unlike max_memory_bytes, which
+  // refuses a run, the cap changes how the run goes. Other engines ignore
+  // it. 0: none.
+  int64_t memory_cap_bytes = 0;
   // Predict the peak from the schedule (a dry run: the same schedule with
   // allocations counted, none made, no kernel run) before running.
   bool predict_memory = true;
@@ -82,6 +91,12 @@ class Engine {
   // chains: saves what they allow and recomputes the rest. False for an
   // engine that runs them inline and stores everything (eager, reference).
   virtual bool honours_checkpoints() const = 0;
+  // Whether the engine honours RunOptions::memory_cap_bytes (evicts and
+  // rematerializes online to stay under it). The command line refuses
+  // --memory-cap for an engine that does not; the conformance suite holds
+  // one that does to the cap (peak <= cap, eager's bits, a clear error below
+  // the smallest cap that works).
+  virtual bool honours_memory_cap() const { return false; }
   virtual Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                               const std::vector<int>& wrt, const RunOptions& options = {}) = 0;
 };

@@ -24,6 +24,32 @@ void MemoryTracker::Allocate(int64_t bytes, Category category) {
     high_water_[static_cast<int>(category)] = peak_host_;
     return;
   }
+  if (in_pressure_hook_) {
+    throw Error(StrCat("allocating ", bytes, " bytes of ", CategoryName(category),
+                       " inside the memory tracker's pressure hook at ",
+                       site_.empty() ? "?" : site_,
+                       ": a pressure hook frees memory, it must not allocate"));
+  }
+  if (soft_cap_bytes_ > 0 && live_total_ + bytes > soft_cap_bytes_) {
+    if (pressure_hook_) {
+      // The flag is cleared however the hook leaves (it may throw).
+      struct InHook {
+        bool* flag;
+        explicit InHook(bool* f) : flag(f) { *flag = true; }
+        ~InHook() { *flag = false; }
+      } in_hook(&in_pressure_hook_);
+      ++pressure_calls_;
+      pressure_hook_(live_total_ + bytes - soft_cap_bytes_);
+    }
+    if (live_total_ + bytes > soft_cap_bytes_) {
+      throw MemoryCapError(
+          StrCat("memory cap exceeded at ", site_.empty() ? "?" : site_, ": allocating ", bytes,
+                 " bytes of ", CategoryName(category), " with ", live_total_,
+                 " live (after evicting what could be) would pass the cap of ", soft_cap_bytes_,
+                 " bytes (--memory-cap)"),
+          soft_cap_bytes_);
+    }
+  }
   if (limit_bytes_ > 0 && live_total_ + bytes > limit_bytes_) {
     throw Error(StrCat("memory limit exceeded at ", site_.empty() ? "?" : site_,
                        ": allocating ", bytes, " bytes of ", CategoryName(category),

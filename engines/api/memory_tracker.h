@@ -7,7 +7,10 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include "engines/api/error.h"
 
 namespace remat {
 
@@ -21,6 +24,20 @@ enum class Category {
 };
 inline constexpr int kNumCategories = static_cast<int>(Category::kCount);
 const char* CategoryName(Category c);
+
+// What MemoryTracker::Allocate throws when an allocation would pass the soft
+// cap (set_soft_cap_bytes) even after the pressure hook has freed what it
+// could. A remat::Error like any other: catching Error catches it; engines
+// that search for the smallest cap that works catch it by this type.
+class MemoryCapError : public Error {
+ public:
+  MemoryCapError(const std::string& message, int64_t cap_bytes)
+      : Error(message), cap_bytes_(cap_bytes) {}
+  int64_t cap_bytes() const { return cap_bytes_; }
+
+ private:
+  int64_t cap_bytes_;
+};
 
 class MemoryTracker {
  public:
@@ -52,6 +69,25 @@ class MemoryTracker {
   void set_limit_bytes(int64_t limit) { limit_bytes_ = limit; }
   int64_t limit_bytes() const { return limit_bytes_; }
 
+  // A soft cap on live device bytes (every category but kHost), for engines
+  // that rematerialize online (RunOptions::memory_cap_bytes): before an
+  // allocation that would take live bytes past the cap, the tracker calls the
+  // pressure hook with the bytes that must be freed for it to fit (live +
+  // allocation - cap). The hook frees what it can (an engine evicts tensors;
+  // their releases are counted at once) and returns. If the allocation still
+  // does not fit, Allocate throws MemoryCapError, naming the site, the cap
+  // and "--memory-cap", before anything is counted or allocated: measured
+  // peak_bytes() never passes the cap. Without a hook the cap alone throws.
+  // The hook must not allocate device memory through this tracker (that
+  // throws remat::Error; the host tier is allowed, for offloading). The hard limit
+  // (set_limit_bytes) is checked after the cap. 0: no cap.
+  using PressureHook = std::function<void(int64_t bytes_to_free)>;
+  void set_soft_cap_bytes(int64_t cap) { soft_cap_bytes_ = cap; }
+  int64_t soft_cap_bytes() const { return soft_cap_bytes_; }
+  void set_pressure_hook(PressureHook hook) { pressure_hook_ = std::move(hook); }
+  // How many times the hook has been called (an engine's tests and stats).
+  int64_t pressure_calls() const { return pressure_calls_; }
+
   int64_t live_bytes() const { return live_total_; }
   int64_t live_bytes(Category c) const { return live_[static_cast<int>(c)]; }
   int64_t peak_bytes() const { return peak_total_; }
@@ -74,6 +110,10 @@ class MemoryTracker {
   Category category_ = Category::kActivations;
   std::string site_;
   int64_t limit_bytes_ = 0;
+  int64_t soft_cap_bytes_ = 0;
+  PressureHook pressure_hook_;
+  bool in_pressure_hook_ = false;
+  int64_t pressure_calls_ = 0;
   std::array<int64_t, kNumCategories> live_{};
   std::array<int64_t, kNumCategories> at_peak_{};
   std::array<int64_t, kNumCategories> high_water_{};

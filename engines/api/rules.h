@@ -30,7 +30,10 @@ struct Saves {
 Saves SavesFor(OpKind kind, const std::vector<bool>& needs);
 
 // The forward rule of a primitive op. Ops with attributes (scale's constant,
-// split_heads' and merge_heads' batch and heads) read them from `op`.
+// split_heads' and merge_heads' batch and heads) read them from `op`. Every
+// output is a new tensor except name's, which is its input itself (the same
+// buffer): an engine that frees or evicts values one buffer at a time must
+// treat the two as one.
 Tensor Forward(Kernels& k, const Op& op, const std::vector<Tensor>& inputs);
 
 // The backward rule: from the saved inputs (others undefined), the saved

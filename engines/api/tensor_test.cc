@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <vector>
 
 #include "engines/api/error.h"
 #include "engines/api/memory_tracker.h"
@@ -91,6 +92,77 @@ TEST(MemoryTrackerTest, LimitThrowsBeforeAllocating) {
     EXPECT_NE(std::string(e.what()).find("--max-memory"), std::string::npos) << e.what();
   }
   EXPECT_EQ(tracker->live_bytes(), 80);
+}
+
+TEST(MemoryTrackerTest, SoftCapCallsThePressureHookWhichMakesRoom) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  tracker->set_soft_cap_bytes(100);
+  std::vector<Tensor> held;
+  std::vector<int64_t> asked;
+  tracker->set_pressure_hook([&](int64_t bytes_to_free) {
+    asked.push_back(bytes_to_free);
+    held.erase(held.begin());  // evicts the oldest: 40 bytes
+  });
+  held.push_back(Tensor::Zeros(DType::kF32, Shape({10}), tracker));  // 40
+  held.push_back(Tensor::Zeros(DType::kF32, Shape({10}), tracker));  // 80
+  EXPECT_TRUE(asked.empty());  // under the cap: no call
+  // 80 live + 40 would be 120 > 100: the hook is asked for 20 bytes and frees 40.
+  held.push_back(Tensor::Zeros(DType::kF32, Shape({10}), tracker));
+  EXPECT_EQ(asked, std::vector<int64_t>{20});
+  EXPECT_EQ(tracker->pressure_calls(), 1);
+  EXPECT_EQ(tracker->live_bytes(), 80);
+  EXPECT_EQ(tracker->peak_bytes(), 80);  // the cap was never passed, not even for a moment
+  // Exactly at the cap is allowed: 80 + 20 = 100.
+  Tensor fits = Tensor::Zeros(DType::kF32, Shape({5}), tracker);
+  EXPECT_EQ(asked.size(), 1u);
+  EXPECT_EQ(tracker->peak_bytes(), 100);
+}
+
+TEST(MemoryTrackerTest, SoftCapThrowsWhenTheHookCannotMakeRoom) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  tracker->set_soft_cap_bytes(100);
+  tracker->set_site("relu at test:7");
+  int calls = 0;
+  tracker->set_pressure_hook([&](int64_t) { ++calls; });  // frees nothing
+  Tensor a = Tensor::Zeros(DType::kF32, Shape({20}), tracker);  // 80 bytes
+  try {
+    Tensor b = Tensor::Zeros(DType::kF32, Shape({10}), tracker);
+    FAIL() << "expected the cap to throw";
+  } catch (const MemoryCapError& e) {
+    EXPECT_EQ(e.cap_bytes(), 100);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("relu at test:7"), std::string::npos) << m;
+    EXPECT_NE(m.find("cap of 100 bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("--memory-cap"), std::string::npos) << m;
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(tracker->live_bytes(), 80);  // nothing counted for the refused allocation
+  EXPECT_EQ(tracker->peak_bytes(), 80);
+  // A MemoryCapError is a remat::Error; without a hook the cap alone throws.
+  tracker->set_pressure_hook(nullptr);
+  EXPECT_THROW(Tensor::Zeros(DType::kF32, Shape({10}), tracker), Error);
+  // The host tier is not capped.
+  Tensor host = Tensor::Zeros(DType::kF32, Shape({100}), tracker, Category::kHost);
+  EXPECT_EQ(tracker->live_bytes(), 80);
+}
+
+TEST(MemoryTrackerTest, APressureHookThatAllocatesIsAnError) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  tracker->set_soft_cap_bytes(40);
+  tracker->set_pressure_hook([&](int64_t) { Tensor::Zeros(DType::kF32, Shape({1}), tracker); });
+  Tensor a = Tensor::Zeros(DType::kF32, Shape({10}), tracker);
+  try {
+    Tensor b = Tensor::Zeros(DType::kF32, Shape({1}), tracker);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must not allocate"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(tracker->live_bytes(), 40);
+  // The hook is not left marked as running: a later allocation under the cap works.
+  tracker->set_pressure_hook(nullptr);
+  a = Tensor();
+  Tensor c = Tensor::Zeros(DType::kF32, Shape({10}), tracker);
+  EXPECT_EQ(tracker->live_bytes(), 40);
 }
 
 TEST(MemoryTrackerTest, HostTierIsSeparate) {
