@@ -202,59 +202,64 @@ int64_t ProcessRunDelayNs() {
   return any ? total : -1;
 }
 
-MinimumEstimate EstimateByMinimum(const Timings& t) {
-  MinimumEstimate e;
+std::optional<double> MedianHalfWidth(std::vector<double> values) {
+  const size_t n = values.size();
+  if (n < 2) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  const double median = Median(values);
+  const double half = static_cast<double>(n) / 2;
+  const double j = std::max(1.0, std::round(half - 1.96 * std::sqrt(static_cast<double>(n)) / 2));
+  const size_t lo = static_cast<size_t>(j) - 1;  // ranks j and n + 1 - j, 0-based
+  const size_t hi = n - static_cast<size_t>(j);
+  return (values[hi] - values[lo]) / 2 / median;
+}
+
+RowEstimate Estimate(const Timings& t) {
+  RowEstimate e;
   const bool paired = t.paired();
   const size_t n = paired ? std::min(t.row_ms.size(), t.eager_ms.size()) : t.row_ms.size();
   e.samples = static_cast<int64_t>(n);
   if (n == 0) return e;
-  // The quiet samples of one side, in the order taken (a sample without a
-  // delay measured counts as quiet).
-  auto quiet_of = [n](const std::vector<double>& ms, const std::vector<double>& delay) {
-    std::vector<double> out;
-    for (size_t i = 0; i < n; ++i) {
-      if (i >= delay.size() || delay[i] <= kQuietRunDelay) out.push_back(ms[i]);
-    }
+  // A sample without a delay measured counts as quiet.
+  auto quiet = [](const std::vector<double>& delay, size_t i) {
+    return i >= delay.size() || delay[i] <= kQuietRunDelay;
+  };
+  std::vector<size_t> chosen;  // the samples (pairs) that count, in order
+  for (size_t i = 0; i < n; ++i) {
+    if (quiet(t.row_delay, i) && (!paired || quiet(t.eager_delay, i))) chosen.push_back(i);
+  }
+  e.quiet_samples = static_cast<int64_t>(chosen.size());
+  e.quiet = e.quiet_samples >= std::min<int64_t>(kMinQuietSamples, e.samples);
+  if (chosen.empty()) {
+    for (size_t i = 0; i < n; ++i) chosen.push_back(i);
+  }
+  // The least times over the first k chosen samples.
+  auto least = [&](const std::vector<double>& ms, size_t k) {
+    double out = ms[chosen[0]];
+    for (size_t i = 1; i < k; ++i) out = std::min(out, ms[chosen[i]]);
     return out;
   };
-  std::vector<double> row = quiet_of(t.row_ms, t.row_delay);
-  std::vector<double> eager = paired ? quiet_of(t.eager_ms, t.eager_delay) : row;
-  e.quiet = !row.empty() && !eager.empty();
-  if (e.quiet) {
-    e.quiet_samples = static_cast<int64_t>(std::min(row.size(), eager.size()));
-  } else {
-    // Both sides from all their samples: one side's quiet minimum against
-    // the other's disturbed one would be further off than both disturbed.
-    auto all = [n](const std::vector<double>& ms) {
-      return std::vector<double>(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(n));
-    };
-    row = all(t.row_ms);
-    eager = paired ? all(t.eager_ms) : row;
+  e.row_ms = least(t.row_ms, chosen.size());
+  if (!paired) {
+    e.value = e.row_ms;
+    if (n >= 2) {
+      // The first half against the whole (not two disjoint halves): whether
+      // the minimum is still falling, i.e. whether more samples would still
+      // move it.
+      e.spread = std::abs(least(t.row_ms, (chosen.size() + 1) / 2) / e.row_ms - 1);
+    }
+    return e;
   }
-  // The estimate from the first half (rounded up) of each side's samples,
-  // or from all of them.
-  auto estimate = [&](bool half, double* row_ms, double* eager_ms) {
-    auto least = [half](const std::vector<double>& v) {
-      const size_t k = half ? (v.size() + 1) / 2 : v.size();
-      return *std::min_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k));
-    };
-    *row_ms = least(row);
-    *eager_ms = paired ? least(eager) : 0;
-    return paired ? *row_ms / *eager_ms : *row_ms;
-  };
-  e.value = estimate(false, &e.row_ms, &e.eager_ms);
-  if (n >= 2) {
-    // The first half against the whole (not two disjoint halves): what it
-    // measures is whether the minimums are still falling, i.e. whether more
-    // samples would still move the estimate.
-    double row_ms = 0, eager_ms = 0;
-    e.spread = std::abs(estimate(true, &row_ms, &eager_ms) / e.value - 1);
-  }
+  e.eager_ms = least(t.eager_ms, chosen.size());
+  std::vector<double> ratios;
+  for (size_t i : chosen) ratios.push_back(t.row_ms[i] / t.eager_ms[i]);
+  e.value = Median(ratios);
+  if (n >= 2) e.spread = MedianHalfWidth(ratios).value_or(std::abs(ratios[0] / e.value - 1));
   return e;
 }
 
 bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent) {
-  const MinimumEstimate e = EstimateByMinimum(timings);
+  const RowEstimate e = Estimate(timings);
   if (e.samples >= rule.max_samples || seconds_spent >= rule.max_seconds) return true;
   return e.quiet_samples >= rule.min_samples && seconds_spent >= rule.min_seconds && e.spread &&
          *e.spread <= rule.target_spread;
@@ -412,9 +417,9 @@ std::string BenchHelp() {
       "  --unpaired        time rows alone, x eager from eager's own row (faster, and\n"
       "                    at the mercy of a neighbour's load). By default every row is\n"
       "                    paired: its runs interleave with eager runs on the same case,\n"
-      "                    x eager = the row's least time / those eager runs' least\n"
-      "                    time, sampled until that ratio settles within 1% (--paired\n"
-      "                    is accepted: it is the default)\n"
+      "                    x eager = the median over the quiet pairs of row time /\n"
+      "                    eager time, sampled until its 95% interval is within 1%\n"
+      "                    (--paired is accepted: it is the default)\n"
       "  --max-row-seconds=S  the time cap of one row's sampling (default: ",
       DefaultSamplingRule().max_seconds,
       "); a row\n"
@@ -666,9 +671,12 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     }
     const std::optional<double> ratio = r.vs_eager_paired ? r.vs_eager_paired : r.vs_eager;
     char text[160];
-    // A neighbour took a CPU from every sample of one side: even the least
-    // time is a disturbed one.
-    if (!r.quiet) r.noise = "no quiet sample (a neighbour kept a CPU busy throughout)";
+    // A neighbour took a CPU from (nearly) every sample: even the least time
+    // is a disturbed one.
+    if (!r.quiet) {
+      r.noise = StrCat("too few quiet samples (", r.quiet_samples, " of ", r.samples,
+                       "): a neighbour kept a CPU busy");
+    }
     auto add_noise = [&r](const std::string& why) {
       r.noise = r.noise.empty() ? why : r.noise + "; " + why;
     };
@@ -794,6 +802,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                             {"row_delay", r.timings.row_delay},
                             {"eager_delay", r.timings.eager_delay}}},
                           {"quiet", r.quiet},
+                          {"quiet_samples", r.quiet_samples},
                           {"peak_bytes", r.peak_bytes},
                           {"peak_bytes_by_category", by_category},
                           {"max_bytes_used", r.max_bytes_used},
@@ -876,11 +885,12 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
         << Join(std::vector<std::string>(impls.begin(), impls.end()), ", ") << "\n";
   }
   out << "\nSummary: time = the least time of one value_and_grad over the row's quiet samples "
-         "(interference only adds time;\nquiet: no neighbour took a CPU from it); x eager = that "
-         "/ the least time of the eager runs\ninterleaved with the row's ('u': unpaired, / "
-         "eager's row); spread = how much x eager (eager: its time)\nmoved between the first "
-         "half of the samples and all of them; noise = physically implausible (no quiet\n"
-         "sample, below the FLOP model's floor, or above the matmul bound): not a result;\n"
+         "(quiet: no neighbour\ntook a CPU from it; interference only adds time); x eager = "
+         "the median over the quiet pairs of the\nrow's time / the eager run's next to it ('u': "
+         "unpaired, / eager's row); spread = half its 95% interval\n(eager: how much its least "
+         "time moved over the second half of its samples); noise = physically\nimplausible "
+         "(too few quiet samples, below the FLOP model's floor, above the matmul bound): not a "
+         "result;\n"
          "peak = the MemoryTracker's high-water mark, activations = the "
          "activations live at that moment\n(the rest: arguments, gradients, scratchpad); "
          "residual = saved for the backward pass (arguments excluded);\n"
@@ -944,7 +954,7 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
         << Variant(worst->row) << ")";
   }
   out << ", " << count.noise << " flagged as noise";
-  if (count.not_quiet > 0) out << " (" << count.not_quiet << " without a quiet sample)";
+  if (count.not_quiet > 0) out << " (" << count.not_quiet << " with too few quiet samples)";
   if (!rerun.empty()) {
     out << "; rerun them with --benchmark_filter='" << Join(rerun, "|") << "|MatMulBound'";
   }

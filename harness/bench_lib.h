@@ -13,13 +13,13 @@
 // How a row is timed (bench_main.cc runs it, the rules are here so that they
 // can be tested on synthetic timings): by default every row but eager's is
 // paired, its runs interleaved with eager runs on the same case (eager, row,
-// row, eager, eager, row, ...). Each side's time is its minimum over the
-// samples, x eager the ratio of the two minimums, and sampling goes on until
-// that ratio over the first half of the samples and over all of them agree
-// within SamplingRule::target_spread, or the row's time cap is reached
-// (EstimateByMinimum, SamplingDone). ComputeVsEager then flags what cannot be
-// a measurement of the row (faster than the matmul bound, below the FLOP
-// model's floor) as noise.
+// row, eager, eager, row, ...). Samples a neighbour disturbed are set aside
+// (kQuietRunDelay); the row's time is its least quiet time, x eager the
+// median of the quiet pairs' ratios, and sampling goes on until that
+// median's confidence interval is within SamplingRule::target_spread, or
+// the row's time cap is reached (Estimate, SamplingDone). ComputeVsEager
+// then flags what cannot be a measurement of the row (too few quiet samples,
+// faster than the matmul bound, below the FLOP model's floor) as noise.
 #ifndef REMAT_HARNESS_BENCH_LIB_H_
 #define REMAT_HARNESS_BENCH_LIB_H_
 
@@ -152,7 +152,7 @@ double Median(std::vector<double> values);
 struct SamplingRule {
   int64_t min_samples = 6;       // never fewer (per side)
   int64_t max_samples = 60;      // never more
-  double target_spread = 0.01;   // stop once MinimumEstimate::spread is at most this...
+  double target_spread = 0.01;   // stop once RowEstimate::spread is at most this...
   // ...and the row has been sampled this long: rows of a few ms vary by a
   // few % from sample to sample, and their minimum needs a few dozen.
   double min_seconds = 0.15;
@@ -193,36 +193,51 @@ struct Timings {
   bool paired() const { return !eager_ms.empty(); }
 };
 
-// The minimum estimator. A neighbour's interference can only add time to a
-// run, never take it away, so the least time seen is the best estimate of the
-// undisturbed cost, and the one two runs of the benchmark reproduce (a median
-// moves with the share of disturbed runs, which differs from run to run).
-// Paired, both minimums come from the same stretch of time. But a neighbour
-// that runs through a whole row slows every sample of it, and not both sides
-// alike (the side with more parallel regions waits more often), so only
-// quiet samples count (kQuietRunDelay) when each side has at least one; a
-// row with none on one side is estimated from all its samples and is not
-// quiet.
-struct MinimumEstimate {
-  int64_t samples = 0;  // pairs when paired
-  int64_t quiet_samples = 0;  // of them, those the estimate used (the fewer side's)
-  bool quiet = true;    // each side had a quiet sample
-  double row_ms = 0;    // the least row time
-  double eager_ms = 0;  // paired: the least eager time; else 0
-  // Paired: row_ms / eager_ms (x eager); unpaired: row_ms.
+// The half-width of the distribution-free 95% confidence interval of the
+// median of `values`, relative to the median: half the distance between the
+// order statistics of rank j and n + 1 - j, j = round(n/2 - 1.96 sqrt(n)/2)
+// (at least 1). With 6 values that is half their range; with 20, half the
+// distance from the 6th to the 15th. Empty for fewer than two values.
+std::optional<double> MedianHalfWidth(std::vector<double> values);
+
+// How a row's samples become its numbers.
+//
+// Only quiet samples count (kQuietRunDelay): a neighbour that takes a CPU
+// slows an OpenMP run several times over, and not both sides of a pair alike
+// (the side with more parallel regions waits more often), so no statistic of
+// disturbed samples reproduces. Among quiet samples:
+// - time: the least quiet time. What is left of interference (caches, memory
+//   bandwidth) only adds time, so the least time is the undisturbed cost.
+// - x eager (paired): the median over the quiet pairs (both samples quiet) of
+//   row time / eager time. The two runs of a pair are a few ms apart, so a
+//   slow drift of the machine's speed (a virtual CPU whose host sibling got
+//   busy, invisible from here) cancels in each ratio, and the median ignores
+//   the pairs something still disturbed. Its spread is MedianHalfWidth of
+//   those ratios: the row settles when that interval is narrow, i.e. when
+//   another run would find the same ratio.
+// - unpaired (eager's own row, the bound, --unpaired): the least quiet time,
+//   and as spread |that over the first half of the samples / over all - 1|:
+//   whether the minimum is still falling.
+// A row with fewer than kMinQuietSamples quiet samples (pairs) is not quiet:
+// its numbers come from what quiet samples it has, or from all of them if it
+// has none, and it is flagged as noise.
+inline constexpr int64_t kMinQuietSamples = 3;
+struct RowEstimate {
+  int64_t samples = 0;        // pairs when paired
+  int64_t quiet_samples = 0;  // quiet pairs (paired), quiet samples (unpaired)
+  bool quiet = true;          // quiet_samples >= kMinQuietSamples, or all samples quiet
+  double row_ms = 0;          // the least quiet row time
+  double eager_ms = 0;        // paired: the least quiet eager time; else 0
+  // Paired: the median of the quiet pairs' ratios (x eager); unpaired: row_ms.
   double value = 0;
-  // How settled `value` is: |value over the first half of the samples
-  // (rounded up) / value over all of them - 1|. 0 when both halves found the
-  // same minimums; large while the minimums are still falling. Empty with
-  // fewer than two samples.
-  std::optional<double> spread;
+  std::optional<double> spread;  // see above; empty with fewer than two samples
 };
-MinimumEstimate EstimateByMinimum(const Timings& timings);
-// Whether sampling stops: at least rule.min_samples quiet samples (per side)
+RowEstimate Estimate(const Timings& timings);
+// Whether sampling stops: at least rule.min_samples quiet samples (pairs)
 // and rule.min_seconds spent, and a spread within rule.target_spread; or
 // rule.max_samples samples; or rule.max_seconds spent (then the spread says
-// how far from settled the row was, and quiet whether it saw a quiet
-// moment at all).
+// how far from settled the row was, and quiet whether it saw enough quiet
+// moments).
 bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent);
 
 // Allowances of the plausibility checks (ComputeVsEager), beyond the spreads
@@ -310,20 +325,21 @@ struct RowResult {
   PlannedRow row;
   std::string error;  // non-empty: the row failed with this message
   int64_t iterations = 0;
-  // The least time of one run over the row's samples (MinimumEstimate): what
-  // the summary, vs_eager and the report use. The median and mean of the
-  // samples, for reference.
+  // The least time of one run over the row's quiet samples (RowEstimate):
+  // what the summary, vs_eager, GFLOP/s and the report use. The median and
+  // mean of all its samples, for reference.
   double real_time_ms = 0;
   double median_time_ms = 0;
   double mean_time_ms = 0;
   // How many samples (pairs when paired), and the spread of the row's
   // estimate (of x eager when paired, of its time otherwise): see
-  // MinimumEstimate. Empty for rows run once.
+  // RowEstimate. Empty for rows run once.
   int64_t samples = 0;
   std::optional<double> spread;
-  // Whether the estimate came from quiet samples (MinimumEstimate::quiet);
-  // a row that is not is flagged as noise.
+  // Whether the estimate came from enough quiet samples (RowEstimate::quiet);
+  // a row that did not is flagged as noise. And how many there were.
   bool quiet = true;
+  int64_t quiet_samples = 0;
   // Wall time spent sampling the row (eager's interleaved runs included):
   // where the run's time went.
   double sampling_seconds = 0;
@@ -343,9 +359,9 @@ struct RowResult {
   // real_time_ms / the baseline's on the same case_key; empty when the run
   // has no baseline row for the case (or either failed).
   std::optional<double> vs_eager;
-  // Paired: the row's least time / the least time of the eager runs
-  // interleaved with it (MinimumEstimate::value). The summary's x eager
-  // shows it when present.
+  // Paired: the median over the quiet pairs of the row's time / the eager
+  // run's next to it (RowEstimate::value). The summary's x eager shows it
+  // when present.
   std::optional<double> vs_eager_paired;
   // Paired: the total FLOPs of one eager run on the case (from the eager
   // runs interleaved with the row), so that the FLOP floor needs no eager row.
@@ -375,7 +391,7 @@ struct RowResult {
 };
 
 // Fills vs_eager, of_matmul_bound and flop_floor of every row from the other
-// rows, and flags noise: a row that saw no quiet sample (RowResult::quiet), a
+// rows, and flags noise: a row with too few quiet samples (RowResult::quiet), a
 // row whose x eager (paired if it has one) is below
 // flop_floor * (1 - kFlopFloorAllowance - its spread), or whose GFLOP/s is
 // above its bound's by more than kBoundAllowance plus both spreads. Eager's
@@ -384,7 +400,7 @@ void ComputeVsEager(std::vector<RowResult>* rows);
 
 // The rows counted by the summary's stability line: value_and_grad rows that
 // ran (no error), and of them those with a spread within `target`, those
-// flagged as noise and those without a quiet sample; and the run delay of
+// flagged as noise and those with too few quiet samples; and the run delay of
 // all their samples, as a share of the time sampled (how much neighbours
 // disturbed the run).
 struct StabilityCount {
@@ -414,7 +430,7 @@ std::string UtcStamp(std::time_t when);
 // samples, real_time_ms (the minimum), median_time_ms, mean_time_ms, spread
 // (null when unknown), sampling_seconds, samples_ms ({"row": [...], "eager":
 // [...], "row_delay": [...], "eager_delay": [...]}, eager's empty when
-// unpaired), quiet, peak_bytes, peak_bytes_by_category ({"inputs": ...,
+// unpaired), quiet, quiet_samples, peak_bytes, peak_bytes_by_category ({"inputs": ...,
 // "activations": ...}), max_bytes_used, predicted_peak_bytes,
 // residual_bytes, flops_forward, flops_recomputed, flops_backward, gflops,
 // vs_eager (null when unknown), matmul_impls, and when known or set:

@@ -378,7 +378,7 @@ void AddImpls(const MatMulImplRecorder& recorder, std::vector<std::string>* impl
 // Samples the row until SamplingDone: one sample of the row, and paired one
 // of eager right before or after it, the order alternating (eager, row, row,
 // eager, ...) so that neither side is always the one run after the other.
-// Both sides' minimums then come from the same stretch of time.
+// Each pair's two runs are then milliseconds apart (Estimate).
 void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
   const Clock::time_point start = Clock::now();
   Timings& t = s->timings;
@@ -421,7 +421,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
 }
 
 // A row is one Google Benchmark iteration (Iterations(1)): its whole
-// sampling, whose estimate (the least time of one run) is the iteration's
+// sampling, whose estimate (the least quiet time of one run) is the iteration's
 // manual time. The library's own iteration-count search would only decide
 // how many runs to average, which is what the sampling rule decides here.
 void RunValueAndGrad(benchmark::State& state, RowState* s) {
@@ -455,7 +455,7 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
       } else {
         SampleRow(s, c, options);
       }
-      state.SetIterationTime(EstimateByMinimum(s->timings).row_ms / 1e3);
+      state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
     }
   } catch (const std::exception& e) {
     s->error = e.what();
@@ -463,7 +463,7 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
     return;
   }
   if (memory_pass) return;
-  const MinimumEstimate estimate = EstimateByMinimum(s->timings);
+  const RowEstimate estimate = Estimate(s->timings);
   SetCounters(state, *s, s->stats.peak_bytes,
               s->stats.flops_forward + s->stats.flops_recomputed + s->stats.flops_backward,
               estimate.row_ms / 1e3);
@@ -508,7 +508,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
       std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
       s->sampling_seconds += SecondsSince(start);
       g_sampled_seconds += SecondsSince(start);
-      state.SetIterationTime(EstimateByMinimum(s->timings).row_ms / 1e3);
+      state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
     }
   } catch (const std::exception& e) {
     s->error = e.what();
@@ -524,7 +524,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
     s->stats.peak_bytes_by_category[c] = s->tracker->peak_bytes(static_cast<Category>(c));
   }
   s->stats.flops_forward = s->flops;
-  const MinimumEstimate estimate = EstimateByMinimum(s->timings);
+  const RowEstimate estimate = Estimate(s->timings);
   SetCounters(state, *s, s->tracker->peak_bytes(), s->flops, estimate.row_ms / 1e3);
   state.counters["samples"] = static_cast<double>(estimate.samples);
   if (estimate.spread) state.counters["spread_pct"] = 100 * *estimate.spread;
@@ -618,12 +618,14 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
     for (double t : samples) sum += t;
     r.mean_time_ms = sum / static_cast<double>(samples.size());
     r.median_time_ms = Median(samples);
-    // The least time: see MinimumEstimate for why not the median.
-    const MinimumEstimate estimate = EstimateByMinimum(s.timings);
+    // The least quiet time and the median of quiet pairs' ratios: see
+    // RowEstimate.
+    const RowEstimate estimate = Estimate(s.timings);
     r.real_time_ms = estimate.row_ms;
     r.samples = estimate.samples;
     r.spread = estimate.spread;
     r.quiet = estimate.quiet;
+    r.quiet_samples = estimate.quiet_samples;
     if (s.timings.paired()) {
       r.vs_eager_paired = estimate.value;
       r.eager_flops = s.eager_flops;

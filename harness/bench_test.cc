@@ -388,85 +388,91 @@ std::string LineWith(const std::string& text, const std::string& needle) {
 
 // --- The sampling statistic, on synthetic timings. ---
 
-TEST(BenchSampling, TheMinimumIgnoresInterferenceThatOnlyAddsTime) {
-  // Undisturbed: the row 13 ms, eager 10 ms. A neighbour adds 0-60% to
-  // some runs of either side, never takes anything away.
+TEST(BenchSampling, XEagerIsTheMedianOfTheQuietPairsRatios) {
+  // Undisturbed, the row takes 1.3 x eager's time. The machine slows by 20%
+  // for the last three pairs (both sides: invisible to the run delay, and
+  // cancelled within each pair); a neighbour takes a CPU during pairs 1 and
+  // 4 (run delay 60%), which slows the row more than eager.
   Timings t;
-  t.eager_ms = {10.0, 14.0, 10.0, 16.0, 10.2, 10.0, 12.0, 10.0};
-  t.row_ms = {13.0, 13.1, 20.8, 13.0, 18.0, 17.3, 13.0, 15.0};
-  const MinimumEstimate e = EstimateByMinimum(t);
-  EXPECT_EQ(e.samples, 8);
-  EXPECT_DOUBLE_EQ(e.row_ms, 13.0);
+  t.eager_ms = {10.0, 10.5, 10.1, 12.0, 12.1, 14.0, 12.0};
+  t.row_ms = {13.0, 16.0, 13.2, 15.6, 15.7, 21.0, 15.62};
+  t.eager_delay = {0.0, 0.6, 0.01, 0.0, 0.0, 0.6, 0.0};
+  t.row_delay = {0.0, 0.6, 0.0, 0.0, 0.01, 0.6, 0.0};
+  const RowEstimate e = Estimate(t);
+  EXPECT_EQ(e.samples, 7);
+  EXPECT_EQ(e.quiet_samples, 5);
+  EXPECT_TRUE(e.quiet);
+  EXPECT_DOUBLE_EQ(e.row_ms, 13.0);  // the least quiet times
   EXPECT_DOUBLE_EQ(e.eager_ms, 10.0);
+  // Quiet ratios 1.3, 1.3069, 1.3, 1.2975, 1.3017: the median.
   EXPECT_DOUBLE_EQ(e.value, 1.3);
   ASSERT_TRUE(e.spread);
-  EXPECT_DOUBLE_EQ(*e.spread, 0);  // the first half already saw both minimums
-  // The medians' ratio, which the default run used to print, drifts with
-  // the share of disturbed runs on each side.
-  EXPECT_GT(Median(t.row_ms) / Median(t.eager_ms), 1.3 * 1.04);
+  // Five ratios: half their range, relative to the median.
+  EXPECT_NEAR(*e.spread, (13.2 / 10.1 - 15.7 / 12.1) / 2 / 1.3, 1e-12);
 }
 
-TEST(BenchSampling, SpreadIsHowMuchTheSecondHalfMovedTheEstimate) {
+TEST(BenchSampling, MedianHalfWidthIsHalfTheConfidenceInterval) {
+  EXPECT_FALSE(MedianHalfWidth({}));
+  EXPECT_FALSE(MedianHalfWidth({1.0}));
+  // Up to 7 values (j = 1): half the range, relative to the median.
+  EXPECT_NEAR(*MedianHalfWidth({1.0, 1.2}), 0.1 / 1.1, 1e-12);
+  EXPECT_NEAR(*MedianHalfWidth({1.30, 1.28, 1.33, 1.31, 1.29, 1.32}), 0.025 / 1.305, 1e-12);
+  // 10 values: ranks 2 and 9; the extremes do not count.
+  EXPECT_NEAR(*MedianHalfWidth({0.5, 1.0, 1.0, 1.0, 1.0, 1.02, 1.02, 1.02, 1.02, 9.0}),
+              0.01 / 1.01, 1e-12);
+  // 20 values 1..20: ranks 6 and 15 around the median 10.5.
+  std::vector<double> twenty;
+  for (int i = 20; i >= 1; --i) twenty.push_back(i);
+  EXPECT_NEAR(*MedianHalfWidth(twenty), (15.0 - 6.0) / 2 / 10.5, 1e-12);
+}
+
+TEST(BenchSampling, UnpairedTheLeastTimeAndWhetherItIsStillFalling) {
   Timings t;
-  // Unpaired: the estimate is the least time; the first half's least is 11,
-  // the whole's 10: a spread of 10%.
+  // The estimate is the least time; the first half's least is 11, the
+  // whole's 10: a spread of 10%.
   t.row_ms = {12, 11, 11.5, 10, 10.5};
-  MinimumEstimate e = EstimateByMinimum(t);
+  RowEstimate e = Estimate(t);
   EXPECT_FALSE(t.paired());
   EXPECT_DOUBLE_EQ(e.value, 10);
   EXPECT_DOUBLE_EQ(e.eager_ms, 0);
   ASSERT_TRUE(e.spread);
   EXPECT_NEAR(*e.spread, 0.1, 1e-12);  // first (n+1)/2 = 3 samples: 11 vs 10
-  // Paired: of the ratio. First half: 15/10; whole: 13/10.
-  t.row_ms = {15, 16, 13, 13};
-  t.eager_ms = {10, 11, 10, 10};
-  e = EstimateByMinimum(t);
-  EXPECT_DOUBLE_EQ(e.value, 1.3);
-  EXPECT_NEAR(*e.spread, 1.5 / 1.3 - 1, 1e-12);
+  // Disturbed samples do not count, however fast.
+  t.row_delay = {0.0, 0.0, 0.0, 0.5, 0.0};
+  e = Estimate(t);
+  EXPECT_DOUBLE_EQ(e.value, 10.5);
+  EXPECT_EQ(e.quiet_samples, 4);
   // One sample: no spread; none: nothing.
-  EXPECT_FALSE(EstimateByMinimum({{5.0}, {}}).spread);
-  EXPECT_EQ(EstimateByMinimum({}).samples, 0);
+  EXPECT_FALSE(Estimate({{5.0}, {}, {}, {}}).spread);
+  EXPECT_EQ(Estimate({}).samples, 0);
 }
 
-TEST(BenchSampling, OnlyQuietSamplesCountWhenEachSideHasOne) {
-  // A neighbour ran through the first two pairs (80% run delay) and slowed
-  // eager less than the row: with those samples, x eager would be 13/10.5...
+TEST(BenchSampling, TooFewQuietPairsAndTheRowIsNotQuiet) {
   Timings t;
-  t.eager_ms = {10.6, 10.5, 11.0, 11.0};
-  t.eager_delay = {0.8, 0.8, 0.0, 0.01};
-  t.row_ms = {13.0, 13.2, 14.3, 14.2};
-  t.row_delay = {0.8, 0.8, 0.0, 0.0};
-  MinimumEstimate e = EstimateByMinimum(t);
-  // ...but the quiet pairs say 14.2/11.
-  EXPECT_TRUE(e.quiet);
-  EXPECT_EQ(e.samples, 4);
-  EXPECT_EQ(e.quiet_samples, 2);
-  EXPECT_DOUBLE_EQ(e.row_ms, 14.2);
-  EXPECT_DOUBLE_EQ(e.eager_ms, 11.0);
-  EXPECT_DOUBLE_EQ(e.value, 14.2 / 11.0);
-  ASSERT_TRUE(e.spread);
-  EXPECT_NEAR(*e.spread, 14.3 / 14.2 - 1, 1e-12);  // first half of the quiet ones: one each
-  // No quiet sample on one side: every sample counts, and the row is not
-  // quiet.
-  t.eager_delay = {0.8, 0.8, 0.5, 0.3};
-  e = EstimateByMinimum(t);
+  t.row_ms = {13.0, 13.1, 13.2, 20.0};
+  t.eager_ms = {10.0, 10.0, 10.0, 10.0};
+  t.row_delay = {0.0, 0.0, 0.5, 0.9};
+  t.eager_delay = {0.0, 0.9, 0.0, 0.0};
+  // One quiet pair (the first): its ratio, but not quiet.
+  RowEstimate e = Estimate(t);
+  EXPECT_EQ(e.quiet_samples, 1);
   EXPECT_FALSE(e.quiet);
+  EXPECT_DOUBLE_EQ(e.value, 1.3);
+  // None: every pair counts.
+  t.row_delay[0] = 0.3;
+  e = Estimate(t);
   EXPECT_EQ(e.quiet_samples, 0);
-  EXPECT_DOUBLE_EQ(e.value, 13.0 / 10.5);
+  EXPECT_FALSE(e.quiet);
+  EXPECT_DOUBLE_EQ(e.value, (13.1 + 13.2) / 2 / 10.0);
+  EXPECT_DOUBLE_EQ(e.row_ms, 13.0);
   // Delays not measured: every sample is quiet.
-  t.eager_delay.clear();
   t.row_delay.clear();
-  e = EstimateByMinimum(t);
+  t.eager_delay.clear();
+  e = Estimate(t);
   EXPECT_TRUE(e.quiet);
   EXPECT_EQ(e.quiet_samples, 4);
-  // Unpaired: the row's own quiet samples.
-  Timings alone;
-  alone.row_ms = {5.0, 6.0, 6.1};
-  alone.row_delay = {0.9, 0.0, 0.0};
-  e = EstimateByMinimum(alone);
-  EXPECT_TRUE(e.quiet);
-  EXPECT_EQ(e.quiet_samples, 2);
-  EXPECT_DOUBLE_EQ(e.value, 6.0);
+  // Fewer samples than kMinQuietSamples, all quiet (a big row's one run).
+  EXPECT_TRUE(Estimate({{60000.0}, {}, {0.0}, {}}).quiet);
 }
 
 TEST(BenchSampling, SamplingStopsWhenSettledOrAtTheCap) {
@@ -485,19 +491,19 @@ TEST(BenchSampling, SamplingStopsWhenSettledOrAtTheCap) {
   few.row_ms.resize(3);
   few.eager_ms.resize(3);
   EXPECT_FALSE(SamplingDone(few, rule, 1.0));  // too few samples
-  Timings falling;
-  falling.row_ms = {16, 15, 14, 13};
-  falling.eager_ms = {10, 10, 10, 10};
-  EXPECT_FALSE(SamplingDone(falling, rule, 1.0));  // minimum still falling
-  EXPECT_TRUE(SamplingDone(falling, rule, 30.0));  // the cap
-  falling.row_ms.resize(10, 13);
-  falling.eager_ms.resize(10, 10);
-  falling.row_ms[9] = 12;  // still moving, but max_samples reached
-  EXPECT_TRUE(SamplingDone(falling, rule, 1.0));
-  // Settled, but only one quiet pair of the four: not done until the cap.
+  Timings scattered;
+  scattered.row_ms = {13, 14, 13.5, 12.5};
+  scattered.eager_ms = {10, 10, 10, 10};
+  EXPECT_FALSE(SamplingDone(scattered, rule, 1.0));  // ratios 1.25 to 1.4
+  EXPECT_TRUE(SamplingDone(scattered, rule, 30.0));  // the cap
+  scattered.row_ms.resize(10, 13);
+  scattered.eager_ms.resize(10, 10);
+  scattered.row_ms[9] = 14;  // still wide, but max_samples reached
+  EXPECT_TRUE(SamplingDone(scattered, rule, 1.0));
+  // Settled, but only two quiet pairs of the four: not done until the cap.
   Timings busy = settled;
-  busy.row_delay = {0.9, 0.9, 0.9, 0.0};
-  busy.eager_delay = {0.0, 0.9, 0.9, 0.0};
+  busy.row_delay = {0.9, 0.0, 0.9, 0.0};
+  busy.eager_delay = {0.0, 0.0, 0.9, 0.0};
   EXPECT_FALSE(SamplingDone(busy, rule, 1.0));
   EXPECT_TRUE(SamplingDone(busy, rule, 30.0));
 }
@@ -618,19 +624,21 @@ TEST(BenchPlausibility, ARowWithoutAQuietSampleIsNoise) {
                                  Fake("sin_plain", "recompute", "as-written", 0.2, {{"D", 64}})};
   rows[1].vs_eager_paired = 1.0;
   rows[1].quiet = false;
+  rows[1].samples = 2;
+  rows[1].quiet_samples = 0;
   rows[1].timings.row_ms = {0.2, 0.3};
   rows[1].timings.row_delay = {0.5, 1.0};
   rows[1].timings.eager_ms = {0.2, 0.2};
   rows[1].timings.eager_delay = {0.5, 0.0};
   ComputeVsEager(&rows);
-  EXPECT_EQ(rows[1].noise, "no quiet sample (a neighbour kept a CPU busy throughout)");
+  EXPECT_EQ(rows[1].noise, "too few quiet samples (0 of 2): a neighbour kept a CPU busy");
   const StabilityCount count = CountStability(rows, 0.01);
   EXPECT_EQ(count.noise, 1);
   EXPECT_EQ(count.not_quiet, 1);
   // Delay-weighted: (0.2*0.5 + 0.3*1.0 + 0.2*0.5) / 0.9.
   EXPECT_NEAR(count.run_delay, 0.5 / 0.9, 1e-12);
   const std::string summary = FormatSummary(rows, "p");
-  EXPECT_NE(summary.find("1 flagged as noise (1 without a quiet sample)"), std::string::npos)
+  EXPECT_NE(summary.find("1 flagged as noise (1 with too few quiet samples)"), std::string::npos)
       << summary;
 }
 

@@ -495,12 +495,13 @@ def main():
     if warnings:
         md += [""] + warnings
     md += ["", "Times are the least wall time of one value_and_grad (forward and backward) "
-           "over the row's samples (interference only adds time); `x eager` is that over the "
-           "least time of eager runs interleaved with the row's on the same problem and size "
-           "(or over eager's row, in unpaired runs and files from before pairing), measured "
-           "in the same run; `spread` is how much that estimate moved over the second half "
-           "of the row's samples. `noise`: the bench found the row's numbers physically "
-           "implausible (below the FLOP model's floor or above the matmul bound); rerun it. "
+           "over the row's quiet samples (no neighbour took a CPU; interference only adds "
+           "time); `x eager` is the median over the quiet pairs of the row's time over that "
+           "of an eager run interleaved with it on the same problem and size (or the ratio "
+           "to eager's row, in unpaired runs and older files), measured in the same run; "
+           "`spread` is half that median's 95% interval. `noise`: the bench found the row's "
+           "numbers physically implausible (too few quiet samples, below the FLOP model's "
+           "floor or above the matmul bound); rerun it. "
            "Peak memory is the MemoryTracker's high-water mark (arguments, "
            "activations, gradients, oneDNN scratchpad).", ""]
     if made:
