@@ -44,6 +44,29 @@ std::optional<std::string> FirstBitDifference(const Result& a, const Result& b) 
   return std::nullopt;
 }
 
+CountedRun RunCountingStorage(Engine& engine, const Program& program,
+                              const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                              RunOptions options) {
+  CountedRun run;
+  auto forward = options.on_tracker;
+  options.on_tracker = [&run, forward](const std::shared_ptr<MemoryTracker>& t) {
+    run.trackers.push_back(t);
+    if (forward) forward(t);
+  };
+  const int64_t before = TensorStorageBytes();
+  run.result = engine.ValueAndGrad(program, args, wrt, options);
+  const int64_t allocated = TensorStorageBytes() - before;
+  if (run.result.tracker &&
+      std::find(run.trackers.begin(), run.trackers.end(), run.result.tracker) ==
+          run.trackers.end()) {
+    run.trackers.push_back(run.result.tracker);
+  }
+  int64_t counted = 0;
+  for (const auto& t : run.trackers) counted += t->storage_bytes();
+  run.untracked_bytes = allocated - counted;
+  return run;
+}
+
 std::vector<std::string> OutputNames(const Case& c) {
   std::vector<std::string> names = {"value"};
   for (int w : c.wrt) names.push_back("grad " + c.program.param_names[w]);

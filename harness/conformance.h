@@ -68,6 +68,25 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& orac
 // compare by bits). The check every engine-vs-eager equality test uses.
 std::optional<std::string> FirstBitDifference(const Result& a, const Result& b);
 
+// A run and the tensor storage it allocated outside the trackers it
+// reported (RunOptions::on_tracker, and Result::tracker): the growth of the
+// process's storage ledger (TensorStorageBytes) over the run, less what
+// those trackers counted (MemoryTracker::storage_bytes). Every byte of a run
+// is allocated through its trackers (engines/api/CONTRACT.md section 4), so
+// it must be 0: a buffer allocated with no tracker (Copy(t) for Copy(t,
+// tracker)) or through a tracker the engine keeps to itself is memory no
+// reported peak includes. Not thread-safe against other runs at the same
+// time (the ledger is the process's).
+struct CountedRun {
+  Result result;
+  int64_t untracked_bytes = 0;
+  std::vector<std::shared_ptr<MemoryTracker>> trackers;  // those reported, in order
+};
+// Calls `options.on_tracker` too, if set. Exceptions propagate.
+CountedRun RunCountingStorage(Engine& engine, const Program& program,
+                              const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                              RunOptions options = {});
+
 // Names of value/gradient tensors in Result order: "value", "grad w1", ...
 std::vector<std::string> OutputNames(const Case& c);
 

@@ -64,8 +64,8 @@ TEST_P(ConformanceTest, AgreesWithTheFloat64Oracle) {
   Result got = Run();
   Result ref = MakeEngine("oracle")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
   Agreement a = CompareWithOracle(case_, got, ref, engine_->dtype());
-  EXPECT_TRUE(a.ok) << EngineUnderTest() << ": worst error is " << a.worst_ratio
-                    << "x the tolerance: " << a.detail;
+  EXPECT_TRUE(a.ok) << EngineUnderTest() << " disagrees with the float64 oracle: worst error is "
+                    << a.worst_ratio << "x the tolerance: " << a.detail;
   // The gradients are not all zero (a vacuous comparison proves nothing).
   for (size_t i = 0; i < ref.grads.size(); ++i) {
     double norm = 0;
@@ -88,18 +88,23 @@ TEST_P(ConformanceTest, TrackerReturnsToZeroLiveBytes) {
   std::shared_ptr<MemoryTracker> tracker;
   int64_t held = 0;
   {
-    Result r = Run();
+    CountedRun run = RunCountingStorage(*engine_, case_.program, case_.inputs, case_.wrt);
+    EXPECT_EQ(run.untracked_bytes, 0)
+        << EngineUnderTest() << " on " << case_.ToString() << " allocated " << run.untracked_bytes
+        << " bytes of tensor storage outside the trackers it reported";
+    Result& r = run.result;
     tracker = r.tracker;
     held = r.value.bytes();
     for (const Tensor& g : r.grads) held += g.bytes();
     // Only the results (and the caller's arguments, no longer counted) remain.
-    EXPECT_EQ(tracker->live_bytes(), held);
-    EXPECT_GE(r.stats.peak_bytes, held + r.stats.residual_bytes);
+    EXPECT_EQ(tracker->live_bytes(), held) << "bytes still live besides the Result's tensors";
+    EXPECT_GE(r.stats.peak_bytes, held + r.stats.residual_bytes)
+        << "the peak is below the results and the residuals together";
     EXPECT_GT(r.stats.flops_forward, 0);
     EXPECT_GT(r.stats.flops_backward, 0);
     EXPECT_FALSE(r.stats.peak_site.empty());
   }
-  EXPECT_EQ(tracker->live_bytes(), 0);
+  EXPECT_EQ(tracker->live_bytes(), 0) << "bytes still live after the Result is gone";
 }
 
 TEST_P(ConformanceTest, ResidualListingNamesEverySavedValue) {
@@ -114,6 +119,81 @@ TEST_P(ConformanceTest, ResidualListingNamesEverySavedValue) {
     if (!res.is_argument) computed += res.bytes;
   }
   EXPECT_EQ(computed, r.stats.residual_bytes);
+}
+
+// `program` as the body of one checkpoint region under `policy`, its own
+// regions kept: jax.checkpoint(f, policy=...) around the whole function.
+Program WrapInRegion(const Program& program, const std::string& policy) {
+  Program outer;
+  outer.name = program.name;
+  outer.param_names = program.param_names;
+  outer.shapes.assign(program.shapes.begin(), program.shapes.begin() + program.num_params());
+  Op op;
+  op.kind = OpKind::kCheckpoint;
+  op.site = "the suite's region";
+  op.name = program.name;
+  op.policy = Policy::Parse(policy);
+  op.body = std::make_shared<const Program>(program);
+  for (int i = 0; i < program.num_params(); ++i) op.inputs.push_back(i);
+  op.output = outer.num_values();
+  outer.shapes.push_back(program.shapes[program.output]);
+  outer.ops.push_back(std::move(op));
+  outer.output = outer.ops.back().output;
+  return outer;
+}
+
+// Engine::honours_checkpoints() is a claim the suite checks: the problem
+// wrapped in one region under nothing_saveable, and under
+// everything_saveable. An engine that honours regions recomputes under the
+// first (it saved only the region's inputs, the arguments) and saves no
+// more than under the second; one that runs regions inline saves the same
+// under both and recomputes nothing.
+TEST_P(ConformanceTest, HonoursCheckpointsAsItClaims) {
+  const Program none = WrapInRegion(case_.program, "nothing_saveable");
+  const Program all = WrapInRegion(case_.program, "everything_saveable");
+  const Result n = engine_->ValueAndGrad(none, case_.inputs, case_.wrt);
+  const Result a = engine_->ValueAndGrad(all, case_.inputs, case_.wrt);
+  const std::string what =
+      StrCat(EngineUnderTest(), " on ", case_.ToString(), " saves ", n.stats.residual_bytes,
+             " bytes under nothing_saveable and ", a.stats.residual_bytes,
+             " under everything_saveable, recomputing ", n.stats.flops_recomputed, " FLOPs: it ",
+             engine_->honours_checkpoints()
+                 ? "claims to honour checkpoint regions (honours_checkpoints()) and does not"
+                 : "says it stores everything (honours_checkpoints() is false)");
+  if (engine_->honours_checkpoints()) {
+    EXPECT_LE(n.stats.residual_bytes, a.stats.residual_bytes) << what;
+    EXPECT_GT(n.stats.flops_recomputed, 0) << what;
+  } else {
+    EXPECT_EQ(n.stats.residual_bytes, a.stats.residual_bytes) << what;
+    EXPECT_EQ(n.stats.flops_recomputed, 0) << what;
+  }
+}
+
+// grads[j] is the gradient of input wrt[j], whatever the order of wrt
+// (jax.grad's argnums): every input in reverse order gives the in-order
+// run's gradients, bit for bit (the same cotangents are computed), in
+// reverse; the last input alone gives its gradient (against the oracle:
+// with one input wanted, less is computed).
+TEST_P(ConformanceTest, GradientsFollowTheOrderOfWrt) {
+  const Result in_order = Run();
+  const std::vector<int> reversed(case_.wrt.rbegin(), case_.wrt.rend());
+  const Result r = engine_->ValueAndGrad(case_.program, case_.inputs, reversed);
+  ASSERT_EQ(r.grads.size(), reversed.size());
+  for (size_t j = 0; j < reversed.size(); ++j) {
+    EXPECT_TRUE(BitwiseEqual(r.grads[j], in_order.grads[reversed[j]]))
+        << EngineUnderTest() << " on " << case_.ToString() << " with wrt in reverse order: grads["
+        << j << "] (" << r.grads[j].TypeString() << ") is not the gradient of wrt[" << j
+        << "] = " << case_.program.param_names[reversed[j]] << " (gradients follow wrt)";
+  }
+  Case last = case_;
+  last.wrt = {case_.wrt.back()};
+  const Result one = engine_->ValueAndGrad(last.program, last.inputs, last.wrt);
+  const Result ref = MakeEngine("oracle")->ValueAndGrad(last.program, last.inputs, last.wrt);
+  const Agreement a = CompareWithOracle(last, one, ref, engine_->dtype());
+  EXPECT_TRUE(a.ok) << EngineUnderTest() << " with wrt = {"
+                    << case_.program.param_names[last.wrt[0]] << "} alone: worst error is "
+                    << a.worst_ratio << "x the tolerance: " << a.detail
+                    << " (gradients follow wrt)";
 }
 
 // One NaN, or one Inf, in one input at a time: the engine's gradients are
@@ -156,7 +236,8 @@ TEST_P(ConformanceTest, ASingleNonFiniteInputSpreadsAsInEager) {
           (w == 'f' ? finite : non_finite) += 1;
           if (w != r && kind(alt.grads[g].at(i)) != r) {
             ADD_FAILURE() << "grad " << case_.program.param_names[case_.wrt[g]] << "[" << i
-                          << "] is " << got.grads[g].at(i) << ", eager's " << want.grads[g].at(i);
+                          << "] is " << got.grads[g].at(i) << ", eager's " << want.grads[g].at(i)
+                          << " (NaN and Inf must spread as in eager)";
             break;
           }
         }
@@ -200,8 +281,14 @@ TEST_P(ConformanceTest, BadArgumentsAreClearErrors) {
 // engine predicts (predict_memory), at the allocation that would pass it when
 // it does not; either way every tracker of the failed run (RunOptions::
 // on_tracker) ends with nothing live.
+//
+// An engine that reports a predicted peak (predicted_peak_bytes >= 0) plans
+// before it runs, so a limit under its prediction is refused with no tensor
+// storage allocated in any of its trackers: a prediction made up after the
+// run (the measured peak copied) cannot do that.
 TEST_P(ConformanceTest, MemoryLimitIsAnErrorAndLeaksNothing) {
   Result r = Run();
+  const bool predicts = r.stats.predicted_peak_bytes >= 0;
   for (bool predict : {true, false}) {
     SCOPED_TRACE(predict ? "predicting" : "not predicting");
     std::vector<std::shared_ptr<MemoryTracker>> trackers;
@@ -219,6 +306,13 @@ TEST_P(ConformanceTest, MemoryLimitIsAnErrorAndLeaksNothing) {
     for (const auto& t : trackers) {
       EXPECT_EQ(t->live_bytes(), 0) << EngineUnderTest() << ": a failed run leaked";
       EXPECT_EQ(t->live_bytes(Category::kHost), 0);
+      if (predict && predicts) {
+        EXPECT_EQ(t->storage_bytes(), 0)
+            << EngineUnderTest() << " reports a predicted peak (" << r.stats.predicted_peak_bytes
+            << " bytes) but allocated " << t->storage_bytes()
+            << " bytes before refusing a limit one byte under it: the prediction is not a plan "
+               "made before the run";
+      }
     }
   }
   RunOptions options;
@@ -347,6 +441,61 @@ TEST(ReluAtZeroTest, TheDerivativeAtZeroIsZeroEndToEnd) {
   }
 }
 
+// LayerNorm's epsilon is 1e-5 and its variance the biased one, end to end:
+// on rows whose variance (2.4e-6 and 4.8e-6) is of the order of epsilon, so
+// that 1e-6 (or 1e-5 added elsewhere, or an unbiased variance) moves every
+// output by tens of percent, where the transformer's rows (variance near
+// 1/3) move by 1e-5 relative, inside the f32 tolerance. Inside a checkpoint
+// region, so that an engine that recomputes does so here too; against the
+// oracle, within 1e-4 of each tensor's largest magnitude (f32 rounding is
+// 1e-6 here). loss = sum(layer_norm(x, gamma, beta) * v).
+TEST(LayerNormEpsilonTest, IsTheContractsEndToEnd) {
+  Program program = Trace(
+      "layer_norm_epsilon",
+      {{"x", Shape({2, 4})}, {"gamma", Shape({4})}, {"beta", Shape({4})}, {"v", Shape({2, 4})}},
+      [](const std::vector<Var>& in) {
+        auto region = checkpoint(
+            [](Var x, Var gamma, Var beta, Var v) {
+              return sum(mul(layer_norm(x, gamma, beta), v));
+            },
+            Policy(), "normalized");
+        return region(in[0], in[1], in[2], in[3]);
+      });
+  const float u = 1.0f / 1024;  // exact: the rows' means and deviations are exact too
+  const std::vector<std::vector<float>> values = {
+      {u, -u, 3 * u, -3 * u, 2 * u, 0, -u, 3 * u},
+      {1.0f, 0.5f, -2.0f, 1.5f},
+      {0.25f, 0.0f, -0.5f, 1.0f},
+      {1.0f, -2.0f, 3.0f, 0.5f, -1.0f, 2.0f, 0.25f, -3.0f}};
+  std::vector<Tensor> args;
+  for (int i = 0; i < 4; ++i) args.push_back(Tensor::FromF32(program.shapes[i], values[i]));
+  const std::vector<int> wrt = {0, 1, 2, 3};
+  const Result ref = MakeEngine("oracle")->ValueAndGrad(program, args, wrt);
+  for (const std::string& spec : {std::string("as-written"), std::string("everything_saveable")}) {
+    const Program p =
+        spec == "as-written" ? program : ApplyPolicy(program, Policy::Parse(spec));
+    const Result r = MakeEngine(EngineUnderTest())->ValueAndGrad(p, args, wrt);
+    std::vector<const Tensor*> got = {&r.value}, want = {&ref.value};
+    for (int g = 0; g < 4; ++g) {
+      got.push_back(&r.grads[g]);
+      want.push_back(&ref.grads[g]);
+    }
+    for (size_t t = 0; t < got.size(); ++t) {
+      double scale = 0;
+      for (int64_t j = 0; j < want[t]->num_elements(); ++j) {
+        scale = std::max(scale, std::abs(want[t]->at(j)));
+      }
+      for (int64_t j = 0; j < want[t]->num_elements(); ++j) {
+        EXPECT_LE(std::abs(got[t]->at(j) - want[t]->at(j)), 1e-4 * scale)
+            << EngineUnderTest() << " under " << spec << ": "
+            << (t == 0 ? std::string("the value") : "grad " + program.param_names[t - 1]) << "["
+            << j << "] is " << got[t]->at(j) << ", the oracle's " << want[t]->at(j)
+            << " (LayerNorm's epsilon is 1e-5, its variance biased)";
+      }
+    }
+  }
+}
+
 // Every problem under every policy and, where it has a scan or a chain of
 // blocks, every kind of schedule: what the engine under test must do with
 // each, whatever it is.
@@ -358,6 +507,9 @@ TEST(ReluAtZeroTest, TheDerivativeAtZeroIsZeroEndToEnd) {
 // - Where it predicts its peak (predicted_peak_bytes >= 0), measure exactly
 //   that peak, at the same site.
 // - Give back every byte: once the Result is dropped, nothing is live.
+// - Allocate every byte through the trackers it reports: the process's
+//   storage ledger grows by what they counted, no more.
+// - Never throw on these valid programs.
 const std::vector<std::string> kVariants = {
     "as-written",
     "policy:everything_saveable",
@@ -393,6 +545,16 @@ class VariantTest : public ::testing::TestWithParam<std::tuple<std::string, std:
   std::string What() const {
     return StrCat(EngineUnderTest(), " on ", case_.ToString(), " under ", std::get<1>(GetParam()));
   }
+  // The engine's run of the variant, counting its storage; a remat::Error
+  // on these valid programs is a failure that says so.
+  std::optional<CountedRun> RunVariant() {
+    try {
+      return RunCountingStorage(*engine_, program_, case_.inputs, case_.wrt);
+    } catch (const Error& e) {
+      ADD_FAILURE() << What() << ": threw on a valid program: " << e.what();
+      return std::nullopt;
+    }
+  }
 
   Case case_;
   Program program_;
@@ -400,11 +562,13 @@ class VariantTest : public ::testing::TestWithParam<std::tuple<std::string, std:
 };
 
 TEST_P(VariantTest, AgreesWithTheOracleAndWithEagersBits) {
-  Result got = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt);
+  std::optional<CountedRun> run = RunVariant();
+  if (!run) return;
+  const Result& got = run->result;
   Result ref = MakeEngine("oracle")->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
   const Agreement a = CompareWithOracle(case_, got, ref, engine_->dtype());
-  EXPECT_TRUE(a.ok) << What() << ": worst error is " << a.worst_ratio << "x the tolerance: "
-                    << a.detail;
+  EXPECT_TRUE(a.ok) << What() << " disagrees with the float64 oracle: worst error is "
+                    << a.worst_ratio << "x the tolerance: " << a.detail;
   std::unique_ptr<Engine> eager = MakeEngine("eager");
   if (engine_->kernels() == eager->kernels()) {
     Result base = eager->ValueAndGrad(case_.program, case_.inputs, case_.wrt);
@@ -419,18 +583,37 @@ TEST_P(VariantTest, AgreesWithTheOracleAndWithEagersBits) {
 TEST_P(VariantTest, MeasuresThePeakItPredictsAndGivesEveryByteBack) {
   std::shared_ptr<MemoryTracker> tracker;
   {
-    Result r = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt);
+    std::optional<CountedRun> run = RunVariant();
+    if (!run) return;
+    Result& r = run->result;
     tracker = r.tracker;
     ASSERT_NE(tracker, nullptr) << What() << ": Result::tracker is not set";
-    EXPECT_EQ(r.stats.peak_bytes, tracker->peak_bytes()) << What();
+    EXPECT_EQ(r.stats.peak_bytes, tracker->peak_bytes())
+        << What() << ": the reported peak is not the tracker's high-water mark";
     if (r.stats.predicted_peak_bytes >= 0) {
-      EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes) << What();
-      EXPECT_EQ(r.stats.peak_site, r.stats.predicted_peak_site) << What();
+      EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes)
+          << What() << ": the measured peak is not the predicted one";
+      EXPECT_EQ(r.stats.peak_site, r.stats.predicted_peak_site)
+          << What() << ": the measured peak is not where the predicted one is";
     }
+    EXPECT_EQ(run->untracked_bytes, 0)
+        << What() << ": allocated " << run->untracked_bytes
+        << " bytes of tensor storage outside the trackers it reported";
     for (int c = 0; c < kNumCategories; ++c) {
       EXPECT_GE(r.stats.high_water_bytes_by_category[c], r.stats.peak_bytes_by_category[c])
           << What() << ": " << CategoryName(static_cast<Category>(c));
     }
+    // Every residual is live when the forward pass ends (on the device, as
+    // an activation, or offloaded to the host), so those high-water marks
+    // cover them all: less means a residual was freed, in the tracker's
+    // books, before the backward pass read it.
+    const int64_t covered =
+        r.stats.high_water_bytes_by_category[static_cast<int>(Category::kActivations)] +
+        r.stats.high_water_bytes_by_category[static_cast<int>(Category::kHost)];
+    EXPECT_GE(covered, r.stats.residual_bytes)
+        << What() << ": the residuals (" << r.stats.residual_bytes
+        << " bytes) were never live at once: the activations' and host's high-water marks are "
+        << covered << " bytes (a residual freed before the backward pass read it)";
   }
   EXPECT_EQ(tracker->live_bytes(), 0) << What() << ": bytes still live after the Result is gone";
   EXPECT_EQ(tracker->live_bytes(Category::kHost), 0) << What();

@@ -3,9 +3,11 @@
 // eager bit for bit if it declares eager's kernels (Engine::kernels), or else
 // agrees with the float64 oracle (engines/oracle) within tolerance, under the
 // case's own random policies, whole-program policies and a schedule; eager
-// agrees with the oracle; the measured peak equals the predicted one wherever an
-// engine predicts; and every tracker ends at zero live bytes. Every engine's
-// engine_conformance_test runs this binary for its engine too.
+// agrees with the oracle; the reported peak is the tracker's, and equals the
+// predicted one wherever an engine predicts; the residuals were live at once;
+// every tracker ends at zero live bytes; and no tensor storage is allocated
+// outside the trackers a run reports. Every engine's engine_conformance_test
+// runs this binary for its engine too.
 //
 //   bazel-bin/harness/fuzz_test                      # the CI run: --cases=3000
 //   bazel-bin/harness/fuzz_test --engine=dtr         # another engine
@@ -197,12 +199,19 @@ std::optional<std::string> Check(const RandomCase& c, Coverage* coverage) {
   }
   for (const auto& [what, program] : programs) {
     Result r;
+    int64_t untracked = 0;
     try {
-      r = engine.ValueAndGrad(program, c.inputs, c.wrt);
+      CountedRun run = RunCountingStorage(engine, program, c.inputs, c.wrt);
+      r = std::move(run.result);
+      untracked = run.untracked_bytes;
     } catch (const Error& error) {
       // A budget below the smallest feasible is refused, with that number.
       if (std::string(error.what()).find("the smallest feasible is") != std::string::npos) continue;
       throw;
+    }
+    if (untracked != 0) {
+      return StrCat(name, " (", what, ") allocated ", untracked,
+                    " bytes of tensor storage outside the trackers it reported");
     }
     if (same_kernels) {
       if (auto diff = FirstBitDifference(e, r)) {
@@ -212,6 +221,18 @@ std::optional<std::string> Check(const RandomCase& c, Coverage* coverage) {
       // No tolerance applies on a kink; the other checks still do.
     } else if (auto bad = CompareToOracle(c, r, ref)) {
       return StrCat(name, " (", what, ") vs the float64 oracle: ", *bad);
+    }
+    if (r.stats.peak_bytes != r.tracker->peak_bytes()) {
+      return StrCat(name, " (", what, "): reported peak ", r.stats.peak_bytes,
+                    " is not the tracker's high-water mark, ", r.tracker->peak_bytes());
+    }
+    const int64_t covered =
+        r.stats.high_water_bytes_by_category[static_cast<int>(Category::kActivations)] +
+        r.stats.high_water_bytes_by_category[static_cast<int>(Category::kHost)];
+    if (covered < r.stats.residual_bytes) {
+      return StrCat(name, " (", what, "): the residuals (", r.stats.residual_bytes,
+                    " bytes) were never live at once, the activations' and host's high-water "
+                    "marks are ", covered, " (a residual freed before the backward pass read it)");
     }
     if (r.stats.predicted_peak_bytes >= 0 && r.stats.peak_bytes != r.stats.predicted_peak_bytes) {
       return StrCat(name, " (", what, "): measured peak ", r.stats.peak_bytes, " != predicted ",
@@ -278,7 +299,7 @@ TEST(FuzzTest, RandomProgramsAgreeAcrossEngines) {
     try {
       failure = Check(c, &cov);
     } catch (const Error& e) {
-      failure = StrCat("threw: ", e.what());
+      failure = StrCat("threw on a valid program: ", e.what());
     }
     if (failure) {
       ++failures;
@@ -287,7 +308,7 @@ TEST(FuzzTest, RandomProgramsAgreeAcrossEngines) {
       try {
         small_failure = Check(small, nullptr);
       } catch (const Error& e) {
-        small_failure = StrCat("threw: ", e.what());
+        small_failure = StrCat("threw on a valid program: ", e.what());
       }
       ADD_FAILURE() << "seed " << seed << ": " << *failure << "\nshrunk: "
                     << small_failure.value_or(*failure) << "\nreplay: " << ReplayCommand(small)

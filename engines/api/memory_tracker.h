@@ -105,6 +105,14 @@ class MemoryTracker {
   // Forgets the high-water mark: the peak restarts from the live bytes now.
   void ResetPeak();
 
+  // Bytes of tensor storage that Buffers counted by this tracker allocated
+  // over its life (a dry-run tracker's buffers have none); the arguments
+  // counted but not owned are not storage. With TensorStorageBytes()
+  // (tensor.h), what lets the suite check that a run allocated no storage
+  // outside the trackers it reported. Buffer calls AddStorage.
+  int64_t storage_bytes() const { return storage_bytes_; }
+  void AddStorage(int64_t bytes) { storage_bytes_ += bytes; }
+
  private:
   bool dry_run_ = false;
   Category category_ = Category::kActivations;
@@ -121,6 +129,7 @@ class MemoryTracker {
   int64_t peak_total_ = 0;
   int64_t live_host_ = 0;
   int64_t peak_host_ = 0;
+  int64_t storage_bytes_ = 0;
   std::string peak_site_;
 };
 

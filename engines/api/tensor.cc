@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -37,7 +38,12 @@ void TuneMalloc() {
   (void)tuned;
 }
 
+// The storage ledger (TensorStorageBytes).
+std::atomic<int64_t> storage_ledger{0};
+
 }  // namespace
+
+int64_t TensorStorageBytes() { return storage_ledger.load(std::memory_order_relaxed); }
 
 Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category,
                bool zero)
@@ -55,6 +61,8 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
     throw Error(StrCat("out of memory allocating ", bytes_, " bytes"));
   }
   if (zero) std::memset(data_, 0, rounded);
+  storage_ledger.fetch_add(bytes_, std::memory_order_relaxed);
+  if (tracker_) tracker_->AddStorage(bytes_);
 }
 
 Buffer::~Buffer() {

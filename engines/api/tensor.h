@@ -89,6 +89,13 @@ class Tensor {
   int64_t offset_bytes_ = 0;
 };
 
+// Bytes of tensor storage every Buffer of the process has allocated since it
+// started, counted by a tracker or not (dry-run buffers have none).
+// Thread-safe. The storage ledger: a run's share of it (the difference across
+// the run) must equal what its trackers counted (MemoryTracker::
+// storage_bytes), or the run allocated storage outside them.
+int64_t TensorStorageBytes();
+
 // A copy of `t` converted to `dtype`, counted by `tracker` (may be null).
 Tensor Cast(const Tensor& t, DType dtype,
             const std::shared_ptr<MemoryTracker>& tracker = nullptr);

@@ -197,5 +197,25 @@ TEST(TensorTest, CastCopyAndBitwiseEqual) {
   EXPECT_THROW(t.f64(), Error);
 }
 
+// The storage ledger sees every Buffer's storage; a tracker sees only its
+// own; a dry-run tracker's buffers have none; views and counted arguments
+// are not storage.
+TEST(TensorTest, StorageLedgerCountsTrackedAndUntrackedStorage) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  auto dry = std::make_shared<MemoryTracker>();
+  dry->set_dry_run(true);
+  const int64_t before = TensorStorageBytes();
+  Tensor a = Tensor::Zeros(DType::kF32, Shape({4, 5}), tracker);  // 80 bytes, tracked
+  Tensor b = Copy(a);                                              // 80 bytes, untracked
+  Tensor c = Tensor::Zeros(DType::kF64, Shape({100}), dry);        // no storage
+  Tensor view = a.Slice(1);
+  tracker->Allocate(1000, Category::kInputs);  // counted, not allocated
+  EXPECT_EQ(TensorStorageBytes() - before, 160);
+  EXPECT_EQ(tracker->storage_bytes(), 80);
+  EXPECT_EQ(dry->storage_bytes(), 0);
+  a = Tensor();
+  EXPECT_EQ(tracker->storage_bytes(), 80) << "storage allocated, not live";
+}
+
 }  // namespace
 }  // namespace remat

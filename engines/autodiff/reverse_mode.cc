@@ -1,8 +1,11 @@
 #include "engines/autodiff/reverse_mode.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "engines/api/error.h"
 #include "engines/api/rules.h"
@@ -138,6 +141,26 @@ std::vector<SaveDecision> PlanSaves(const Program& body, const std::vector<bool>
   return out;
 }
 
+// Fault::kRecomputeOneUlpOff: the first element one ulp up.
+void NudgeOneUlp(const Tensor& t) {
+  if (t.dry() || t.num_elements() == 0) return;
+  if (t.dtype() == DType::kF32) {
+    t.f32()[0] = std::nextafter(t.f32()[0], INFINITY);
+  } else {
+    t.f64()[0] = std::nextafter(t.f64()[0], INFINITY);
+  }
+}
+
+// Fault::kResidualFreedEarly: the storage of residuals freed early, kept
+// mapped for the life of the process (as a caching allocator keeps freed
+// blocks) so that reading it is wrong but defined. Their buffers are never
+// destroyed, so the tracker, which was told they were released, is not told
+// again.
+std::vector<Tensor>& FreedStorage() {
+  static auto* freed = new std::vector<Tensor>();
+  return *freed;
+}
+
 // FNV-1a over a tensor's bytes: the determinism check's fingerprint.
 uint64_t Fingerprint(const Tensor& t) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -205,6 +228,10 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   Result result;
   result.tracker = tracker_;
   schedule_ = options.record_schedule ? &result.schedule : nullptr;
+  // Fault state is per run (the dry run's is not the run's).
+  freed_early_.clear();
+  awaiting_reuse_.clear();
+  stale_saved_.clear();
 
   // Arguments already in the engine's dtype are used in place and counted as
   // live inputs; others are converted into tracked copies.
@@ -257,7 +284,9 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
       one.f64()[0] = 1.0;
     }
     cotangents = Backward(program, &tape, one, needs, "");
-    for (int w : wrt) {
+    std::vector<int> order = wrt;
+    if (Faulty(Fault::kGradientsInParameterOrder)) std::sort(order.begin(), order.end());
+    for (int w : order) {
       Tensor g = cotangents[w];
       if (!g.defined()) g = Tensor::Zeros(kernels_->dtype(), program.shapes[w], tracker_);
       result.grads.push_back(g);
@@ -272,6 +301,8 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   inputs.clear();
   arguments_.clear();
   origin_.clear();
+  awaiting_reuse_.clear();
+  stale_saved_.clear();
   result.stats.op_runs = op_runs_;
   result.stats.peak_bytes = tracker_->peak_bytes();
   for (int c = 0; c < kNumCategories; ++c) {
@@ -358,6 +389,10 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
       Log(recomputing_ ? "recompute" : "forward", where, op, p);
       ++op_runs_[Program::Describe(op)];
       out = remat::Forward(*kernels_, op, in);
+      if (recomputing_ && Faulty(Fault::kRecomputeOneUlpOff) && op.kind != OpKind::kName) {
+        NudgeOneUlp(out);
+      }
+      if (!awaiting_reuse_.empty() && op.kind != OpKind::kName) Reuse(out);
     } else if (op.kind == OpKind::kCheckpoint) {
       ForwardCheckpoint(op, in, in_needs, op_tape, /*run=*/true, where, &out);
     } else if (op.kind == OpKind::kChain) {
@@ -387,6 +422,13 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
           if (saves.inputs[i]) op_tape->inputs[i] = in[i];
         }
         if (saves.output) op_tape->output = out;
+        if (recomputing_ && Faulty(Fault::kRecomputeShapeMismatch)) {
+          auto flatten = [](Tensor& t) {
+            if (t.defined() && t.shape().rank() >= 2) t = t.Reshaped(Shape({t.num_elements()}));
+          };
+          flatten(op_tape->output);
+          for (Tensor& t : op_tape->inputs) flatten(t);
+        }
       }
       if (capture) {
         if (run_options_.check_recompute_bits && !out.dry()) {
@@ -422,7 +464,23 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
     values[op.output] = std::move(out);
     // Free what the rest of the forward pass no longer reads.
     for (int v : op.inputs) {
-      if (last_use[v] == k && v != p.output) values[v] = Tensor();
+      if (last_use[v] != k || v == p.output) continue;
+      if (Faulty(Fault::kResidualFreedEarly) && tape != nullptr && !recomputing_ &&
+          v >= p.num_params() && values[v].defined()) {
+        // The tape still reads it (a residual): freed anyway.
+        for (int j = 0; j <= k; ++j) {
+          const OpTape& t = tape->ops[j];
+          bool read = t.output.defined() && t.output.buffer() == values[v].buffer();
+          for (const Tensor& saved : t.inputs) {
+            read = read || (saved.defined() && saved.buffer() == values[v].buffer());
+          }
+          if (read) {
+            FreeEarly(values[v]);
+            break;
+          }
+        }
+      }
+      values[v] = Tensor();
     }
   }
   return values[p.output];
@@ -442,7 +500,8 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
                                     const std::vector<bool>& needs, OpTape* op_tape, bool run,
                                     const std::string& where, Tensor* out) {
   const Program& body = *op.body;
-  if (!options_.honour_checkpoints || inline_checkpoints_) {
+  if (!options_.honour_checkpoints || inline_checkpoints_ ||
+      Faulty(Fault::kIgnoreCheckpointRegions)) {
     // The store-everything baseline runs a checkpoint region inline (and
     // never recomputes, so `run` is always true here); so do the steps a
     // checkpoint_every scan does not checkpoint.
@@ -462,6 +521,7 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
   capture.decisions = PlanSaves(body, needs, op.policy);
   capture.into = op_tape;
   *out = Forward(body, in, needs, nullptr, where, &capture, nullptr);
+  if (Faulty(Fault::kStaleSavedValue)) stale_saved_[&body] = op_tape->saved;
 }
 
 std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tape,
@@ -476,6 +536,9 @@ std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tap
   Tape tape;
   Recompute recompute;
   recompute.saved = &op_tape->saved;
+  if (Faulty(Fault::kStaleSavedValue) && stale_saved_.count(&body) > 0) {
+    recompute.saved = &stale_saved_[&body];
+  }
   recompute.hashes = run_options_.check_recompute_bits ? &op_tape->hashes : nullptr;
   const bool was_recomputing = recomputing_;
   recomputing_ = true;
@@ -535,10 +598,20 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
     for (int i = 0; i < p.num_params(); ++i) cot[i] = std::move((*sums)[i]);
   }
   cot[p.output] = std::move(dout);
+  // Fault::kSumInProgramOrder: contributions wait, and are summed first
+  // reader first when their sum is read.
+  std::vector<std::vector<Tensor>> waiting(Faulty(Fault::kSumInProgramOrder) ? p.num_values()
+                                                                            : 0);
+  auto settle = [&](int v) {
+    if (waiting.empty()) return;
+    for (auto it = waiting[v].rbegin(); it != waiting[v].rend(); ++it) Accumulate(&cot[v], *it);
+    waiting[v].clear();
+  };
 
   for (int k = static_cast<int>(p.ops.size()) - 1; k >= 0; --k) {
     const Op& op = p.ops[k];
     OpTape& op_tape = tape->ops[k];
+    settle(op.output);
     Tensor d = std::move(cot[op.output]);
     if (!d.defined() || !needs[op.output]) {
       op_tape = OpTape();
@@ -559,7 +632,10 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
       // The chain continues its inputs' sums (the ungrouped blocks would
       // have added to them one by one): same order of additions, same bits.
       std::vector<Tensor> sums;
-      for (int v : op.inputs) sums.push_back(std::move(cot[v]));
+      for (int v : op.inputs) {
+        settle(v);
+        sums.push_back(std::move(cot[v]));
+      }
       sums = BackwardChain(op, &op_tape, d, std::move(sums), where);
       for (size_t i = 0; i < op.inputs.size(); ++i) cot[op.inputs[i]] = std::move(sums[i]);
       op_tape = OpTape();
@@ -570,11 +646,17 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
     op_tape = OpTape();  // this op's residuals are no longer needed
     d = Tensor();
     for (size_t i = 0; i < op.inputs.size(); ++i) {
-      if (din[i].defined()) Accumulate(&cot[op.inputs[i]], din[i]);
+      if (!din[i].defined()) continue;
+      if (waiting.empty()) {
+        Accumulate(&cot[op.inputs[i]], din[i]);
+      } else {
+        waiting[op.inputs[i]].push_back(din[i]);
+      }
     }
   }
   std::vector<Tensor> out(p.num_params());
   for (int i = 0; i < p.num_params(); ++i) {
+    settle(i);
     if (param_needs[i] || sums) out[i] = std::move(cot[i]);
   }
   return out;
@@ -621,7 +703,7 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
       std::memset(slot.raw(), 0, slot.bytes());
     }
   }
-  if (needs[0]) din[0] = carry_cot;
+  if (needs[0] && !Faulty(Fault::kDropInitialCarryCotangent)) din[0] = carry_cot;
   return din;
 }
 
@@ -752,7 +834,7 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
     return std::move(d[0]);
   };
   Tensor carry_cot = BackwardScheduled(steps, in[0], dout, op_tape);
-  if (needs[0]) din[0] = std::move(carry_cot);
+  if (needs[0] && !Faulty(Fault::kDropInitialCarryCotangent)) din[0] = std::move(carry_cot);
   return din;
 }
 
@@ -934,6 +1016,8 @@ std::vector<Tensor> ReverseMode::BackwardChain(const Op& op, OpTape* op_tape, co
     std::vector<Tensor> d = Backward(*block.body, tape, std::move(carry_cot), block_needs,
                                      StrCat(where, "chain block ", i, ": "));
     for (size_t j = 0; j < block.inputs.size(); ++j) {
+      // (Value 0 is the chain's initial carry.)
+      if (i == 0 && block.inputs[j] == 0 && Faulty(Fault::kDropInitialCarryCotangent)) continue;
       if (d[j].defined()) Accumulate(&cot[block.inputs[j]], d[j]);
     }
     return i == 0 ? Tensor() : std::move(cot[chain.ops[i - 1].output]);
@@ -944,11 +1028,28 @@ std::vector<Tensor> ReverseMode::BackwardChain(const Op& op, OpTape* op_tape, co
 }
 
 void ReverseMode::Accumulate(Tensor* acc, const Tensor& contribution) {
-  if (!acc->defined()) {
+  if (!acc->defined() || Faulty(Fault::kOverwriteRunningSum)) {
     *acc = contribution;
   } else {
     *acc = kernels_->Add(*acc, contribution);
   }
+}
+
+void ReverseMode::FreeEarly(const Tensor& value) {
+  if (arguments_.count(value.buffer()) > 0) return;
+  if (!freed_early_.insert(value.buffer()).second) return;  // freed already
+  tracker_->Release(value.buffer()->bytes(), value.buffer()->category());
+  FreedStorage().push_back(value);
+  awaiting_reuse_.push_back(value);
+}
+
+void ReverseMode::Reuse(const Tensor& out) {
+  if (out.dry() || out.num_elements() == 0) return;
+  const Tensor freed = awaiting_reuse_.front();
+  if (freed.buffer() == out.buffer()) return;
+  awaiting_reuse_.erase(awaiting_reuse_.begin());
+  std::memcpy(freed.buffer()->data(), out.raw(),
+              static_cast<size_t>(std::min(freed.buffer()->bytes(), out.bytes())));
 }
 
 void ReverseMode::CollectResiduals(const Tape& tape, std::vector<Tensor>* out) const {

@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -46,8 +47,49 @@ namespace remat {
 
 struct Schedule;
 
+// Faults the interpreter commits on purpose, for the gallery of faulty engines
+// (harness/gallery) that tests the conformance suite: each is a bug an engine
+// could have, and the suite must catch every one. Test-only: nothing outside
+// harness/gallery sets one. kNone, the default, is the interpreter as
+// documented above; it costs a comparison at the few places a fault acts.
+enum class Fault {
+  kNone,
+  // A value's contributions are summed in program order (its first reader's
+  // first) instead of the reverse (CONTRACT.md section 3, rules 1-3).
+  kSumInProgramOrder,
+  // A running sum is replaced by each new contribution instead of adding it:
+  // every contribution but the last is dropped.
+  kOverwriteRunningSum,
+  // The cotangent of a scan's initial carry, and block 0's contribution to a
+  // scheduled chain's initial carry, are dropped (zeros are returned).
+  kDropInitialCarryCotangent,
+  // Every value a recomputation computes is off by one ulp in its first
+  // element: recomputation on a kernel that differs from the forward pass's.
+  kRecomputeOneUlpOff,
+  // A value the backward pass reads is freed at its last forward use (the
+  // tracker's live bytes drop there), and the storage of a freed value is
+  // given to the next value the forward pass computes (which overwrites it)
+  // while the tape still reads it: a use after free, without undefined
+  // behaviour (the storage stays mapped, and is never given back: a leak
+  // the tracker does not see, as it was told of the release).
+  kResidualFreedEarly,
+  // A honoured region's recomputation substitutes the values saved by the
+  // region's last forward instance (a cache keyed by region, not instance):
+  // in a scan, every step reads the last step's saved values.
+  kStaleSavedValue,
+  // Checkpoint regions run inline (everything stored) while
+  // honour_checkpoints says they are honoured; schedules still are.
+  kIgnoreCheckpointRegions,
+  // The residuals a recomputation records for the backward pass have
+  // their shape flattened (rank 2 and 3 become rank 1).
+  kRecomputeShapeMismatch,
+  // Gradients are returned in parameter order, not in the order of wrt.
+  kGradientsInParameterOrder,
+};
+
 struct ReverseModeOptions {
   bool honour_checkpoints = false;
+  Fault fault = Fault::kNone;  // test-only (see Fault)
 };
 
 class ReverseMode {
@@ -173,6 +215,12 @@ class ReverseMode {
                                    const std::string& where);
 
   void Accumulate(Tensor* acc, const Tensor& contribution);
+  bool Faulty(Fault f) const { return options_.fault == f; }
+  // Fault::kResidualFreedEarly: frees (in the tracker's books) the residuals
+  // in `tape` that share `value`'s storage, and hands that storage to the
+  // next value computed; Reuse does the overwriting.
+  void FreeEarly(const Tensor& value);
+  void Reuse(const Tensor& out);
   void Log(const std::string& phase, const std::string& where, const Op& op,
            const Program& program);
   void CollectResiduals(const Tape& tape, std::vector<Tensor>* out) const;
@@ -191,6 +239,12 @@ class ReverseMode {
   // Where each live buffer came from, for the residual listing.
   std::unordered_map<const Buffer*, std::string> origin_;
   std::unordered_map<const Buffer*, Tensor> arguments_;
+  // Fault state: the buffers freed early, and those whose storage awaits
+  // the next value (kResidualFreedEarly); the saved values of each region's
+  // last instance (kStaleSavedValue).
+  std::set<const Buffer*> freed_early_;
+  std::vector<Tensor> awaiting_reuse_;
+  std::map<const Program*, std::map<int, Tensor>> stale_saved_;
 };
 
 }  // namespace remat

@@ -1,0 +1,76 @@
+// FaultyKernels: oneDNN's f32 kernels (OneDnnKernels) with one planted
+// fault, for the gallery of faulty engines (harness/gallery/gallery.h).
+// Test-only.
+//
+// Each fault keeps every allocation of the kernel it changes (the base
+// kernel runs first, its scratchpad included, and the fault rewrites the
+// output), so that the accounting is the real kernels' and only the
+// arithmetic is wrong.
+#ifndef REMAT_HARNESS_GALLERY_FAULTY_KERNELS_H_
+#define REMAT_HARNESS_GALLERY_FAULTY_KERNELS_H_
+
+#include <string>
+
+#include "engines/api/tensor.h"
+#include "engines/onednn/onednn_kernels.h"
+
+namespace remat {
+
+enum class KernelFault {
+  // relu'(0) = 1: relu_backward passes the cotangent where x == 0 (either
+  // sign), as x >= 0 ? dy : 0 would.
+  kReluGradAtZeroIsOne,
+  // Every kernel that computes a cotangent (one that runs while the bound
+  // tracker's category is kGradients: the backward pass, recomputation
+  // excepted) writes 0 where its output is NaN, as a "NaN-safe" backward
+  // would.
+  kNanCotangentsToZero,
+  // LayerNorm and its backward kernels with epsilon 1e-6, not 1e-5.
+  kLayerNormEpsilon1e6,
+  // sum accumulates in float64 and rounds once: float32 promoted inside a
+  // kernel.
+  kSumInFloat64,
+};
+
+class FaultyKernels : public OneDnnKernels {
+ public:
+  // `name` is what name() returns: "onednn" to claim eager's kernels (and
+  // be held to eager's bits), anything else to be held to the oracle.
+  FaultyKernels(KernelFault fault, std::string name)
+      : fault_(fault), name_(std::move(name)) {}
+
+  std::string name() const override { return name_; }
+
+ protected:
+  void DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoSum(const Tensor& x, Tensor& out) override;
+  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                   Tensor& out) override;
+  void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                           Tensor& out) override;
+  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  // The kernels a backward rule calls, for kNanCotangentsToZero.
+  void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                Tensor& out) override;
+  void DoAdd(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void DoMul(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void DoBroadcast(const Tensor& s, Tensor& out) override;
+  void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
+  void DoSumLeading(const Tensor& x, Tensor& out) override;
+  void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
+  void DoScale(const Tensor& x, double c, Tensor& out) override;
+
+ private:
+  // kNanCotangentsToZero: zeroes the NaNs of a cotangent.
+  void ScrubNans(Tensor& out) const;
+
+  KernelFault fault_;
+  std::string name_;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_HARNESS_GALLERY_FAULTY_KERNELS_H_

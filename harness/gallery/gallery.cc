@@ -1,0 +1,225 @@
+// The faulty engines and their registration (see gallery.h).
+#include "harness/gallery/gallery.h"
+
+#include <memory>
+#include <utility>
+
+#include "engines/api/engine.h"
+#include "engines/api/registry.h"
+#include "engines/autodiff/reverse_mode_engine.h"
+#include "engines/onednn/onednn_kernels.h"
+#include "harness/gallery/faulty_kernels.h"
+
+namespace remat {
+namespace {
+
+// recompute as engines/recompute builds it, here without the registry (the
+// gallery's binaries link no "recompute").
+std::unique_ptr<Engine> Recompute(const std::string& name, std::unique_ptr<Kernels> kernels,
+                                  Fault fault = Fault::kNone) {
+  return std::make_unique<ReverseModeEngine>(
+      name, std::move(kernels), ReverseModeOptions{.honour_checkpoints = true, .fault = fault});
+}
+
+// A fault in the interpreter, on eager's kernels.
+EngineFactory InInterpreter(const std::string& name, Fault fault) {
+  return [name, fault] { return Recompute(name, std::make_unique<OneDnnKernels>(), fault); };
+}
+
+// A fault in the kernels; `kernels` is the name they go by.
+EngineFactory InKernels(const std::string& name, KernelFault fault, const std::string& kernels) {
+  return [name, fault, kernels] {
+    return Recompute(name, std::make_unique<FaultyKernels>(fault, kernels));
+  };
+}
+
+// A fault around recompute: everything but ValueAndGrad is recompute's.
+class Decorator : public Engine {
+ public:
+  explicit Decorator(std::string name)
+      : name_(std::move(name)), inner_(Recompute("recompute", std::make_unique<OneDnnKernels>())) {}
+  std::string name() const override { return name_; }
+  DType dtype() const override { return inner_->dtype(); }
+  std::string kernels() const override { return inner_->kernels(); }
+  bool honours_checkpoints() const override { return inner_->honours_checkpoints(); }
+
+ protected:
+  Engine& inner() { return *inner_; }
+
+ private:
+  std::string name_;
+  std::unique_ptr<Engine> inner_;
+};
+
+// Keeps the last run's loss in a static, for a progress line, and so keeps
+// its buffer (and tracker) alive after the caller drops the Result.
+class LeakingEngine : public Decorator {
+ public:
+  using Decorator::Decorator;
+  Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                      const std::vector<int>& wrt, const RunOptions& options) override {
+    static auto* last_loss = new Tensor();
+    Result r = inner().ValueAndGrad(program, args, wrt, options);
+    if (!options.plan_only) *last_loss = r.value;
+    return r;
+  }
+};
+
+// Stages the arguments in copies of its own before running: Copy(a), not
+// Copy(a, tracker), so that memory is in no tracker and in no peak. The
+// accounting of the run itself is recompute's, to the byte.
+class UntrackedStagingEngine : public Decorator {
+ public:
+  using Decorator::Decorator;
+  Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                      const std::vector<int>& wrt, const RunOptions& options) override {
+    if (options.plan_only) return inner().ValueAndGrad(program, args, wrt, options);
+    std::vector<Tensor> staged;
+    for (const Tensor& a : args) staged.push_back(Copy(a));
+    return inner().ValueAndGrad(program, staged, wrt, options);
+  }
+};
+
+// Leaves the arguments out of its peak ("they are the caller's memory"),
+// measured and predicted alike, so that the two still agree.
+class UnderReportingEngine : public Decorator {
+ public:
+  using Decorator::Decorator;
+  Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                      const std::vector<int>& wrt, const RunOptions& options) override {
+    Result r = inner().ValueAndGrad(program, args, wrt, options);
+    const int inputs = static_cast<int>(Category::kInputs);
+    const int64_t left_out = r.stats.peak_bytes_by_category[inputs];
+    r.stats.peak_bytes -= left_out;
+    if (r.stats.predicted_peak_bytes >= 0) r.stats.predicted_peak_bytes -= left_out;
+    r.stats.peak_bytes_by_category[inputs] = 0;
+    r.stats.high_water_bytes_by_category[inputs] = 0;
+    return r;
+  }
+};
+
+// Runs without a plan and then reports the measured peak as its predicted
+// one: measured = predicted always holds, and nothing was predicted.
+class InventedPredictionEngine : public Decorator {
+ public:
+  using Decorator::Decorator;
+  Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                      const std::vector<int>& wrt, const RunOptions& options) override {
+    if (options.plan_only) return inner().ValueAndGrad(program, args, wrt, options);
+    RunOptions unplanned = options;
+    unplanned.predict_memory = false;
+    Result r = inner().ValueAndGrad(program, args, wrt, unplanned);
+    if (options.predict_memory) {
+      r.stats.predicted_peak_bytes = r.stats.peak_bytes;
+      r.stats.predicted_peak_site = r.stats.peak_site;
+    }
+    return r;
+  }
+};
+
+template <typename T>
+EngineFactory Around(const std::string& name) {
+  return [name] { return std::make_unique<T>(name); };
+}
+
+struct Entry {
+  FaultyEngine info;
+  EngineFactory factory;
+};
+
+const std::vector<Entry>& Entries() {
+  static const auto* entries = new std::vector<Entry>{
+      // The arithmetic.
+      {{"faulty_sum_order",
+        "a value's cotangent contributions summed first reader first (program order), not "
+        "last reader first",
+        {"differs from eager"}},
+       InInterpreter("faulty_sum_order", Fault::kSumInProgramOrder)},
+      {{"faulty_overwritten_sum",
+        "a running sum replaced by each new contribution: all but one contribution dropped",
+        {"the float64 oracle"}},
+       InInterpreter("faulty_overwritten_sum", Fault::kOverwriteRunningSum)},
+      {{"faulty_dropped_carry_cotangent",
+        "the cotangent of a scan's initial carry, and block 0's into a chain's, dropped",
+        {"the float64 oracle"}},
+       InInterpreter("faulty_dropped_carry_cotangent", Fault::kDropInitialCarryCotangent)},
+      {{"faulty_wrong_input_gradient",
+        "gradients returned in parameter order, not in the order of wrt", {"gradients follow wrt"}},
+       InInterpreter("faulty_wrong_input_gradient", Fault::kGradientsInParameterOrder)},
+      // Recomputation and the tape.
+      {{"faulty_recompute_one_ulp",
+        "recomputation on a kernel one ulp off the forward pass's (first element of each value)",
+        {"differs from eager"}},
+       InInterpreter("faulty_recompute_one_ulp", Fault::kRecomputeOneUlpOff)},
+      {{"faulty_freed_residual",
+        "a residual freed at its last forward use while the tape reads it; its storage then "
+        "holds the next value",
+        {"freed before the backward pass read it", "differs from eager"}},
+       InInterpreter("faulty_freed_residual", Fault::kResidualFreedEarly)},
+      {{"faulty_stale_saved_value",
+        "a region's recomputation reads the values saved by its last instance (in a scan: the "
+        "last step's)",
+        {"differs from eager"}},
+       InInterpreter("faulty_stale_saved_value", Fault::kStaleSavedValue)},
+      {{"faulty_ignored_checkpoints",
+        "checkpoint regions run inline while honours_checkpoints() says true",
+        {"claims to honour checkpoint regions"}},
+       InInterpreter("faulty_ignored_checkpoints", Fault::kIgnoreCheckpointRegions)},
+      {{"faulty_recompute_shape",
+        "the residuals a recomputation records come back flattened (a shape unlike the forward "
+        "pass's)",
+        {"threw on a valid program"}},
+       InInterpreter("faulty_recompute_shape", Fault::kRecomputeShapeMismatch)},
+      // The kernels.
+      {{"faulty_relu_grad_at_zero", "relu'(0) = 1 (on kernels of its own)",
+        {"relu'(0) must be 0"}},
+       InKernels("faulty_relu_grad_at_zero", KernelFault::kReluGradAtZeroIsOne,
+                 "onednn-relu-grad-at-zero-1")},
+      {{"faulty_nan_to_zero", "NaN cotangents turned into zeros (on kernels of its own)",
+        {"spread as in eager"}},
+       InKernels("faulty_nan_to_zero", KernelFault::kNanCotangentsToZero, "onednn-nan-to-zero")},
+      {{"faulty_layernorm_epsilon", "LayerNorm with epsilon 1e-6, not 1e-5 (on kernels of its own)",
+        {"epsilon is 1e-5"}},
+       InKernels("faulty_layernorm_epsilon", KernelFault::kLayerNormEpsilon1e6,
+                 "onednn-layernorm-eps-1e-6")},
+      {{"faulty_float64_sum",
+        "sum accumulated in float64 inside a kernel, while claiming eager's kernels",
+        {"differs from eager"}},
+       InKernels("faulty_float64_sum", KernelFault::kSumInFloat64, "onednn")},
+      // The accounting.
+      {{"faulty_leaked_buffer", "the last loss kept in a static: its buffer outlives the Result",
+        {"bytes still live"}},
+       Around<LeakingEngine>("faulty_leaked_buffer")},
+      {{"faulty_untracked_buffer",
+        "the arguments staged in copies allocated outside any tracker",
+        {"outside the trackers it reported"}},
+       Around<UntrackedStagingEngine>("faulty_untracked_buffer")},
+      {{"faulty_underreported_peak",
+        "the arguments left out of the peak, measured and predicted alike",
+        {"not the tracker's high-water mark"}},
+       Around<UnderReportingEngine>("faulty_underreported_peak")},
+      {{"faulty_invented_prediction",
+        "no plan: the measured peak reported as the predicted one",
+        {"the prediction is not a plan"}},
+       Around<InventedPredictionEngine>("faulty_invented_prediction")},
+  };
+  return *entries;
+}
+
+[[maybe_unused]] const bool registered = [] {
+  for (const Entry& e : Entries()) RegisterEngine(e.info.engine, e.info.fault, e.factory);
+  return true;
+}();
+
+}  // namespace
+
+const std::vector<FaultyEngine>& Gallery() {
+  static const auto* gallery = [] {
+    auto* out = new std::vector<FaultyEngine>;
+    for (const Entry& e : Entries()) out->push_back(e.info);
+    return out;
+  }();
+  return *gallery;
+}
+
+}  // namespace remat

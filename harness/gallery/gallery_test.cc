@@ -1,0 +1,229 @@
+// Mutation testing of the conformance suite: every faulty engine of the
+// gallery (gallery.h) through the suite's own binaries, the conformance
+// suite (harness/conformance_test.cc) and the random-program fuzzer
+// (harness/fuzz_test.cc), built with the gallery linked in. Each run must
+// fail, and a failing test's message must name the property the fault
+// breaks (FaultyEngine::caught_as). Prints a table, fault -> the suite's
+// tests that caught it, and the mutation score; fails unless it is 100%.
+//
+//   bazel-bin/harness/gallery/gallery_test                  # every fault
+//   bazel-bin/harness/gallery/gallery_test --fault=NAME     # one, with its output
+//   bazel-bin/harness/gallery/gallery_test --fuzz_cases=N   # fuzz cases per fault
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/gallery/gallery.h"
+
+namespace remat {
+namespace {
+
+struct Flags {
+  std::string argv0;
+  std::string fault;     // only this one, with its output
+  int fuzz_cases = 300;  // the suite's fuzz tests run 500; the faults fail early
+};
+Flags& GetFlags() {
+  static Flags flags;
+  return flags;
+}
+
+// A data dependency of this test: under `bazel test` in the runfiles tree
+// ($TEST_SRCDIR/$TEST_WORKSPACE), run by hand next to argv[0]'s.
+std::string Runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir != nullptr && workspace != nullptr) {
+    return std::string(srcdir) + "/" + workspace + "/" + path;
+  }
+  return GetFlags().argv0 + ".runfiles/remat_bench/" + path;
+}
+
+struct Outcome {
+  int exit_code = -1;  // -1: did not exit normally (a crash)
+  std::string output;  // stdout and stderr
+};
+
+// The variables through which Bazel's test runner speaks to a GoogleTest
+// binary. The suite's binaries run here as tools, not as this test: left
+// set, their XML (failures, on purpose) would replace this test's test.xml,
+// and --test_filter or sharding would apply to them. (ONEDNN_MAX_CPU_ISA
+// and OpenMP's settings pass through: a capped run caps them too.)
+const char* const kTestRunnerVariables[] = {
+    "XML_OUTPUT_FILE",         "GTEST_OUTPUT",      "GTEST_FILTER",
+    "TESTBRIDGE_TEST_ONLY",    "TESTBRIDGE_TEST_RUNNER_FAIL_FAST",
+    "TEST_PREMATURE_EXIT_FILE", "GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS",
+    "GTEST_SHARD_STATUS_FILE", "TEST_SHARD_INDEX",  "TEST_TOTAL_SHARDS",
+    "TEST_SHARD_STATUS_FILE",
+};
+
+Outcome Execute(const std::string& command) {
+  Outcome o;
+  std::string clean = "env";
+  for (const char* v : kTestRunnerVariables) clean += std::string(" -u ") + v;
+  FILE* pipe = popen((clean + " " + command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    o.output = "popen failed: " + command;
+    return o;
+  }
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    o.output.append(buffer.data(), n);
+  }
+  const int status = pclose(pipe);
+  if (status != -1 && WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+  return o;
+}
+
+// "Problems/ConformanceTest.AgreesWithTheFloat64Oracle/layer_loss" ->
+// "ConformanceTest.AgreesWithTheFloat64Oracle": a test, without its
+// instantiation's prefix and parameter.
+std::string TestOf(const std::string& instance) {
+  std::string name = instance.substr(0, instance.find(' '));
+  const size_t dot = name.find('.');
+  const size_t prefix = name.rfind('/', dot);
+  if (prefix != std::string::npos) name = name.substr(prefix + 1);
+  const size_t param = name.find('/', name.find('.'));
+  if (param != std::string::npos) name = name.substr(0, param);
+  return name;
+}
+
+// The tests of a GoogleTest output that failed with one of `phrases` in
+// their output, and how many instances of each did.
+std::map<std::string, int> TestsThatFailedSaying(const std::string& output,
+                                                 const std::vector<std::string>& phrases) {
+  std::map<std::string, int> tests;
+  std::string current, text;
+  size_t pos = 0;
+  while (pos < output.size()) {
+    size_t end = output.find('\n', pos);
+    if (end == std::string::npos) end = output.size();
+    const std::string line = output.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.rfind("[ RUN      ] ", 0) == 0) {
+      current = line.substr(13);
+      text.clear();
+    } else if (line.rfind("[  FAILED  ] ", 0) == 0 && !current.empty()) {
+      for (const std::string& phrase : phrases) {
+        if (text.find(phrase) != std::string::npos) {
+          ++tests[TestOf(current)];
+          break;
+        }
+      }
+      current.clear();
+    } else if (line.rfind("[       OK ] ", 0) == 0) {
+      current.clear();
+    } else if (!current.empty()) {
+      text += line + "\n";
+    }
+  }
+  return tests;
+}
+
+struct Verdict {
+  bool conformance_failed = false;
+  bool fuzz_failed = false;
+  std::map<std::string, int> caught_by;  // conformance tests
+  bool fuzz_caught = false;
+  Outcome conformance, fuzz;
+  bool caught() const {
+    return (conformance_failed && !caught_by.empty()) || (fuzz_failed && fuzz_caught);
+  }
+};
+
+Verdict Judge(const FaultyEngine& f) {
+  const std::string engine = " --engine=" + f.engine;
+  // The two binaries side by side: they are independent processes.
+  auto conformance = std::async(std::launch::async, [&] {
+    return Execute(Runfile("harness/gallery/faulty_conformance") + engine);
+  });
+  Verdict v;
+  v.fuzz = Execute(Runfile("harness/gallery/faulty_fuzz") + engine +
+                   " --cases=" + std::to_string(GetFlags().fuzz_cases));
+  v.conformance = conformance.get();
+  v.conformance_failed = v.conformance.exit_code != 0;
+  v.fuzz_failed = v.fuzz.exit_code != 0;
+  v.caught_by = TestsThatFailedSaying(v.conformance.output, f.caught_as);
+  v.fuzz_caught = !TestsThatFailedSaying(v.fuzz.output, f.caught_as).empty();
+  return v;
+}
+
+// What the fuzzer said: its first failing case's message ("seed S: ..."),
+// shortened, or that it passed.
+std::string FuzzSummary(const Verdict& v) {
+  if (!v.fuzz_failed) return "passed";
+  const size_t seed = v.fuzz.output.find("seed ");
+  if (seed == std::string::npos) return "failed (exit " + std::to_string(v.fuzz.exit_code) + ")";
+  std::string line = v.fuzz.output.substr(seed, v.fuzz.output.find('\n', seed) - seed);
+  if (line.size() > 110) line = line.substr(0, 107) + "...";
+  return (v.fuzz_caught ? "caught: " : "failed otherwise: ") + line;
+}
+
+TEST(GalleryTest, TheSuiteCatchesEveryFaultByName) {
+  const Flags& flags = GetFlags();
+  int total = 0, caught = 0;
+  std::string table;
+  for (const FaultyEngine& f : Gallery()) {
+    if (!flags.fault.empty() && f.engine != flags.fault) continue;
+    ++total;
+    const Verdict v = Judge(f);
+    if (v.caught()) ++caught;
+    std::string by;
+    for (const auto& [test, instances] : v.caught_by) {
+      by += (by.empty() ? "" : ", ") + test + " (" + std::to_string(instances) + ")";
+    }
+    if (v.fuzz_caught && v.fuzz_failed) by += std::string(by.empty() ? "" : ", ") + "fuzz";
+    const std::string indent(34, ' ');
+    std::string phrases;
+    for (const std::string& p : f.caught_as) {
+      phrases += (phrases.empty() ? "\"" : " or \"") + p + "\"";
+    }
+    table += "  " + f.engine + std::string(f.engine.size() < 32 ? 32 - f.engine.size() : 1, ' ') +
+             (v.caught() ? by : "NOT CAUGHT") + "\n" + indent + "fault: " + f.fault + "\n" +
+             indent + "caught as: " + phrases + "\n" + indent +
+             "fuzz: " + FuzzSummary(v) + "\n";
+    EXPECT_TRUE(v.conformance_failed || v.fuzz_failed)
+        << f.engine << " (" << f.fault << ") passed the conformance suite and the fuzzer";
+    EXPECT_TRUE(v.caught()) << f.engine << " (" << f.fault << "): no failing test says "
+                            << phrases << " (conformance exit "
+                            << v.conformance.exit_code << ", fuzz exit " << v.fuzz.exit_code
+                            << "); a hole in the suite";
+    if (!flags.fault.empty()) {
+      std::printf("%s\n%s\n", v.conformance.output.c_str(), v.fuzz.output.c_str());
+    }
+  }
+  ASSERT_GT(total, 0) << "no fault named " << flags.fault;
+  std::printf("gallery: fault -> the suite's tests that caught it (failing instances)\n%s"
+              "gallery: %d/%d faults caught\n",
+              table.c_str(), caught, total);
+  EXPECT_EQ(caught, total) << "mutation score below 100%";
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  remat::Flags& f = remat::GetFlags();
+  f.argv0 = argv[0];
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--fault=", 8) == 0) {
+      f.fault = argv[i] + 8;
+    } else if (std::strncmp(argv[i], "--fuzz_cases=", 13) == 0) {
+      f.fuzz_cases = std::atoi(argv[i] + 13);
+    } else {
+      std::fprintf(stderr, "gallery_test: unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  return RUN_ALL_TESTS();
+}
