@@ -150,13 +150,16 @@ double Median(std::vector<double> values);
 // When a row's sampling stops. A sample is one block of runs of the row (and,
 // paired, one of eager next to it); see SamplingDone.
 struct SamplingRule {
-  int64_t min_samples = 6;       // never fewer (per side)
-  int64_t max_samples = 60;      // never more
-  double target_spread = 0.01;   // stop once RowEstimate::spread is at most this...
-  // ...and the row has been sampled this long: rows of a few ms vary by a
-  // few % from sample to sample, and their minimum needs a few dozen.
+  // Stop once the row has this many quiet samples (pairs)...
+  int64_t min_samples = 6;
+  // ...and a spread (RowEstimate::spread) at most this...
+  double target_spread = 0.01;
+  // ...and has been sampled this long: rows of a few ms vary by a few %
+  // from sample to sample, and their median needs a few dozen.
   double min_seconds = 0.15;
-  double max_seconds = 5;        // stop here whatever the spread (the per-row cap)
+  // Or stop here, settled or not: after this many samples, or this long.
+  int64_t max_samples = 60;
+  double max_seconds = 5;
 };
 // The rule of the default run: what bench_main uses unless --max-row-seconds.
 SamplingRule DefaultSamplingRule();
@@ -252,6 +255,7 @@ bool SamplingDone(const Timings& timings, const SamplingRule& rule, double secon
 // not being exactly a problem's.
 inline constexpr double kFlopFloorAllowance = 0.08;
 inline constexpr double kBoundAllowance = 0.03;
+
 // Takes this binary's own flags out of `args` (args[0] is the program name)
 // and returns them; every other argument, args[0] first, goes to `rest` in
 // order, for benchmark::Initialize. Flags are `--name=value` or `--name

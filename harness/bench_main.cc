@@ -112,22 +112,20 @@ SamplingRule g_rule;    // DefaultSamplingRule(), --max-row-seconds
 double g_sampling_budget = 0;  // --sampling-budget; 0: none
 double g_sampled_seconds = 0;  // by every row so far
 
-// The least samples a row takes once the sampling budget is spent: enough
-// for a spread. A run gets there when a neighbour slows every run several
-// times over, and six pairs would then take as long as a whole idle run.
-constexpr int64_t kMinSamplesPastBudget = 3;
+// The fewest samples (pairs) a row takes, whatever its time cap: a median
+// and a spread. Beyond them SamplingDone decides: rule.min_samples quiet
+// ones and a narrow spread, or the cap. The cap wins over min_samples so
+// that a neighbour that slows every run several times over cannot stretch
+// the run: its rows stop early, flagged or with a wide spread.
+constexpr int64_t kFewestSamples = 3;
 
 // The rule for the next row: g_rule, its time cap cut to what is left of the
-// sampling budget; nothing left, it stops at kMinSamplesPastBudget samples.
+// sampling budget (nothing left: the row stops at kFewestSamples).
 SamplingRule RuleNow() {
   SamplingRule rule = g_rule;
   if (g_sampling_budget <= 0) return rule;
   const double left = g_sampling_budget - g_sampled_seconds;
   rule.max_seconds = std::max(0.0, std::min(rule.max_seconds, left));
-  if (left <= 0) {
-    rule.min_samples = std::min(rule.min_samples, kMinSamplesPastBudget);
-    rule.min_seconds = 0;
-  }
   return rule;
 }
 
@@ -400,7 +398,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
     t.eager_delay.push_back(sample.delay);
   };
   // Repetitions (--benchmark_repetitions) add to the samples of the last:
-  // each call samples afresh from the rule's minimum, against all of them.
+  // each call takes kFewestSamples afresh, and judges all of them.
   const SamplingRule rule = RuleNow();
   const size_t before = t.row_ms.size();
   do {
@@ -413,7 +411,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
       time_row();
       time_eager();
     }
-  } while (t.row_ms.size() - before < static_cast<size_t>(rule.min_samples) ||
+  } while (t.row_ms.size() - before < static_cast<size_t>(kFewestSamples) ||
            !SamplingDone(t, rule, SecondsSince(start)));
   std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
   s->sampling_seconds += SecondsSince(start);
@@ -503,7 +501,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
         s->timings.row_delay.push_back(sample.delay);
         s->runs += s->runs_per_sample;
         AddImpls(recorder, &s->matmul_impls);
-      } while (s->timings.row_ms.size() - before < static_cast<size_t>(rule.min_samples) ||
+      } while (s->timings.row_ms.size() - before < static_cast<size_t>(kFewestSamples) ||
                !SamplingDone(s->timings, rule, SecondsSince(start)));
       std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
       s->sampling_seconds += SecondsSince(start);
