@@ -398,7 +398,8 @@ struct RowResult {
 // rows, and flags noise: a row with too few quiet samples (RowResult::quiet), a
 // row whose x eager (paired if it has one) is below
 // flop_floor * (1 - kFlopFloorAllowance - its spread), or whose GFLOP/s is
-// above its bound's by more than kBoundAllowance plus both spreads. Eager's
+// above its bound's by more than kBoundAllowance plus both spreads (unless
+// the bound row itself had too few quiet samples: then it is no ceiling). Eager's
 // FLOPs come from eager_flops when set, else from the eager row of the case.
 void ComputeVsEager(std::vector<RowResult>* rows);
 
