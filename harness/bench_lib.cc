@@ -261,6 +261,12 @@ RowEstimate Estimate(const Timings& t) {
 bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent) {
   const RowEstimate e = Estimate(timings);
   if (e.samples >= rule.max_samples || seconds_spent >= rule.max_seconds) return true;
+  // A busy machine: more samples would mostly wait for the neighbour, and
+  // the row is flagged whatever it takes; stop rather than spend the cap.
+  if (seconds_spent >= rule.busy_seconds && e.samples >= kMinQuietSamples &&
+      e.quiet_samples * 4 < e.samples) {
+    return true;
+  }
   return e.quiet_samples >= rule.min_samples && seconds_spent >= rule.min_seconds && e.spread &&
          *e.spread <= rule.target_spread;
 }

@@ -159,7 +159,10 @@ struct SamplingRule {
   double min_seconds = 0.15;
   // Or stop here, settled or not: after this many samples, or this long.
   int64_t max_samples = 60;
-  double max_seconds = 5;
+  double max_seconds = 4;
+  // Or, sampled this long, when fewer than a quarter of the samples are
+  // quiet (a busy machine; the row is noise anyway).
+  double busy_seconds = 1;
 };
 // The rule of the default run: what bench_main uses unless --max-row-seconds.
 SamplingRule DefaultSamplingRule();
@@ -240,7 +243,8 @@ RowEstimate Estimate(const Timings& timings);
 // and rule.min_seconds spent, and a spread within rule.target_spread; or
 // rule.max_samples samples; or rule.max_seconds spent (then the spread says
 // how far from settled the row was, and quiet whether it saw enough quiet
-// moments).
+// moments); or rule.busy_seconds spent with fewer than a quarter of at least
+// kMinQuietSamples samples quiet.
 bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent);
 
 // Allowances of the plausibility checks (ComputeVsEager), beyond the spreads

@@ -501,11 +501,17 @@ TEST(BenchSampling, SamplingStopsWhenSettledOrAtTheCap) {
   scattered.row_ms[9] = 14;  // still wide, but max_samples reached
   EXPECT_TRUE(SamplingDone(scattered, rule, 1.0));
   // Settled, but only two quiet pairs of the four: not done until the cap.
+  rule.busy_seconds = 2;
   Timings busy = settled;
   busy.row_delay = {0.9, 0.0, 0.9, 0.0};
   busy.eager_delay = {0.0, 0.0, 0.9, 0.0};
   EXPECT_FALSE(SamplingDone(busy, rule, 1.0));
+  EXPECT_FALSE(SamplingDone(busy, rule, 3.0));  // half quiet: worth waiting for
   EXPECT_TRUE(SamplingDone(busy, rule, 30.0));
+  // None of four quiet: a busy machine, past busy_seconds it stops.
+  busy.row_delay = {0.9, 0.9, 0.9, 0.9};
+  EXPECT_FALSE(SamplingDone(busy, rule, 1.0));
+  EXPECT_TRUE(SamplingDone(busy, rule, 3.0));
 }
 
 TEST(BenchSampling, FastRunsAreTimedInBlocks) {
