@@ -124,22 +124,7 @@ TEST_P(ConformanceTest, ResidualListingNamesEverySavedValue) {
 // `program` as the body of one checkpoint region under `policy`, its own
 // regions kept: jax.checkpoint(f, policy=...) around the whole function.
 Program WrapInRegion(const Program& program, const std::string& policy) {
-  Program outer;
-  outer.name = program.name;
-  outer.param_names = program.param_names;
-  outer.shapes.assign(program.shapes.begin(), program.shapes.begin() + program.num_params());
-  Op op;
-  op.kind = OpKind::kCheckpoint;
-  op.site = "the suite's region";
-  op.name = program.name;
-  op.policy = Policy::Parse(policy);
-  op.body = std::make_shared<const Program>(program);
-  for (int i = 0; i < program.num_params(); ++i) op.inputs.push_back(i);
-  op.output = outer.num_values();
-  outer.shapes.push_back(program.shapes[program.output]);
-  outer.ops.push_back(std::move(op));
-  outer.output = outer.ops.back().output;
-  return outer;
+  return WrapInCheckpoint(program, Policy::Parse(policy), "the suite's region");
 }
 
 // Engine::honours_checkpoints() is a claim the suite checks: the problem

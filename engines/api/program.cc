@@ -136,15 +136,19 @@ std::shared_ptr<const Program> WithPolicy(const Program& p, const Policy& policy
 
 Program ApplyPolicy(const Program& program, const Policy& policy) {
   if (program.CountOps(OpKind::kCheckpoint) > 0) return *WithPolicy(program, policy);
-  // Wrap the whole function: the outer program passes its parameters to one
-  // checkpoint op whose body is the original program.
+  return WrapInCheckpoint(program, policy, "--policy");
+}
+
+Program WrapInCheckpoint(const Program& program, const Policy& policy, const std::string& site) {
+  // The outer program passes its parameters to one checkpoint op whose body
+  // is the original program.
   Program outer;
   outer.name = program.name;
   outer.param_names = program.param_names;
   outer.shapes.assign(program.shapes.begin(), program.shapes.begin() + program.num_params());
   Op op;
   op.kind = OpKind::kCheckpoint;
-  op.site = "--policy";
+  op.site = site;
   op.name = program.name;
   op.policy = policy;
   op.body = std::make_shared<const Program>(program);

@@ -95,6 +95,11 @@ struct Program {
 // is wrapped whole in one region with `policy`.
 Program ApplyPolicy(const Program& program, const Policy& policy);
 
+// `program` as the body of one checkpoint region under `policy`, its own
+// regions kept inside it: jax.checkpoint(f, policy=...) around the whole
+// function. `site` names the region's op in listings ("--policy").
+Program WrapInCheckpoint(const Program& program, const Policy& policy, const std::string& site);
+
 // A schedule applied from the calling side, to scans and to chains of
 // blocks, without editing the problem:
 // - every scan of `program` is reversed under `spec` ("every:4", "sqrt",
