@@ -463,10 +463,11 @@ std::vector<ParamValues> DefaultBenchSizes(const Problem& problem) {
   // N=256, L=8, D=8) run in milliseconds; deeper sizes show how memory grows
   // with depth (linearly, or as log D for sin_recursive). Every row is
   // sampled until its ratio settles, and paired with as many eager runs:
-  // on an idle 2-core EPYC the whole default run took a minute and 53
-  // seconds with scan_stack's third size at L=128, whose rows were 70 of the
-  // 102 seconds of sampling; at L=64 it takes about 80 seconds, which leaves
-  // room for a neighbour's load within three minutes. --sweep goes further.
+  // with scan_stack's third size at L=128, its rows took 70 of the run's 102
+  // seconds of sampling on the 2-core EPYC (then: least times, 6 pairs); at
+  // L=64, with the median of pairs sampled to a 1% interval, the whole
+  // default run takes 2 to 2.5 minutes there when the machine is quiet.
+  // --sweep goes further.
   static const std::map<std::string, std::vector<std::map<std::string, int64_t>>> kSizes = {
       {"scan_stack", {{}, {{"L", 32}}, {{"L", 64}}}},
       // A small stack by default (seconds at the problem's L=12, D=512);
