@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <set>
 
 #include "engines/api/error.h"
 #include "harness/rounding_depth.h"
@@ -133,6 +134,54 @@ std::string PairTestName(const std::string& problem, const std::string& variant)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
   return name;
+}
+
+namespace {
+
+// A residual line as the comparison reads it: the dtype is left out so that
+// an engine in float64 is compared too.
+std::string ListingKey(const Residual& r) {
+  const size_t bracket = r.type.find('[');
+  const std::string shape = bracket == std::string::npos ? r.type : r.type.substr(bracket);
+  return StrCat(shape, " ", r.source, r.count > 1 ? StrCat(" (x", r.count, ")") : "");
+}
+
+std::multiset<std::string> ListingKeys(const Stats& stats, bool with_arguments) {
+  std::multiset<std::string> keys;
+  for (const Residual& r : stats.residuals) {
+    if (with_arguments || !r.is_argument) keys.insert(ListingKey(r));
+  }
+  return keys;
+}
+
+std::string Lines(const std::multiset<std::string>& keys) {
+  std::string out;
+  for (const std::string& k : keys) out += StrCat("\n    ", k);
+  return out.empty() ? "\n    (none)" : out;
+}
+
+}  // namespace
+
+std::optional<std::string> ResidualListingDiffers(const Stats& eager, const Stats& got,
+                                                  bool exact) {
+  const std::multiset<std::string> want = ListingKeys(eager, exact);
+  const std::multiset<std::string> have = ListingKeys(got, exact);
+  // What `got` lists beyond eager's lines, and what it lacks (a multiset
+  // difference each way).
+  std::multiset<std::string> extra, missing;
+  for (auto it = have.begin(); it != have.end(); it = have.upper_bound(*it)) {
+    for (size_t i = want.count(*it); i < have.count(*it); ++i) extra.insert(*it);
+  }
+  for (auto it = want.begin(); it != want.end(); it = want.upper_bound(*it)) {
+    for (size_t i = have.count(*it); i < want.count(*it); ++i) missing.insert(*it);
+  }
+  if (extra.empty() && (!exact || missing.empty())) return std::nullopt;
+  std::string out;
+  if (!extra.empty()) out += StrCat("lines eager does not list:", Lines(extra));
+  if (exact && !missing.empty()) {
+    out += StrCat(out.empty() ? "" : "\n  ", "eager's lines it lacks:", Lines(missing));
+  }
+  return out;
 }
 
 }  // namespace remat

@@ -87,6 +87,14 @@ CountedRun RunCountingStorage(Engine& engine, const Program& program,
                               const std::vector<Tensor>& args, const std::vector<int>& wrt,
                               RunOptions options = {});
 
+// Compares an engine's residual listing with eager's on the same program,
+// line by line (shape, stacked or not, without the dtype; source; count), as
+// CONTRACT.md section 4 states: `exact` (an engine that stores everything)
+// requires the same lines, arguments included; otherwise no line of `got`
+// that eager lacks, arguments excluded (a region keeps a subset of what eager
+// keeps, and its inputs). Returns what differs, or nothing.
+std::optional<std::string> ResidualListingDiffers(const Stats& eager, const Stats& got, bool exact);
+
 // Names of value/gradient tensors in Result order: "value", "grad w1", ...
 std::vector<std::string> OutputNames(const Case& c);
 

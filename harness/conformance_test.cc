@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -125,6 +126,51 @@ TEST_P(ConformanceTest, ResidualListingNamesEverySavedValue) {
 // regions kept: jax.checkpoint(f, policy=...) around the whole function.
 Program WrapInRegion(const Program& program, const std::string& policy) {
   return WrapInCheckpoint(program, Policy::Parse(policy), "the suite's region");
+}
+
+// The residual listing is compared with eager's, line by line (shape, source,
+// count), on the program as written and with every region under
+// everything_saveable:
+// - an engine that stores everything (honours_checkpoints() false, no cap)
+//   saves exactly eager's values, arguments included;
+// - an engine that honours regions saves, under everything_saveable, only
+//   values eager saves too (a region may keep fewer: one whose output an
+//   enclosing region saved is not replayed), and under one
+//   nothing_saveable region around the whole program nothing but arguments.
+// A listing that names a value eager does not save, or with another shape or
+// count, is wrong whatever the engine plans.
+// The oracle is exempt: it is the judge, not an engine under the contract,
+// and its own rules save other values (the loss's square, for one).
+TEST_P(ConformanceTest, ResidualListingAgreesWithEagers) {
+  if (EngineUnderTest() == "oracle") return;
+  std::unique_ptr<Engine> eager = MakeEngine("eager");
+  const Program all = ApplyPolicy(case_.program, Policy::Parse("everything_saveable"));
+  const bool exact = !engine_->honours_checkpoints();
+  for (const Program* program : {static_cast<const Program*>(&case_.program), &all}) {
+    if (!exact && program != &all) continue;
+    const Stats want = eager->ValueAndGrad(*program, case_.inputs, case_.wrt).stats;
+    const Stats got = engine_->ValueAndGrad(*program, case_.inputs, case_.wrt).stats;
+    const std::optional<std::string> diff = ResidualListingDiffers(want, got, exact);
+    EXPECT_FALSE(diff.has_value())
+        << EngineUnderTest() << " on " << case_.ToString()
+        << (program == &all ? " under everything_saveable" : "") << ": its residual listing "
+        << (exact ? "is not eager's (it stores everything: honours_checkpoints() is false)"
+                  : "names values eager does not save")
+        << "\n  " << diff.value_or("");
+  }
+  if (!exact) {
+    const Stats n =
+        engine_->ValueAndGrad(WrapInRegion(case_.program, "nothing_saveable"), case_.inputs,
+                              case_.wrt)
+            .stats;
+    for (const Residual& r : n.residuals) {
+      EXPECT_TRUE(r.is_argument)
+          << EngineUnderTest() << " on " << case_.ToString()
+          << " in one nothing_saveable region saves more than the region's inputs (the "
+             "arguments): "
+          << r.type << " " << r.source;
+    }
+  }
 }
 
 // Engine::honours_checkpoints() is a claim the suite checks: the problem
@@ -360,7 +406,9 @@ TEST_P(ConformanceTest, StaysUnderAMemoryCapWithTheSameBits) {
       EXPECT_FALSE(diff.has_value()) << what << ": the " << diff.value_or("")
                                      << " differs from the uncapped run's";
       EXPECT_LE(r.stats.peak_bytes, cap) << what;
-      if (cap < peak) EXPECT_GT(r.stats.flops_recomputed, 0) << what;
+      if (cap < peak) {
+        EXPECT_GT(r.stats.flops_recomputed, 0) << what;
+      }
     }
     EXPECT_EQ(tracker->live_bytes(), 0) << what << ": bytes still live after the Result is gone";
   }

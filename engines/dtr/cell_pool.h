@@ -126,6 +126,11 @@ class CellPool {
   int64_t cost(CellId cell) const { return cells_.at(cell).cost; }
   int64_t bytes(CellId cell) const { return cells_.at(cell).bytes; }
   const std::string& name(CellId cell) const { return cells_.at(cell).name; }
+  // A checkpoint_name label on the cell's value: " named 'LABEL'" is added to
+  // its name, as the residual listing shows it (CONTRACT.md section 4).
+  void AddLabel(CellId cell, const std::string& label) {
+    cells_.at(cell).name += " named '" + label + "'";
+  }
   // The resident tensor, undefined if evicted (no recomputation, no pin).
   const Tensor& tensor(CellId cell) const { return cells_.at(cell).tensor; }
   int64_t evictions() const { return evictions_; }

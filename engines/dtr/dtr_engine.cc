@@ -220,6 +220,7 @@ void Run::Forward(Frame& f) {
       case OpKind::kName: {
         // The identity: the same cell under another name.
         const Handle in = f.values[op.inputs[0]];
+        if (in.slices.empty()) pool_.AddLabel(in.cell, op.name);
         Bind(f, op.output, in);
         pool_.ReleaseUse(in.cell);
         Record("forward", op);
