@@ -38,7 +38,10 @@ std::vector<std::string> Split(const std::string& text, char separator) {
 // True for kAsWritten and for text whose name part (before ':') Policy::Parse
 // knows: where a new policy starts in a comma-separated --policies.
 bool StartsPolicy(const std::string& piece) {
-  if (piece == kAsWritten || piece.rfind(kSchedulePrefix, 0) == 0) return true;
+  if (piece == kAsWritten || piece.rfind(kSchedulePrefix, 0) == 0 || IsCap(piece) ||
+      IsBudgetUnderCap(piece)) {
+    return true;
+  }
   const std::string name = piece.substr(0, piece.find(':'));
   const std::vector<std::string> names = Policy::Names();
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -118,7 +121,8 @@ std::string ShellQuote(const std::string& arg) {
 }
 
 std::string Variant(const PlannedRow& row) {
-  if (row.kind == RowKind::kMatMulBound || IgnoresPolicies(row.engine)) return row.engine;
+  if (row.kind == RowKind::kMatMulBound) return row.engine;
+  if (IgnoresPolicies(row.engine) && row.policy == kAsWritten) return row.engine;
   return row.engine + "/" + row.policy;
 }
 
@@ -137,6 +141,14 @@ std::optional<std::string> BoundKey(const OrderedParams& params) {
 
 bool IsFloat64Check(const std::string& engine) {
   return engine == kOracleEngine || engine == kReferenceEngine;
+}
+
+bool HonoursMemoryCaps(const std::string& engine) {
+  try {
+    return MakeEngine(engine)->honours_memory_cap();
+  } catch (const Error&) {
+    return false;  // not registered (yet): nothing says it does
+  }
 }
 
 bool IgnoresPolicies(const std::string& engine) {
@@ -279,7 +291,8 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
   rest->clear();
   if (!args.empty()) rest->push_back(args[0]);
   const std::vector<std::string> ours = {"engines", "policies", "problems", "sweep", "out",
-                                         "max-memory", "max-row-seconds", "sampling-budget"};
+                                         "max-memory", "max-row-seconds", "sampling-budget",
+                                         "memory-cap"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -338,6 +351,9 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       }
       (name == "max-row-seconds" ? flags.max_row_seconds : flags.sampling_budget_seconds) =
           seconds;
+    } else if (name == "memory-cap") {
+      if (value.empty()) throw Error("--memory-cap=: expected BYTES (64MiB) or FRACx (0.5x)");
+      flags.memory_cap = value;
     } else if (name == "max-memory") {
       try {
         flags.max_memory_bytes = ParseBytes(value);
@@ -356,17 +372,22 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
         flags.sweep = Sweep::kSchedules;
       } else if (value == "scale") {
         flags.sweep = Sweep::kScale;
+      } else if (value == "dtr") {
+        flags.sweep = Sweep::kDtr;
       } else if (value == "none" || value.empty()) {
         flags.sweep = Sweep::kNone;
       } else {
         throw Error(StrCat("--sweep=", value,
-                           ": unknown sweep; sweeps: depth, width, transformer, schedules, scale"));
+                           ": unknown sweep; sweeps: depth, width, transformer, schedules, scale, dtr"));
       }
     }
   }
-  if (policies_given && (flags.sweep == Sweep::kSchedules || flags.sweep == Sweep::kScale)) {
+  if (policies_given && (flags.sweep == Sweep::kSchedules || flags.sweep == Sweep::kScale ||
+                         flags.sweep == Sweep::kDtr)) {
     throw Error(StrCat("--policies and --sweep=",
-                       flags.sweep == Sweep::kSchedules ? "schedules" : "scale",
+                       flags.sweep == Sweep::kSchedules ? "schedules"
+                       : flags.sweep == Sweep::kScale   ? "scale"
+                                                        : "dtr",
                        " do not combine: the sweep picks its own policies and schedules"));
   }
   return flags;
@@ -413,6 +434,12 @@ std::string BenchHelp() {
       "                    gradients; eager stores 16 GiB more, past this machine's\n"
       "                    memory: refused): eager, sqrt, revolve:8, budget:128MiB,\n"
       "                    each run once (one to three minutes each)\n"
+      "  --sweep=dtr       dtr under caps between the smallest at which budget:B runs\n"
+      "                    and eager's peak, next to budget:B at the same peak\n"
+      "                    (budget-under-cap:F), on scan_stack and mlp_chain at 3 depths\n"
+      "  --memory-cap=C    engines that honour memory caps (dtr) run under C: BYTES or\n"
+      "                    FRACx of eager's peak on each case (rows 'cap:C'); in\n"
+      "                    --policies, 'cap:C' and 'budget-under-cap:C' are rows too\n"
       "  --out=DIR         where the JSON goes (default: results/ of the workspace under\n"
       "                    `bazel run`, else the current directory)\n"
       "  --max-memory=B    refuse a row whose predicted peak exceeds B bytes (4GiB,\n"
@@ -503,11 +530,22 @@ std::vector<ParamValues> SweepSizes(Sweep sweep) {
     }
   } else if (sweep == Sweep::kScale) {
     out.push_back(ResolveParams(FindProblem("scan_stack"), {{"L", 2048}, {"d", 1024}, {"N", 1024}}));
+  } else if (sweep == Sweep::kDtr) {
+    // Every problem's sizes: PlanRows takes them per problem (DtrSweepSizes).
   } else if (sweep == Sweep::kWidth) {
     const Problem& p = FindProblem("layer_loss");
     for (int64_t d = 128; d <= 2048; d *= 2) out.push_back(ResolveParams(p, {{"d", d}, {"N", 256}}));
   }
   return out;
+}
+
+std::vector<DtrSweepCase> DtrSweepCases() {
+  // The bench's default sizes (N=256, d=512; mlp_chain N=512, d=256), at
+  // three depths. Caps: on scan_stack eager's peak is two-thirds arguments and
+  // gradients, so budget:B first runs near 0.78x (L=16); on mlp_chain at 0.51x,
+  // 0.43x and 0.41x of it (L=16, 64, 256).
+  return {{"scan_stack", {16, 64, 256}, {"0.8x", "0.9x", "1x"}},
+          {"mlp_chain", {16, 64, 256}, {"0.6x", "0.75x", "0.9x"}}};
 }
 
 std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size) {
@@ -527,6 +565,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
                                  const std::vector<std::string>& registered_engines) {
   // Engines: the baseline first, then the others by name.
   std::vector<std::string> engines = flags.engines;
+  if (engines.empty() && flags.sweep == Sweep::kDtr) engines = {kBaselineEngine, "dtr", "recompute"};
   if (engines.empty()) {
     for (const std::string& e : registered_engines) {
       if (!IsFloat64Check(e)) engines.push_back(e);
@@ -549,13 +588,30 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
   for (const std::string& p : flags.policies) {
     // Parse throws remat::Error listing the valid names; the row keeps the
     // text as given so that its name reads like the flag.
-    if (p != kAsWritten && !IsSchedule(p)) Policy::Parse(p);
+    if (p != kAsWritten && !IsSchedule(p) && !IsCap(p) && !IsBudgetUnderCap(p)) Policy::Parse(p);
     if (std::find(policies.begin(), policies.end(), p) == policies.end()) policies.push_back(p);
   }
 
   // Problems and their sizes.
   std::vector<std::pair<const Problem*, std::vector<ParamValues>>> cases;
-  if (flags.sweep != Sweep::kNone) {
+  // --sweep=dtr: each problem's depths, and per case its rows' caps.
+  std::map<std::string, std::vector<std::string>> dtr_caps;
+  if (flags.sweep == Sweep::kDtr) {
+    if (!flags.problems.empty()) {
+      throw Error("--problems and --sweep do not combine: a sweep picks its problem");
+    }
+    for (const DtrSweepCase& d : DtrSweepCases()) {
+      const Problem& p = FindProblem(d.problem);
+      std::vector<ParamValues> sizes;
+      for (int64_t l : d.depths) {
+        ParamValues size = DefaultBenchSizes(p).front();
+        size["L"] = l;
+        sizes.push_back(ResolveParams(p, size));
+      }
+      cases.emplace_back(&p, sizes);
+      for (const char* cap : d.caps) dtr_caps[d.problem].push_back(cap);
+    }
+  } else if (flags.sweep != Sweep::kNone) {
     if (!flags.problems.empty()) {
       throw Error("--problems and --sweep do not combine: a sweep picks its problem");
     }
@@ -591,11 +647,37 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
           formatted.empty() ? problem->name() : problem->name() + "/" + formatted;
       std::vector<std::string> size_policies = SweepPolicies(flags.sweep, size);
       if (size_policies.empty()) size_policies = policies;
+      if (flags.sweep == Sweep::kDtr) {
+        size_policies.clear();
+        for (const std::string& cap : dtr_caps[problem->name()]) {
+          size_policies.push_back(StrCat(kCapPrefix, cap));
+          size_policies.push_back(StrCat(kBudgetUnderCapPrefix, cap));
+        }
+      }
       for (const std::string& engine : engines) {
+        const bool caps = HonoursMemoryCaps(engine);
         std::vector<std::string> engine_policies = size_policies;
-        if (IgnoresPolicies(engine)) engine_policies = {kAsWritten};
+        if (IgnoresPolicies(engine)) {
+          engine_policies = {kAsWritten};
+          // An engine that evicts runs under the caps instead (eager's row
+          // is the pairing's baseline either way).
+          if (caps && flags.sweep == Sweep::kDtr) engine_policies.clear();
+          if (caps && !flags.memory_cap.empty()) {
+            engine_policies = {StrCat(kCapPrefix, flags.memory_cap)};
+          }
+        }
+        if (caps) {
+          for (const std::string& p : size_policies) {
+            if (IsCap(p) && std::find(engine_policies.begin(), engine_policies.end(), p) ==
+                                engine_policies.end()) {
+              engine_policies.push_back(p);
+            }
+          }
+        }
         for (const std::string& policy : engine_policies) {
-          if (IsSchedule(policy) && !schedulable) continue;
+          if ((IsSchedule(policy) || IsBudgetUnderCap(policy)) && !schedulable) continue;
+          if (IsCap(policy) && !caps) continue;
+          if (IsBudgetUnderCap(policy) && IgnoresPolicies(engine)) continue;
           PlannedRow row;
           row.problem = problem->name();
           row.params = params;
@@ -837,6 +919,8 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (r.of_matmul_bound) row["of_matmul_bound"] = *r.of_matmul_bound;
     if (r.overhead_fraction) row["overhead_fraction"] = *r.overhead_fraction;
     if (r.row.big) row["big"] = true;
+    if (r.memory_cap_bytes > 0) row["memory_cap_bytes"] = r.memory_cap_bytes;
+    if (r.budget_bytes > 0) row["budget_bytes"] = r.budget_bytes;
     if (!r.error.empty()) row["error"] = r.error;
     out_rows.push_back(row);
   }

@@ -47,6 +47,30 @@ inline constexpr char kSchedulePrefix[] = "schedule:";
 inline bool IsSchedule(const std::string& policy) {
   return policy.rfind(kSchedulePrefix, 0) == 0;
 }
+// A --policies entry that runs an engine that honours memory caps (dtr)
+// under RunOptions::memory_cap_bytes: "cap:0.5x" (a fraction of eager's
+// peak on the case) or "cap:64MiB". Such rows go to those engines only.
+inline constexpr char kCapPrefix[] = "cap:";
+inline bool IsCap(const std::string& policy) { return policy.rfind(kCapPrefix, 0) == 0; }
+// The static answer at the same memory: "budget-under-cap:0.5x" runs the
+// scan's or chain's budget:B schedule for the largest B whose planned peak
+// (every category) is at most that cap (LargestBudgetUnder). Rows go to the
+// engines that honour checkpoints, on problems with a scan or a chain.
+inline constexpr char kBudgetUnderCapPrefix[] = "budget-under-cap:";
+inline bool IsBudgetUnderCap(const std::string& policy) {
+  return policy.rfind(kBudgetUnderCapPrefix, 0) == 0;
+}
+// --sweep=dtr: dtr against budget:B at the same peak, timed. Each problem's
+// depths, and the caps (fractions of eager's peak) between the smallest at
+// which budget:B runs and eager's peak (results/dtr_sweep-*.txt: below
+// about 0.75x on scan_stack dtr's recomputation grows as L^2).
+struct DtrSweepCase {
+  const char* problem;
+  std::vector<int64_t> depths;
+  std::vector<const char*> caps;
+};
+std::vector<DtrSweepCase> DtrSweepCases();
+
 // What --policies is when not given.
 inline constexpr char kDefaultPolicies[] =
     "as-written,nothing_saveable,dots_with_no_batch_dims_saveable,everything_saveable,"
@@ -103,6 +127,8 @@ inline constexpr char kBoundEngine[] = "onednn";
 // honours_checkpoints() is false): they get one row per problem and size
 // ("as-written"), not one per policy.
 bool IgnoresPolicies(const std::string& engine);
+// Engines whose honours_memory_cap() is true: they get the cap rows.
+bool HonoursMemoryCaps(const std::string& engine);
 
 enum class Sweep {
   kNone,   // every problem at its bench sizes (DefaultBenchSizes)
@@ -112,6 +138,7 @@ enum class Sweep {
   kSchedules,    // scan_stack: kFrontierPolicies at L = kFrontierDepth, and
                  // kDepthSchedulePolicies at every L of kScheduleDepths
   kScale,        // scan_stack at L=2048, d=1024, N=1024, kScalePolicies; big rows
+  kDtr,          // DtrSweepCases(): cap:F rows for dtr, budget-under-cap:F for recompute
 };
 
 // The default --sampling-budget: the default run samples for 115 to 145
@@ -140,6 +167,9 @@ struct BenchFlags {
   // --sampling-budget=S: once the run's rows have been sampled this long in
   // all, each further row stops after 3 samples; 0: no budget.
   double sampling_budget_seconds = kDefaultSamplingBudgetSeconds;
+  // --memory-cap=BYTES|FRACx: the engines that honour memory caps run under
+  // it (their rows become "cap:SPEC" instead of "as-written").
+  std::string memory_cap;
   bool help = false;                  // --help (also handed on to Google Benchmark)
 };
 
@@ -394,6 +424,11 @@ struct RowResult {
   // The engine's overhead: the share of its time spent outside kernel calls
   // (Stats::seconds_in_kernels, over the timed runs); empty for bound rows.
   std::optional<double> overhead_fraction;
+
+  // A cap row's RunOptions::memory_cap_bytes; a budget-under-cap row's cap
+  // and the budget B it found (0 where none).
+  int64_t memory_cap_bytes = 0;
+  int64_t budget_bytes = 0;
 
   int64_t total_flops() const { return flops_forward + flops_recomputed + flops_backward; }
 };

@@ -37,6 +37,7 @@
 #include "engines/onednn/onednn_kernels.h"
 #include "engines/onednn/platform.h"
 #include "harness/bench_lib.h"
+#include "harness/memory_caps.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
 
@@ -204,6 +205,10 @@ struct RowState {
   double timed_kernel_seconds = 0;  // ...and the part inside kernels
   std::vector<std::string> matmul_impls;  // what the row's own runs executed
   double sampling_seconds = 0;
+  // cap: rows, their RunOptions::memory_cap_bytes; budget-under-cap: rows,
+  // the cap and the budget B found under it.
+  int64_t memory_cap_bytes = 0;
+  int64_t budget_bytes = 0;
   // kMatMulBound
   std::unique_ptr<OneDnnKernels> kernels;
   std::shared_ptr<MemoryTracker> tracker;
@@ -215,6 +220,32 @@ void SetUpValueAndGrad(RowState* s) {
   const Case& c = g_cases.Get(s->row);
   if (s->row.policy == kAsWritten) {
     s->program = c.program;
+  } else if (IsCap(s->row.policy)) {
+    s->program = c.program;
+    const std::string spec = s->row.policy.substr(std::strlen(kCapPrefix));
+    s->memory_cap_bytes =
+        ResolveMemoryCap(spec, c.program, c.wrt, *MakeEngine(s->row.engine), "cap:").bytes;
+  } else if (IsBudgetUnderCap(s->row.policy)) {
+    // The static answer at the same peak: the largest budget:B whose planned
+    // peak fits under the cap (dry runs), then that schedule.
+    const std::string spec = s->row.policy.substr(std::strlen(kBudgetUnderCapPrefix));
+    s->memory_cap_bytes = ResolveMemoryCap(spec, c.program, c.wrt, *MakeEngine("dtr"),
+                                           kBudgetUnderCapPrefix)
+                              .bytes;
+    RunOptions plan;
+    plan.plan_only = true;
+    const Stats eager = MakeEngine(kBaselineEngine)
+                            ->ValueAndGrad(c.program, ShapeOnlyArguments(c.program), c.wrt, plan)
+                            .stats;
+    const int64_t activations =
+        eager.high_water_bytes_by_category[static_cast<int>(Category::kActivations)];
+    auto found = LargestBudgetUnder(c.program, c.wrt, s->memory_cap_bytes, activations);
+    if (!found) {
+      throw Error(StrCat(s->row.policy, ": no budget:B schedule plans a peak under ",
+                         s->memory_cap_bytes, " bytes on ", c.ToString()));
+    }
+    s->budget_bytes = found->first;
+    s->program = ApplySchedule(c.program, StrCat("budget:", found->first));
   } else if (IsSchedule(s->row.policy)) {
     s->program = ApplySchedule(c.program, s->row.policy.substr(std::strlen(kSchedulePrefix)));
   } else {
@@ -230,11 +261,13 @@ void SetUpValueAndGrad(RowState* s) {
   // refuses a row past --max-memory before it allocates anything.
   RunOptions options;
   options.max_memory_bytes = g_max_memory_bytes;
+  options.memory_cap_bytes = IsCap(s->row.policy) ? s->memory_cap_bytes : 0;
   const Clock::time_point start = Clock::now();
   Result warm = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
   s->runs_per_sample = RunsPerSample(SecondsSince(start));
   s->stats = warm.stats;
   warm = Result();
+  options.memory_cap_bytes = 0;  // eager's runs: uncapped
   if (g_paired && s->row.engine != kBaselineEngine) {
     try {
       s->eager_flops = g_baselines.Get(s->row, c, options).flops;
@@ -380,10 +413,12 @@ void AddImpls(const MatMulImplRecorder& recorder, std::vector<std::string>* impl
 void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
   const Clock::time_point start = Clock::now();
   Timings& t = s->timings;
+  RunOptions row_options = options;
+  if (IsCap(s->row.policy)) row_options.memory_cap_bytes = s->memory_cap_bytes;
   auto time_row = [&] {
     // Only the row's own runs: eager's matmuls are not this row's.
     MatMulImplRecorder recorder;
-    const Sample sample = TimeRuns(*s->engine, s->program, c, options, s->runs_per_sample,
+    const Sample sample = TimeRuns(*s->engine, s->program, c, row_options, s->runs_per_sample,
                                    nullptr, &s->timed_seconds, &s->timed_kernel_seconds);
     s->runs += s->runs_per_sample;
     AddImpls(recorder, &s->matmul_impls);
@@ -632,6 +667,8 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
     r.real_time_ms = r.median_time_ms = r.mean_time_ms = c.times_ms.front();
   }
   r.matmul_impls = s.matmul_impls;
+  r.memory_cap_bytes = s.memory_cap_bytes;
+  r.budget_bytes = s.budget_bytes;
   r.sampling_seconds = s.sampling_seconds;
   r.timings = s.timings;
   r.max_bytes_used = c.max_bytes_used;

@@ -314,6 +314,44 @@ TEST(BenchFlags, SweepsThatPickTheirRowsRefusePoliciesAndMaxMemoryParses) {
   EXPECT_THROW(ParseBenchFlags({"bench", "--max-memory"}, &rest), Error);
 }
 
+// --sweep=dtr: dtr under each cap next to recompute's budget:B at the same
+// peak, eager as the pairing's baseline; no uncapped dtr row. --memory-cap
+// turns an evicting engine's row into a cap row; other engines keep theirs.
+TEST(BenchFlags, CapRowsGoToEnginesThatEvictAndBudgetRowsToThoseThatHonourRegions) {
+  std::vector<std::string> rest;
+  const BenchFlags sweep = ParseBenchFlags({"bench", "--sweep=dtr"}, &rest);
+  EXPECT_EQ(sweep.sweep, Sweep::kDtr);
+  EXPECT_THROW(ParseBenchFlags({"bench", "--sweep=dtr", "--policies=sqrt"}, &rest), Error);
+  std::map<std::string, int> by_variant;
+  std::set<std::string> problems;
+  for (const PlannedRow& row : PlanRows(sweep, EngineNames())) {
+    if (row.kind != RowKind::kValueAndGrad) continue;
+    problems.insert(row.problem);
+    ++by_variant[row.engine + "/" + row.policy.substr(0, row.policy.find(':'))];
+    if (row.engine == "dtr") EXPECT_TRUE(IsCap(row.policy)) << row.name;
+    if (row.engine == "recompute") EXPECT_TRUE(IsBudgetUnderCap(row.policy)) << row.name;
+  }
+  EXPECT_EQ(problems, (std::set<std::string>{"scan_stack", "mlp_chain"}));
+  // 2 problems x 3 depths, x 3 caps.
+  EXPECT_EQ(by_variant["eager/as-written"], 6);
+  EXPECT_EQ(by_variant["dtr/cap"], 18);
+  EXPECT_EQ(by_variant["recompute/budget-under-cap"], 18);
+  EXPECT_EQ(by_variant.size(), 3u);
+
+  const BenchFlags capped = ParseBenchFlags(
+      {"bench", "--memory-cap=0.5x", "--problems=mlp_chain", "--engines=eager,dtr,recompute",
+       "--policies=as-written"},
+      &rest);
+  EXPECT_EQ(capped.memory_cap, "0.5x");
+  std::set<std::string> variants;
+  for (const PlannedRow& row : PlanRows(capped, EngineNames())) {
+    if (row.kind == RowKind::kValueAndGrad) variants.insert(row.engine + "/" + row.policy);
+  }
+  EXPECT_EQ(variants, (std::set<std::string>{"eager/as-written", "dtr/cap:0.5x",
+                                             "recompute/as-written"}));
+  EXPECT_THROW(ParseBenchFlags({"bench", "--memory-cap="}, &rest), Error);
+}
+
 TEST(BenchFlags, OwnFlagsAreTakenOutAndTheRestPassesThrough) {
   std::vector<std::string> rest;
   BenchFlags f = ParseBenchFlags(

@@ -25,6 +25,7 @@
 #include "engines/api/registry.h"
 #include "engines/dtr/dtr_engine.h"
 #include "harness/conformance.h"
+#include "harness/memory_caps.h"
 #include "problems/problem.h"
 
 namespace remat {
@@ -47,54 +48,6 @@ int64_t Activations(const Stats& s) {
 }
 
 double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0; }
-
-// recompute's plan of `program` under budget:B, or nothing if B is below
-// the smallest feasible budget (then *smallest is that budget).
-std::optional<Stats> PlanBudget(Engine& recompute, const Program& program,
-                                const std::vector<Tensor>& args, const std::vector<int>& wrt,
-                                int64_t budget, int64_t* smallest) {
-  RunOptions plan;
-  plan.plan_only = true;
-  try {
-    return recompute.ValueAndGrad(ApplySchedule(program, StrCat("budget:", budget)), args, wrt,
-                                  plan)
-        .stats;
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    const std::string phrase = "the smallest feasible is ";
-    const size_t at = m.find(phrase);
-    if (at == std::string::npos) throw;
-    *smallest = std::stoll(m.substr(at + phrase.size()));
-    return std::nullopt;
-  }
-}
-
-// The largest budget B whose planned peak is at most `cap` (bisection; peaks
-// grow with B), and its plan; nothing if no budget fits.
-std::optional<std::pair<int64_t, Stats>> BudgetUnder(Engine& recompute, const Program& program,
-                                                     const std::vector<Tensor>& args,
-                                                     const std::vector<int>& wrt, int64_t cap,
-                                                     int64_t most) {
-  int64_t smallest = 1;
-  std::optional<Stats> low = PlanBudget(recompute, program, args, wrt, 1, &smallest);
-  if (!low) low = PlanBudget(recompute, program, args, wrt, smallest, &smallest);
-  if (!low || low->peak_bytes > cap) return std::nullopt;
-  int64_t fits = smallest, over = most + 1;
-  Stats best = *low;
-  std::optional<Stats> top = PlanBudget(recompute, program, args, wrt, most, &smallest);
-  if (top && top->peak_bytes <= cap) return std::make_pair(most, *top);
-  while (over - fits > std::max<int64_t>(1, fits / 1000)) {
-    const int64_t mid = fits + (over - fits) / 2;
-    std::optional<Stats> s = PlanBudget(recompute, program, args, wrt, mid, &smallest);
-    if (s && s->peak_bytes <= cap) {
-      fits = mid;
-      best = *s;
-    } else {
-      over = mid;
-    }
-  }
-  return std::make_pair(fits, best);
-}
 
 int Main(int argc, char** argv) {
   std::string engine = "dtr";
@@ -131,7 +84,6 @@ int Main(int argc, char** argv) {
   DtrEngine dtr(engine == "dtr_eq" ? dtr::Heuristic::kDtrEqClass : dtr::Heuristic::kDtr);
   if (dtr.name() != engine) throw Error(StrCat("--engine: dtr or dtr_eq, not ", engine));
   std::unique_ptr<Engine> eager = MakeEngine("eager");
-  std::unique_ptr<Engine> recompute = MakeEngine("recompute");
   RunOptions plan;
   plan.plan_only = true;
   std::printf("%-10s %5s %6s %13s | %13s %13s %11s %6s | %13s %13s %11s %6s | %13s %11s %6s\n",
@@ -161,7 +113,7 @@ int Main(int argc, char** argv) {
         char same_a[128] = "";
         int64_t smallest_budget = 0;
         if (std::optional<Stats> b =
-                PlanBudget(*recompute, program, args, wrt, Activations(d), &smallest_budget)) {
+                PlanBudget(program, wrt, Activations(d), &smallest_budget)) {
           std::snprintf(same_a, sizeof same_a, "%13lld %13lld %11.4g %6.2f",
                         static_cast<long long>(b->peak_bytes),
                         static_cast<long long>(Activations(*b)),
@@ -172,7 +124,7 @@ int Main(int argc, char** argv) {
                         StrCat("infeasible (smallest budget ", smallest_budget, ")").c_str());
         }
         char same_peak[128] = "";
-        if (auto b = BudgetUnder(*recompute, program, args, wrt, cap, Activations(e))) {
+        if (auto b = LargestBudgetUnder(program, wrt, cap, Activations(e))) {
           std::snprintf(same_peak, sizeof same_peak, "%13lld %11.4g %6.2f",
                         static_cast<long long>(Activations(b->second)),
                         static_cast<double>(b->second.flops_recomputed),

@@ -17,6 +17,7 @@
 #include "engines/api/registry.h"
 #include "engines/onednn/platform.h"
 #include "harness/conformance.h"
+#include "harness/memory_caps.h"
 #include "harness/stats_json.h"
 #include "engines/schedule/schedule.h"
 #include "problems/problem.h"
@@ -172,70 +173,6 @@ RunOptions MakeRunOptions(const CaseOptions& o) {
   return r;
 }
 
-// The engines that honour --memory-cap, for messages.
-std::vector<std::string> CapEngines() {
-  std::vector<std::string> names;
-  for (const EngineInfo& e : RegisteredEngines()) {
-    if (e.factory()->honours_memory_cap()) names.push_back(e.name);
-  }
-  return names;
-}
-
-// How the cap was given, for the run's listing: "" for bytes, or
-// "0.5 x eager's peak of N bytes".
-struct ResolvedCap {
-  int64_t bytes = 0;
-  std::string how;
-};
-
-// --memory-cap BYTES|FRACx for `engine` on `c`: 0 when not given (or 0).
-// FRACx is that fraction of eager's peak on the same case, planned on a
-// dry run (no data, nothing allocated).
-ResolvedCap ResolveMemoryCap(const std::string& text, const Case& c, const Engine& engine) {
-  ResolvedCap cap;
-  if (text.empty()) return cap;
-  if (!engine.honours_memory_cap()) {
-    throw Error(StrCat("--memory-cap: engine ", engine.name(),
-                       " does not honour a memory cap (it does not evict); engines that do: ",
-                       Join(CapEngines(), ", ")));
-  }
-  if (text.back() != 'x') {
-    try {
-      cap.bytes = ParseBytes(text);
-    } catch (const Error& e) {
-      throw Error(StrCat("--memory-cap '", text, "': ", e.what()));
-    }
-    return cap;
-  }
-  const std::string number = text.substr(0, text.size() - 1);
-  double fraction = 0;
-  size_t used = 0;
-  try {
-    fraction = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != number.size() || !std::isfinite(fraction) || fraction <= 0) {
-    throw Error(StrCat("--memory-cap '", text,
-                       "': expected BYTES (e.g. 64MiB) or a positive fraction of eager's peak "
-                       "followed by x (e.g. 0.5x)"));
-  }
-  RunOptions plan;
-  plan.plan_only = true;
-  const int64_t eager_peak =
-      MakeEngine("eager")
-          ->ValueAndGrad(c.program, ShapeOnlyArguments(c.program), c.wrt, plan)
-          .stats.peak_bytes;
-  const double bytes = fraction * static_cast<double>(eager_peak);
-  if (bytes < 1 || bytes > 9.0e18) {
-    throw Error(StrCat("--memory-cap '", text, "': ", fraction, " x eager's peak of ", eager_peak,
-                       " bytes on ", c.ToString(), " is not a byte count"));
-  }
-  cap.bytes = static_cast<int64_t>(bytes);
-  cap.how = StrCat(number, " x eager's peak of ", eager_peak, " bytes");
-  return cap;
-}
-
 // Parses `args` into `desc`; returns false (after printing help) for --help.
 bool Parse(const std::vector<std::string>& args, po::options_description& desc,
            std::ostream& out) {
@@ -332,7 +269,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   RunOptions options = MakeRunOptions(o);
-  const ResolvedCap cap = ResolveMemoryCap(o.memory_cap, c, *engine);
+  const ResolvedCap cap = ResolveMemoryCap(o.memory_cap, c.program, c.wrt, *engine);
   options.memory_cap_bytes = cap.bytes;
   // The first run pays for setup: oneDNN creates (JIT-compiles) its
   // primitives, the allocator first touches its pages. Its time is reported
@@ -454,7 +391,7 @@ int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostr
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   RunOptions options = MakeRunOptions(o);
-  options.memory_cap_bytes = ResolveMemoryCap(o.memory_cap, c, *engine).bytes;
+  options.memory_cap_bytes = ResolveMemoryCap(o.memory_cap, c.program, c.wrt, *engine).bytes;
   Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
   WarnIfCheckpointsIgnored(*engine, c.program, out);
   out << "# " << c.ToString() << " on " << engine->name() << "\n";
@@ -491,7 +428,7 @@ int PrintSchedule(const std::vector<std::string>& args, std::ostream& out, std::
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   RunOptions options = MakeRunOptions(o);
-  options.memory_cap_bytes = ResolveMemoryCap(o.memory_cap, c, *engine).bytes;
+  options.memory_cap_bytes = ResolveMemoryCap(o.memory_cap, c.program, c.wrt, *engine).bytes;
   options.record_schedule = true;
   Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
   WarnIfCheckpointsIgnored(*engine, c.program, out);

@@ -1,0 +1,113 @@
+#include "harness/memory_caps.h"
+
+#include <cmath>
+#include <exception>
+
+#include "engines/api/error.h"
+#include "engines/api/program.h"
+#include "engines/api/registry.h"
+#include "engines/schedule/schedule.h"
+#include "harness/conformance.h"
+
+namespace remat {
+
+std::vector<std::string> CapEngines() {
+  std::vector<std::string> names;
+  for (const auto& e : RegisteredEngines()) {
+    if (e.factory()->honours_memory_cap()) names.push_back(e.name);
+  }
+  return names;
+}
+
+ResolvedCap ResolveMemoryCap(const std::string& text, const Program& program,
+                             const std::vector<int>& wrt, const Engine& engine,
+                             const std::string& flag) {
+  ResolvedCap cap;
+  if (text.empty()) return cap;
+  if (!engine.honours_memory_cap()) {
+    throw Error(StrCat(flag, ": engine ", engine.name(),
+                       " does not honour a memory cap (it does not evict); engines that do: ",
+                       Join(CapEngines(), ", ")));
+  }
+  if (text.back() != 'x') {
+    try {
+      cap.bytes = ParseBytes(text);
+    } catch (const Error& e) {
+      throw Error(StrCat(flag, " '", text, "': ", e.what()));
+    }
+    return cap;
+  }
+  const std::string number = text.substr(0, text.size() - 1);
+  double fraction = 0;
+  size_t used = 0;
+  try {
+    fraction = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != number.size() || !std::isfinite(fraction) || fraction <= 0) {
+    throw Error(StrCat(flag, " '", text,
+                       "': expected BYTES (e.g. 64MiB) or a positive fraction of eager's peak "
+                       "followed by x (e.g. 0.5x)"));
+  }
+  RunOptions plan;
+  plan.plan_only = true;
+  const int64_t eager_peak = MakeEngine("eager")
+                                 ->ValueAndGrad(program, ShapeOnlyArguments(program), wrt, plan)
+                                 .stats.peak_bytes;
+  const double bytes = fraction * static_cast<double>(eager_peak);
+  if (bytes < 1 || bytes > 9.0e18) {
+    throw Error(StrCat(flag, " '", text, "': ", fraction, " x eager's peak of ", eager_peak,
+                       " bytes on ", program.name, " is not a byte count"));
+  }
+  cap.bytes = static_cast<int64_t>(bytes);
+  cap.how = StrCat(number, " x eager's peak of ", eager_peak, " bytes");
+  return cap;
+}
+
+std::optional<Stats> PlanBudget(const Program& program, const std::vector<int>& wrt, int64_t budget,
+                                int64_t* smallest) {
+  RunOptions plan;
+  plan.plan_only = true;
+  try {
+    return MakeEngine("recompute")
+        ->ValueAndGrad(ApplySchedule(program, StrCat("budget:", budget)),
+                       ShapeOnlyArguments(program), wrt, plan)
+        .stats;
+  } catch (const Error& e) {
+    // The schedule's refusal names the smallest feasible budget; anything
+    // else is not ours to absorb.
+    const std::string m = e.what();
+    const std::string phrase = "the smallest feasible is ";
+    const size_t at = m.find(phrase);
+    if (at == std::string::npos) throw;
+    *smallest = std::stoll(m.substr(at + phrase.size()));
+    return std::nullopt;
+  }
+}
+
+std::optional<std::pair<int64_t, Stats>> LargestBudgetUnder(const Program& program,
+                                                            const std::vector<int>& wrt,
+                                                            int64_t cap_bytes, int64_t most) {
+  int64_t smallest = 1;
+  std::optional<Stats> low = PlanBudget(program, wrt, 1, &smallest);
+  if (!low) low = PlanBudget(program, wrt, smallest, &smallest);
+  if (!low || low->peak_bytes > cap_bytes) return std::nullopt;
+  int64_t fits = smallest, over = most + 1;
+  Stats best = *low;
+  std::optional<Stats> top = PlanBudget(program, wrt, most, &smallest);
+  if (top && top->peak_bytes <= cap_bytes) return std::make_pair(most, *top);
+  while (over - fits > std::max<int64_t>(1, fits / 1000)) {
+    const int64_t mid = fits + (over - fits) / 2;
+    std::optional<Stats> s = PlanBudget(program, wrt, mid, &smallest);
+    if (s && s->peak_bytes <= cap_bytes) {
+      fits = mid;
+      best = *s;
+    } else {
+      over = mid;
+    }
+  }
+  return std::make_pair(fits, best);
+}
+
+}  // namespace remat
