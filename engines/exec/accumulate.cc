@@ -1,0 +1,62 @@
+#include "engines/exec/accumulate.h"
+
+#include <cstring>
+#include <utility>
+
+#include "engines/api/error.h"
+
+namespace remat {
+
+void Accumulate(Kernels& kernels, Tensor* sum, Tensor contribution) {
+  if (!contribution.defined()) {
+    throw Error("Accumulate: an undefined contribution (skip it: rule 2 counts only the "
+                "cotangents a backward rule returned)");
+  }
+  if (!sum->defined()) {
+    *sum = std::move(contribution);
+    return;
+  }
+  *sum = kernels.Add(*sum, contribution);
+}
+
+StackedGradient::StackedGradient(DType dtype, const Shape& stacked_shape,
+                                 const std::shared_ptr<MemoryTracker>& tracker) {
+  if (stacked_shape.rank() < 1) {
+    throw Error(StrCat("StackedGradient: shape ", stacked_shape.ToString(),
+                       " has no leading (step) axis"));
+  }
+  // Uninitialized: zero-filling the whole stack up front would be one more
+  // pass over it; Finish zeroes only the slices no step wrote.
+  stack_ = Tensor::Uninitialized(dtype, stacked_shape, tracker);
+  filled_.assign(static_cast<size_t>(stacked_shape.dim(0)), false);
+}
+
+void StackedGradient::Set(int64_t step, const Tensor& cotangent) {
+  if (!stack_.defined()) throw Error("StackedGradient::Set on an undefined stack");
+  if (step < 0 || step >= static_cast<int64_t>(filled_.size())) {
+    throw Error(StrCat("StackedGradient::Set: step ", step, " of a stack of ", filled_.size()));
+  }
+  if (!cotangent.defined() || cotangent.dry()) return;
+  Tensor slot = stack_.Slice(step);
+  if (cotangent.shape() != slot.shape() || cotangent.dtype() != slot.dtype()) {
+    throw Error(StrCat("StackedGradient::Set: step ", step, "'s cotangent is ",
+                       cotangent.TypeString(), ", a slice of the stack is ", slot.TypeString()));
+  }
+  if (slot.dry()) return;
+  std::memcpy(slot.raw(), cotangent.raw(), static_cast<size_t>(slot.bytes()));
+  filled_[static_cast<size_t>(step)] = true;
+}
+
+Tensor StackedGradient::Finish() {
+  if (!stack_.dry()) {
+    for (size_t i = 0; i < filled_.size(); ++i) {
+      if (filled_[i]) continue;
+      Tensor slot = stack_.Slice(static_cast<int64_t>(i));
+      std::memset(slot.raw(), 0, static_cast<size_t>(slot.bytes()));
+    }
+  }
+  filled_.clear();
+  return std::move(stack_);
+}
+
+}  // namespace remat

@@ -1,0 +1,123 @@
+#include "engines/exec/run_memory.h"
+
+#include <map>
+#include <utility>
+
+#include "engines/api/error.h"
+
+namespace remat {
+
+RunMemory::RunMemory(Kernels& kernels, const RunOptions& options, bool dry_run)
+    : kernels_(kernels), tracker_(std::make_shared<MemoryTracker>()) {
+  tracker_->set_dry_run(dry_run);
+  tracker_->set_limit_bytes(options.max_memory_bytes);
+  // Before the first allocation: a run that throws at any point leaves a
+  // tracker the caller can check.
+  if (options.on_tracker) options.on_tracker(tracker_);
+  kernels_.Bind(tracker_);
+}
+
+RunMemory::~RunMemory() {
+  ReleaseArguments();
+  // The hook may refer to the engine's state, which may be gone once the
+  // Result outlives this run.
+  tracker_->set_pressure_hook(nullptr);
+  tracker_->set_soft_cap_bytes(0);
+  kernels_.Bind(nullptr);
+}
+
+void RunMemory::SetMemoryCap(int64_t cap_bytes, MemoryTracker::PressureHook hook) {
+  tracker_->set_soft_cap_bytes(cap_bytes);
+  tracker_->set_pressure_hook(cap_bytes > 0 ? std::move(hook) : nullptr);
+}
+
+std::vector<Tensor> RunMemory::Arguments(const Program& program, const std::vector<Tensor>& args) {
+  if (args.size() != static_cast<size_t>(program.num_params())) {
+    throw Error(StrCat("program ", program.name, " takes ", program.num_params(),
+                       " arguments, got ", args.size()));
+  }
+  const DType dtype = kernels_.dtype();
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < program.num_params(); ++i) {
+    const ScopedSite site(tracker_.get(), Category::kInputs,
+                          StrCat("argument ", program.param_names[i]));
+    if (args[i].dtype() != dtype) {
+      inputs.push_back(Cast(args[i], dtype, tracker_));
+    } else {
+      inputs.push_back(args[i]);
+      // The caller's storage: counted, not owned; a shared buffer once.
+      if (arguments_.count(args[i].buffer()) == 0) {
+        tracker_->Allocate(args[i].bytes(), Category::kInputs);
+        counted_bytes_ += args[i].bytes();
+      }
+    }
+    arguments_.insert(inputs.back().buffer());
+  }
+  return inputs;
+}
+
+void RunMemory::ReleaseArguments() {
+  if (counted_bytes_ == 0) return;
+  tracker_->Release(counted_bytes_, Category::kInputs);
+  counted_bytes_ = 0;
+}
+
+void RunMemory::FillStats(Stats* stats) const {
+  stats->peak_bytes = tracker_->peak_bytes();
+  for (int c = 0; c < kNumCategories; ++c) {
+    stats->peak_bytes_by_category[c] = tracker_->peak_bytes(static_cast<Category>(c));
+    stats->high_water_bytes_by_category[c] = tracker_->high_water_bytes(static_cast<Category>(c));
+  }
+  stats->peak_site = tracker_->peak_site();
+  stats->host_peak_bytes = tracker_->peak_host_bytes();
+}
+
+void RunMemory::Finish(Result* result) {
+  FillStats(&result->stats);
+  ReleaseArguments();
+  result->tracker = tracker_;
+  // The books: what is still live is the Result, each buffer once; an
+  // argument returned as the value (an identity program) is the caller's.
+  std::set<const Buffer*> held;
+  int64_t held_bytes = 0;
+  auto hold = [&](const Tensor& t) {
+    if (!t.defined() || arguments_.count(t.buffer()) > 0) return;
+    if (held.insert(t.buffer()).second) held_bytes += t.buffer()->bytes();
+  };
+  hold(result->value);
+  for (const Tensor& g : result->grads) hold(g);
+  const int64_t live = tracker_->live_bytes();
+  if (live != held_bytes) {
+    throw Error(StrCat("the run ended with ", live, " bytes live in its tracker where its Result "
+                       "holds ", held_bytes, " (", live > held_bytes ? "a leak" : "a release counted twice",
+                       ": CONTRACT.md section 4)"));
+  }
+}
+
+std::vector<Tensor> DryArguments(const std::vector<Tensor>& args,
+                                 const std::shared_ptr<MemoryTracker>& tracker) {
+  std::map<std::pair<const Buffer*, std::string>, Tensor> made;
+  std::vector<Tensor> out;
+  for (const Tensor& a : args) {
+    if (!a.defined()) {
+      out.push_back(a);
+      continue;
+    }
+    auto [it, added] = made.emplace(std::make_pair(a.buffer(), a.TypeString()), Tensor());
+    if (added) it->second = Tensor::Zeros(a.dtype(), a.shape(), tracker);
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+void RequireArgumentData(const Program& program, const std::vector<Tensor>& args) {
+  for (int i = 0; i < program.num_params() && i < static_cast<int>(args.size()); ++i) {
+    if (args[i].dry()) {
+      throw Error(StrCat("program ", program.name, ": argument ", program.param_names[i],
+                         " has shape but no data (a dry-run tensor); only a plan "
+                         "(RunOptions::plan_only) can take it"));
+    }
+  }
+}
+
+}  // namespace remat
