@@ -9,6 +9,10 @@
 
 #include "engines/api/error.h"
 #include "engines/api/rules.h"
+#include "engines/autodiff/save_plan.h"
+#include "engines/exec/accumulate.h"
+#include "engines/exec/residual_listing.h"
+#include "engines/exec/run_memory.h"
 #include "engines/schedule/schedule.h"
 
 namespace remat {
@@ -20,19 +24,23 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// needs[v]: the value's cotangent leads to a wanted gradient, i.e. it depends
-// on a parameter whose needs[i] is true.
-std::vector<bool> ValueNeeds(const Program& p, const std::vector<bool>& param_needs) {
-  std::vector<bool> needs(p.num_values(), false);
-  for (int i = 0; i < p.num_params(); ++i) needs[i] = param_needs[i];
-  for (const Op& op : p.ops) {
-    for (int in : op.inputs) needs[op.output] = needs[op.output] || needs[in];
-  }
-  return needs;
-}
-
 // Scans and chains: ops that record their steps.
 bool IsLoop(OpKind kind) { return kind == OpKind::kScan || kind == OpKind::kChain; }
+
+bool AnyXsNeeds(const std::vector<bool>& needs) {
+  for (size_t j = 1; j < needs.size(); ++j) {
+    if (needs[j]) return true;
+  }
+  return false;
+}
+
+// The carry of step i > 0 depends on earlier xs.
+std::vector<bool> StepNeeds(const std::vector<bool>& needs, int64_t i) {
+  std::vector<bool> out = {needs[0] || (i > 0 && AnyXsNeeds(needs))};
+  out.insert(out.end(), needs.begin() + 1, needs.end());
+  return out;
+}
+
 
 // The index of the last op that reads each value (-1: none).
 std::vector<int> LastUses(const Program& p) {
@@ -41,104 +49,6 @@ std::vector<int> LastUses(const Program& p) {
     for (int in : p.ops[k].inputs) last[in] = k;
   }
   return last;
-}
-
-// Counts the caller's arguments in the tracker for the length of a run.
-class ExternalBytes {
- public:
-  ExternalBytes(MemoryTracker* tracker, int64_t bytes) : tracker_(tracker), bytes_(bytes) {
-    tracker_->Allocate(bytes_, Category::kInputs);
-  }
-  ~ExternalBytes() { tracker_->Release(bytes_, Category::kInputs); }
-
- private:
-  MemoryTracker* tracker_;
-  int64_t bytes_;
-};
-
-// The values the backward pass of `p` reads when the inputs with
-// param_needs[i] true want cotangents: each primitive's residuals, and every
-// input of a structural op.
-std::vector<bool> ResidualValues(const Program& p, const std::vector<bool>& value_needs) {
-  std::vector<bool> wanted(p.num_values(), false);
-  for (const Op& op : p.ops) {
-    if (!value_needs[op.output]) continue;
-    if (!IsPrimitive(op.kind)) {
-      for (int in : op.inputs) wanted[in] = true;
-      continue;
-    }
-    std::vector<bool> in_needs;
-    for (int in : op.inputs) in_needs.push_back(value_needs[in]);
-    const Saves saves = SavesFor(op.kind, in_needs);
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      if (saves.inputs[i]) wanted[op.inputs[i]] = true;
-    }
-    if (saves.output) wanted[op.output] = true;
-  }
-  return wanted;
-}
-
-ValueInfo InfoOf(const Op& op, const Shape& shape) {
-  ValueInfo info;
-  info.is_matmul = op.kind == OpKind::kMatMul;
-  info.has_batch_dims = info.is_matmul && shape.rank() == 3;
-  if (op.kind == OpKind::kName) info.name = op.name;
-  return info;
-}
-
-// What a honoured checkpoint region keeps, by body value id. A policy only
-// says what may be saved (jax.checkpoint's policies); the region keeps what
-// its recomputation would otherwise have to produce:
-// - the candidates are the values the backward pass reads, and everything
-//   the recomputation of those would compute on the way (a matmul output
-//   that reaches a backward rule only through split_heads or add is one);
-// - a name and the value it labels are one tensor: saving the name saves
-//   the value (softmax's backward reads the value before the name);
-// - a candidate is kept only if the recomputation, given everything else
-//   kept, would read it (everything_saveable keeps what eager keeps, not the
-//   inputs of values it already keeps).
-std::vector<SaveDecision> PlanSaves(const Program& body, const std::vector<bool>& param_needs,
-                                    const Policy& policy) {
-  const int n = body.num_values();
-  const std::vector<bool> needs = ValueNeeds(body, param_needs);
-  const std::vector<bool> residual = ResidualValues(body, needs);
-  std::vector<bool> candidate = residual;
-  for (int k = static_cast<int>(body.ops.size()) - 1; k >= 0; --k) {
-    const Op& op = body.ops[k];
-    if (!candidate[op.output]) continue;
-    for (int in : op.inputs) candidate[in] = true;
-  }
-  std::vector<SaveDecision> allowed(n, SaveDecision::kRecompute);
-  for (const Op& op : body.ops) {
-    if (candidate[op.output]) allowed[op.output] = policy.Decide(InfoOf(op, body.shapes[op.output]));
-  }
-  for (const Op& op : body.ops) {
-    const int x = op.inputs.empty() ? -1 : op.inputs[0];
-    if (op.kind == OpKind::kName && x >= body.num_params() &&
-        allowed[op.output] != SaveDecision::kRecompute && allowed[x] == SaveDecision::kRecompute) {
-      allowed[x] = allowed[op.output];
-    }
-  }
-  // Prune: walk back from the residuals through what must be recomputed.
-  std::vector<bool> read = residual;
-  for (int k = static_cast<int>(body.ops.size()) - 1; k >= 0; --k) {
-    const Op& op = body.ops[k];
-    if (!read[op.output] || allowed[op.output] != SaveDecision::kRecompute) continue;
-    for (int in : op.inputs) read[in] = true;
-  }
-  std::vector<SaveDecision> out(n, SaveDecision::kRecompute);
-  for (int v = body.num_params(); v < n; ++v) {
-    if (read[v]) out[v] = allowed[v];
-  }
-  // A kept name keeps the value it labels, and the other way round.
-  for (const Op& op : body.ops) {
-    if (op.kind != OpKind::kName || op.inputs[0] < body.num_params()) continue;
-    if (out[op.output] != SaveDecision::kRecompute) out[op.inputs[0]] = out[op.output];
-    else if (out[op.inputs[0]] != SaveDecision::kRecompute && read[op.output]) {
-      out[op.output] = out[op.inputs[0]];
-    }
-  }
-  return out;
 }
 
 // Fault::kRecomputeOneUlpOff: the first element one ulp up.
@@ -186,8 +96,7 @@ Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
     // The dry run sees the arguments' shapes and dtypes, not their bytes.
     auto shapes_only = std::make_shared<MemoryTracker>();
     shapes_only->set_dry_run(true);
-    std::vector<Tensor> dry_args;
-    for (const Tensor& a : args) dry_args.push_back(Tensor::Zeros(a.dtype(), a.shape(), shapes_only));
+    const std::vector<Tensor> dry_args = DryArguments(args, shapes_only);
     RunOptions dry_options = options;
     dry_options.max_memory_bytes = 0;
     dry_options.record_schedule = false;
@@ -198,13 +107,7 @@ Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
                          options.max_memory_bytes, " bytes (--max-memory); nothing was allocated"));
     }
   }
-  for (int i = 0; i < program.num_params(); ++i) {
-    if (args[i].dry()) {
-      throw Error(StrCat("program ", program.name, ": argument ", program.param_names[i],
-                         " has shape but no data (a dry-run tensor); only a plan "
-                         "(RunOptions::plan_only) can take it"));
-    }
-  }
+  RequireArgumentData(program, args);
   Result result = Execute(program, args, wrt, options, /*dry_run=*/false);
   if (options.predict_memory) {
     result.stats.predicted_peak_bytes = predicted.peak_bytes;
@@ -217,16 +120,12 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
                             const std::vector<int>& wrt, const RunOptions& options,
                             bool dry_run) {
   run_options_ = options;
-  tracker_ = std::make_shared<MemoryTracker>();
-  tracker_->set_dry_run(dry_run);
-  tracker_->set_limit_bytes(options.max_memory_bytes);
-  if (options.on_tracker) options.on_tracker(tracker_);
-  kernels_->Bind(tracker_);
+  RunMemory memory(*kernels_, options, dry_run);
+  tracker_ = memory.tracker();
   recomputed_flops_ = 0;
   output_bytes_ = program.shapes[program.output].num_elements() * DTypeSize(kernels_->dtype());
   op_runs_.clear();
   Result result;
-  result.tracker = tracker_;
   schedule_ = options.record_schedule ? &result.schedule : nullptr;
   // Fault state is per run (the dry run's is not the run's).
   freed_early_.clear();
@@ -235,23 +134,10 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
 
   // Arguments already in the engine's dtype are used in place and counted as
   // live inputs; others are converted into tracked copies.
-  int64_t external = 0;
-  std::vector<Tensor> inputs;
-  {
-    ScopedSite site(tracker_.get(), Category::kInputs, "arguments");
-    for (int i = 0; i < program.num_params(); ++i) {
-      if (args[i].dtype() == kernels_->dtype()) {
-        inputs.push_back(args[i]);
-        external += args[i].bytes();
-      } else {
-        inputs.push_back(Cast(args[i], kernels_->dtype(), tracker_));
-      }
-    }
-  }
-  ExternalBytes counted(tracker_.get(), external);
+  std::vector<Tensor> inputs = memory.Arguments(program, args);
   for (int i = 0; i < program.num_params(); ++i) {
     origin_[inputs[i].buffer()] = StrCat("from the argument ", program.param_names[i]);
-    arguments_[inputs[i].buffer()] = inputs[i];
+    arguments_.emplace(inputs[i].buffer(), inputs[i]);
   }
 
   std::vector<bool> needs(program.num_params(), false);
@@ -268,7 +154,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   }
   result.stats.seconds_forward = SecondsSince(start);
   result.stats.flops_forward = kernels_->flops();
-  result.stats.residuals = ListResiduals(tape, &result.stats.residual_bytes);
+  ListResiduals(tape, &result.stats);
 
   // Backward, from d(value)/d(value) = 1.
   kernels_->reset_flops();
@@ -304,16 +190,8 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   awaiting_reuse_.clear();
   stale_saved_.clear();
   result.stats.op_runs = op_runs_;
-  result.stats.peak_bytes = tracker_->peak_bytes();
-  for (int c = 0; c < kNumCategories; ++c) {
-    result.stats.peak_bytes_by_category[c] = tracker_->peak_bytes(static_cast<Category>(c));
-    result.stats.high_water_bytes_by_category[c] =
-        tracker_->high_water_bytes(static_cast<Category>(c));
-  }
-  result.stats.peak_site = tracker_->peak_site();
-  result.stats.host_peak_bytes = tracker_->peak_host_bytes();
-  kernels_->Bind(nullptr);
   schedule_ = nullptr;
+  memory.Finish(&result);
   return result;
 }
 
@@ -342,11 +220,11 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
       // Honoured checkpoints with a saving policy and scans must run to
       // record their residuals; a checkpoint that saves nothing only needs
       // its inputs kept.
-      const bool records = needs[op.output] &&
-                           (IsLoop(op.kind) ||
-                            (op.kind == OpKind::kCheckpoint &&
-                             (!options_.honour_checkpoints ||
-                              op.policy.kind() != PolicyKind::kNothingSaveable)));
+      const bool records = needs[op.output] && (IsLoop(op.kind) || [&] {
+                             if (op.kind != OpKind::kCheckpoint) return false;
+                             const RegionPlan plan = planner_->PlanRegion(op);
+                             return !plan.honour || plan.may_save;
+                           }());
       run[k] = !saved && (wanted[op.output] || records);
       if (run[k]) {
         for (int in : op.inputs) wanted[in] = true;
@@ -500,8 +378,7 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
                                     const std::vector<bool>& needs, OpTape* op_tape, bool run,
                                     const std::string& where, Tensor* out) {
   const Program& body = *op.body;
-  if (!options_.honour_checkpoints || inline_checkpoints_ ||
-      Faulty(Fault::kIgnoreCheckpointRegions)) {
+  if (Inline(op)) {
     // The store-everything baseline runs a checkpoint region inline (and
     // never recomputes, so `run` is always true here); so do the steps a
     // checkpoint_every scan does not checkpoint.
@@ -518,7 +395,7 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
   op_tape->inputs = in;
   if (!run) return;
   Capture capture;
-  capture.decisions = PlanSaves(body, needs, op.policy);
+  capture.decisions = planner_->PlanSaves(op, needs);
   capture.into = op_tape;
   *out = Forward(body, in, needs, nullptr, where, &capture, nullptr);
   if (Faulty(Fault::kStaleSavedValue)) stale_saved_[&body] = op_tape->saved;
@@ -528,6 +405,21 @@ std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tap
                                                     const Tensor& dout,
                                                     const std::string& where) {
   const Program& body = *op.body;
+  if (Faulty(Fault::kZerosForUnreachedRegionInput)) {
+    // Runs the region's backward as below, then gives every needed parameter
+    // that no cotangent reached a zeros contribution.
+    const std::vector<bool> needs = op_tape->needs;
+    Fault saved = fault_;
+    fault_ = Fault::kNone;
+    std::vector<Tensor> din = BackwardCheckpoint(op, op_tape, dout, where);
+    fault_ = saved;
+    for (size_t i = 0; i < din.size(); ++i) {
+      if (needs[i] && !din[i].defined()) {
+        din[i] = Tensor::Zeros(kernels_->dtype(), body.shapes[i], tracker_);
+      }
+    }
+    return din;
+  }
   if (!op_tape->honoured) {
     return Backward(body, op_tape->body.get(), dout, op_tape->needs, where);
   }
@@ -557,24 +449,18 @@ std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tap
 Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vector<Tensor>& in,
                                 const std::vector<bool>& needs, OpTape* op_tape,
                                 const std::string& where) {
-  const int64_t every = CheckpointEvery(op.schedule);
-  if (!op.schedule.empty() && every == 0 && op_tape && options_.honour_checkpoints) {
-    return ForwardScheduledScan(p, op, in, needs, op_tape, where);
-  }
+  // Only a differentiated scan has a plan: one that is not keeps nothing.
+  const LoopPlan plan = op_tape ? PlanScan(p, op) : LoopPlan();
+  if (plan.schedule) return ForwardScheduledScan(op, plan.schedule, in, needs, op_tape, where);
+  const int64_t every = plan.checkpoint_every;
   const Program& body = *op.body;
   const int64_t length = p.shapes[op.inputs[1]].dim(0);
-  const bool any_xs_needs = [&] {
-    for (size_t j = 1; j < needs.size(); ++j) {
-      if (needs[j]) return true;
-    }
-    return false;
-  }();
+  const std::vector<bool> carry_needs = CarryNeeds(op, needs, length);
   if (op_tape) op_tape->steps.resize(length);
   Tensor carry = in[0];
   for (int64_t i = 0; i < length; ++i) {
     std::vector<Tensor> step_in = {carry};
-    // The carry of step i > 0 depends on earlier xs.
-    std::vector<bool> step_needs = {needs[0] || (i > 0 && any_xs_needs)};
+    std::vector<bool> step_needs = {carry_needs[i]};
     for (size_t j = 1; j < in.size(); ++j) {
       step_in.push_back(in[j].Slice(i));
       step_needs.push_back(needs[j]);
@@ -668,43 +554,53 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
   if (op_tape->schedule) return BackwardScheduledScan(p, op, op_tape, dout, needs, where);
   const Program& body = *op.body;
   const int64_t length = p.shapes[op.inputs[1]].dim(0);
-  bool any_xs_needs = false;
   std::vector<Tensor> din(needs.size());
-  // Gradients of the stacked inputs, filled step by step; steps no
-  // cotangent reaches are zeroed at the end (zero-filling the whole stack up
-  // front would be one more pass over it).
+  // Gradients of the stacked inputs (CONTRACT.md 3.5), filled step by step.
+  std::vector<StackedGradient> stacked(needs.size());
   for (size_t j = 1; j < needs.size(); ++j) {
-    if (!needs[j]) continue;
-    any_xs_needs = true;
-    din[j] = Tensor::Uninitialized(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
+    if (needs[j]) stacked[j] = StackedGradient(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
   }
-  std::vector<std::vector<bool>> filled(needs.size(), std::vector<bool>(length, false));
+  const std::vector<bool> carry_needs = CarryNeeds(op, needs, length);
+  std::vector<bool> reached(needs.size(), false);
   Tensor carry_cot = dout;
   for (int64_t i = length - 1; i >= 0 && carry_cot.defined(); --i) {
-    std::vector<bool> step_needs = {needs[0] || (i > 0 && any_xs_needs)};
+    std::vector<bool> step_needs = {carry_needs[i]};
     for (size_t j = 1; j < needs.size(); ++j) step_needs.push_back(needs[j]);
     std::vector<Tensor> d = Backward(body, &op_tape->steps[i], std::move(carry_cot), step_needs,
                                      StrCat(where, "scan step ", i, ": "));
     op_tape->steps[i] = Tape();
     for (size_t j = 1; j < needs.size(); ++j) {
-      if (needs[j] && d[j].defined() && !d[j].dry()) {
-        Tensor slot = din[j].Slice(i);
-        std::memcpy(slot.raw(), d[j].raw(), slot.bytes());
-        filled[j][i] = true;
-      }
+      if (!needs[j] || !d[j].defined()) continue;
+      stacked[j].Set(i, d[j]);
+      reached[j] = true;
     }
     carry_cot = std::move(d[0]);
   }
   for (size_t j = 1; j < needs.size(); ++j) {
-    if (!needs[j] || din[j].dry()) continue;
-    for (int64_t i = 0; i < length; ++i) {
-      if (filled[j][i]) continue;
-      Tensor slot = din[j].Slice(i);
-      std::memset(slot.raw(), 0, slot.bytes());
-    }
+    if (!stacked[j].defined()) continue;
+    din[j] = stacked[j].Finish();
+    // A needed xs's gradient is contributed even when it is all zeros.
+    if (!reached[j] && Faulty(Fault::kSkipAllZeroStackedGradient)) din[j] = Tensor();
   }
   if (needs[0] && !Faulty(Fault::kDropInitialCarryCotangent)) din[0] = carry_cot;
   return din;
+}
+
+std::vector<bool> ReverseMode::CarryNeeds(const Op& op, const std::vector<bool>& needs,
+                                          int64_t length) const {
+  std::vector<bool> out(static_cast<size_t>(length));
+  if (Faulty(Fault::kScanCarryNeedsByDependence)) {
+    // The carry entering step i > 0 needs a cotangent only if step i-1's
+    // output depends on a needed value.
+    std::vector<bool> step_needs = needs;
+    for (int64_t i = 0; i < length; ++i) {
+      out[i] = step_needs[0];
+      step_needs[0] = ValueNeeds(*op.body, step_needs)[op.body->output];
+    }
+    return out;
+  }
+  for (int64_t i = 0; i < length; ++i) out[i] = StepNeeds(needs, i)[0];
+  return out;
 }
 
 void ReverseMode::Log(const std::string& phase, const std::string& where, const Op& op,
@@ -722,20 +618,6 @@ void ReverseMode::Log(const std::string& phase, const std::string& where, const 
 }
 
 namespace {
-
-bool AnyXsNeeds(const std::vector<bool>& needs) {
-  for (size_t j = 1; j < needs.size(); ++j) {
-    if (needs[j]) return true;
-  }
-  return false;
-}
-
-// The carry of step i > 0 depends on earlier xs.
-std::vector<bool> StepNeeds(const std::vector<bool>& needs, int64_t i) {
-  std::vector<bool> out = {needs[0] || (i > 0 && AnyXsNeeds(needs))};
-  out.insert(out.end(), needs.begin() + 1, needs.end());
-  return out;
-}
 
 // What a kReverse keeps of one step (engines/schedule's residual_bytes): the
 // values the step's backward pass reads that it computed, and the carry
@@ -771,20 +653,21 @@ int64_t ReverseMode::HeldOutsideLoop() const {
   return tracker_->live_bytes(Category::kActivations) + output_bytes_;
 }
 
-std::shared_ptr<const Schedule> ReverseMode::MakeSchedule(const Program& p, const Op& op) {
-  const Program& body = *op.body;
-  const int64_t length = p.shapes[op.inputs[1]].dim(0);
-  // The cost model of one step: its forward FLOPs, its carry, and the values
-  // its backward pass keeps in a kReverse, in this engine's dtype.
-  const int64_t item = DTypeSize(kernels_->dtype());
-  const int64_t residual_bytes = StepResidualBytes(body, /*carry=*/0, item);
-  const int64_t carry_bytes = body.shapes[0].num_elements() * item;
-  auto schedule = std::make_shared<Schedule>(ParseSchedule(
-      op.schedule,
-      ChainCosts::Uniform(length, static_cast<double>(ForwardFlops(body)), carry_bytes,
-                          residual_bytes),
-      HeldOutsideLoop()));
-  return schedule;
+LoopPlan ReverseMode::PlanScan(const Program& p, const Op& op) {
+  LoopModel model;
+  model.held_outside = HeldOutsideLoop();
+  model.costs = [&] {
+    const Program& body = *op.body;
+    const int64_t length = p.shapes[op.inputs[1]].dim(0);
+    // The cost model of one step: its forward FLOPs, its carry, and the
+    // values its backward pass keeps in a kReverse, in this engine's dtype.
+    const int64_t item = DTypeSize(kernels_->dtype());
+    const int64_t residual_bytes = StepResidualBytes(body, /*carry=*/0, item);
+    const int64_t carry_bytes = body.shapes[0].num_elements() * item;
+    return ChainCosts::Uniform(length, static_cast<double>(ForwardFlops(body)), carry_bytes,
+                               residual_bytes);
+  };
+  return planner_->PlanLoop(op, model);
 }
 
 Tensor ReverseMode::ScanStep(const Op& op, int64_t i, const Tensor& carry,
@@ -796,11 +679,11 @@ Tensor ReverseMode::ScanStep(const Op& op, int64_t i, const Tensor& carry,
                  StrCat(where, "scan step ", i, ": "), nullptr, nullptr);
 }
 
-Tensor ReverseMode::ForwardScheduledScan(const Program& p, const Op& op,
+Tensor ReverseMode::ForwardScheduledScan(const Op& op, std::shared_ptr<const Schedule> schedule,
                                          const std::vector<Tensor>& in,
                                          const std::vector<bool>& needs, OpTape* op_tape,
                                          const std::string& where) {
-  op_tape->schedule = MakeSchedule(p, op);
+  op_tape->schedule = std::move(schedule);
   op_tape->inputs = in;  // the carry at position 0 and the stacked xs
   Steps steps;
   steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
@@ -815,8 +698,9 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
                                                        const std::string& where) {
   const std::vector<Tensor> in = op_tape->inputs;
   std::vector<Tensor> din(needs.size());
+  std::vector<StackedGradient> stacked(needs.size());
   for (size_t j = 1; j < needs.size(); ++j) {
-    if (needs[j]) din[j] = Tensor::Zeros(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
+    if (needs[j]) stacked[j] = StackedGradient(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
   }
   Steps steps;
   steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
@@ -826,14 +710,14 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
     std::vector<Tensor> d = Backward(*op.body, tape, std::move(carry_cot), StepNeeds(needs, i),
                                      StrCat(where, "scan step ", i, ": "));
     for (size_t j = 1; j < needs.size(); ++j) {
-      if (needs[j] && d[j].defined() && !d[j].dry()) {
-        Tensor slot = din[j].Slice(i);
-        std::memcpy(slot.raw(), d[j].raw(), slot.bytes());
-      }
+      if (needs[j] && d[j].defined()) stacked[j].Set(i, d[j]);
     }
     return std::move(d[0]);
   };
   Tensor carry_cot = BackwardScheduled(steps, in[0], dout, op_tape);
+  for (size_t j = 1; j < needs.size(); ++j) {
+    if (stacked[j].defined()) din[j] = stacked[j].Finish();
+  }
   if (needs[0] && !Faulty(Fault::kDropInitialCarryCotangent)) din[0] = std::move(carry_cot);
   return din;
 }
@@ -925,11 +809,9 @@ int CarryInput(const Program& chain, int64_t i) {
                      ") does not read block ", i - 1, "'s output"));
 }
 
-}  // namespace
-
-std::shared_ptr<const Schedule> ReverseMode::MakeChainSchedule(const Op& op) {
+// The cost model of a chain's blocks, in `item`-byte elements.
+ChainCosts ChainCostsOf(const Op& op, int64_t item) {
   const Program& chain = *op.body;
-  const int64_t item = DTypeSize(kernels_->dtype());
   ChainCosts costs;
   for (const Op& block : chain.ops) {
     // The block as the schedule runs it: nested regions inline.
@@ -945,7 +827,16 @@ std::shared_ptr<const Schedule> ReverseMode::MakeChainSchedule(const Op& op) {
                                           item);
   }
   costs.carry_bytes.push_back(chain.shapes[chain.output].num_elements() * item);
-  return std::make_shared<Schedule>(ParseSchedule(op.schedule, costs, HeldOutsideLoop()));
+  return costs;
+}
+
+}  // namespace
+
+LoopPlan ReverseMode::PlanChain(const Op& op) {
+  LoopModel model;
+  model.held_outside = HeldOutsideLoop();
+  model.costs = [&] { return ChainCostsOf(op, DTypeSize(kernels_->dtype())); };
+  return planner_->PlanLoop(op, model);
 }
 
 Tensor ReverseMode::ChainStep(const Op& op, int64_t i, const Tensor& carry,
@@ -975,11 +866,12 @@ Tensor ReverseMode::ForwardChain(const Op& op, const std::vector<Tensor>& in,
                                  const std::vector<bool>& needs, OpTape* op_tape,
                                  const std::string& where) {
   const Program& chain = *op.body;
-  if (op_tape == nullptr || !options_.honour_checkpoints || op.schedule.empty()) {
+  LoopPlan plan = op_tape ? PlanChain(op) : LoopPlan();
+  if (!plan.schedule) {
     // Inline: exactly the blocks, as the program was before grouping.
     return ForwardInline(chain, in, needs, op_tape, where);
   }
-  op_tape->schedule = MakeChainSchedule(op);
+  op_tape->schedule = std::move(plan.schedule);
   op_tape->inputs = in;
   const std::vector<bool> value_needs = ValueNeeds(chain, needs);
   Steps steps;
@@ -1028,11 +920,16 @@ std::vector<Tensor> ReverseMode::BackwardChain(const Op& op, OpTape* op_tape, co
 }
 
 void ReverseMode::Accumulate(Tensor* acc, const Tensor& contribution) {
-  if (!acc->defined() || Faulty(Fault::kOverwriteRunningSum)) {
+  if (Faulty(Fault::kOverwriteRunningSum)) {
     *acc = contribution;
-  } else {
-    *acc = kernels_->Add(*acc, contribution);
+    return;
   }
+  remat::Accumulate(*kernels_, acc, contribution);
+}
+
+bool ReverseMode::Inline(const Op& region) const {
+  return inline_checkpoints_ || Faulty(Fault::kIgnoreCheckpointRegions) ||
+         !planner_->PlanRegion(region).honour;
 }
 
 void ReverseMode::FreeEarly(const Tensor& value) {
@@ -1065,21 +962,14 @@ void ReverseMode::CollectResiduals(const Tape& tape, std::vector<Tensor>* out) c
   }
 }
 
-std::vector<Residual> ReverseMode::ListResiduals(const Tape& tape,
-                                                 int64_t* residual_bytes) const {
+void ReverseMode::ListResiduals(const Tape& tape, Stats* stats) const {
   std::vector<Tensor> saved;
   CollectResiduals(tape, &saved);
-  std::vector<Residual> arguments, computed;
-  std::map<std::pair<std::string, std::string>, size_t> line_of;  // (type, source) -> line
-  std::vector<Shape> shapes;  // of computed lines, for stacking
-  std::map<const Buffer*, bool> seen;
-  *residual_bytes = 0;
+  ResidualListing listing;
   for (const Tensor& t : saved) {
-    if (!seen.emplace(t.buffer(), true).second) continue;
     auto arg = arguments_.find(t.buffer());
     if (arg != arguments_.end()) {
-      arguments.push_back({arg->second.TypeString(), origin_.at(t.buffer()),
-                           arg->second.bytes(), true, 1});
+      listing.AddArgument(arg->second, origin_.at(t.buffer()));
       continue;
     }
     auto it = origin_.find(t.buffer());
@@ -1093,28 +983,9 @@ std::vector<Residual> ReverseMode::ListResiduals(const Tape& tape,
       key_source.erase(pos, colon == std::string::npos ? std::string::npos : colon + 2 - pos);
       in_scan = true;
     }
-    const int64_t bytes = t.buffer()->bytes();
-    *residual_bytes += bytes;
-    auto key = std::make_pair(in_scan ? t.TypeString() : StrCat(line_of.size()), key_source);
-    auto [line, inserted] = line_of.emplace(key, computed.size());
-    if (inserted) {
-      computed.push_back({t.TypeString(), key_source, bytes, false, 1});
-      shapes.push_back(t.shape());
-    } else {
-      computed[line->second].bytes += bytes;
-      computed[line->second].count += 1;
-    }
+    listing.AddSaved(t, key_source, in_scan ? key_source : "");
   }
-  for (size_t i = 0; i < computed.size(); ++i) {
-    if (computed[i].count > 1) {
-      // Stacked over scan steps, as JAX lists a scan's residuals.
-      const std::string dtype = computed[i].type.substr(0, computed[i].type.find('['));
-      const std::string dims = shapes[i].ToString().substr(1);  // "4,16]"
-      computed[i].type = StrCat(dtype, "[", computed[i].count, dims == "]" ? "" : ",", dims);
-    }
-  }
-  arguments.insert(arguments.end(), computed.begin(), computed.end());
-  return arguments;
+  listing.Fill(stats);
 }
 
 }  // namespace remat

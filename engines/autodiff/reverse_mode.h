@@ -1,31 +1,45 @@
-// ReverseMode: reverse-mode differentiation of a Program by the rules of
-// engines/api/rules.h on one set of Kernels. Every engine of remat-bench that
-// runs on Kernels is this interpreter with different options, so their
+// ReverseMode: the reverse-mode executor. It differentiates a Program by the
+// rules of engines/api/rules.h on one set of Kernels, carrying out what a
+// Planner (planner.h) decides at each checkpoint region, scan and chain.
+// eager, reference and recompute are this executor with different planners
+// (InlinePlanner; SchedulePlanner over PolicyPlanner: planners.h), so their
 // gradients are computed by the same code, in the same order, and agree bit
-// for bit.
+// for bit. Public: an engine whose decisions are static (a function of the
+// program, not of what is live at run time) is a Planner over it.
 //
-// The forward pass records a tape of exactly the residuals each op's backward
-// rule reads; the backward pass walks the ops in reverse and frees each op's
-// residuals as soon as its rule has run. Values are freed at their last use.
+// What it executes, in what order:
+// - The forward pass runs the ops in program order and records a tape of
+//   exactly the residuals each op's backward rule reads (SavesFor, with the
+//   needs of CONTRACT.md section 2); values are freed at their last use.
+// - A checkpoint region the planner honours keeps its inputs and the values
+//   PlanSaves keeps (kOffload ones as host copies); its backward pass re-runs
+//   the region's forward from those (only the ops whose results are needed:
+//   a kept value is not recomputed) and differentiates it. Nested regions
+//   recurse, so recursive checkpointing gives O(log D) residuals. A region
+//   the planner inlines runs as if its ops stood in the enclosing program.
+// - A scan without a schedule runs step by step, keeping every step's tape
+//   (checkpoint_every:K: the steps between checkpointed ones run their
+//   regions inline). A scan or chain with a schedule keeps the schedule's
+//   snapshots, and its backward pass replays the schedule's actions
+//   (engines/schedule's action language). Inside a scheduled step or block,
+//   regions run inline: the schedule decides what is kept.
+// - The backward pass walks the ops in reverse and frees each op's
+//   residuals as soon as its rule has run.
 //
-// Checkpoint regions:
-// - honour_checkpoints = false (eager, reference): a region runs inline and
-//   its policy is ignored; everything is stored.
-// - honour_checkpoints = true (recompute): a region saves its inputs and the
-//   values its policy allows (and the backward pass reads), nothing else; its
-//   backward re-runs the region's forward from those (only the ops whose
-//   results are needed: a saved value is not recomputed) and then
-//   differentiates it. Nested regions recurse, so recursive checkpointing
-//   gives O(log D) residuals. Offloaded values live in the host tier.
-//
-// The order of cotangent accumulation is fixed: ops are visited in reverse
-// program order (a scan's steps from last to first); within an op, input
-// cotangents are added in input order; a value's cotangent is its first
-// contribution, then acc = Kernels::Add(acc, contribution), out of place.
-//
-// Memory prediction: the same interpreter runs on a dry-run tracker (the
-// schedule walked with allocations counted and none made, no kernel run), so
-// the predicted peak is that of the schedule the real run executes.
+// What it guarantees, whatever the planner decides:
+// - CONTRACT.md section 3: ops in reverse program order (a scan's steps from
+//   last to first); within an op, input cotangents in input order; a value's
+//   cotangent is its first contribution, then Kernels::Add out of place
+//   (engines/exec/accumulate.h); a scan's stacked gradients by rule 5; a
+//   chain continues its enclosing sums (rule 6). So every planner gets
+//   eager's bits.
+// - CONTRACT.md section 4: one tracker per run (engines/exec/run_memory.h),
+//   every byte counted in its category, nothing live after the Result but
+//   its tensors; the residual listing from the tape when the forward pass
+//   ends (engines/exec/residual_listing.h).
+// - Memory prediction: the same executor with the same planner runs on a
+//   dry-run tracker (allocations counted, none made, no kernel run), so the
+//   predicted peak is that of the run, to the byte and the site.
 #ifndef REMAT_ENGINES_AUTODIFF_REVERSE_MODE_H_
 #define REMAT_ENGINES_AUTODIFF_REVERSE_MODE_H_
 
@@ -42,12 +56,11 @@
 #include "engines/api/kernels.h"
 #include "engines/api/program.h"
 #include "engines/api/tensor.h"
+#include "engines/autodiff/planner.h"
 
 namespace remat {
 
-struct Schedule;
-
-// Faults the interpreter commits on purpose, for the gallery of faulty engines
+// Faults the executor commits on purpose, for the gallery of faulty engines
 // (harness/gallery) that tests the conformance suite: each is a bug an engine
 // could have, and the suite must catch every one. Test-only: nothing outside
 // harness/gallery sets one. kNone, the default, is the interpreter as
@@ -78,25 +91,33 @@ enum class Fault {
   // in a scan, every step reads the last step's saved values.
   kStaleSavedValue,
   // Checkpoint regions run inline (everything stored) while
-  // honour_checkpoints says they are honoured; schedules still are.
+  // the planner honours them; schedules still are.
   kIgnoreCheckpointRegions,
   // The residuals a recomputation records for the backward pass have
   // their shape flattened (rank 2 and 3 become rank 1).
   kRecomputeShapeMismatch,
   // Gradients are returned in parameter order, not in the order of wrt.
   kGradientsInParameterOrder,
-};
-
-struct ReverseModeOptions {
-  bool honour_checkpoints = false;
-  Fault fault = Fault::kNone;  // test-only (see Fault)
+  // A checkpoint region's needed parameter that no cotangent reached
+  // contributes zeros to the enclosing sums instead of nothing (CONTRACT.md
+  // 3.4): a -0.0 sum becomes +0.0.
+  kZerosForUnreachedRegionInput,
+  // The carry entering scan step i > 0 needs a cotangent only if step i-1's
+  // output depends on a needed value, not whenever a stacked input is
+  // needed (CONTRACT.md 3.5): fewer backward FLOPs and residuals than eager.
+  kScanCarryNeedsByDependence,
+  // A needed stacked input's gradient that no step reached (all zeros) is
+  // not contributed (CONTRACT.md 3.5): a -0.0 sum stays -0.0.
+  kSkipAllZeroStackedGradient,
 };
 
 class ReverseMode {
  public:
-  // `kernels` is bound to each run's tracker for the length of the run.
-  ReverseMode(Kernels* kernels, ReverseModeOptions options)
-      : kernels_(kernels), options_(options) {}
+  // `kernels` is bound to each run's tracker for the length of the run;
+  // `planner` decides at every region, scan and chain. Both outlive the
+  // ReverseMode. `fault` is test-only (see Fault).
+  ReverseMode(Kernels* kernels, const Planner* planner, Fault fault = Fault::kNone)
+      : kernels_(kernels), planner_(planner), fault_(fault) {}
 
   // value_and_grad of `program` (see engines/api/engine.h for the contract).
   Result Run(const Program& program, const std::vector<Tensor>& args,
@@ -166,13 +187,14 @@ class ReverseMode {
                                          const std::string& where);
   // A scan reversed under a schedule (engines/schedule): the forward pass
   // keeps the schedule's snapshots, the backward pass replays its actions.
-  std::shared_ptr<const Schedule> MakeSchedule(const Program& program, const Op& op);
+  // The planner's plan for a scan; the cost model its schedule is made for.
+  LoopPlan PlanScan(const Program& program, const Op& op);
   // Activation bytes the run holds apart from a loop that is being scheduled
   // now: subtracted from a budget:B (see the .cc).
   int64_t HeldOutsideLoop() const;
-  Tensor ForwardScheduledScan(const Program& program, const Op& op, const std::vector<Tensor>& in,
-                              const std::vector<bool>& needs, OpTape* op_tape,
-                              const std::string& where);
+  Tensor ForwardScheduledScan(const Op& op, std::shared_ptr<const Schedule> schedule,
+                              const std::vector<Tensor>& in, const std::vector<bool>& needs,
+                              OpTape* op_tape, const std::string& where);
   std::vector<Tensor> BackwardScheduledScan(const Program& program, const Op& op, OpTape* op_tape,
                                             const Tensor& dout, const std::vector<bool>& needs,
                                             const std::string& where);
@@ -203,19 +225,26 @@ class ReverseMode {
   // (the enclosing program's sums so far, by input).
   std::vector<Tensor> BackwardChain(const Op& op, OpTape* op_tape, const Tensor& dout,
                                     std::vector<Tensor> sums, const std::string& where);
-  std::shared_ptr<const Schedule> MakeChainSchedule(const Op& op);
+  // The planner's plan for a chain; the cost model of its blocks.
+  LoopPlan PlanChain(const Op& op);
   // Block i of a chain forward from `carry` (unused for block 0), every
   // nested region inline.
   Tensor ChainStep(const Op& op, int64_t i, const Tensor& carry, const std::vector<Tensor>& in,
                    const std::vector<bool>& value_needs, Tape* tape, const std::string& where);
   Tensor ForwardScan(const Program& program, const Op& op, const std::vector<Tensor>& in,
                      const std::vector<bool>& needs, OpTape* op_tape, const std::string& where);
+  // Whether the carry entering each step of a scan needs a cotangent
+  // (CONTRACT.md 3.5), by step.
+  std::vector<bool> CarryNeeds(const Op& op, const std::vector<bool>& needs, int64_t length) const;
   std::vector<Tensor> BackwardScan(const Program& program, const Op& op, OpTape* op_tape,
                                    const Tensor& dout, const std::vector<bool>& needs,
                                    const std::string& where);
 
   void Accumulate(Tensor* acc, const Tensor& contribution);
-  bool Faulty(Fault f) const { return options_.fault == f; }
+  bool Faulty(Fault f) const { return fault_ == f; }
+  // Whether the region runs inline here: the planner's decision, or a
+  // scheduled step's (or a fault's).
+  bool Inline(const Op& region) const;
   // Fault::kResidualFreedEarly: frees (in the tracker's books) the residuals
   // in `tape` that share `value`'s storage, and hands that storage to the
   // next value computed; Reuse does the overwriting.
@@ -224,10 +253,13 @@ class ReverseMode {
   void Log(const std::string& phase, const std::string& where, const Op& op,
            const Program& program);
   void CollectResiduals(const Tape& tape, std::vector<Tensor>* out) const;
-  std::vector<Residual> ListResiduals(const Tape& tape, int64_t* residual_bytes) const;
+  // Stats::residuals and residual_bytes from the tape (the forward pass's
+  // end), by engines/exec/residual_listing.h.
+  void ListResiduals(const Tape& tape, Stats* stats) const;
 
   Kernels* kernels_;
-  ReverseModeOptions options_;
+  const Planner* planner_;
+  Fault fault_;
   RunOptions run_options_;
   std::shared_ptr<MemoryTracker> tracker_;
   bool recomputing_ = false;
@@ -238,7 +270,7 @@ class ReverseMode {
   std::vector<std::string>* schedule_ = nullptr;
   // Where each live buffer came from, for the residual listing.
   std::unordered_map<const Buffer*, std::string> origin_;
-  std::unordered_map<const Buffer*, Tensor> arguments_;
+  std::unordered_map<const Buffer*, Tensor> arguments_;  // the whole argument, by buffer
   // Fault state: the buffers freed early, and those whose storage awaits
   // the next value (kResidualFreedEarly); the saved values of each region's
   // last instance (kStaleSavedValue).

@@ -6,16 +6,18 @@
 #include <memory>
 #include <string>
 
+#include "engines/autodiff/planners.h"
 #include "engines/autodiff/reverse_mode_engine.h"
 
 namespace remat {
 
 class EagerEngine : public ReverseModeEngine {
  public:
-  // Checkpoint regions run inline: everything is stored.
+  // The ReverseMode executor under InlinePlanner: checkpoint regions run
+  // inline, scans step by step, chains as their blocks: everything stored.
   EagerEngine(std::string name, std::unique_ptr<Kernels> kernels)
       : ReverseModeEngine(std::move(name), std::move(kernels),
-                          ReverseModeOptions{.honour_checkpoints = false}) {}
+                          std::make_unique<InlinePlanner>()) {}
 };
 
 }  // namespace remat

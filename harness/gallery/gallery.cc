@@ -6,6 +6,7 @@
 
 #include "engines/api/engine.h"
 #include "engines/api/registry.h"
+#include "engines/autodiff/planners.h"
 #include "engines/autodiff/reverse_mode_engine.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "harness/gallery/faulty_kernels.h"
@@ -17,8 +18,8 @@ namespace {
 // gallery's binaries link no "recompute").
 std::unique_ptr<Engine> Recompute(const std::string& name, std::unique_ptr<Kernels> kernels,
                                   Fault fault = Fault::kNone) {
-  return std::make_unique<ReverseModeEngine>(
-      name, std::move(kernels), ReverseModeOptions{.honour_checkpoints = true, .fault = fault});
+  return std::make_unique<ReverseModeEngine>(name, std::move(kernels), MakeRecomputePlanner(),
+                                             fault);
 }
 
 // A fault in the interpreter, on eager's kernels.

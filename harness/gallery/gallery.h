@@ -11,7 +11,7 @@
 //
 // The faults are planted three ways:
 // - in the kernels (faulty_kernels.h), decorating eager's oneDNN kernels;
-// - in the interpreter (ReverseModeOptions::fault, engines/autodiff), where
+// - in the interpreter (the executor's Fault, engines/autodiff/reverse_mode.h), where
 //   the bug would live: the order of summation, the tape, recomputation;
 // - around an engine (a decorator over recompute), corrupting its Result or
 //   its accounting.

@@ -1,0 +1,62 @@
+// The planners of remat-bench's reverse-mode engines (planner.h):
+//   InlinePlanner     eager and reference: every region inline, no
+//                     schedules: everything stored.
+//   PolicyPlanner     every region honoured under its own policy
+//                     (Op::policy: JAX's policies, checkpoint_name labels,
+//                     offload); no schedules.
+//   SchedulePlanner   a region planner, plus the schedule a scan or chain
+//                     carries (Op::schedule, set by ApplySchedule), parsed
+//                     by engines/schedule against the executor's cost model.
+// recompute is SchedulePlanner over PolicyPlanner.
+#ifndef REMAT_ENGINES_AUTODIFF_PLANNERS_H_
+#define REMAT_ENGINES_AUTODIFF_PLANNERS_H_
+
+#include <memory>
+#include <vector>
+
+#include "engines/autodiff/planner.h"
+
+namespace remat {
+
+class InlinePlanner : public Planner {
+ public:
+  bool honours_checkpoints() const override { return false; }
+  RegionPlan PlanRegion(const Op&) const override { return {}; }
+  std::vector<SaveDecision> PlanSaves(const Op& region,
+                                      const std::vector<bool>& param_needs) const override;
+  LoopPlan PlanLoop(const Op&, const LoopModel&) const override { return {}; }
+};
+
+class PolicyPlanner : public Planner {
+ public:
+  bool honours_checkpoints() const override { return true; }
+  RegionPlan PlanRegion(const Op& region) const override;
+  // PlanSaves of save_plan.h under the region's policy.
+  std::vector<SaveDecision> PlanSaves(const Op& region,
+                                      const std::vector<bool>& param_needs) const override;
+  LoopPlan PlanLoop(const Op&, const LoopModel&) const override { return {}; }
+};
+
+class SchedulePlanner : public Planner {
+ public:
+  explicit SchedulePlanner(std::unique_ptr<Planner> regions) : regions_(std::move(regions)) {}
+  bool honours_checkpoints() const override { return true; }
+  RegionPlan PlanRegion(const Op& region) const override { return regions_->PlanRegion(region); }
+  std::vector<SaveDecision> PlanSaves(const Op& region,
+                                      const std::vector<bool>& param_needs) const override {
+    return regions_->PlanSaves(region, param_needs);
+  }
+  // No schedule text: none. A scan's checkpoint_every:K: that K. Anything
+  // else: ParseSchedule(text, model.costs(), model.held_outside).
+  LoopPlan PlanLoop(const Op& loop, const LoopModel& model) const override;
+
+ private:
+  std::unique_ptr<Planner> regions_;
+};
+
+// recompute's planner: SchedulePlanner over PolicyPlanner.
+std::unique_ptr<Planner> MakeRecomputePlanner();
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_AUTODIFF_PLANNERS_H_
