@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <cstdint>
 #include <map>
 #include <utility>
 
 #include "engines/api/error.h"
 #include "engines/api/registry.h"
 #include "engines/api/rules.h"
+#include "engines/exec/accumulate.h"
+#include "engines/exec/residual_listing.h"
+#include "engines/exec/run_memory.h"
 #include "engines/onednn/onednn_kernels.h"
 
 namespace remat {
@@ -67,25 +70,27 @@ struct Frame {
 
 class Run {
  public:
-  Run(const Program& program, Kernels& kernels, std::shared_ptr<MemoryTracker> tracker,
-      dtr::Heuristic heuristic, const RunOptions& options, int64_t cap)
+  // `memory` (engines/exec/run_memory.h) holds the run's tracker, with the
+  // kernels bound to it; it outlives the Run and finishes the Result.
+  Run(const Program& program, Kernels& kernels, RunMemory& memory, dtr::Heuristic heuristic,
+      const RunOptions& options, int64_t cap)
       : program_(program),
         k_(kernels),
-        tracker_(std::move(tracker)),
+        memory_(memory),
+        tracker_(memory.tracker()),
         pool_(heuristic),
         options_(options),
         cap_(cap) {}
 
   ~Run() {
     // The hook refers to this run's pool: it goes first, whatever happened.
-    tracker_->set_pressure_hook(nullptr);
-    tracker_->set_soft_cap_bytes(0);
+    memory_.SetMemoryCap(0, nullptr);
     top_.reset();
     pool_.Clear();
-    for (int64_t bytes : counted_args_) tracker_->Release(bytes, Category::kInputs);
-    k_.Bind(nullptr);
   }
 
+  // The value, the gradients and the Stats but the memory fields, which
+  // RunMemory::Finish fills once the Run is gone.
   Result Go(const std::vector<Tensor>& args, const std::vector<int>& wrt);
 
  private:
@@ -118,11 +123,11 @@ class Run {
 
   const Program& program_;
   Kernels& k_;
+  RunMemory& memory_;
   std::shared_ptr<MemoryTracker> tracker_;
   CellPool pool_;
   const RunOptions& options_;
   int64_t cap_;
-  std::vector<int64_t> counted_args_;
   std::unique_ptr<Frame> top_;
   // Backward reads still to come, by cell: what the residual listing reads.
   std::vector<int64_t> backward_uses_;
@@ -360,14 +365,10 @@ void Run::Accumulate(Frame& f, int value, Tensor contribution) {
     value = frame->op->inputs[value];
     frame = frame->parent;
   }
-  Tensor& sum = frame->sums[value];
-  if (!sum.defined()) {
-    sum = std::move(contribution);  // the first contribution itself (CONTRACT.md 3.3)
-    return;
-  }
+  // CONTRACT.md 3.3: the first contribution itself, then Add out of place.
   const ScopedSite site(tracker_.get(), Category::kGradients, tracker_->site());
   const int64_t flops = k_.flops();
-  sum = k_.Add(sum, contribution);
+  remat::Accumulate(k_, &frame->sums[value], std::move(contribution));
   stats_.flops_backward += k_.flops() - flops;
 }
 
@@ -463,13 +464,12 @@ void Run::BackwardScan(Frame& f, int op_index) {
   }
   // Each stacked input's gradient: one tensor whose slice i is step i's
   // cotangent, copied bitwise; zeros where none reached (CONTRACT.md 3.5).
-  std::vector<Tensor> stacked(op.inputs.size());
+  std::vector<StackedGradient> stacked(op.inputs.size());
   {
     const ScopedSite site(tracker_.get(), Category::kGradients, Program::Describe(op));
     for (size_t j = 1; j < op.inputs.size(); ++j) {
       if (f.needs[op.inputs[j]]) {
-        stacked[j] = Tensor::Zeros(DType::kF32, f.program->shapes[op.inputs[j]], tracker_,
-                                   Category::kGradients);
+        stacked[j] = StackedGradient(DType::kF32, f.program->shapes[op.inputs[j]], tracker_);
       }
     }
   }
@@ -484,26 +484,22 @@ void Run::BackwardScan(Frame& f, int op_index) {
     Backward(*body);
     g = body->needs[0] ? std::move(body->sums[0]) : Tensor();
     for (size_t j = 1; j < op.inputs.size(); ++j) {
-      const Tensor& d = body->sums[j];
-      if (!stacked[j].defined() || !d.defined()) continue;
-      Tensor slice = stacked[j].Slice(step);
-      if (!slice.dry() && !d.dry()) std::memcpy(slice.raw(), d.raw(), d.bytes());
+      if (stacked[j].defined()) stacked[j].Set(step, body->sums[j]);
     }
   }
   const ScopedSite site(tracker_.get(), Category::kGradients, Program::Describe(op));
   if (f.needs[op.inputs[0]] && g.defined()) Accumulate(f, op.inputs[0], std::move(g));
   for (size_t j = 1; j < op.inputs.size(); ++j) {
-    if (stacked[j].defined()) Accumulate(f, op.inputs[j], std::move(stacked[j]));
+    if (stacked[j].defined()) Accumulate(f, op.inputs[j], stacked[j].Finish());
   }
 }
 
 void Run::ListResiduals() {
   // One line per value, except that a value saved at every step of a scan
   // (the same op of the same body) is one line, stacked, as
-  // print_saved_residuals shows it. Blocks of a chain traced at one source
-  // line are distinct ops: a line each.
-  std::map<std::pair<const Op*, std::string>, size_t> line_of;
-  std::vector<Residual>& out = stats_.residuals;
+  // print_saved_residuals shows it: the op is the stacking key. Blocks of a
+  // chain traced at one source line are distinct ops: a line each.
+  ResidualListing listing;
   for (CellId c = 0; c < pool_.num_cells(); ++c) {
     if (static_cast<size_t>(c) >= backward_uses_.size() || backward_uses_[c] <= 0 ||
         !pool_.resident(c)) {
@@ -511,36 +507,21 @@ void Run::ListResiduals() {
     }
     const Tensor& t = pool_.tensor(c);
     const Op* op = static_cast<size_t>(c) < cell_ops_.size() ? cell_ops_[c] : nullptr;
-    const bool argument = op == nullptr;
-    auto [it, added] =
-        line_of.emplace(std::make_pair(op, argument ? pool_.name(c) : t.TypeString()), out.size());
-    if (added) {
-      Residual r;
-      r.source = pool_.name(c);
-      r.is_argument = argument;
-      r.type = t.TypeString();
-      r.bytes = t.bytes();
-      out.push_back(r);
+    if (op == nullptr) {
+      listing.AddArgument(t, pool_.name(c));
     } else {
-      Residual& r = out[it->second];
-      ++r.count;
-      r.bytes += t.bytes();
-      std::string dims;
-      for (int64_t d : t.shape().dims()) dims += StrCat(",", d);
-      r.type = StrCat(DTypeName(t.dtype()), "[", r.count, dims, "]");
+      listing.AddSaved(t, pool_.name(c), StrCat(reinterpret_cast<uintptr_t>(op)));
     }
-    if (!argument) stats_.residual_bytes += t.bytes();
   }
+  listing.Fill(&stats_);
 }
 
 Result Run::Go(const std::vector<Tensor>& args, const std::vector<int>& wrt) {
-  k_.Bind(tracker_);
   k_.reset_flops();
   k_.reset_kernel_seconds();
-  if (options_.max_memory_bytes > 0) tracker_->set_limit_bytes(options_.max_memory_bytes);
   if (cap_ > 0) {
-    tracker_->set_soft_cap_bytes(cap_);
-    tracker_->set_pressure_hook([this](int64_t bytes_to_free) {
+    // The online decision point: at allocation time, evict until it fits.
+    memory_.SetMemoryCap(cap_, [this](int64_t bytes_to_free) {
       const int64_t target = tracker_->live_bytes() - bytes_to_free;
       while (tracker_->live_bytes() > target && pool_.EvictOne()) {
       }
@@ -553,20 +534,10 @@ Result Run::Go(const std::vector<Tensor>& args, const std::vector<int>& wrt) {
   std::vector<char> needs(program_.num_params(), 0);
   for (int w : wrt) needs[w] = 1;
   {
-    std::vector<const Buffer*> seen;
+    const std::vector<Tensor> inputs = memory_.Arguments(program_, args);
     for (int i = 0; i < program_.num_params(); ++i) {
-      const ScopedSite site(tracker_.get(), Category::kInputs,
-                            StrCat("argument ", program_.param_names[i]));
-      Tensor a = args[i];
-      if (a.dtype() != DType::kF32) {
-        a = Cast(a, DType::kF32, tracker_);
-      } else if (std::find(seen.begin(), seen.end(), a.buffer()) == seen.end()) {
-        seen.push_back(a.buffer());
-        tracker_->Allocate(a.bytes(), Category::kInputs);
-        counted_args_.push_back(a.bytes());
-      }
-      params.push_back(
-          Handle{pool_.AddPermanent(a, StrCat("from the argument ", program_.param_names[i])), {}});
+      params.push_back(Handle{
+          pool_.AddPermanent(inputs[i], StrCat("from the argument ", program_.param_names[i])), {}});
     }
   }
   top_ = NewFrame(program_, nullptr, nullptr, false, params, needs);
@@ -608,16 +579,8 @@ Result Run::Go(const std::vector<Tensor>& args, const std::vector<int>& wrt) {
   stats_.seconds_backward = SecondsSince(t1);
   stats_.seconds_in_kernels = k_.kernel_seconds();
   stats_.predicted_peak_bytes = -1;
-  stats_.peak_bytes = tracker_->peak_bytes();
-  stats_.peak_site = tracker_->peak_site();
-  stats_.host_peak_bytes = tracker_->peak_host_bytes();
-  for (int c = 0; c < kNumCategories; ++c) {
-    stats_.peak_bytes_by_category[c] = tracker_->peak_bytes(static_cast<Category>(c));
-    stats_.high_water_bytes_by_category[c] = tracker_->high_water_bytes(static_cast<Category>(c));
-  }
   r.stats = stats_;
   r.schedule = std::move(schedule_);
-  r.tracker = tracker_;
   return r;
 }
 
@@ -633,15 +596,15 @@ std::string DtrEngine::kernels() const { return kernels_->name(); }
 Result DtrEngine::RunOnce(const Program& program, const std::vector<Tensor>& args,
                           const std::vector<int>& wrt, const RunOptions& options, int64_t cap,
                           bool dry) {
-  auto tracker = std::make_shared<MemoryTracker>();
-  tracker->set_dry_run(dry);
-  if (options.on_tracker) options.on_tracker(tracker);
+  RunMemory memory(*kernels_, options, dry);
   Result r;
   {
-    Run run(program, *kernels_, tracker, heuristic_, options, cap);
+    Run run(program, *kernels_, memory, heuristic_, options, cap);
     r = run.Go(args, wrt);
   }
-  // Measured after the run's own bookkeeping (argument counts) is released.
+  // Once the run's cells are gone: the stats from the tracker, the
+  // arguments' counts released, the books checked.
+  memory.Finish(&r);
   return r;
 }
 

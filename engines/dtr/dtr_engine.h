@@ -41,6 +41,17 @@
 //   residual_bytes and residuals are the values resident, and read by the
 //   backward, when the forward pass ends (so they shrink with the cap);
 //   op_runs counts recomputations too. plan_only runs on a dry-run tracker.
+//
+// Shape: dtr keeps its own traversal (frames of cells, any of which can be
+// evicted and recomputed from its parents at any allocation) rather than
+// being a Planner over ReverseMode (engines/autodiff/planner.h): a planner
+// makes static decisions per region and loop, ahead of the run, and a tape
+// of saved residuals cannot give a value back and get it again later; dtr
+// decides online, at allocation time, in the tracker's pressure hook
+// (RunMemory::SetMemoryCap). What every engine needs it takes from
+// engines/exec, as ReverseMode does: the run's memory set-up and Stats
+// (run_memory.h), accumulation and stacked scan gradients (accumulate.h),
+// the residual listing (residual_listing.h).
 #ifndef REMAT_ENGINES_DTR_DTR_ENGINE_H_
 #define REMAT_ENGINES_DTR_DTR_ENGINE_H_
 
