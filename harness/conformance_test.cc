@@ -710,6 +710,126 @@ std::string VariantName(const ::testing::TestParamInfo<VariantTest::ParamType>& 
 INSTANTIATE_TEST_SUITE_P(ProblemsTimesVariants, VariantTest,
                          ::testing::ValuesIn(ProblemsTimesVariants()), VariantName);
 
+// CONTRACT.md's rules 3.4 and 3.5 on the cases where a zero is or is not a
+// contribution. Each program feeds a parameter a -0.0 contribution from
+// elsewhere (mul by z = -0.0), so adding a zeros tensor to its running sum
+// (-0 + +0 = +0) changes its bits; or needs a cotangent where only eager's
+// rule of needs computes one, which changes the FLOPs and the residuals.
+// They bind engines on eager's kernels (sections 2 and 3 are their rules);
+// an engine on kernels of its own is held to the oracle instead.
+class ZeroContributionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine_ = MakeEngine(EngineUnderTest());
+    eager_ = MakeEngine("eager");
+    if (engine_->kernels() != eager_->kernels()) {
+      GTEST_SKIP() << EngineUnderTest() << " runs on kernels of its own";
+    }
+  }
+
+  // Inputs: sin's points 0.5, 1.0, ...; z = -0.0.
+  static std::vector<Tensor> Inputs(const Program& program) {
+    std::vector<Tensor> args;
+    for (int i = 0; i < program.num_params(); ++i) {
+      Tensor t = Tensor::Zeros(DType::kF32, program.shapes[i]);
+      for (int64_t j = 0; j < t.num_elements(); ++j) {
+        t.f32()[j] = program.param_names[i] == "z" ? -0.0f : 0.5f * static_cast<float>(j + 1);
+      }
+      args.push_back(t);
+    }
+    return args;
+  }
+
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Engine> eager_;
+};
+
+bool AllNegativeZero(const Tensor& t) {
+  for (int64_t j = 0; j < t.num_elements(); ++j) {
+    if (t.at(j) != 0 || !std::signbit(t.at(j))) return false;
+  }
+  return true;
+}
+
+bool AllPositiveZero(const Tensor& t) {
+  for (int64_t j = 0; j < t.num_elements(); ++j) {
+    if (t.at(j) != 0 || std::signbit(t.at(j))) return false;
+  }
+  return true;
+}
+
+// 3.4: a checkpoint region's needed parameter that no cotangent reaches
+// (b: the body never reads it) contributes nothing, not zeros:
+// loss = sum(checkpoint(f)(a, b)) + sum(b * z), f(a, b) = sin(a). Eager:
+// d/db = z = -0.0 exactly. Honoured or inline alike.
+TEST_F(ZeroContributionTest, ARegionInputNoCotangentReachedContributesNothing) {
+  const Program program = Trace(
+      "unreached_region_input", {{"a", Shape({4})}, {"b", Shape({4})}, {"z", Shape({4})}},
+      [](const std::vector<Var>& in) {
+        auto f = checkpoint([](Var a, Var b) { return sin(a); }, Policy(), "ignores b");
+        return add(sum(f(in[0], in[1])), sum(mul(in[1], in[2])));
+      });
+  const std::vector<Tensor> args = Inputs(program);
+  for (const std::string& spec : {std::string("as-written"), std::string("everything_saveable")}) {
+    const Program p = spec == "as-written" ? program : ApplyPolicy(program, Policy::Parse(spec));
+    const Result want = eager_->ValueAndGrad(p, args, {0, 1});
+    ASSERT_TRUE(AllNegativeZero(want.grads[1])) << "eager's d/db is not -0.0: the check is vacuous";
+    const Result got = engine_->ValueAndGrad(p, args, {0, 1});
+    EXPECT_TRUE(AllNegativeZero(got.grads[1]))
+        << EngineUnderTest() << " under " << spec
+        << ": d/db is not -0.0 (eager's bits); a checkpoint contributes nothing for a region "
+           "input no cotangent reached (CONTRACT.md 3.4), not zeros";
+    EXPECT_EQ(FirstBitDifference(got, want), std::nullopt) << spec;
+  }
+}
+
+// loss = sum(scan(body, c, xs)) + sum(xs * z), body(c, x) = sin(c): x never
+// reaches the carry. Differentiated with respect to xs alone.
+Program UnreachedStackedInput() {
+  return Trace("unreached_stacked_input",
+               {{"c", Shape({4})}, {"xs", Shape({3, 4})}, {"z", Shape({3, 4})}},
+               [](const std::vector<Var>& in) {
+                 Var out = scan([](Var c, Var x) { return sin(c); }, in[0], in[1]);
+                 return add(sum(out), sum(mul(in[1], in[2])));
+               });
+}
+
+// 3.5: a needed stacked input's gradient is contributed even when no step's
+// cotangent reached it (all zeros): d/dxs = z + zeros = +0.0 in eager,
+// where leaving it out would keep z's -0.0.
+TEST_F(ZeroContributionTest, AnAllZeroStackedGradientIsContributed) {
+  const Program program = UnreachedStackedInput();
+  const std::vector<Tensor> args = Inputs(program);
+  const Result want = eager_->ValueAndGrad(program, args, {1});
+  ASSERT_TRUE(AllPositiveZero(want.grads[0])) << "eager's d/dxs is not +0.0: the check is vacuous";
+  const Result got = engine_->ValueAndGrad(program, args, {1});
+  EXPECT_TRUE(AllPositiveZero(got.grads[0]))
+      << EngineUnderTest()
+      << ": d/dxs is not +0.0 (eager's bits); an all-zero stacked gradient is contributed "
+         "(CONTRACT.md 3.5)";
+  EXPECT_EQ(FirstBitDifference(got, want), std::nullopt);
+}
+
+// 3.5: the carry entering step i > 0 needs a cotangent when the scan's
+// carry input does or any stacked input does (it depends on earlier xs),
+// whatever the body computes: here c is not differentiated and x never
+// reaches the carry, and still eager differentiates sin at steps 2 and 1
+// and saves their inputs. An engine that needs by dependence computes
+// less: other FLOPs and residuals than eager's.
+TEST_F(ZeroContributionTest, TheScanCarrysNeedsAreEagers) {
+  const Program program = UnreachedStackedInput();
+  const std::vector<Tensor> args = Inputs(program);
+  const Result want = eager_->ValueAndGrad(program, args, {1});
+  ASSERT_GT(want.stats.residual_bytes, 0) << "eager saves nothing: the check is vacuous";
+  const Result got = engine_->ValueAndGrad(program, args, {1});
+  EXPECT_EQ(got.stats.flops_backward, want.stats.flops_backward)
+      << EngineUnderTest() << ": not the backward FLOPs of eager; the scan carry's needs are "
+      << "eager's (CONTRACT.md 3.5: step i > 0's carry needs a cotangent when any xs does)";
+  EXPECT_EQ(got.stats.residual_bytes, want.stats.residual_bytes)
+      << EngineUnderTest() << ": not the residuals of eager; the scan carry's needs are eager's "
+      << "(CONTRACT.md 3.5)";
+}
+
 }  // namespace
 }  // namespace remat
 

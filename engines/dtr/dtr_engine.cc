@@ -313,6 +313,11 @@ void Run::ForwardScan(Frame& f, int op_index) {
   const int64_t length = f.program->shapes[op.inputs[1]].dim(0);
   Handle carry = f.values[op.inputs[0]];
   char carry_need = f.needs[op.inputs[0]];
+  // The carry entering step i > 0 needs a cotangent when the scan's carry
+  // input does or any stacked input does, whatever the body computes
+  // (CONTRACT.md 3.5): eager's rule, so eager's backward FLOPs and residuals.
+  char any_xs_need = 0;
+  for (size_t j = 1; j < op.inputs.size(); ++j) any_xs_need = any_xs_need || f.needs[op.inputs[j]];
   CellId previous_output = -1;
   for (int64_t step = 0; step < length; ++step) {
     std::vector<Handle> params = {carry};
@@ -327,7 +332,7 @@ void Run::ForwardScan(Frame& f, int op_index) {
     if (previous_output >= 0) pool_.ReleaseUse(previous_output);  // now bound as this carry
     Forward(*body);
     carry = body->values[op.body->output];
-    carry_need = body->needs[op.body->output];
+    carry_need = f.needs[op.inputs[0]] || any_xs_need;
     previous_output = carry.cell;
     f.bodies[op_index].push_back(std::move(body));
   }
