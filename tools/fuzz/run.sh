@@ -16,7 +16,7 @@ if ! command -v clang++ >/dev/null; then
 fi
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 core=(engines/api/shape.cc engines/api/tensor.cc engines/api/memory_tracker.cc tools/npy.cc)
-cli=(engines/api/*.cc engines/autodiff/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
+cli=(engines/api/*.cc engines/autodiff/*.cc engines/exec/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
      engines/onednn/platform.cc engines/oracle/oracle.cc engines/oracle/oracle_registration.cc
      engines/reference/reference_kernels.cc engines/reference/reference_engine.cc
      engines/recompute/recompute_engine.cc engines/schedule/schedule.cc
