@@ -5,7 +5,6 @@
 // ResidualListing for Stats::residuals. Its own traversal: a tape per
 // program execution, regions inline, scans step by step, no plan
 // (predicted_peak_bytes -1). On eager's kernels, so held to eager's bits.
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -53,7 +52,7 @@ class ExampleEngine : public Engine {
       const std::vector<Tensor> inputs = memory.Arguments(program, args);
       ResidualListing listing;
       for (int i = 0; i < program.num_params(); ++i) {
-        origin_[inputs[i].buffer()] = {"from the argument " + program.param_names[i], nullptr};
+        origin_[inputs[i].buffer()] = {"from the argument " + program.param_names[i], false};
         arguments_[inputs[i].buffer()] = inputs[i];
       }
       ScopedSite site(tracker_.get(), Category::kActivations, "forward");
@@ -123,8 +122,13 @@ class ExampleEngine : public Engine {
         values[op.output] = carry;
       } else {
         values[op.output] = remat::Forward(k_, op, x);
+        // The source print_saved_residuals gives: the op, then its labels.
         const Buffer* out = values[op.output].buffer();
-        if (op.kind != OpKind::kName && arguments_.count(out) == 0) origin_[out] = {"output of " + site, &op};
+        if (op.kind == OpKind::kName) {
+          origin_[out].first += " named '" + op.name + "'";
+        } else if (arguments_.count(out) == 0) {
+          origin_[out] = {"output of " + Program::Describe(op), !where.empty()};
+        }
         if (!t->needs[op.output]) continue;
         const Saves saves = SavesFor(op.kind, x_needs);
         t->inputs[k].resize(x.size());
@@ -200,16 +204,16 @@ class ExampleEngine : public Engine {
     return out;
   }
 
-  // The saved tensors, as print_saved_residuals lists them (a scan body's
-  // values stacked by their op).
+  // The saved tensors, as print_saved_residuals lists them (a value of a
+  // scan's body stacked over the steps).
   void List(const Tape& t, const RunMemory& memory, ResidualListing* listing) {
     auto add = [&](const Tensor& s) {
       if (!s.defined()) return;
-      const auto& [source, op] = origin_.at(s.buffer());
+      const auto& [source, in_scan] = origin_.at(s.buffer());
       if (memory.IsArgument(s.buffer())) {
         listing->AddArgument(arguments_.at(s.buffer()), source);  // the whole argument
       } else {
-        listing->AddSaved(s, source, std::to_string(reinterpret_cast<uintptr_t>(op)));
+        listing->AddSaved(s, source, in_scan ? source : "");  // a scan's steps: one line
       }
     };
     for (size_t k = 0; k < t.inputs.size(); ++k) {
@@ -221,7 +225,8 @@ class ExampleEngine : public Engine {
 
   OneDnnKernels k_;
   std::shared_ptr<MemoryTracker> tracker_;
-  std::unordered_map<const Buffer*, std::pair<std::string, const Op*>> origin_;
+  // Each buffer's source, and whether a scan step computed it.
+  std::unordered_map<const Buffer*, std::pair<std::string, bool>> origin_;
   std::unordered_map<const Buffer*, Tensor> arguments_;
 };
 
