@@ -146,10 +146,33 @@ std::string ListingKey(const Residual& r) {
   return StrCat(shape, " ", r.source, r.count > 1 ? StrCat(" (x", r.count, ")") : "");
 }
 
-std::multiset<std::string> ListingKeys(const Stats& stats, bool with_arguments) {
+// One step's shape of a stacked line ("[4,8,16]" x4 -> "[8,16]") and its
+// source without checkpoint_name labels.
+std::string ValueKey(const Residual& r) {
+  const size_t bracket = r.type.find('[');
+  std::string shape = bracket == std::string::npos ? r.type : r.type.substr(bracket);
+  if (r.count > 1) {
+    const size_t comma = shape.find(',');
+    shape = comma == std::string::npos ? "[]" : "[" + shape.substr(comma + 1);
+  }
+  std::string source = r.source;
+  for (size_t at; (at = source.find(" named '")) != std::string::npos;) {
+    const size_t end = source.find('\'', at + 8);
+    source.erase(at, end == std::string::npos ? std::string::npos : end + 1 - at);
+  }
+  return StrCat(shape, " ", source);
+}
+
+std::multiset<std::string> ListingKeys(const Stats& stats, bool with_arguments,
+                                       bool values_only = false) {
   std::multiset<std::string> keys;
   for (const Residual& r : stats.residuals) {
-    if (with_arguments || !r.is_argument) keys.insert(ListingKey(r));
+    if (!with_arguments && r.is_argument) continue;
+    if (!values_only) {
+      keys.insert(ListingKey(r));
+      continue;
+    }
+    for (int i = 0; i < std::max(1, r.count); ++i) keys.insert(ValueKey(r));
   }
   return keys;
 }
@@ -162,10 +185,10 @@ std::string Lines(const std::multiset<std::string>& keys) {
 
 }  // namespace
 
-std::optional<std::string> ResidualListingDiffers(const Stats& eager, const Stats& got,
-                                                  bool exact) {
-  const std::multiset<std::string> want = ListingKeys(eager, exact);
-  const std::multiset<std::string> have = ListingKeys(got, exact);
+std::optional<std::string> ResidualListingDiffers(const Stats& eager, const Stats& got, bool exact,
+                                                  bool values_only) {
+  const std::multiset<std::string> want = ListingKeys(eager, exact, values_only);
+  const std::multiset<std::string> have = ListingKeys(got, exact, values_only);
   // What `got` lists beyond eager's lines, and what it lacks (a multiset
   // difference each way).
   std::multiset<std::string> extra, missing;

@@ -93,7 +93,12 @@ CountedRun RunCountingStorage(Engine& engine, const Program& program,
 // requires the same lines, arguments included; otherwise no line of `got`
 // that eager lacks, arguments excluded (a region keeps a subset of what eager
 // keeps, and its inputs). Returns what differs, or nothing.
-std::optional<std::string> ResidualListingDiffers(const Stats& eager, const Stats& got, bool exact);
+// With `values_only`, lines are compared as the values they stand for: a
+// stacked line as `count` values of one step's shape, checkpoint_name
+// labels left out (how a listing groups and labels values is compared on
+// the problems; the fuzzer compares which values are saved).
+std::optional<std::string> ResidualListingDiffers(const Stats& eager, const Stats& got, bool exact,
+                                                  bool values_only = false);
 
 // Names of value/gradient tensors in Result order: "value", "grad w1", ...
 std::vector<std::string> OutputNames(const Case& c);

@@ -140,6 +140,15 @@ Coverage& GetCoverage() {
 const char* const kSchedules[] = {"revolve:1", "bisect", "every:2", "sqrt", "budget:16KiB",
                                   "checkpoint_every:2"};
 
+// Whether a checkpoint region of `p` (at any depth) holds a structural op.
+bool HasNestedRegion(const Program& p, bool inside = false) {
+  for (const Op& op : p.ops) {
+    if (!op.body) continue;
+    if (inside || HasNestedRegion(*op.body, inside || op.kind == OpKind::kCheckpoint)) return true;
+  }
+  return false;
+}
+
 // The first property the case violates, or nothing. Every case gets the
 // bit-for-bit, peak and leak checks (they need no nonzero gradient); only a
 // case on a relu kink skips the comparison with the reference. `coverage`
@@ -237,6 +246,24 @@ std::optional<std::string> Check(const RandomCase& c, Coverage* coverage) {
     if (r.stats.predicted_peak_bytes >= 0 && r.stats.peak_bytes != r.stats.predicted_peak_bytes) {
       return StrCat(name, " (", what, "): measured peak ", r.stats.peak_bytes, " != predicted ",
                     r.stats.predicted_peak_bytes);
+    }
+    // The residual listing against eager's on the same program (CONTRACT.md
+    // section 4), value by value: exactly eager's values for an engine that
+    // stores everything; for one that honours regions, under
+    // everything_saveable, no value eager does not save.
+    // A region nested in another keeps its inputs (its recomputation starts
+    // from them, and the enclosing region's recomputation hands them over),
+    // which eager need not: the subset check skips programs with one.
+    const bool exact = !engine.honours_checkpoints();
+    if (name != "oracle" &&
+        (exact || (what == std::string("everything_saveable") && !HasNestedRegion(program)))) {
+      const Stats want = what == std::string("as generated")
+                             ? e.stats
+                             : eager.ValueAndGrad(program, c.inputs, c.wrt).stats;
+      if (auto diff = ResidualListingDiffers(want, r.stats, exact, /*values_only=*/true)) {
+        return StrCat(name, " (", what, "): the residual listing ",
+                      exact ? "is not eager's" : "names values eager does not save", ": ", *diff);
+      }
     }
     std::shared_ptr<MemoryTracker> tracker = r.tracker;
     r = Result();

@@ -187,6 +187,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   inputs.clear();
   arguments_.clear();
   origin_.clear();
+  producer_.clear();
   awaiting_reuse_.clear();
   stale_saved_.clear();
   result.stats.op_runs = op_runs_;
@@ -331,6 +332,7 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
         origin_[out.buffer()] += StrCat(" named '", op.name, "'");
       } else if (saved == nullptr && IsPrimitive(op.kind)) {
         origin_[out.buffer()] = StrCat("output of ", site);
+        producer_[out.buffer()] = &op;
       }
     } else if (op_tape && IsPrimitive(op.kind)) {
       op_tape->inputs.resize(in.size());
@@ -398,6 +400,12 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
   capture.decisions = planner_->PlanSaves(op, needs);
   capture.into = op_tape;
   *out = Forward(body, in, needs, nullptr, where, &capture, nullptr);
+  // An input the recomputation will not read is not kept (a region that
+  // saves what eager saves keeps no more than eager).
+  const std::vector<bool> read = ParamsRead(body, needs, capture.decisions);
+  for (size_t i = 0; i < read.size(); ++i) {
+    if (!read[i]) op_tape->inputs[i] = Tensor();
+  }
   if (Faulty(Fault::kStaleSavedValue)) stale_saved_[&body] = op_tape->saved;
 }
 
@@ -983,7 +991,16 @@ void ReverseMode::ListResiduals(const Tape& tape, Stats* stats) const {
       key_source.erase(pos, colon == std::string::npos ? std::string::npos : colon + 2 - pos);
       in_scan = true;
     }
-    listing.AddSaved(t, key_source, in_scan ? key_source : "");
+    // One line per op of a scan's body: two scans traced at one site are two
+    // lines, as print_saved_residuals lists them (the key names the op).
+    auto producer = producer_.find(t.buffer());
+    const std::string key =
+        !in_scan ? ""
+                 : StrCat(key_source, " @",
+                          producer == producer_.end() ? std::string("?")
+                                                      : StrCat(static_cast<const void*>(
+                                                            producer->second)));
+    listing.AddSaved(t, key_source, key);
   }
   listing.Fill(stats);
 }

@@ -270,6 +270,9 @@ class ReverseMode {
   std::vector<std::string>* schedule_ = nullptr;
   // Where each live buffer came from, for the residual listing.
   std::unordered_map<const Buffer*, std::string> origin_;
+  // The op that computed each live buffer (a scan body's op is one op at
+  // every step): what stacks a scan's residuals into one listing line.
+  std::unordered_map<const Buffer*, const Op*> producer_;
   std::unordered_map<const Buffer*, Tensor> arguments_;  // the whole argument, by buffer
   // Fault state: the buffers freed early, and those whose storage awaits
   // the next value (kResidualFreedEarly); the saved values of each region's

@@ -87,4 +87,16 @@ std::vector<SaveDecision> PlanSaves(const Program& body, const std::vector<bool>
   return out;
 }
 
+std::vector<bool> ParamsRead(const Program& body, const std::vector<bool>& param_needs,
+                             const std::vector<SaveDecision>& decisions) {
+  std::vector<bool> read = ResidualValues(body, ValueNeeds(body, param_needs));
+  for (int k = static_cast<int>(body.ops.size()) - 1; k >= 0; --k) {
+    const Op& op = body.ops[k];
+    if (!read[op.output] || decisions[op.output] != SaveDecision::kRecompute) continue;
+    for (int in : op.inputs) read[in] = true;
+  }
+  read.resize(body.num_params());
+  return read;
+}
+
 }  // namespace remat

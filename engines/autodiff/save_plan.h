@@ -35,6 +35,14 @@ std::vector<bool> ResidualValues(const Program& p, const std::vector<bool>& valu
 std::vector<SaveDecision> PlanSaves(const Program& body, const std::vector<bool>& param_needs,
                                     const Policy& policy);
 
+// Which parameters of a honoured region's body its backward pass reads,
+// given what the region keeps (`decisions`, by body value: PlanSaves' or any
+// planner's): a backward rule reads it, or a value that is not kept and must
+// be recomputed does. The others need not be kept: under
+// everything_saveable a region keeps what eager keeps, not its inputs too.
+std::vector<bool> ParamsRead(const Program& body, const std::vector<bool>& param_needs,
+                             const std::vector<SaveDecision>& decisions);
+
 }  // namespace remat
 
 #endif  // REMAT_ENGINES_AUTODIFF_SAVE_PLAN_H_
