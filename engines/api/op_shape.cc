@@ -10,6 +10,7 @@ int Arity(OpKind kind) {
     case OpKind::kMatMul:
     case OpKind::kAdd:
     case OpKind::kMul:
+    case OpKind::kBiasAdd:
       return 2;
     case OpKind::kLayerNorm:
       return 3;
@@ -77,6 +78,9 @@ Shape OutputShape(const Op& op, const std::vector<Shape>& in) {
       return in[0];
     case OpKind::kLayerNorm:
       Kernels::CheckLayerNormShapes(in[0], in[1], in[2]);
+      return in[0];
+    case OpKind::kBiasAdd:
+      Kernels::CheckBiasAddShapes(in[0], in[1]);
       return in[0];
     case OpKind::kTranspose:
       return Kernels::TransposeShape(in[0]);

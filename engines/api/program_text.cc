@@ -25,7 +25,7 @@ constexpr OpKind kAllKinds[] = {
     OpKind::kSquare,     OpKind::kAdd,        OpKind::kMul,        OpKind::kSum,
     OpKind::kName,       OpKind::kSoftmax,    OpKind::kLayerNorm,  OpKind::kGelu,
     OpKind::kScale,      OpKind::kTranspose,  OpKind::kSplitHeads, OpKind::kMergeHeads,
-    OpKind::kCheckpoint, OpKind::kScan,       OpKind::kChain,
+    OpKind::kBiasAdd,    OpKind::kCheckpoint, OpKind::kScan,       OpKind::kChain,
 };
 
 bool IsStructural(OpKind kind) {

@@ -242,6 +242,10 @@ Var scale(Var x, double c, Loc loc) {
   return internal::Primitive(std::move(op), {x});
 }
 
+Var bias_add(Var x, Var b, Loc loc) {
+  return internal::Binary(OpKind::kBiasAdd, x, b, loc);
+}
+
 Var transpose(Var x, Loc loc) { return internal::Unary(OpKind::kTranspose, x, loc); }
 
 Var split_heads(Var x, int64_t batch, int64_t heads, Loc loc) {
