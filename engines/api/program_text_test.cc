@@ -367,6 +367,28 @@ TEST(ProgramTextErrorTest, DeepNestingIsRefused) {
   EXPECT_NE(message.find("bodies nested more than 64 deep"), std::string::npos) << message;
 }
 
+// The hand-written example of the README: it parses, keeps its labels and
+// attributes, and eager and recompute agree on it bit for bit.
+TEST(ProgramTextTest, TheHandWrittenExampleRuns) {
+  const Program p = ReadProgramFile("problems/files/mlp_bias.remat");
+  EXPECT_EQ(p.name, "mlp_bias");
+  EXPECT_EQ(p.CountOps(OpKind::kBiasAdd), 2);
+  EXPECT_EQ(p.ops[0].policy.ToString(), "dots_saveable");
+  EXPECT_EQ(p.ops[0].body->ops[1].scope, "layer1");
+  EXPECT_EQ(ProgramDifference(p, ParseProgram(PrintProgram(p), "printed")), "");
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < p.num_params(); ++i) {
+    Tensor t = Tensor::Zeros(DType::kF32, p.shapes[i]);
+    for (int64_t j = 0; j < t.num_elements(); ++j) t.f32()[j] = 0.01f * static_cast<float>(j % 17) - 0.08f;
+    inputs.push_back(t);
+  }
+  const std::vector<int> wrt = {0, 1, 2, 3, 4};
+  const Result eager = MakeEngine("eager")->ValueAndGrad(p, inputs, wrt, {});
+  const Result recompute = MakeEngine("recompute")->ValueAndGrad(p, inputs, wrt, {});
+  EXPECT_FALSE(FirstBitDifference(eager, recompute).has_value());
+  EXPECT_GT(recompute.stats.flops_recomputed, 0);
+}
+
 TEST(ProgramTextTest, ReadProgramFileNamesAMissingFile) {
   try {
     ReadProgramFile("/nonexistent/p.remat");
