@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -852,6 +853,18 @@ Program ParseProgram(const std::string& text, const std::string& filename) {
 }
 
 Program ReadProgramFile(const std::string& path) {
+  // Only regular files, and not past kMaxFileBytes: a device or a pipe
+  // (--program /dev/zero) would otherwise be read forever.
+  constexpr uintmax_t kMaxFileBytes = uintmax_t{1} << 30;
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status)) throw Error(StrCat(path, ": cannot open"));
+  if (!std::filesystem::is_regular_file(status)) {
+    throw Error(StrCat(path, ": not a regular file; expected a program file"));
+  }
+  if (std::filesystem::file_size(path, error) > kMaxFileBytes || error) {
+    throw Error(StrCat(path, ": larger than 1 GiB (or of unknown size); expected a program file"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(StrCat(path, ": cannot open"));
   std::ostringstream text;

@@ -396,6 +396,12 @@ TEST(ProgramTextTest, ReadProgramFileNamesAMissingFile) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "/nonexistent/p.remat: cannot open");
   }
+  try {
+    ReadProgramFile("/dev/zero");  // never read: it would not end
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/dev/zero: not a regular file; expected a program file");
+  }
 }
 
 }  // namespace
