@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -21,6 +22,7 @@
 #include "engines/onednn/platform.h"
 #include "engines/schedule/schedule.h"
 #include "harness/stats_json.h"
+#include "problems/program_file.h"
 
 namespace remat::bench {
 namespace {
@@ -290,8 +292,9 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
   bool policies_given = false;
   rest->clear();
   if (!args.empty()) rest->push_back(args[0]);
-  const std::vector<std::string> ours = {"engines", "policies", "problems", "sweep", "out",
-                                         "max-memory", "max-row-seconds", "sampling-budget",
+  const std::vector<std::string> ours = {"engines",         "policies",        "problems",
+                                         "program",         "sweep",           "out",
+                                         "max-memory",      "max-row-seconds", "sampling-budget",
                                          "memory-cap"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -339,6 +342,9 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       policies_given = true;
     } else if (name == "problems") {
       flags.problems = Split(value, ',');
+    } else if (name == "program") {
+      if (value.empty()) throw Error("--program needs a file (--program=FILE)");
+      flags.programs.push_back(value);
     } else if (name == "out") {
       flags.out_dir = value;
     } else if (name == "max-row-seconds" || name == "sampling-budget") {
@@ -423,6 +429,8 @@ std::string BenchHelp() {
       "                    policies take labels: save_only_these_names:a,b (use ';' to\n"
       "                    separate policies if that reads ambiguously)\n"
       "  --problems=a,b    problems to run (default: all, at their bench sizes)\n"
+      "  --program=FILE    a program file to run (the text `remat program` prints),\n"
+      "                    repeatable; without --problems, only the files run\n"
       "  --sweep=depth     scan_stack at d=512,N=256 with L = 8,16,...,1024\n"
       "  --sweep=width     layer_loss at N=256 with d = 128,...,2048\n"
       "  --sweep=transformer  transformer_stack at L=12,D=512,H=8,F=2048,S=256,B=4 under\n"
@@ -593,44 +601,55 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
   }
 
   // Problems and their sizes.
-  std::vector<std::pair<const Problem*, std::vector<ParamValues>>> cases;
+  // Problems, their sizes, and the program file each comes from (if any).
+  struct PlannedCase {
+    const Problem* problem;
+    std::vector<ParamValues> sizes;
+    std::string program_file;
+  };
+  std::vector<PlannedCase> cases;
+  std::vector<std::unique_ptr<ProgramFileProblem>> files;
   // --sweep=dtr: each problem's depths, and per case its rows' caps.
   std::map<std::string, std::vector<std::string>> dtr_caps;
-  if (flags.sweep == Sweep::kDtr) {
-    if (!flags.problems.empty()) {
-      throw Error("--problems and --sweep do not combine: a sweep picks its problem");
+  if (flags.sweep != Sweep::kNone) {
+    if (!flags.problems.empty() || !flags.programs.empty()) {
+      throw Error(StrCat(flags.problems.empty() ? "--program" : "--problems",
+                         " and --sweep do not combine: a sweep picks its problem"));
     }
-    for (const DtrSweepCase& d : DtrSweepCases()) {
-      const Problem& p = FindProblem(d.problem);
-      std::vector<ParamValues> sizes;
-      for (int64_t l : d.depths) {
-        ParamValues size = DefaultBenchSizes(p).front();
-        size["L"] = l;
-        sizes.push_back(ResolveParams(p, size));
+    if (flags.sweep == Sweep::kDtr) {
+      for (const DtrSweepCase& d : DtrSweepCases()) {
+        const Problem& p = FindProblem(d.problem);
+        std::vector<ParamValues> sizes;
+        for (int64_t l : d.depths) {
+          ParamValues size = DefaultBenchSizes(p).front();
+          size["L"] = l;
+          sizes.push_back(ResolveParams(p, size));
+        }
+        cases.push_back({&p, sizes, ""});
+        for (const char* cap : d.caps) dtr_caps[d.problem].push_back(cap);
       }
-      cases.emplace_back(&p, sizes);
-      for (const char* cap : d.caps) dtr_caps[d.problem].push_back(cap);
+    } else {
+      const char* problem = flags.sweep == Sweep::kTransformer ? "transformer_stack"
+                            : flags.sweep == Sweep::kWidth     ? "layer_loss"
+                                                               : "scan_stack";
+      cases.push_back({&FindProblem(problem), SweepSizes(flags.sweep), ""});
     }
-  } else if (flags.sweep != Sweep::kNone) {
-    if (!flags.problems.empty()) {
-      throw Error("--problems and --sweep do not combine: a sweep picks its problem");
-    }
-    const char* problem = flags.sweep == Sweep::kTransformer ? "transformer_stack"
-                          : flags.sweep == Sweep::kWidth     ? "layer_loss"
-                                                             : "scan_stack";
-    cases.emplace_back(&FindProblem(problem), SweepSizes(flags.sweep));
-  } else if (flags.problems.empty()) {
-    for (const auto& p : AllProblems()) cases.emplace_back(p.get(), DefaultBenchSizes(*p));
+  } else if (flags.problems.empty() && flags.programs.empty()) {
+    for (const auto& p : AllProblems()) cases.push_back({p.get(), DefaultBenchSizes(*p), ""});
   } else {
     for (const std::string& name : flags.problems) {
       const Problem& p = FindProblem(name);
-      cases.emplace_back(&p, DefaultBenchSizes(p));
+      cases.push_back({&p, DefaultBenchSizes(p), ""});
     }
+  }
+  for (const std::string& path : flags.programs) {
+    files.push_back(ProgramFileProblem::Read(path));
+    cases.push_back({files.back().get(), {ParamValues()}, path});
   }
 
   std::vector<PlannedRow> bounds, rows;
   std::set<std::string> bound_keys;
-  for (const auto& [problem, sizes] : cases) {
+  for (const auto& [problem, sizes, program_file] : cases) {
     // Schedules reverse scans and chains of blocks: their rows go to problems
     // that have one (ApplySchedule says which).
     const Program program = problem->Build(sizes.front());
@@ -643,8 +662,11 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
     for (const ParamValues& size : sizes) {
       const OrderedParams params = OrderParams(*problem, size);
       const std::string formatted = FormatOrderedParams(params);
-      const std::string case_key =
-          formatted.empty() ? problem->name() : problem->name() + "/" + formatted;
+      const std::string name =
+          program_file.empty()
+              ? problem->name()
+              : problem->name() + "@" + std::filesystem::path(program_file).filename().string();
+      const std::string case_key = formatted.empty() ? name : name + "/" + formatted;
       std::vector<std::string> size_policies = SweepPolicies(flags.sweep, size);
       if (size_policies.empty()) size_policies = policies;
       if (flags.sweep == Sweep::kDtr) {
@@ -680,6 +702,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
           if (IsBudgetUnderCap(policy) && IgnoresPolicies(engine)) continue;
           PlannedRow row;
           row.problem = problem->name();
+          row.program_file = program_file;
           row.params = params;
           row.engine = engine;
           row.policy = policy;
@@ -882,6 +905,9 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     }
     nlohmann::json row = {{"name", r.row.name},
                           {"problem", r.row.problem},
+                          {"program_file", r.row.program_file.empty()
+                                               ? nlohmann::json(nullptr)
+                                               : nlohmann::json(r.row.program_file)},
                           {"params", params},
                           {"engine", r.row.engine},
                           {"policy", r.row.policy},

@@ -151,6 +151,9 @@ struct BenchFlags {
   std::vector<std::string> engines;
   std::vector<std::string> policies;  // --policies=...; kAsWritten or text Policy::Parse reads
   std::vector<std::string> problems;  // --problems=a,b; empty: every problem
+  // --program=FILE, repeatable: program files (engines/api/program_text.h)
+  // to run; given without --problems, only they run.
+  std::vector<std::string> programs;
   Sweep sweep = Sweep::kNone;         // --sweep=depth|width
   std::string out_dir;                // --out=DIR; empty: see ResultsDir
   // --max-memory=BYTES (ParseBytes' forms; 0: none): a row whose predicted
@@ -318,7 +321,9 @@ enum class RowKind {
 
 struct PlannedRow {
   RowKind kind = RowKind::kValueAndGrad;
-  std::string problem;   // kMatMulBound: kBoundProblem
+  std::string problem;   // kMatMulBound: kBoundProblem; a program file's: its program's name
+  // A program file's row (--program): the file's path; empty for problems.
+  std::string program_file;
   OrderedParams params;  // kMatMulBound: N and d
   std::string engine;    // kMatMulBound: kBoundEngine
   std::string policy;    // kAsWritten or a policy's text; kMatMulBound: empty
@@ -353,8 +358,11 @@ std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size);
 // the other engines by name, each with its policies in --policies order.
 // Before them, one kMatMulBound row per distinct (N, d) the planned problems
 // use. A sweep's rows take SweepPolicies where it has them; --sweep=scale's
-// are big. Throws remat::Error naming an unknown engine (with the registered
-// ones), policy or problem, or for --problems with --sweep.
+// are big. A program file's rows (--program) come after the problems', its
+// case key "NAME@FILE" (the program's name, the file's base name). Throws
+// remat::Error naming an unknown engine (with the registered ones), policy
+// or problem, a bad program file (file:line:column), or for --problems or
+// --program with --sweep.
 std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
                                  const std::vector<std::string>& registered_engines);
 

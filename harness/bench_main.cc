@@ -40,6 +40,7 @@
 #include "harness/memory_caps.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
+#include "problems/program_file.h"
 
 namespace remat::bench {
 namespace {
@@ -93,7 +94,13 @@ class CaseCache {
     if (!case_ || key_ != row.case_key) {
       case_.reset();  // free the previous inputs before making the next
       ParamValues params(row.params.begin(), row.params.end());
-      case_ = std::make_unique<Case>(MakeCase(FindProblem(row.problem), params, /*seed=*/1));
+      if (row.program_file.empty()) {
+        case_ = std::make_unique<Case>(MakeCase(FindProblem(row.problem), params, /*seed=*/1));
+      } else {
+        std::shared_ptr<const Problem> file = ProgramFileProblem::Read(row.program_file);
+        case_ = std::make_unique<Case>(MakeCase(*file, params, /*seed=*/1));
+        case_->owner = std::move(file);
+      }
       key_ = row.case_key;
     }
     return *case_;

@@ -19,6 +19,7 @@
 #include "engines/api/engine.h"
 #include "engines/api/error.h"
 #include "engines/api/program.h"
+#include "engines/api/program_text.h"
 #include "engines/api/registry.h"
 #include "engines/onednn/platform.h"
 #include "engines/schedule/schedule.h"
@@ -111,6 +112,68 @@ TEST(BenchPlan, SweepsAndErrors) {
   EXPECT_THROW(PlanRows(ParseBenchFlags({"bench", "--problems=nope"}, &rest), {"eager"}), Error);
   EXPECT_THROW(ParseBenchFlags({"bench", "--sweep=sideways"}, &rest), Error);
   EXPECT_THROW(ParseBenchFlags({"bench", "--engines"}, &rest), Error);
+}
+
+// --program=FILE: rows for the file's program on the selected engines and
+// policies (schedules only where it has a scan or a chain), its case named
+// after the program and the file.
+TEST(BenchPlanTest, ProgramFilesGetRows) {
+  const std::string dir = (std::filesystem::path(::testing::TempDir()) / "bench_program").string();
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& file, const Program& program) {
+    const std::string path = dir + "/" + file;
+    std::ofstream(path) << PrintProgram(program);
+    return path;
+  };
+  const Problem& chain = FindProblem("mlp_chain");
+  const std::string chain_file = write("chain.remat", chain.Build(ResolveParams(chain, {}, true)));
+  const Problem& layer = FindProblem("layer_loss");
+  const std::string layer_file = write("layer.remat", layer.Build(ResolveParams(layer, {}, true)));
+  std::vector<std::string> rest;
+  const BenchFlags flags = ParseBenchFlags(
+      {"bench", "--program=" + chain_file, "--program", layer_file, "--engines=eager,recompute",
+       "--policies=as-written,dots_saveable,schedule:sqrt"},
+      &rest);
+  const std::vector<PlannedRow> rows = PlanRows(flags, {"eager", "recompute"});
+  std::vector<std::string> names;
+  for (const PlannedRow& row : rows) {
+    names.push_back(row.name);
+    EXPECT_EQ(row.kind, RowKind::kValueAndGrad) << row.name;
+    EXPECT_FALSE(row.program_file.empty()) << row.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "BM_ValueAndGrad/mlp_chain@chain.remat/eager/as-written",
+                       "BM_ValueAndGrad/mlp_chain@chain.remat/recompute/as-written",
+                       "BM_ValueAndGrad/mlp_chain@chain.remat/recompute/dots_saveable",
+                       "BM_ValueAndGrad/mlp_chain@chain.remat/recompute/schedule:sqrt",
+                       "BM_ValueAndGrad/layer_loss@layer.remat/eager/as-written",
+                       "BM_ValueAndGrad/layer_loss@layer.remat/recompute/as-written",
+                       "BM_ValueAndGrad/layer_loss@layer.remat/recompute/dots_saveable",
+                   }));
+  EXPECT_EQ(rows[0].program_file, chain_file);
+  EXPECT_EQ(rows[0].problem, "mlp_chain");
+  EXPECT_EQ(rows[0].case_key, "mlp_chain@chain.remat");
+  // With --problems, both run; with --sweep, neither combines.
+  const std::vector<PlannedRow> both = PlanRows(
+      ParseBenchFlags({"bench", "--program=" + layer_file, "--problems=sin_chain",
+                       "--engines=eager"}, &rest),
+      {"eager"});
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].problem, "sin_chain");
+  EXPECT_EQ(both[1].case_key, "layer_loss@layer.remat");
+  EXPECT_THROW(PlanRows(ParseBenchFlags({"bench", "--program=" + layer_file, "--sweep=depth"},
+                                        &rest),
+                        {"eager"}),
+               Error);
+  // A bad file is an error naming it, before any row runs.
+  std::ofstream(dir + "/bad.remat") << "program p(x: f32[2]) {\n  %y = tanh(%x)\n}\n";
+  try {
+    PlanRows(ParseBenchFlags({"bench", "--program=" + dir + "/bad.remat"}, &rest), {"eager"});
+    FAIL() << "a bad program file must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.remat:2:8: unknown op 'tanh'"), std::string::npos)
+        << e.what();
+  }
 }
 
 std::vector<PlannedRow> SweepPlan(const std::string& sweep) {

@@ -5,6 +5,7 @@
 #define REMAT_HARNESS_CONFORMANCE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,8 @@ namespace remat {
 
 struct Case {
   const Problem* problem = nullptr;
+  // Keeps `problem` alive when no registry owns it (a program file's).
+  std::shared_ptr<const Problem> owner;
   ParamValues params;
   Program program;
   std::vector<Tensor> inputs;  // f32, seeded

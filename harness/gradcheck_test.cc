@@ -37,7 +37,9 @@
 #include "harness/conformance.h"
 #include "harness/rounding_depth.h"
 #include "harness/random_program.h"
+#include "engines/api/tracer.h"
 #include "problems/problem.h"
+#include "problems/program_file.h"
 
 namespace remat {
 namespace {
@@ -332,6 +334,70 @@ TEST(GradcheckCoverage, EveryRowAndColumnOfEveryMatrixIsVisited) {
     EXPECT_EQ(static_cast<int64_t>(seen_cols.size()), matrices * cols) << shape.ToString();
     EXPECT_LE(static_cast<int64_t>(entries.size()), matrices * (rows + cols)) << shape.ToString();
   }
+}
+
+// ---------------------------------------------------------------------------
+// bias_add, which no problem uses (an exporter's MLPs and transformer blocks
+// do): a biased layer in a checkpoint region, a biased output layer, and a
+// bias over the last axis of a rank-3 value.
+
+Program BiasProgram() {
+  return Trace("bias_mlp",
+               {{"w1", Shape({8, 12})}, {"b1", Shape({12})}, {"w2", Shape({12, 8})},
+                {"b2", Shape({8})}, {"b3", Shape({4})}, {"x", Shape({6, 8})}},
+               [](const std::vector<Var>& a) {
+                 auto layer = [](Var h, Var w, Var b) { return gelu(bias_add(matmul(h, w), b)); };
+                 Var h = checkpoint(layer, Policy(PolicyKind::kDotsSaveable), "layer")(a[5], a[0],
+                                                                                       a[1]);
+                 Var y = bias_add(matmul(h, a[2]), a[3]);
+                 Var heads = bias_add(split_heads(y, 2, 2), a[4]);  // (4, 3, 4) + (4)
+                 return sum(square(heads));
+               });
+}
+
+Case BiasCase(uint64_t seed) {
+  static const ProgramFileProblem* problem = new ProgramFileProblem(BiasProgram(), "bias_mlp");
+  return MakeCase(*problem, {}, seed);
+}
+
+TEST(GradcheckBiasAdd, OracleMatchesCentralDifferencesAndAWrongRuleIsCaught) {
+  for (uint64_t seed : kSeeds) {
+    const Case c = BiasCase(seed);
+    const Report r = Gradcheck(c.ToString(), c.program, c.inputs, c.wrt, Coverage::kEveryEntry);
+    EXPECT_EQ(r.failed, 0) << Join(r.failures, "\n");
+    EXPECT_EQ(r.checked, 8 * 12 + 12 + 12 * 8 + 8 + 4 + 6 * 8);
+  }
+  const Case c = BiasCase(1);
+  for (int input : {0, 1}) {
+    const Report r = Gradcheck(c.ToString(), c.program, c.inputs, c.wrt, Coverage::kEveryEntry,
+                               PlantWrongRule(OpKind::kBiasAdd, input), /*max_failed=*/1);
+    EXPECT_GT(r.failed, 0) << "a wrong bias_add rule for input " << input << " passed gradcheck";
+  }
+}
+
+TEST(GradcheckBiasAdd, EnginesAgreeWithTheOracleAndEagerBitForBit) {
+  const Case c = BiasCase(2);
+  const Result oracle = OracleValueAndGrad(c.program, c.inputs, c.wrt);
+  const Result reference = MakeEngine("reference")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  double worst = 0;
+  std::vector<std::string> names = OutputNames(c);
+  const std::optional<std::string> bad =
+      Disagreement(c.ToString(), oracle, reference, RoundingDepths(c.program, c.wrt), names,
+                   &worst);
+  EXPECT_FALSE(bad.has_value()) << *bad;
+  const Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  const Agreement agreement = CompareWithOracle(c, eager, oracle);
+  EXPECT_TRUE(agreement.ok) << agreement.detail;
+  for (const char* engine : {"recompute", "dtr"}) {
+    const Result r = MakeEngine(engine)->ValueAndGrad(c.program, c.inputs, c.wrt);
+    const std::optional<std::string> difference = FirstBitDifference(eager, r);
+    EXPECT_FALSE(difference.has_value()) << engine << ": " << *difference;
+  }
+  // Under a policy that saves nothing, recompute recomputes the biased layer.
+  const Program recomputing = ApplyPolicy(c.program, Policy());
+  const Result r = MakeEngine("recompute")->ValueAndGrad(recomputing, c.inputs, c.wrt);
+  EXPECT_GT(r.stats.flops_recomputed, 0);
+  EXPECT_FALSE(FirstBitDifference(eager, r).has_value());
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& p
       case OpKind::kGelu:
       case OpKind::kScale:
       case OpKind::kAdd:
+      case OpKind::kBiasAdd:
       case OpKind::kMul: out = in + 1; break;
       case OpKind::kSoftmax: out = in + static_cast<double>(LastDim(x)) + 3; break;
       case OpKind::kLayerNorm: out = in + 2.0 * static_cast<double>(LastDim(x)) + 4; break;
@@ -117,6 +118,11 @@ std::vector<double> BackwardDepths(const Program& p, const std::vector<double>& 
       case OpKind::kAdd:
         Contribute(&kb, &reached, in[0], dy);
         Contribute(&kb, &reached, in[1], dy);
+        break;
+      case OpKind::kBiasAdd:
+        // db sums dy over the rows: one rounding per row.
+        Contribute(&kb, &reached, in[0], dy);
+        Contribute(&kb, &reached, in[1], dy + static_cast<double>(Rows(x)));
         break;
       case OpKind::kMul:
         Contribute(&kb, &reached, in[0], std::max(dy, kf[in[1]]) + 1);

@@ -14,6 +14,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
+#include "engines/api/program_text.h"
 #include "engines/api/registry.h"
 #include "engines/onednn/platform.h"
 #include "harness/conformance.h"
@@ -21,6 +22,7 @@
 #include "harness/stats_json.h"
 #include "engines/schedule/schedule.h"
 #include "problems/problem.h"
+#include "problems/program_file.h"
 #include "tools/npy.h"
 
 namespace remat {
@@ -35,7 +37,7 @@ constexpr char kUsage[] =
     "  run         value and gradients of a problem on an engine, with peak memory and time\n"
     "  residuals   what an engine saves between forward and backward\n"
     "  schedule    the forward and backward computation as run, recomputation marked\n"
-    "  program     the traced program of a problem\n"
+    "  program     the program of a problem as text (remat run --program reads it back)\n"
     "  compare     two results JSON files side by side (remat compare A.json B.json)\n"
     "`remat COMMAND --help` lists a command's options.\n";
 
@@ -72,6 +74,7 @@ constexpr char kListingEngine[] = "recompute";
 // Options every problem-running command shares.
 struct CaseOptions {
   std::string problem;
+  std::string program_file;
   std::string engine;
   std::vector<std::string> params;
   std::vector<std::string> wrt;
@@ -84,7 +87,10 @@ struct CaseOptions {
 };
 
 void AddCaseOptions(po::options_description* d, CaseOptions* o, const std::string& engine) {
-  d->add_options()("problem", po::value(&o->problem)->required(), "problem name (remat list)")(
+  d->add_options()("problem", po::value(&o->problem), "problem name (remat list)")(
+      "program", po::value(&o->program_file),
+      "FILE: run a program file (the text remat program prints; engines/api/program_text.h) "
+      "instead of a problem; its gradients default to every input")(
       "engine", po::value(&o->engine)->default_value(engine), "engine name (remat list)")(
       "param", po::value(&o->params)->composing(), "NAME=VALUE, repeatable: a problem parameter")(
       "wrt", po::value(&o->wrt)->composing(),
@@ -93,7 +99,9 @@ void AddCaseOptions(po::options_description* d, CaseOptions* o, const std::strin
       "list)")(
       "seed", po::value(&o->seed)->default_value(1), "seed of the generated inputs")(
       "inputs", po::value(&o->inputs_dir),
-      "read inputs from DIR/<input name>.npy instead of generating them")(
+      "read inputs from DIR/<input name>.npy instead of generating them (every input needs its "
+      "file; another .npy there, other than the loss.npy and grad_*.npy --dump writes, is an "
+      "error)")(
       "max-memory", po::value(&o->max_memory),
       "fail before allocating past this many bytes (e.g. 4GiB, 0 for none); default: 80% of "
       "physical memory")(
@@ -139,9 +147,51 @@ std::vector<int> WrtFromFlags(const std::vector<std::string>& flags, const Progr
   return SelectInputs(program, names, "--wrt");
 }
 
+// The problem --problem names, or the program file --program reads (then
+// owned by `*owned`). Exactly one of the two is given.
+const Problem& ResolveProblem(const CaseOptions& o, std::shared_ptr<const Problem>* owned) {
+  if (o.problem.empty() == o.program_file.empty()) {
+    throw po::error(o.problem.empty()
+                        ? "the option '--problem' or '--program' is required"
+                        : "give --problem NAME or --program FILE, not both");
+  }
+  if (o.problem.empty()) {
+    *owned = ProgramFileProblem::Read(o.program_file);
+    return **owned;
+  }
+  return FindProblem(o.problem);
+}
+
+// Checks that `dir` holds no .npy file that names no input of `program`,
+// other than what --dump writes beside the inputs (loss.npy, grad_*.npy): a
+// misspelt input's file would otherwise be silently ignored.
+void CheckNoExtraInputs(const std::string& dir, const Program& program, const std::string& what) {
+  if (!std::filesystem::is_directory(dir)) {
+    throw Error(StrCat("--inputs ", dir, ": not a directory"));
+  }
+  std::vector<std::string> extra;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    if (entry.path().extension() != ".npy") continue;
+    const std::string stem = entry.path().stem().string();
+    const bool input = std::find(program.param_names.begin(), program.param_names.end(), stem) !=
+                       program.param_names.end();
+    if (!input && file != "loss.npy" && stem.rfind("grad_", 0) != 0) extra.push_back(file);
+  }
+  std::sort(extra.begin(), extra.end());
+  if (!extra.empty()) {
+    throw Error(StrCat((std::filesystem::path(dir) / extra[0]).string(), ": no input of ", what,
+                       " is named ", std::filesystem::path(extra[0]).stem().string(),
+                       extra.size() > 1 ? StrCat(" (nor ", extra.size() - 1, " other files)") : "",
+                       "; its inputs: ", Join(program.param_names, ", ")));
+  }
+}
+
 Case LoadCase(const CaseOptions& o, std::ostream& err) {
-  const Problem& problem = FindProblem(o.problem);
+  std::shared_ptr<const Problem> owned;
+  const Problem& problem = ResolveProblem(o, &owned);
   Case c = MakeCase(problem, ResolveParams(problem, ParseParamFlags(o.params)), o.seed);
+  c.owner = std::move(owned);
   c.wrt = WrtFromFlags(o.wrt, c.program, c.wrt);
   if (!o.policy.empty()) {
     c.program = ApplyPolicy(c.program, Policy::Parse(o.policy));
@@ -149,9 +199,15 @@ Case LoadCase(const CaseOptions& o, std::ostream& err) {
   }
   if (!o.schedule.empty()) c.program = ApplySchedule(c.program, o.schedule);
   if (!o.inputs_dir.empty()) {
+    CheckNoExtraInputs(o.inputs_dir, c.program, c.ToString());
     for (int i = 0; i < c.program.num_params(); ++i) {
       const std::string path =
           (std::filesystem::path(o.inputs_dir) / (c.program.param_names[i] + ".npy")).string();
+      if (!std::filesystem::exists(path)) {
+        throw Error(StrCat(path, ": missing: input ", c.program.param_names[i], " of ",
+                           c.ToString(), " (", c.program.shapes[i].ToString(),
+                           ") has no file in ", o.inputs_dir));
+      }
       Tensor t = ReadNpy(path);
       if (t.shape() != c.program.shapes[i]) {
         throw Error(StrCat(path, ": input ", c.program.param_names[i], " of ", c.ToString(),
@@ -401,11 +457,21 @@ int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostr
 
 int PrintProgram(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CaseOptions o;
-  po::options_description desc("remat program: the traced program of a problem");
+  std::string format = "text";
+  po::options_description desc(
+      "remat program: the program of a problem (or of a program file, as read back) as text "
+      "that remat run --program FILE reads");
   AddCaseOptions(&desc, &o, kRunEngine);
+  desc.add_options()("format", po::value(&format)->default_value(format),
+                     "text: the program text format (engines/api/program_text.h); listing: the "
+                     "jaxpr-like listing, not parseable");
   if (!Parse(args, desc, out)) return 0;
+  if (format != "text" && format != "listing") {
+    throw Error(StrCat("--format '", format, "': expected text or listing"));
+  }
   // Traced only: no inputs are made, so any size can be listed.
-  const Problem& problem = FindProblem(o.problem);
+  std::shared_ptr<const Problem> owned;
+  const Problem& problem = ResolveProblem(o, &owned);
   const ParamValues params = ResolveParams(problem, ParseParamFlags(o.params));
   Program program = problem.Build(params);
   WrtFromFlags(o.wrt, program, {});  // checked, though a listing takes no gradient
@@ -414,7 +480,10 @@ int PrintProgram(const std::vector<std::string>& args, std::ostream& out, std::o
     for (const std::string& w : PolicyWarnings(program)) err << "remat: " << w << "\n";
   }
   if (!o.schedule.empty()) program = ApplySchedule(program, o.schedule);
-  out << "# " << problem.name() << " " << FormatParams(params) << "\n" << ToString(program);
+  out << "# " << problem.name() << (params.empty() ? "" : " ") << FormatParams(params)
+      << (o.policy.empty() ? "" : " --policy " + o.policy)
+      << (o.schedule.empty() ? "" : " --schedule " + o.schedule) << "\n"
+      << (format == "text" ? remat::PrintProgram(program) : ToString(program));
   return 0;
 }
 

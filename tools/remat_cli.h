@@ -6,8 +6,16 @@
 //             [--memory-cap BYTES|FRACx]
 //   remat residuals --problem P [--engine E] [--param ...]
 //   remat schedule --problem P [--engine E] [--param ...]
-//   remat program --problem P [--param ...]
+//   remat program --problem P [--param ...] [--format text|listing]
 //   remat compare A.json B.json
+//
+// `run`, `residuals`, `schedule` and `program` take `--program FILE` in place
+// of `--problem P`: a program file (engines/api/program_text.h; what
+// `remat program` prints), its gradients by default with respect to every
+// input, its inputs drawn from --seed or read from --inputs DIR (every input
+// needs DIR/<input>.npy; a .npy there that names no input, other than what
+// --dump writes, is an error). `program` prints the parseable text by
+// default; --format=listing the jaxpr-like listing.
 //
 // `run` defaults to the eager engine; `residuals` and `schedule` list what an
 // engine saves and default to recompute (which honours checkpoints). `run`

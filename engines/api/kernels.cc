@@ -167,6 +167,21 @@ Tensor Kernels::SumLeading(const Tensor& x) {
   return out;
 }
 
+Tensor Kernels::BiasAdd(const Tensor& x, const Tensor& b) {
+  const KernelTimer timer(&kernel_seconds_);
+  CheckOperand("bias_add", x);
+  CheckOperand("bias_add", b);
+  try {
+    CheckBiasAddShapes(x.shape(), b.shape());
+  } catch (const Error& e) {
+    throw Error(StrCat(name(), " kernel ", e.what()));
+  }
+  Tensor out = NewTensor(x.shape());
+  flops_ += x.num_elements();
+  if (Runs()) DoBiasAdd(x, b, out);
+  return out;
+}
+
 Tensor Kernels::Scale(const Tensor& x, double c) {
   const KernelTimer timer(&kernel_seconds_);
   CheckOperand("scale", x);
@@ -271,6 +286,18 @@ void Kernels::CheckLayerNormShapes(const Shape& x, const Shape& gamma, const Sha
     throw Error(StrCat("layer_norm of ", x.ToString(), " needs gamma and beta of shape ",
                        c.ToString(), " (the last axis); got ", gamma.ToString(), " and ",
                        beta.ToString()));
+  }
+}
+
+void Kernels::CheckBiasAddShapes(const Shape& x, const Shape& b) {
+  if (x.rank() == 0) {
+    throw Error(StrCat("bias_add adds a bias to every row of x (..., C); got a scalar x ",
+                       x.ToString()));
+  }
+  const Shape c({x.dim(x.rank() - 1)});
+  if (b != c) {
+    throw Error(StrCat("bias_add of ", x.ToString(), " needs a bias of shape ", c.ToString(),
+                       " (the last axis); got ", b.ToString()));
   }
 }
 

@@ -27,6 +27,7 @@
 //                          combine: rstd*(g - mean(g) - xhat*mean(g*xhat)))
 //   LayerNormGammaGrad 7  (5 to recompute x-hat, dy*xhat, the column sum)
 //   SumLeading         1  (dbeta: the column sum of dy)
+//   BiasAdd            1  (one add per element of x)
 //   Gelu               1, GeluBackward 2, Scale 1
 //   Transpose, SplitHeads, MergeHeads, Broadcast: 0 (copies, no arithmetic).
 // The per-row scalars (1/C, rsqrt(var + eps)) are not counted, as Sum's
@@ -103,6 +104,8 @@ class Kernels {
   Tensor LayerNormGammaGrad(const Tensor& x, const Tensor& dy);
   // The sum over rows (every axis but the last), shape (C): dbeta.
   Tensor SumLeading(const Tensor& x);
+  // y = x + b on every row: y[r, j] = x[r, j] + b[j], b of shape (C).
+  Tensor BiasAdd(const Tensor& x, const Tensor& b);
   // gelu, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
   Tensor Gelu(const Tensor& x);
   // dx = dy * gelu'(x), from gelu's input x.
@@ -122,6 +125,8 @@ class Kernels {
   static Shape TransposeShape(const Shape& x);
   // Checks layer_norm's operands: x of rank >= 1, gamma and beta (C).
   static void CheckLayerNormShapes(const Shape& x, const Shape& gamma, const Shape& beta);
+  // Checks bias_add's operands: x of rank >= 1, b (C).
+  static void CheckBiasAddShapes(const Shape& x, const Shape& b);
 
   static constexpr double kLayerNormEps = 1e-5;
 
@@ -152,6 +157,7 @@ class Kernels {
                                    Tensor& out) = 0;
   virtual void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
   virtual void DoSumLeading(const Tensor& x, Tensor& out) = 0;
+  virtual void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) = 0;
   virtual void DoGelu(const Tensor& x, Tensor& out) = 0;
   virtual void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
   virtual void DoScale(const Tensor& x, double c, Tensor& out) = 0;

@@ -26,6 +26,7 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kTranspose: return "transpose";
     case OpKind::kSplitHeads: return "split_heads";
     case OpKind::kMergeHeads: return "merge_heads";
+    case OpKind::kBiasAdd: return "bias_add";
     case OpKind::kCheckpoint: return "checkpoint";
     case OpKind::kScan: return "scan";
     case OpKind::kChain: return "chain";

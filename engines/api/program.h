@@ -47,6 +47,7 @@ enum class OpKind {
   kTranspose,   // swaps the last two axes; rank 2 or 3
   kSplitHeads,  // (B*S, D) -> (B*H, S, D/H); attr `ints` = {B, H}
   kMergeHeads,  // (B*H, S, Dh) -> (B*S, H*Dh); attr `ints` = {B}
+  kBiasAdd,     // inputs x (..., C), b (C): y = x + b on every row (a layer's bias)
   kCheckpoint,
   kScan,
   kChain,

@@ -86,6 +86,11 @@ bool IsPrimitive(OpKind kind) {
 //         dx = merge_heads(dy, B)
 // merge_heads  (B*H, S, Dh) -> (B*S, H*Dh) (attr B)     saves nothing
 //         dx = split_heads(dy, B, H), H = (B*H) / B from x's shape
+// bias_add  y[r, j] = x[r, j] + b[j], x (..., C), b (C)   saves nothing
+//         dx = dy; db = SumLeading(dy): db[j] = sum over rows r of dy[r, j],
+//         summed in row order from zero, ((0 + dy[0, j]) + dy[1, j]) + ...,
+//         one running sum per column in the kernels' dtype (part of the
+//         bit-for-bit contract: every engine gets these bits for db)
 
 Saves SavesFor(OpKind kind, const std::vector<bool>& needs) {
   Saves s;
@@ -111,6 +116,7 @@ Saves SavesFor(OpKind kind, const std::vector<bool>& needs) {
       s.inputs[1] = needs[0];
       break;
     case OpKind::kAdd:
+    case OpKind::kBiasAdd:
     case OpKind::kSum:
     case OpKind::kName:
     case OpKind::kScale:
@@ -184,6 +190,7 @@ Tensor Forward(Kernels& k, const Op& op, const std::vector<Tensor>& in) {
     case OpKind::kTranspose: return k.Transpose(in[0]);
     case OpKind::kSplitHeads: return k.SplitHeads(in[0], Int(op, 0), Int(op, 1));
     case OpKind::kMergeHeads: return k.MergeHeads(in[0], Int(op, 0));
+    case OpKind::kBiasAdd: return k.BiasAdd(in[0], in[1]);
     case OpKind::kCheckpoint:
     case OpKind::kScan:
     case OpKind::kChain: break;
@@ -253,6 +260,10 @@ std::vector<Tensor> Backward(Kernels& k, const Op& op, const std::vector<Tensor>
         const int64_t batch = Int(op, 0);
         d[0] = k.SplitHeads(dout, batch, in_shapes[0].dim(0) / batch);
       }
+      break;
+    case OpKind::kBiasAdd:
+      if (needs[0]) d[0] = dout;
+      if (needs[1]) d[1] = k.SumLeading(dout);
       break;
     case OpKind::kCheckpoint:
     case OpKind::kScan:

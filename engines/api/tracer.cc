@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "engines/api/error.h"
-#include "engines/api/kernels.h"
+#include "engines/api/op_shape.h"
 
 namespace remat {
 namespace internal {
@@ -107,23 +107,33 @@ std::string Shapes(const std::vector<Var>& vs) {
   return out;
 }
 
+// Emits primitive `op` on `inputs`, its shape from the shared shape rules
+// (engines/api/op_shape.h), their errors prefixed with the op and where it
+// was traced.
+Var Primitive(Op op, const std::vector<Var>& inputs) {
+  Builder* b = Builder::Current();
+  std::vector<Shape> shapes;
+  for (const Var& v : inputs) {
+    b->IdOf(v, op);
+    shapes.push_back(v.shape());
+  }
+  Shape out;
+  try {
+    out = OutputShape(op, shapes);
+  } catch (const Error& e) {
+    throw Error(StrCat(Program::Describe(op), ": ", e.what()));
+  }
+  return b->Emit(std::move(op), inputs, out);
+}
+
 Var Unary(OpKind kind, Var x, const Loc& loc) {
   Builder* b = Require(OpKindName(kind));
-  Op op = b->NewOp(kind, loc);
-  b->IdOf(x, op);
-  return b->Emit(std::move(op), {x}, x.shape());
+  return Primitive(b->NewOp(kind, loc), {x});
 }
 
 Var Binary(OpKind kind, Var a, Var b_var, const Loc& loc) {
   Builder* b = Require(OpKindName(kind));
-  Op op = b->NewOp(kind, loc);
-  b->IdOf(a, op);
-  b->IdOf(b_var, op);
-  if (a.shape() != b_var.shape()) {
-    throw Error(StrCat(Program::Describe(op), ": operand shapes differ: ", Shapes({a, b_var}),
-                       " (", OpKindName(kind), " takes operands of one shape)"));
-  }
-  return b->Emit(std::move(op), {a, b_var}, a.shape());
+  return Primitive(b->NewOp(kind, loc), {a, b_var});
 }
 
 // Runs `body` on fresh parameters shaped like `args` in a nested builder.
@@ -198,19 +208,7 @@ const Shape& Var::shape() const {
   return builder_->ShapeOf(id_);
 }
 
-Var matmul(Var a, Var b, Loc loc) {
-  internal::Builder* bld = internal::Require("matmul");
-  Op op = bld->NewOp(OpKind::kMatMul, loc);
-  bld->IdOf(a, op);
-  bld->IdOf(b, op);
-  Shape out;
-  try {
-    out = Kernels::MatMulShape(a.shape(), false, b.shape(), false);
-  } catch (const Error& e) {
-    throw Error(StrCat(Program::Describe(op), ": ", e.what()));
-  }
-  return bld->Emit(std::move(op), {a, b}, out);
-}
+Var matmul(Var a, Var b, Loc loc) { return internal::Binary(OpKind::kMatMul, a, b, loc); }
 
 Var relu(Var x, Loc loc) { return internal::Unary(OpKind::kRelu, x, loc); }
 Var sin(Var x, Loc loc) { return internal::Unary(OpKind::kSin, x, loc); }
@@ -219,101 +217,49 @@ Var square(Var x, Loc loc) { return internal::Unary(OpKind::kSquare, x, loc); }
 Var add(Var a, Var b, Loc loc) { return internal::Binary(OpKind::kAdd, a, b, loc); }
 Var mul(Var a, Var b, Loc loc) { return internal::Binary(OpKind::kMul, a, b, loc); }
 
-Var sum(Var x, Loc loc) {
-  internal::Builder* b = internal::Require("sum");
-  Op op = b->NewOp(OpKind::kSum, loc);
-  b->IdOf(x, op);
-  return b->Emit(std::move(op), {x}, Shape());
-}
+Var sum(Var x, Loc loc) { return internal::Unary(OpKind::kSum, x, loc); }
 
 Var name(Var x, const std::string& label, Loc loc) {
   internal::Builder* b = internal::Require("name");
   Op op = b->NewOp(OpKind::kName, loc);
   if (label.empty()) throw Error(StrCat(Program::Describe(op), ": empty checkpoint_name label"));
   op.name = label;
-  b->IdOf(x, op);
-  return b->Emit(std::move(op), {x}, x.shape());
+  return internal::Primitive(std::move(op), {x});
 }
 
-namespace internal {
-namespace {
-
-// An op over the last axis of one operand, of the operand's shape.
-Var LastAxis(OpKind kind, Var x, const Loc& loc) {
-  Builder* b = Require(OpKindName(kind));
-  Op op = b->NewOp(kind, loc);
-  b->IdOf(x, op);
-  if (x.shape().rank() == 0) {
-    throw Error(StrCat(Program::Describe(op), ": works over the last axis; got the scalar ",
-                       x.shape().ToString()));
-  }
-  return b->Emit(std::move(op), {x}, x.shape());
-}
-
-// Emits `op` on `x` with the shape `shape_of` computes, its errors prefixed
-// with the op and where it was traced.
-template <typename ShapeOf>
-Var Reshaping(Op op, Var x, ShapeOf shape_of) {
-  Builder* b = Builder::Current();
-  b->IdOf(x, op);
-  Shape out;
-  try {
-    out = shape_of(x.shape());
-  } catch (const Error& e) {
-    throw Error(StrCat(Program::Describe(op), ": ", e.what()));
-  }
-  return b->Emit(std::move(op), {x}, out);
-}
-
-}  // namespace
-}  // namespace internal
-
-Var softmax(Var x, Loc loc) { return internal::LastAxis(OpKind::kSoftmax, x, loc); }
+Var softmax(Var x, Loc loc) { return internal::Unary(OpKind::kSoftmax, x, loc); }
 Var gelu(Var x, Loc loc) { return internal::Unary(OpKind::kGelu, x, loc); }
 
 Var layer_norm(Var x, Var gamma, Var beta, Loc loc) {
   internal::Builder* b = internal::Require("layer_norm");
-  Op op = b->NewOp(OpKind::kLayerNorm, loc);
-  b->IdOf(x, op);
-  b->IdOf(gamma, op);
-  b->IdOf(beta, op);
-  try {
-    Kernels::CheckLayerNormShapes(x.shape(), gamma.shape(), beta.shape());
-  } catch (const Error& e) {
-    throw Error(StrCat(Program::Describe(op), ": ", e.what()));
-  }
-  return b->Emit(std::move(op), {x, gamma, beta}, x.shape());
+  return internal::Primitive(b->NewOp(OpKind::kLayerNorm, loc), {x, gamma, beta});
 }
 
 Var scale(Var x, double c, Loc loc) {
   internal::Builder* b = internal::Require("scale");
   Op op = b->NewOp(OpKind::kScale, loc);
   op.scalar = c;
-  b->IdOf(x, op);
-  return b->Emit(std::move(op), {x}, x.shape());
+  return internal::Primitive(std::move(op), {x});
 }
 
-Var transpose(Var x, Loc loc) {
-  internal::Builder* b = internal::Require("transpose");
-  return internal::Reshaping(b->NewOp(OpKind::kTranspose, loc), x,
-                             [](const Shape& s) { return Kernels::TransposeShape(s); });
+Var bias_add(Var x, Var b, Loc loc) {
+  return internal::Binary(OpKind::kBiasAdd, x, b, loc);
 }
+
+Var transpose(Var x, Loc loc) { return internal::Unary(OpKind::kTranspose, x, loc); }
 
 Var split_heads(Var x, int64_t batch, int64_t heads, Loc loc) {
   internal::Builder* b = internal::Require("split_heads");
   Op op = b->NewOp(OpKind::kSplitHeads, loc);
   op.ints = {batch, heads};
-  return internal::Reshaping(std::move(op), x, [&](const Shape& s) {
-    return Kernels::SplitHeadsShape(s, batch, heads);
-  });
+  return internal::Primitive(std::move(op), {x});
 }
 
 Var merge_heads(Var x, int64_t batch, Loc loc) {
   internal::Builder* b = internal::Require("merge_heads");
   Op op = b->NewOp(OpKind::kMergeHeads, loc);
   op.ints = {batch};
-  return internal::Reshaping(std::move(op), x,
-                             [&](const Shape& s) { return Kernels::MergeHeadsShape(s, batch); });
+  return internal::Primitive(std::move(op), {x});
 }
 
 Var checkpoint_n(const std::function<Var(const std::vector<Var>&)>& body,

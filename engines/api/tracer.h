@@ -82,6 +82,9 @@ Var layer_norm(Var x, Var gamma, Var beta, Loc loc = Loc::current());
 Var gelu(Var x, Loc loc = Loc::current());
 // c * x for a constant c.
 Var scale(Var x, double c, Loc loc = Loc::current());
+// x + b on every row, for x of shape (..., C) and a bias b of shape (C): a
+// dense layer's bias (torch.nn.Linear's, matmul(x, w) + b in JAX).
+Var bias_add(Var x, Var b, Loc loc = Loc::current());
 // Swaps the last two axes of a rank-2 or rank-3 value.
 Var transpose(Var x, Loc loc = Loc::current());
 // (batch*seq, D) -> (batch*heads, seq, D/heads): row b*seq + s, columns

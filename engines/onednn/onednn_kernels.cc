@@ -562,6 +562,20 @@ void OneDnnKernels::DoSumLeading(const Tensor& x, Tensor& out) {
   }
 }
 
+// One f32 addition per element, which IEEE rounds exactly once whatever the
+// loop order: a plain loop is as deterministic as oneDNN's binary add with a
+// broadcast operand, and needs no primitive.
+void OneDnnKernels::DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) {
+  if (dry_run()) return;
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  const float* bias = b.f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.f32() + r * c;
+    float* o = out.f32() + r * c;
+    for (int64_t j = 0; j < c; ++j) o[j] = xr[j] + bias[j];
+  }
+}
+
 void OneDnnKernels::DoGelu(const Tensor& x, Tensor& out) {
   Eltwise("gelu", AlgorithmId(dnnl::algorithm::eltwise_gelu_tanh), x, out);
 }

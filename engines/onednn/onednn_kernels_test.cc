@@ -376,6 +376,44 @@ TEST(OneDnnKernelsTest, LayerNormMatchesReference) {
   }
 }
 
+// bias_add is one f32 addition per element: exactly the f64 sum rounded to
+// f32. Its backward's db is SumLeading (rules.cc), within the rows' roundings.
+TEST(OneDnnKernelsTest, BiasAddMatchesReferenceExactly) {
+  std::mt19937 rng(12);
+  OneDnnKernels onednn;
+  ReferenceKernels reference;
+  for (const Shape& shape : {Shape({1}), Shape({7}), Shape({33, 5}), Shape({2, 3, 64})}) {
+    SCOPED_TRACE(shape.ToString());
+    const int64_t c = shape.dim(shape.rank() - 1);
+    const Tensor x = Random(shape, rng);
+    const Tensor b = Random(Shape({c}), rng);
+    const Tensor got = onednn.BiasAdd(x, b);
+    const Tensor want = reference.BiasAdd(F64(x), F64(b));
+    ASSERT_EQ(got.shape(), shape);
+    for (int64_t i = 0; i < got.num_elements(); ++i) {
+      ASSERT_EQ(got.at(i), static_cast<double>(static_cast<float>(want.at(i)))) << i;
+      ASSERT_EQ(got.at(i), static_cast<double>(x.f32()[i] + b.f32()[i % c])) << i;
+    }
+  }
+  const Tensor x = Tensor::FromF32({2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor y = onednn.BiasAdd(x, Tensor::FromF32({3}, {10, 20, 30}));
+  const std::vector<double> want = {11, 22, 33, 14, 25, 36};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y.at(i), want[i]) << i;
+  EXPECT_EQ(onednn.flops(), 1 + 7 + 33 * 5 + 2 * 3 * 64 + 6);
+  try {
+    onednn.BiasAdd(x, Tensor::FromF32({2}, {0, 0}));
+    FAIL() << "a bias of the wrong shape must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a bias of shape [3] (the last axis); got [2]"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_THROW(onednn.BiasAdd(Tensor::FromF32({}, {1}), Tensor::FromF32({}, {1})), Error);
+  EXPECT_EQ(
+      onednn.BiasAdd(Tensor::Zeros(DType::kF32, Shape({0, 3})), Tensor::FromF32({3}, {1, 1, 1}))
+          .shape(),
+      Shape({0, 3}));
+}
+
 TEST(OneDnnKernelsTest, LayerNormHandComputed) {
   OneDnnKernels onednn;
   // Row [1, 2, 3, 4]: mean 5/2, biased variance 5/4; row [5, 5, 5, 5]: beta.

@@ -106,6 +106,14 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
       }
       return Shape({batch * in[0].dim(1), in[0].dim(0) / batch * in[0].dim(2)});
     }
+    case OpKind::kBiasAdd: {
+      want_inputs(2);
+      if (in[0].rank() == 0) throw fail("adds the bias to the rows of a rank >= 1 operand");
+      if (in[1] != Shape({in[0].dim(in[0].rank() - 1)})) {
+        throw fail("the bias must be (C), C the last axis of x");
+      }
+      return in[0];
+    }
     case OpKind::kCheckpoint:
     case OpKind::kScan:
     case OpKind::kChain:
@@ -567,6 +575,15 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
                          [&](int64_t flat, int64_t split) { y[flat] = x[split]; });
       return;
     }
+    case OpKind::kBiasAdd: {
+      // y[r,j] = x[r,j] + b[j]: the bias repeats down the rows.
+      const double* b = in[1]->f64();
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = x[r * cols + j] + b[j];
+      }
+      flops_forward_ += n;
+      return;
+    }
     case OpKind::kCheckpoint:
     case OpKind::kScan:
     case OpKind::kChain:
@@ -836,6 +853,20 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
       ForEachHeadElement(batch, xs.dim(0) / batch, xs.dim(1), xs.dim(2),
                          [&](int64_t flat, int64_t split) { dx.f64()[split] = dy[flat]; });
       Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kBiasAdd: {
+      // y[r,j] = x[r,j] + b[j]: dy/dx[r,j] = 1, so dx = dy; b[j] reaches
+      // every row's column j, so db[j] = sum_r dy[r,j].
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[i];
+      Tensor db = NewGradient(Shape({cols}));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < cols; ++j) db.f64()[j] += dy[r * cols + j];
+      }
+      flops_backward_ += n;
+      Contribute(e, 0, std::move(dx));
+      Contribute(e, 1, std::move(db));
       return;
     }
     case OpKind::kCheckpoint:

@@ -243,6 +243,13 @@ void ReferenceKernels::DoSumLeading(const Tensor& x, Tensor& out) {
   }
 }
 
+void ReferenceKernels::DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) {
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < c; ++j) out.f64()[r * c + j] = x.f64()[r * c + j] + b.f64()[j];
+  }
+}
+
 void ReferenceKernels::DoGelu(const Tensor& x, Tensor& out) { Unary(x, out, GeluOf); }
 
 void ReferenceKernels::DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {

@@ -57,6 +57,7 @@ class ReferenceKernels : public Kernels {
                            Tensor& out) override;
   void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) override;
   void DoSumLeading(const Tensor& x, Tensor& out) override;
+  void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) override;
   void DoGelu(const Tensor& x, Tensor& out) override;
   void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
   void DoScale(const Tensor& x, double c, Tensor& out) override;

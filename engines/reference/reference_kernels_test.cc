@@ -242,6 +242,19 @@ TEST(ReferenceKernelsTest, LayerNormBackward) {
             (std::vector<double>{4.0, 6.0}));
 }
 
+TEST(ReferenceKernelsTest, BiasAddAddsTheBiasToEveryRow) {
+  ReferenceKernels k;
+  const Tensor x = Tensor::FromF64({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  const Tensor b = Tensor::FromF64({3}, {0.5, -1, 100});
+  const Tensor y = k.BiasAdd(x, b);
+  ASSERT_EQ(y.shape(), Shape({2, 2, 3}));
+  const std::vector<double> want = {1.5, 1, 103, 4.5, 4, 106, 7.5, 7, 109, 10.5, 10, 112};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(y.at(i), want[i]) << i;
+  EXPECT_EQ(k.flops(), 12);
+  EXPECT_THROW(k.BiasAdd(x, Tensor::FromF64({2}, {0, 0})), Error);
+  EXPECT_THROW(k.BiasAdd(x, Tensor::FromF32({3}, {0, 0, 0})), Error);
+}
+
 TEST(ReferenceKernelsTest, GeluTanhForm) {
   ReferenceKernels k;
   // gelu(1) = 0.5 (1 + tanh(sqrt(2/pi) 1.044715)); gelu(x) - gelu(-x) = x.

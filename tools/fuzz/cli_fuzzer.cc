@@ -1,7 +1,8 @@
 // libFuzzer target: the command line's parsing. The input is split into
 // arguments at newlines and given to `remat program` (which parses every
 // option, resolves --param values, parses --policy and traces the problem,
-// but makes no inputs and runs nothing) or, if the first line is "list",
+// or reads the program file --program names, but makes no inputs and runs
+// nothing) or, if the first line is "list",
 // to `remat list`. Every input must end in an exit status with a message,
 // never a crash or an uncaught exception.
 #include <cstddef>

@@ -16,6 +16,9 @@ if ! command -v clang++ >/dev/null; then
 fi
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 core=(engines/api/shape.cc engines/api/tensor.cc engines/api/memory_tracker.cc tools/npy.cc)
+text=(engines/api/program_text.cc engines/api/op_shape.cc engines/api/program.cc
+      engines/api/policy.cc engines/api/tracer.cc engines/api/kernels.cc engines/api/shape.cc
+      engines/api/tensor.cc engines/api/memory_tracker.cc)
 cli=(engines/api/*.cc engines/autodiff/*.cc engines/exec/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
      engines/onednn/platform.cc engines/oracle/oracle.cc engines/oracle/oracle_registration.cc
      engines/reference/reference_kernels.cc engines/reference/reference_engine.cc
@@ -37,9 +40,10 @@ build() {  # name sources...
 }
 build npy_fuzzer "${core[@]}"
 build cli_fuzzer "${cli[@]}"
+build program_text_fuzzer "${text[@]}"
 
 status=0
-for name in npy_fuzzer cli_fuzzer; do
+for name in npy_fuzzer cli_fuzzer program_text_fuzzer; do
   corpus=tools/fuzz/corpus/${name%_fuzzer}
   log=$out/$name.log
   if ! ASAN_OPTIONS=detect_leaks=1 "$out/$name" "$corpus" -max_total_time="$seconds" \

@@ -1,0 +1,933 @@
+#include "engines/api/program_text.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "engines/api/error.h"
+#include "engines/api/op_shape.h"
+
+namespace remat {
+namespace {
+
+constexpr OpKind kAllKinds[] = {
+    OpKind::kMatMul,     OpKind::kRelu,       OpKind::kSin,        OpKind::kCos,
+    OpKind::kSquare,     OpKind::kAdd,        OpKind::kMul,        OpKind::kSum,
+    OpKind::kName,       OpKind::kSoftmax,    OpKind::kLayerNorm,  OpKind::kGelu,
+    OpKind::kScale,      OpKind::kTranspose,  OpKind::kSplitHeads, OpKind::kMergeHeads,
+    OpKind::kBiasAdd,    OpKind::kCheckpoint, OpKind::kScan,       OpKind::kChain,
+};
+
+bool IsStructural(OpKind kind) {
+  return kind == OpKind::kCheckpoint || kind == OpKind::kScan || kind == OpKind::kChain;
+}
+
+bool IsIdChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.';
+}
+
+bool IsId(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!IsIdChar(c)) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- printing
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string NameText(const std::string& s) { return IsId(s) ? s : Quote(s); }
+
+std::string TypeText(const Shape& s) { return "f32" + s.ToString(); }
+
+// The shortest decimal that reads back as the same double: %.17g always
+// does; shorter forms are tried first for readability (0.125, not
+// 0.125000000000000000).
+std::string NumberText(double x) {
+  char buf[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::isnan(x) || std::strtod(buf, nullptr) == x) break;
+  }
+  if (std::isnan(x)) return std::signbit(x) ? "-nan" : "nan";
+  // -0.0 == 0.0: the loop above stops at "-0" for it, which strtod reads as -0.0.
+  return buf;
+}
+
+// Value IDs of one program: parameters by name where it is an ID and unique,
+// other values by number.
+std::vector<std::string> ValueIds(const Program& p) {
+  std::vector<std::string> ids(p.num_values());
+  std::set<std::string> taken;
+  for (int i = 0; i < p.num_params(); ++i) {
+    const std::string& n = p.param_names[i];
+    if (IsId(n) && taken.insert(n).second) ids[i] = n;
+  }
+  auto fresh = [&](int v) {
+    std::string id = std::to_string(v);
+    while (!taken.insert(id).second) id = "v" + id;
+    return id;
+  };
+  for (int i = 0; i < p.num_params(); ++i) {
+    if (ids[i].empty()) ids[i] = fresh(i);
+  }
+  for (int v = p.num_params(); v < p.num_values(); ++v) ids[v] = fresh(v);
+  return ids;
+}
+
+std::string Params(const Program& p, const std::vector<std::string>& ids) {
+  std::string out = "(";
+  for (int i = 0; i < p.num_params(); ++i) {
+    if (i) out += ", ";
+    out += StrCat(ids[i], ": ", TypeText(p.shapes[i]));
+    if (ids[i] != p.param_names[i]) out += " name=" + Quote(p.param_names[i]);
+  }
+  return out + ")";
+}
+
+void PrintBody(const Program& p, const std::string& indent, std::string* out) {
+  const std::vector<std::string> ids = ValueIds(p);
+  auto ref = [&](int v) {
+    return v >= 0 && v < p.num_values() ? "%" + ids[v] : StrCat("%<bad value ", v, ">");
+  };
+  for (const Op& op : p.ops) {
+    std::string line = indent + ref(op.output);
+    if (op.output >= 0 && op.output < p.num_values()) line += ": " + TypeText(p.shapes[op.output]);
+    line += StrCat(" = ", OpKindName(op.kind), "(");
+    for (size_t i = 0; i < op.inputs.size(); ++i) line += (i ? ", " : "") + ref(op.inputs[i]);
+    line += ")";
+    if (!op.name.empty() || op.kind == OpKind::kName) line += " name=" + Quote(op.name);
+    if (op.kind == OpKind::kCheckpoint) line += " policy=" + Quote(op.policy.ToString());
+    if (!op.schedule.empty()) line += " schedule=" + Quote(op.schedule);
+    if (op.kind == OpKind::kScale || op.scalar != 0.0 || std::signbit(op.scalar)) {
+      line += " scalar=" + NumberText(op.scalar);
+    }
+    if (!op.ints.empty()) {
+      line += " ints=[";
+      for (size_t i = 0; i < op.ints.size(); ++i) line += StrCat(i ? "," : "", op.ints[i]);
+      line += "]";
+    }
+    if (!op.site.empty()) line += " @ " + Quote(op.site);
+    if (!op.scope.empty()) line += " scope=" + Quote(op.scope);
+    if (op.body) {
+      const Program& body = *op.body;
+      const std::vector<std::string> body_ids = ValueIds(body);
+      line += " {\n" + indent + "  body";
+      if (body.name != OpKindName(op.kind)) line += " " + NameText(body.name);
+      line += Params(body, body_ids) + "\n";
+      *out += line;
+      PrintBody(body, indent + "  ", out);
+      line = indent + "}";
+    }
+    *out += line + "\n";
+  }
+  *out += StrCat(indent, "return ", ref(p.output), "\n");
+}
+
+}  // namespace
+
+std::string PrintProgram(const Program& program) {
+  std::string out =
+      StrCat("program ", NameText(program.name), Params(program, ValueIds(program)), " {\n");
+  PrintBody(program, "  ", &out);
+  return out + "}\n";
+}
+
+// ----------------------------------------------------------------- parsing
+
+namespace {
+
+enum class TokenKind { kWord, kString, kValue, kPunct, kEol, kEof };
+
+struct Token {
+  TokenKind kind = TokenKind::kEof;
+  std::string text;  // a word, a string's contents, a value's ID, a punctuation character
+  int line = 1;
+  int column = 1;
+};
+
+// Programs nest this deep at most: deeper input is refused rather than
+// allowed to exhaust the stack.
+constexpr int kMaxDepth = 64;
+// Dimensions and integer attributes are at most this, and a value has at
+// most kMaxElements elements, so that no shape arithmetic overflows.
+constexpr int64_t kMaxDim = int64_t{1} << 31;
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+
+std::string Describe(const Token& t) {
+  switch (t.kind) {
+    case TokenKind::kWord: return "'" + t.text + "'";
+    case TokenKind::kString: return "the string " + Quote(t.text.substr(0, 40));
+    case TokenKind::kValue: return "'%" + t.text + "'";
+    case TokenKind::kPunct: return "'" + t.text + "'";
+    case TokenKind::kEol: return "the end of the line";
+    case TokenKind::kEof: return "the end of the file";
+  }
+  return "?";
+}
+
+// A value of the program being parsed, and where it was defined.
+struct Defined {
+  int id = -1;
+  int line = 0;
+  int column = 0;
+};
+
+// The values of one program (the file's or a body) while it is parsed.
+struct Scope {
+  const Scope* parent = nullptr;
+  std::string what;  // "program layer_loss", "the body of checkpoint at 5:3"
+  std::map<std::string, Defined> values;
+};
+
+class Parser {
+ public:
+  Parser(const std::string& text, const std::string& filename)
+      : text_(text), filename_(filename) {}
+
+  Program File() {
+    Lex();
+    SkipEols();
+    if (Peek().kind == TokenKind::kEof) {
+      Fail(Peek(), "empty file; expected 'program NAME(PARAMS) {'");
+    }
+    ExpectWord("program", "expected 'program NAME(PARAMS) {' to begin the file");
+    Program p;
+    p.name = Name("the program's name");
+    Scope scope;
+    scope.what = "program " + NameText(p.name);
+    ParseParams(&p, &scope);
+    const Token open = Expect("{", "after the program's parameters");
+    ExpectEol("after '{'");
+    Statements(&p, &scope, open, 0);
+    SkipEols();
+    if (Peek().kind != TokenKind::kEof) {
+      Fail(Peek(), StrCat("trailing text after the program's closing '}': ", Describe(Peek()),
+                          "; expected the end of the file (one program per file)"));
+    }
+    const Shape& out = p.shapes[p.output];
+    if (out.rank() != 0) {
+      Fail(return_token_, StrCat("program ", NameText(p.name), " returns ", TypeText(out),
+                                 "; expected a scalar f32[] (the loss value_and_grad "
+                                 "differentiates; reduce it with sum)"));
+    }
+    return p;
+  }
+
+ private:
+  [[noreturn]] void Fail(int line, int column, const std::string& message) const {
+    throw Error(StrCat(filename_, ":", line, ":", column, ": ", message));
+  }
+  [[noreturn]] void Fail(const Token& at, const std::string& message) const {
+    Fail(at.line, at.column, message);
+  }
+
+  // ---- lexing
+
+  void Lex() {
+    int line = 1;
+    size_t line_start = 0;
+    size_t i = 0;
+    const size_t n = text_.size();
+    auto token = [&](TokenKind kind, std::string s, size_t at) {
+      Token t;
+      t.kind = kind;
+      t.text = std::move(s);
+      t.line = line;
+      t.column = static_cast<int>(at - line_start) + 1;
+      tokens_.push_back(std::move(t));
+    };
+    while (i < n) {
+      const char c = text_[i];
+      if (c == '\n') {
+        token(TokenKind::kEol, "", i);
+        ++i;
+        ++line;
+        line_start = i;
+      } else if (c == ' ' || c == '\t' || c == '\r') {
+        ++i;
+      } else if (c == '#') {
+        while (i < n && text_[i] != '\n') ++i;
+      } else if (IsIdChar(c) || c == '-' || c == '+') {
+        const size_t start = i;
+        while (i < n && (IsIdChar(text_[i]) || text_[i] == '-' || text_[i] == '+')) ++i;
+        token(TokenKind::kWord, text_.substr(start, i - start), start);
+      } else if (c == '%') {
+        const size_t start = i++;
+        while (i < n && IsIdChar(text_[i])) ++i;
+        if (i == start + 1) {
+          Fail(line, static_cast<int>(start - line_start) + 1,
+               "expected a value name after '%' (letters, digits, '_' or '.')");
+        }
+        token(TokenKind::kValue, text_.substr(start + 1, i - start - 1), start);
+      } else if (c == '"') {
+        const size_t start = i++;
+        std::string s;
+        while (true) {
+          if (i >= n || text_[i] == '\n') {
+            Fail(line, static_cast<int>(start - line_start) + 1,
+                 "unterminated string; expected a closing '\"' on the same line");
+          }
+          const unsigned char d = static_cast<unsigned char>(text_[i]);
+          if (d == '"') break;
+          if (d == '\\') {
+            const int col = static_cast<int>(i - line_start) + 1;
+            const char e = i + 1 < n ? text_[i + 1] : '\0';
+            if (e == '"' || e == '\\') {
+              s += e;
+              i += 2;
+            } else if (e == 'n') {
+              s += '\n';
+              i += 2;
+            } else if (e == 't') {
+              s += '\t';
+              i += 2;
+            } else if (e == 'x' && i + 3 < n && std::isxdigit(static_cast<unsigned char>(text_[i + 2])) &&
+                       std::isxdigit(static_cast<unsigned char>(text_[i + 3]))) {
+              s += static_cast<char>(std::strtol(text_.substr(i + 2, 2).c_str(), nullptr, 16));
+              i += 4;
+            } else {
+              Fail(line, col, "bad escape in a string; expected \\\" \\\\ \\n \\t or \\xHH");
+            }
+            continue;
+          }
+          if (d < 0x20 && d != '\t') {
+            Fail(line, static_cast<int>(i - line_start) + 1,
+                 "a control character in a string; expected it escaped as \\xHH");
+          }
+          s += static_cast<char>(d);
+          ++i;
+        }
+        ++i;
+        token(TokenKind::kString, std::move(s), start);
+      } else if (std::strchr("(){}[],:=@", c) != nullptr) {
+        token(TokenKind::kPunct, std::string(1, c), i);
+        ++i;
+      } else {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+        const bool printable = c > 0x20 && c < 0x7f;
+        Fail(line, static_cast<int>(i - line_start) + 1,
+             StrCat("unexpected character '", printable ? std::string(1, c) : std::string(buf),
+                    "'; expected a statement, a value, a name or punctuation"));
+      }
+    }
+    token(TokenKind::kEof, "", i);
+  }
+
+  // ---- token helpers
+
+  const Token& Peek() const { return tokens_[pos_]; }
+  Token Next() {
+    Token t = tokens_[pos_];
+    if (t.kind != TokenKind::kEof) ++pos_;
+    return t;
+  }
+  bool IsPunct(const Token& t, const char* p) const {
+    return t.kind == TokenKind::kPunct && t.text == p;
+  }
+  bool IsWord(const Token& t, const char* w) const {
+    return t.kind == TokenKind::kWord && t.text == w;
+  }
+  void SkipEols() {
+    while (Peek().kind == TokenKind::kEol) Next();
+  }
+  Token Expect(const char* punct, const std::string& where) {
+    if (!IsPunct(Peek(), punct)) {
+      Fail(Peek(), StrCat("expected '", punct, "' ", where, ", got ", Describe(Peek())));
+    }
+    return Next();
+  }
+  Token ExpectWord(const char* word, const std::string& message) {
+    if (!IsWord(Peek(), word)) Fail(Peek(), StrCat(message, ", got ", Describe(Peek())));
+    return Next();
+  }
+  void ExpectEol(const std::string& where) {
+    const Token& t = Peek();
+    if (t.kind == TokenKind::kEol) {
+      Next();
+      return;
+    }
+    if (t.kind == TokenKind::kEof) return;
+    Fail(t, StrCat("trailing text ", where, ": ", Describe(t), "; expected the end of the line"));
+  }
+  // A NAME: an ID or a string.
+  std::string Name(const std::string& what) {
+    const Token& t = Peek();
+    if ((t.kind == TokenKind::kWord && IsId(t.text)) || t.kind == TokenKind::kString) {
+      return Next().text;
+    }
+    Fail(t, StrCat("expected ", what, " (a name or a quoted string), got ", Describe(t)));
+  }
+  std::string String(const std::string& what) {
+    if (Peek().kind != TokenKind::kString) {
+      Fail(Peek(), StrCat("bad attribute: expected ", what, " as a quoted string, got ",
+                          Describe(Peek())));
+    }
+    return Next().text;
+  }
+  int64_t Int(const std::string& what) {
+    const Token t = Next();
+    if (t.kind == TokenKind::kWord) {
+      const char* s = t.text.c_str();
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(s, &end, 10);
+      const bool digits = t.text.find_first_not_of("-0123456789") == std::string::npos;
+      if (digits && end == s + t.text.size() && errno == 0 && v >= -kMaxDim && v <= kMaxDim) {
+        return v;
+      }
+    }
+    Fail(t, StrCat("expected ", what, " (an integer of magnitude at most ", kMaxDim, "), got ",
+                   Describe(t)));
+  }
+
+  Shape Type() {
+    const Token t = Peek();
+    if (t.kind != TokenKind::kWord || !IsId(t.text)) {
+      Fail(t, StrCat("expected a type such as f32[8,16], got ", Describe(t)));
+    }
+    if (t.text != "f32") {
+      Fail(t, StrCat("unknown dtype '", t.text, "'; expected f32 (remat-bench programs are f32)"));
+    }
+    Next();
+    Expect("[", "after the dtype (a shape such as [8,16], [] for a scalar)");
+    std::vector<int64_t> dims;
+    int64_t elements = 1;
+    if (!IsPunct(Peek(), "]")) {
+      while (true) {
+        const Token at = Peek();
+        const int64_t d = Int("a dimension");
+        if (d < 0) Fail(at, StrCat("negative dimension ", d, "; expected a size >= 0"));
+        dims.push_back(d);
+        if (dims.size() > static_cast<size_t>(kMaxRank)) {
+          Fail(at, StrCat("a shape of rank ", dims.size(), "; expected rank 0 to ", kMaxRank));
+        }
+        elements *= d;
+        if (elements > kMaxElements) {
+          Fail(at, StrCat("a shape of more than 2^48 elements; expected a smaller one"));
+        }
+        if (!IsPunct(Peek(), ",")) break;
+        Next();
+      }
+    }
+    Expect("]", "to close the shape");
+    return Shape(std::move(dims));
+  }
+
+  // '(' params ')', newlines allowed inside.
+  void ParseParams(Program* p, Scope* scope) {
+    Expect("(", "to open the parameter list");
+    SkipEols();
+    if (!IsPunct(Peek(), ")")) {
+      while (true) {
+        SkipEols();
+        const Token id = Next();
+        if (id.kind != TokenKind::kWord || !IsId(id.text)) {
+          Fail(id, StrCat("expected a parameter 'ID: TYPE', got ", Describe(id)));
+        }
+        Expect(":", StrCat("after parameter ", id.text, " (ID: TYPE)"));
+        const Shape shape = Type();
+        std::string name = id.text;
+        if (IsWord(Peek(), "name")) {
+          Next();
+          Expect("=", "after 'name' (name=\"...\")");
+          name = String("the parameter's name");
+        }
+        Define(scope, id, static_cast<int>(p->shapes.size()));
+        p->param_names.push_back(name);
+        p->shapes.push_back(shape);
+        SkipEols();
+        if (!IsPunct(Peek(), ",")) break;
+        Next();
+      }
+    }
+    SkipEols();
+    Expect(")", "to close the parameter list (parameters are separated by ',')");
+  }
+
+  void Define(Scope* scope, const Token& id, int value) {
+    auto [it, inserted] = scope->values.emplace(id.text, Defined{value, id.line, id.column});
+    if (!inserted) {
+      Fail(id, StrCat("redefined value %", id.text, " (first defined at ", it->second.line, ":",
+                      it->second.column, " in ", scope->what,
+                      "); expected a new name: a value is defined once"));
+    }
+  }
+
+  // The value `t` names in `scope`.
+  int Resolve(const Scope& scope, const Token& t) {
+    auto it = scope.values.find(t.text);
+    if (it != scope.values.end()) return it->second.id;
+    for (const Scope* s = scope.parent; s != nullptr; s = s->parent) {
+      auto outer = s->values.find(t.text);
+      if (outer != s->values.end()) {
+        Fail(t, StrCat("%", t.text, " is a value of ", s->what, " (defined at ",
+                       outer->second.line, ":", outer->second.column, "), captured by ",
+                       scope.what, "; expected a value of the body: pass it to the body as an "
+                       "input and read the body's parameter"));
+      }
+    }
+    Fail(t, StrCat("undefined value %", t.text, " in ", scope.what,
+                   "; expected a parameter or a value defined above"));
+  }
+
+  // Statements up to and including the closing '}' of the block `open`.
+  void Statements(Program* p, Scope* scope, const Token& open, int depth) {
+    bool returned = false;
+    while (true) {
+      SkipEols();
+      const Token t = Peek();
+      if (t.kind == TokenKind::kEof) {
+        Fail(t, StrCat("unterminated ", scope->what, " (its '{' is at ", open.line, ":",
+                       open.column, "); expected '}'"));
+      }
+      if (IsPunct(t, "}")) {
+        if (!returned) {
+          Fail(t, StrCat("missing return: ", scope->what,
+                         " ends without one; expected 'return %VALUE' before '}'"));
+        }
+        Next();
+        return;
+      }
+      if (returned) {
+        Fail(t, StrCat("expected '}' after the return of ", scope->what, ", got ", Describe(t),
+                       " (return is the last statement)"));
+      }
+      if (IsWord(t, "return")) {
+        Next();
+        const Token v = Next();
+        if (v.kind != TokenKind::kValue) {
+          Fail(v, StrCat("expected the returned value '%NAME' after 'return', got ",
+                         Describe(v)));
+        }
+        p->output = Resolve(*scope, v);
+        return_token_ = t;
+        ExpectEol("after the returned value");
+        returned = true;
+        continue;
+      }
+      if (t.kind != TokenKind::kValue) {
+        Fail(t, StrCat("expected a statement '%NAME: TYPE = op(...)', 'return %VALUE' or '}', "
+                       "got ", Describe(t)));
+      }
+      Statement(p, scope, depth);
+    }
+  }
+
+  OpKind Kind(const Token& t) {
+    if (t.kind == TokenKind::kWord) {
+      for (OpKind k : kAllKinds) {
+        if (t.text == OpKindName(k)) return k;
+      }
+    }
+    std::vector<std::string> names;
+    for (OpKind k : kAllKinds) names.push_back(OpKindName(k));
+    Fail(t, StrCat(t.kind == TokenKind::kWord ? "unknown op " : "expected an op, got ",
+                   Describe(t), "; expected one of ", Join(names, ", ")));
+  }
+
+  // Which attributes `kind` takes.
+  static bool Takes(OpKind kind, const std::string& key) {
+    if (key == "scope" || key == "@") return true;
+    if (key == "name") return kind == OpKind::kName || IsStructural(kind);
+    if (key == "policy") return kind == OpKind::kCheckpoint;
+    if (key == "schedule") return kind == OpKind::kScan || kind == OpKind::kChain;
+    if (key == "scalar") return kind == OpKind::kScale;
+    if (key == "ints") return kind == OpKind::kSplitHeads || kind == OpKind::kMergeHeads;
+    return false;
+  }
+
+  void Attributes(Op* op, const Token& op_token) {
+    std::set<std::string> seen;
+    while (Peek().kind != TokenKind::kEol && Peek().kind != TokenKind::kEof &&
+           !IsPunct(Peek(), "{")) {
+      const Token key = Next();
+      std::string k;
+      if (IsPunct(key, "@")) {
+        k = "@";
+      } else if (key.kind == TokenKind::kWord) {
+        k = key.text;
+      } else {
+        Fail(key, StrCat("expected an attribute (@ \"site\", scope=, name=, policy=, schedule=, "
+                         "scalar=, ints=) or the end of the line, got ", Describe(key)));
+      }
+      static const std::set<std::string> kKeys = {"@",        "scope",  "name", "policy",
+                                                  "schedule", "scalar", "ints"};
+      if (!kKeys.count(k)) {
+        Fail(key, StrCat("bad attribute: unknown attribute '", k,
+                         "'; expected @ \"site\", scope=, name=, policy=, schedule=, scalar= or "
+                         "ints="));
+      }
+      if (!Takes(op->kind, k)) {
+        Fail(key, StrCat("bad attribute: ", OpKindName(op->kind), " takes no ",
+                         k == "@" ? std::string("@") : k + "="));
+      }
+      if (!seen.insert(k).second) {
+        Fail(key, StrCat("bad attribute: ", k, " given twice; expected it once"));
+      }
+      if (k == "@") {
+        op->site = String("the site after '@'");
+        continue;
+      }
+      Expect("=", StrCat("after attribute '", k, "'"));
+      if (k == "scope") {
+        op->scope = String("scope");
+      } else if (k == "name") {
+        op->name = String("name");
+      } else if (k == "schedule") {
+        op->schedule = String("schedule");
+      } else if (k == "policy") {
+        const Token at = Peek();
+        const std::string spec = String("policy");
+        try {
+          op->policy = Policy::Parse(spec);
+        } catch (const Error& e) {
+          Fail(at, StrCat("bad attribute: policy ", Quote(spec), ": ", e.what()));
+        }
+      } else if (k == "scalar") {
+        const Token at = Next();
+        char* end = nullptr;
+        const char* s = at.text.c_str();
+        const double v = at.kind == TokenKind::kWord ? std::strtod(s, &end) : 0.0;
+        if (at.kind != TokenKind::kWord || at.text.empty() || end != s + at.text.size()) {
+          Fail(at, StrCat("bad attribute: expected a number after scalar= (e.g. 0.125), got ",
+                          Describe(at)));
+        }
+        op->scalar = v;
+      } else if (k == "ints") {
+        Expect("[", "after ints= (a list such as [2,4])");
+        while (true) {
+          op->ints.push_back(Int("an integer attribute"));
+          if (!IsPunct(Peek(), ",")) break;
+          Next();
+        }
+        Expect("]", "to close the ints list");
+      }
+    }
+    if (op->kind == OpKind::kName && op->name.empty()) {
+      Fail(op_token, "name needs a non-empty label: name=\"LABEL\"");
+    }
+    if (op->kind == OpKind::kScale && !seen.count("scalar")) {
+      Fail(op_token, "scale needs its constant: scalar=C");
+    }
+    if ((op->kind == OpKind::kSplitHeads || op->kind == OpKind::kMergeHeads) &&
+        !seen.count("ints")) {
+      Fail(op_token, StrCat(OpKindName(op->kind), " needs ints=",
+                            op->kind == OpKind::kSplitHeads ? "[BATCH,HEADS]" : "[BATCH]"));
+    }
+  }
+
+  std::string Types(const Program& p, const std::vector<int>& values) const {
+    std::vector<std::string> out;
+    for (int v : values) out.push_back(TypeText(p.shapes[v]));
+    return Join(out, ", ");
+  }
+
+  void Statement(Program* p, Scope* scope, int depth) {
+    const Token id = Next();
+    bool declared = false;
+    Shape declared_shape;
+    Token type_at;
+    if (IsPunct(Peek(), ":")) {
+      Next();
+      type_at = Peek();
+      declared_shape = Type();
+      declared = true;
+    }
+    Expect("=", StrCat("after %", id.text, declared ? ": TYPE" : "",
+                       " (a statement is %NAME: TYPE = op(INPUTS) ATTRIBUTES)"));
+    const Token op_token = Next();
+    Op op;
+    op.kind = Kind(op_token);
+    Expect("(", StrCat("after ", OpKindName(op.kind), " (its inputs in parentheses)"));
+    std::vector<Token> arg_tokens;
+    if (!IsPunct(Peek(), ")")) {
+      while (true) {
+        const Token v = Next();
+        if (v.kind != TokenKind::kValue) {
+          Fail(v, StrCat("expected an input '%NAME' of ", OpKindName(op.kind), ", got ",
+                         Describe(v)));
+        }
+        op.inputs.push_back(Resolve(*scope, v));
+        arg_tokens.push_back(v);
+        if (!IsPunct(Peek(), ",")) break;
+        Next();
+      }
+    }
+    Expect(")", StrCat("after the inputs of ", OpKindName(op.kind),
+                       " (inputs are separated by ',')"));
+    Attributes(&op, op_token);
+    const std::string where = StrCat(OpKindName(op.kind), " at ", op_token.line, ":",
+                                     op_token.column);
+    Shape out;
+    if (IsStructural(op.kind)) {
+      const Token open = Peek();
+      if (!IsPunct(open, "{")) {
+        Fail(open, StrCat(OpKindName(op.kind), " needs a body: expected '{' at the end of the "
+                          "line, got ", Describe(open)));
+      }
+      if (depth + 1 >= kMaxDepth) {
+        Fail(open, StrCat("bodies nested more than ", kMaxDepth, " deep; expected fewer"));
+      }
+      Next();
+      ExpectEol("after '{'");
+      SkipEols();
+      ExpectWord("body", StrCat("expected 'body(PARAMS)' as the first line of the body of ",
+                                where));
+      auto body = std::make_shared<Program>();
+      body->name = OpKindName(op.kind);
+      if (!IsPunct(Peek(), "(")) body->name = Name("the body's name");
+      Scope inner;
+      inner.parent = scope;
+      inner.what = "the body of " + where;
+      const Token params_at = Peek();
+      ParseParams(body.get(), &inner);
+      ExpectEol("after the body's parameters");
+      Statements(body.get(), &inner, open, depth + 1);
+      out = StructuralShape(*p, op, *body, op_token, params_at, where);
+      op.body = std::move(body);
+    } else {
+      if (IsPunct(Peek(), "{")) {
+        Fail(Peek(), StrCat(OpKindName(op.kind), " takes no body; expected the end of the line"));
+      }
+      const int arity = Arity(op.kind);
+      if (static_cast<int>(op.inputs.size()) != arity) {
+        Fail(op_token, StrCat("wrong arity: ", OpKindName(op.kind), " takes ", arity,
+                              arity == 1 ? " input" : " inputs", ", got ", op.inputs.size(),
+                              "; expected ", OpKindName(op.kind), "(",
+                              arity == 1 ? "%X" : arity == 2 ? "%A, %B" : "%X, %GAMMA, %BETA",
+                              ")"));
+      }
+      std::vector<Shape> shapes;
+      for (int v : op.inputs) shapes.push_back(p->shapes[v]);
+      try {
+        out = OutputShape(op, shapes);
+      } catch (const Error& e) {
+        Fail(op_token, StrCat("shape mismatch: ", OpKindName(op.kind), "(",
+                              Types(*p, op.inputs), "): ", e.what()));
+      }
+    }
+    if (declared && declared_shape != out) {
+      Fail(type_at, StrCat("shape mismatch: %", id.text, " is declared ",
+                           TypeText(declared_shape), " but ", OpKindName(op.kind), "(",
+                           Types(*p, op.inputs), ") gives ", TypeText(out)));
+    }
+    ExpectEol(StrCat("after the ", OpKindName(op.kind), " statement"));
+    op.output = p->num_values();
+    Define(scope, id, op.output);
+    p->shapes.push_back(out);
+    p->ops.push_back(std::move(op));
+  }
+
+  // The output shape of a checkpoint, scan or chain from its inputs and its
+  // body, checking that they fit together.
+  Shape StructuralShape(const Program& p, const Op& op, const Program& body,
+                        const Token& op_token, const Token& params_at, const std::string& where) {
+    std::vector<Shape> expected;
+    for (int v : op.inputs) expected.push_back(p.shapes[v]);
+    if (op.kind == OpKind::kScan) {
+      if (op.inputs.size() < 2) {
+        Fail(op_token, StrCat("wrong arity: scan takes a carry and at least one xs, got ",
+                              op.inputs.size(), " inputs; expected scan(%CARRY, %XS, ...)"));
+      }
+      const Shape first = expected[1];
+      for (size_t i = 1; i < expected.size(); ++i) {
+        if (expected[i].rank() == 0 || first.rank() == 0 ||
+            expected[i].dim(0) != first.dim(0)) {
+          Fail(op_token, StrCat("shape mismatch: every xs of scan needs the same leading "
+                                "(scanned) axis; got ", Types(p, op.inputs)));
+        }
+        expected[i] = expected[i].DropLeading();
+      }
+      if (first.dim(0) == 0) {
+        Fail(op_token, StrCat("scan over zero steps (xs ", TypeText(first),
+                              "); expected a leading axis of at least 1"));
+      }
+    }
+    if (body.num_params() != static_cast<int>(expected.size())) {
+      Fail(params_at, StrCat("wrong arity: the body of ", where, " has ", body.num_params(),
+                             " parameters for ", expected.size(),
+                             op.kind == OpKind::kScan ? " (the carry and one slice of each xs)"
+                                                      : " inputs",
+                             "; expected one parameter per input"));
+    }
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (body.shapes[i] != expected[i]) {
+        Fail(params_at, StrCat("shape mismatch: parameter ", i, " of the body of ", where, " is ",
+                               TypeText(body.shapes[i]), " but its input ",
+                               op.kind == OpKind::kScan && i > 0 ? "slice " : "", "is ",
+                               TypeText(expected[i])));
+      }
+    }
+    const Shape out = body.shapes[body.output];
+    if (op.kind == OpKind::kScan && out != expected[0]) {
+      Fail(op_token, StrCat("shape mismatch: the body of ", where, " returns ", TypeText(out),
+                            " but the carry is ", TypeText(expected[0]),
+                            "; expected a carry of the carry's shape"));
+    }
+    if (op.kind == OpKind::kChain) CheckChain(body, op_token, where);
+    return out;
+  }
+
+  // A chain's body is its blocks (program.h): checkpoint ops; block 0 reads
+  // body parameters, block i > 0 block i-1's output once and otherwise
+  // parameters; the body returns the last block's output.
+  void CheckChain(const Program& body, const Token& op_token, const std::string& where) {
+    if (body.ops.empty()) {
+      Fail(op_token, StrCat("the body of ", where, " has no blocks; expected checkpoint ops"));
+    }
+    for (size_t k = 0; k < body.ops.size(); ++k) {
+      const Op& block = body.ops[k];
+      if (block.kind != OpKind::kCheckpoint) {
+        Fail(op_token, StrCat("block ", k, " of the body of ", where, " is a ",
+                              OpKindName(block.kind), "; expected a chain's blocks to be "
+                              "checkpoint ops"));
+      }
+      int carries = 0;
+      for (int v : block.inputs) {
+        if (v < body.num_params()) continue;
+        if (k > 0 && v == body.ops[k - 1].output) {
+          ++carries;
+          continue;
+        }
+        Fail(op_token, StrCat("block ", k, " of the body of ", where,
+                              " reads the output of a block other than the one before it; "
+                              "expected the previous block's output and body parameters"));
+      }
+      if (k > 0 && carries != 1) {
+        Fail(op_token, StrCat("block ", k, " of the body of ", where, " reads block ", k - 1,
+                              "'s output ", carries, " times; expected once"));
+      }
+    }
+    if (body.output != body.ops.back().output) {
+      Fail(op_token, StrCat("the body of ", where,
+                            " returns a value other than its last block's; expected that one"));
+    }
+  }
+
+  const std::string& text_;
+  const std::string& filename_;
+  std::vector<Token> tokens_;
+  size_t pos_ = 0;
+  Token return_token_;
+};
+
+}  // namespace
+
+Program ParseProgram(const std::string& text, const std::string& filename) {
+  return Parser(text, filename).File();
+}
+
+Program ReadProgramFile(const std::string& path) {
+  // Only regular files, and not past kMaxFileBytes: a device or a pipe
+  // (--program /dev/zero) would otherwise be read forever.
+  constexpr uintmax_t kMaxFileBytes = uintmax_t{1} << 30;
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error || !std::filesystem::exists(status)) throw Error(StrCat(path, ": cannot open"));
+  if (!std::filesystem::is_regular_file(status)) {
+    throw Error(StrCat(path, ": not a regular file; expected a program file"));
+  }
+  if (std::filesystem::file_size(path, error) > kMaxFileBytes || error) {
+    throw Error(StrCat(path, ": larger than 1 GiB (or of unknown size); expected a program file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(StrCat(path, ": cannot open"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(StrCat(path, ": cannot read"));
+  return ParseProgram(text.str(), path);
+}
+
+// ----------------------------------------------------------- comparison
+
+namespace {
+
+std::string OpDifference(const Op& a, const Op& b) {
+  if (a.kind != b.kind) return StrCat("kind ", OpKindName(a.kind), " vs ", OpKindName(b.kind));
+  auto ints = [](const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) s += StrCat(s.empty() ? "" : ",", x);
+    return "[" + s + "]";
+  };
+  if (a.inputs != b.inputs) return StrCat("inputs ", ints(a.inputs), " vs ", ints(b.inputs));
+  if (a.output != b.output) return StrCat("output ", a.output, " vs ", b.output);
+  if (a.site != b.site) return StrCat("site '", a.site, "' vs '", b.site, "'");
+  if (a.scope != b.scope) return StrCat("scope '", a.scope, "' vs '", b.scope, "'");
+  if (a.name != b.name) return StrCat("name '", a.name, "' vs '", b.name, "'");
+  if (a.policy.ToString() != b.policy.ToString()) {
+    return StrCat("policy ", a.policy.ToString(), " vs ", b.policy.ToString());
+  }
+  if (std::memcmp(&a.scalar, &b.scalar, sizeof(double)) != 0) {
+    return StrCat("scalar ", NumberText(a.scalar), " vs ", NumberText(b.scalar));
+  }
+  if (a.ints != b.ints) return "ints differ";
+  if (a.schedule != b.schedule) return StrCat("schedule '", a.schedule, "' vs '", b.schedule, "'");
+  if ((a.body == nullptr) != (b.body == nullptr)) return "one has a body, the other none";
+  if (a.body) {
+    const std::string d = ProgramDifference(*a.body, *b.body);
+    if (!d.empty()) return "body: " + d;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string ProgramDifference(const Program& a, const Program& b) {
+  if (a.name != b.name) return StrCat("name '", a.name, "' vs '", b.name, "'");
+  if (a.param_names != b.param_names) {
+    return StrCat("parameters (", Join(a.param_names, ", "), ") vs (", Join(b.param_names, ", "),
+                  ")");
+  }
+  if (a.num_values() != b.num_values()) {
+    return StrCat(a.num_values(), " values vs ", b.num_values());
+  }
+  for (int v = 0; v < a.num_values(); ++v) {
+    if (a.shapes[v] != b.shapes[v]) {
+      return StrCat("value ", v, ": ", a.shapes[v].ToString(), " vs ", b.shapes[v].ToString());
+    }
+  }
+  if (a.output != b.output) return StrCat("output ", a.output, " vs ", b.output);
+  if (a.ops.size() != b.ops.size()) return StrCat(a.ops.size(), " ops vs ", b.ops.size());
+  for (size_t k = 0; k < a.ops.size(); ++k) {
+    const std::string d = OpDifference(a.ops[k], b.ops[k]);
+    if (!d.empty()) return StrCat("op ", k, " (", OpKindName(a.ops[k].kind), "): ", d);
+  }
+  return "";
+}
+
+}  // namespace remat

@@ -1,0 +1,408 @@
+#include "engines/api/program_text.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engines/api/error.h"
+#include "engines/api/registry.h"
+#include "engines/api/tracer.h"
+#include "harness/conformance.h"
+#include "problems/problem.h"
+
+namespace remat {
+namespace {
+
+// The message ParseProgram throws for `text`, or "" if it parses.
+std::string ParseError(const std::string& text) {
+  try {
+    ParseProgram(text, "t.remat");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A message starting with "t.remat:LINE:COLUMN: " and containing `words`.
+void ExpectError(const std::string& text, int line, int column, const std::string& words) {
+  const std::string message = ParseError(text);
+  const std::string where = "t.remat:" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+  EXPECT_EQ(message.rfind(where, 0), 0u) << "expected at " << where << " got: " << message
+                                         << "\nfor:\n" << text;
+  EXPECT_NE(message.find(words), std::string::npos) << "expected '" << words << "' in: "
+                                                    << message;
+}
+
+constexpr char kSmall[] = R"(# a two-layer loss
+program small(w: f32[4,4], x: f32[2,4]) {
+  %h: f32[2,4] = matmul(%x, %w) @ "small.py:3" scope="layer"
+  %r = relu(%h)
+  %c: f32[2,4] = checkpoint(%r, %w) name="block" policy="dots_saveable" {
+    body(a: f32[2,4], b: f32[4,4])
+    %m: f32[2,4] = matmul(%a, %b)
+    %n: f32[2,4] = name(%m) name="m"
+    return %n
+  }
+
+  %s: f32[] = sum(%c)
+  return %s
+}
+)";
+
+TEST(ProgramTextTest, ParsesAHandWrittenProgram) {
+  const Program p = ParseProgram(kSmall, "small.remat");
+  EXPECT_EQ(p.name, "small");
+  EXPECT_EQ(p.param_names, (std::vector<std::string>{"w", "x"}));
+  ASSERT_EQ(p.ops.size(), 4u);
+  EXPECT_EQ(p.ops[0].kind, OpKind::kMatMul);
+  EXPECT_EQ(p.ops[0].inputs, (std::vector<int>{1, 0}));
+  EXPECT_EQ(p.ops[0].site, "small.py:3");
+  EXPECT_EQ(p.ops[0].scope, "layer");
+  EXPECT_EQ(p.shapes[p.ops[1].output], Shape({2, 4}));  // inferred
+  const Op& c = p.ops[2];
+  EXPECT_EQ(c.kind, OpKind::kCheckpoint);
+  EXPECT_EQ(c.name, "block");
+  EXPECT_EQ(c.policy.ToString(), "dots_saveable");
+  ASSERT_NE(c.body, nullptr);
+  EXPECT_EQ(c.body->name, "checkpoint");
+  EXPECT_EQ(c.body->param_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(c.body->ops[1].name, "m");
+  EXPECT_EQ(p.Labels(), std::vector<std::string>{"m"});
+  EXPECT_EQ(p.output, 5);
+  EXPECT_EQ(p.shapes[5], Shape());
+  // Printed and parsed again: the same program.
+  const Program again = ParseProgram(PrintProgram(p), "printed");
+  EXPECT_EQ(ProgramDifference(p, again), "");
+  EXPECT_EQ(PrintProgram(again), PrintProgram(p));
+}
+
+TEST(ProgramTextTest, EveryAttributeRoundTrips) {
+  // Values no problem has: odd names, quoting, scalars to the bit, policies
+  // of every shape, parameter names that are not IDs.
+  Program p = Trace("odd \"name\"", {{"x", Shape({4, 6})}, {"g", Shape({6})}, {"b", Shape({6})}},
+                    [](const std::vector<Var>& a) {
+                      Var y = layer_norm(a[0], a[1], a[2]);
+                      y = scale(y, 0.1);
+                      y = scale(y, -0.0);
+                      y = scale(y, std::nextafter(1.0, 2.0));
+                      y = scale(y, std::numeric_limits<double>::infinity());
+                      y = scale(y, 1e-310);  // subnormal
+                      Var h = split_heads(y, 2, 3);
+                      h = softmax(h);
+                      Var m = merge_heads(h, 2);
+                      m = name(gelu(m), "a \\ label\twith\nodd\x01 bytes");
+                      return sum(transpose(m));
+                    });
+  p.param_names[1] = "";     // as a chain's unnamed inputs
+  p.param_names[2] = "has space";
+  p.ops[0].site = "";
+  p.ops[1].scope = "scope \"quoted\"";
+  const std::vector<std::string> policies = {
+      "save_from_both_policies:dots_saveable+save_only_these_names:a,b",
+      "save_and_offload_only_these_names:a,b/c",
+      "offload_dot_with_no_batch_dims",
+      "save_anything_except_these_names:x",
+      "save_only_these_names:",
+  };
+  for (const std::string& spec : policies) {
+    SCOPED_TRACE(spec);
+    const Program wrapped = ApplyPolicy(p, Policy::Parse(spec));
+    const std::string text = PrintProgram(wrapped);
+    const Program parsed = ParseProgram(text, "t");
+    EXPECT_EQ(ProgramDifference(wrapped, parsed), "") << text;
+    EXPECT_EQ(PrintProgram(parsed), text);
+  }
+  const std::string text = PrintProgram(p);
+  EXPECT_NE(text.find("scalar=0.1 "), std::string::npos) << text;
+  EXPECT_NE(text.find("scalar=-0 "), std::string::npos) << text;
+  EXPECT_NE(text.find("scalar=1.0000000000000002 "), std::string::npos) << text;
+  EXPECT_NE(text.find("1: f32[6] name=\"\""), std::string::npos) << text;
+  EXPECT_NE(text.find("program \"odd \\\"name\\\"\"("), std::string::npos) << text;
+}
+
+TEST(ProgramTextTest, ProgramDifferenceFindsEachAttribute) {
+  const Program p = ParseProgram(kSmall, "t");
+  auto changed = [&](auto edit) {
+    Program q = p;
+    auto body = std::make_shared<Program>(*q.ops[2].body);
+    q.ops[2].body = body;
+    edit(q, *body);
+    return ProgramDifference(p, q);
+  };
+  EXPECT_EQ(changed([](Program&, Program&) {}), "");
+  EXPECT_NE(changed([](Program& q, Program&) { q.ops[0].site = "x"; }), "");
+  EXPECT_NE(changed([](Program& q, Program&) { q.ops[0].scope = "x"; }), "");
+  EXPECT_NE(changed([](Program& q, Program&) { q.ops[2].policy = Policy(); }), "");
+  EXPECT_NE(changed([](Program& q, Program&) { q.ops[2].name = "x"; }), "");
+  EXPECT_NE(changed([](Program& q, Program&) { q.ops[0].scalar = -0.0; }), "");
+  EXPECT_NE(changed([](Program& q, Program&) { q.ops[0].schedule = "sqrt"; }), "");
+  EXPECT_NE(changed([](Program& q, Program&) { q.ops[0].ints = {1}; }), "");
+  EXPECT_NE(changed([](Program& q, Program&) { q.param_names[0] = "v"; }), "");
+  EXPECT_NE(changed([](Program&, Program& b) { b.ops[1].name = "n"; }), "");
+  EXPECT_NE(changed([](Program&, Program& b) { b.name = "n"; }), "");
+}
+
+// Every problem, at its default and test sizes, under every kind of policy
+// and a few schedules: printed and parsed, the same program, and the same
+// bits from eager and recompute (at test sizes).
+TEST(ProgramTextTest, EveryProblemRoundTripsToTheSameBits) {
+  int checked = 0, ran = 0;
+  for (const auto& problem : AllProblems()) {
+    for (bool test_sizes : {false, true}) {
+      const ParamValues params = ResolveParams(*problem, {}, test_sizes);
+      const Program base = problem->Build(params);
+      std::vector<std::string> labels = base.Labels();
+      const std::string names = labels.empty() ? "none" : Join(labels, ",");
+      std::vector<std::pair<std::string, Program>> variants = {{"as traced", base}};
+      for (const std::string& spec :
+           {std::string("everything_saveable"), std::string("nothing_saveable"),
+            std::string("dots_saveable"), std::string("dots_with_no_batch_dims_saveable"),
+            "save_only_these_names:" + names, "save_any_names_but_these:" + names,
+            "save_anything_except_these_names:" + names,
+            "save_from_both_policies:dots_saveable+save_only_these_names:" + names,
+            "save_and_offload_only_these_names:/" + names,
+            std::string("offload_dot_with_no_batch_dims")}) {
+        variants.push_back({"policy " + spec, ApplyPolicy(base, Policy::Parse(spec))});
+      }
+      for (const std::string& spec : {"every:2", "revolve:2", "checkpoint_every:2", "sqrt"}) {
+        try {
+          variants.push_back({std::string("schedule ") + spec, ApplySchedule(base, spec)});
+        } catch (const Error&) {
+          // No scan and no chain: nothing to schedule.
+        }
+      }
+      for (const auto& [what, program] : variants) {
+        SCOPED_TRACE(StrCat(problem->name(), " ", FormatParams(params), " ", what));
+        const std::string text = PrintProgram(program);
+        const Program parsed = ParseProgram(text, problem->name() + ".remat");
+        ASSERT_EQ(ProgramDifference(program, parsed), "") << text;
+        ASSERT_EQ(PrintProgram(parsed), text);
+        ++checked;
+        if (!test_sizes) continue;
+        const std::vector<Tensor> inputs = MakeInputs(*problem, program, params, 7);
+        const std::vector<int> wrt = WrtIndices(*problem, program);
+        for (const char* engine : {"eager", "recompute"}) {
+          const Result a = MakeEngine(engine)->ValueAndGrad(program, inputs, wrt, {});
+          const Result b = MakeEngine(engine)->ValueAndGrad(parsed, inputs, wrt, {});
+          const auto difference = FirstBitDifference(a, b);
+          EXPECT_FALSE(difference.has_value()) << engine << ": " << *difference;
+          ++ran;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+  EXPECT_GT(ran, 100);
+}
+
+// ------------------------------------------------------------- errors
+
+TEST(ProgramTextErrorTest, EmptyFile) {
+  ExpectError("", 1, 1, "empty file; expected 'program NAME(PARAMS) {'");
+  ExpectError("\n  # only a comment\n\n", 4, 1, "empty file");
+}
+
+TEST(ProgramTextErrorTest, NotAProgram) {
+  ExpectError("module m() {}\n", 1, 1, "expected 'program NAME(PARAMS) {' to begin the file");
+}
+
+TEST(ProgramTextErrorTest, UnknownOp) {
+  ExpectError("program p(x: f32[2]) {\n  %y = tanh(%x)\n  return %y\n}\n", 2, 8,
+              "unknown op 'tanh'; expected one of matmul, relu,");
+}
+
+TEST(ProgramTextErrorTest, WrongArity) {
+  ExpectError("program p(x: f32[2,2]) {\n  %y = matmul(%x)\n  return %y\n}\n", 2, 8,
+              "wrong arity: matmul takes 2 inputs, got 1; expected matmul(%A, %B)");
+  ExpectError("program p(x: f32[2]) {\n  %y = relu(%x, %x)\n  return %y\n}\n", 2, 8,
+              "wrong arity: relu takes 1 input, got 2");
+  // A body with more parameters than its op has inputs.
+  ExpectError(
+      "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2], b: f32[2])\n"
+      "    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+      3, 9, "wrong arity: the body of checkpoint at 2:8 has 2 parameters for 1 inputs");
+}
+
+TEST(ProgramTextErrorTest, ShapeMismatchNamesBothShapes) {
+  ExpectError("program p(a: f32[2,3], b: f32[2,3]) {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
+              2, 8, "shape mismatch: matmul(f32[2,3], f32[2,3]): matmul contracting dimensions "
+                    "differ: [2,3] x [2,3] (3 != 2)");
+  ExpectError("program p(a: f32[2], b: f32[3]) {\n  %y = add(%a, %b)\n  return %y\n}\n", 2, 8,
+              "operand shapes differ: [2] and [3]");
+  // A declared type other than the inferred one.
+  ExpectError("program p(a: f32[2,3]) {\n  %y: f32[3,2] = relu(%a)\n  return %y\n}\n", 2, 7,
+              "shape mismatch: %y is declared f32[3,2] but relu(f32[2,3]) gives f32[2,3]");
+  // A body parameter of another shape than its input.
+  ExpectError(
+      "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[3])\n"
+      "    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+      3, 9, "shape mismatch: parameter 0 of the body of checkpoint at 2:8 is f32[3] but its "
+            "input is f32[2]");
+  // A scan body that changes the carry's shape.
+  ExpectError(
+      "program p(c: f32[2], xs: f32[3,2,4]) {\n  %y = scan(%c, %xs) {\n"
+      "    body(a: f32[2], x: f32[2,4])\n    return %x\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+      2, 8, "the body of scan at 2:8 returns f32[2,4] but the carry is f32[2]");
+  // The program's result is not a scalar.
+  ExpectError("program p(a: f32[2]) {\n  return %a\n}\n", 2, 3,
+              "program p returns f32[2]; expected a scalar f32[]");
+}
+
+TEST(ProgramTextErrorTest, UnknownDtype) {
+  ExpectError("program p(a: f64[2]) {\n  return %a\n}\n", 1, 14,
+              "unknown dtype 'f64'; expected f32");
+  ExpectError("program p(a: f32[2]) {\n  %b: bf16[2] = relu(%a)\n  return %b\n}\n", 2, 7,
+              "unknown dtype 'bf16'");
+}
+
+TEST(ProgramTextErrorTest, UndefinedAndRedefinedValues) {
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%c)\n  return %b\n}\n", 2, 13,
+              "undefined value %c in program p; expected a parameter or a value defined above");
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a)\n  %b = sin(%a)\n  return %b\n}\n", 3, 3,
+              "redefined value %b (first defined at 2:3 in program p)");
+  ExpectError("program p(a: f32[], a: f32[]) {\n  return %a\n}\n", 1, 21,
+              "redefined value %a (first defined at 1:11");
+  // Defined later is undefined here.
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%c)\n  %c = relu(%a)\n  return %c\n}\n", 2, 13,
+              "undefined value %c");
+}
+
+TEST(ProgramTextErrorTest, CaptureFromTheEnclosingProgram) {
+  ExpectError(
+      "program p(x: f32[2], w: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2])\n"
+      "    %m = mul(%a, %w)\n    return %m\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+      4, 18, "%w is a value of program p (defined at 1:22), captured by the body of checkpoint "
+             "at 2:8; expected a value of the body: pass it to the body as an input");
+}
+
+TEST(ProgramTextErrorTest, MissingReturn) {
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a)\n}\n", 3, 1,
+              "missing return: program p ends without one; expected 'return %VALUE' before '}'");
+  ExpectError(
+      "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2])\n  }\n"
+      "  return %y\n}\n",
+      4, 3, "missing return: the body of checkpoint at 2:8 ends without one");
+  ExpectError("program p(a: f32[]) {\n  return %a\n  %b = relu(%a)\n}\n", 3, 3,
+              "expected '}' after the return of program p");
+}
+
+TEST(ProgramTextErrorTest, UnterminatedBody) {
+  ExpectError("program p(a: f32[]) {\n  return %a\n", 3, 1,
+              "unterminated program p (its '{' is at 1:21); expected '}'");
+  ExpectError(
+      "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2])\n    return %a\n",
+      5, 1, "unterminated the body of checkpoint at 2:8 (its '{' is at 2:23)");
+  ExpectError("program p(x: f32[2]) {\n  %y = checkpoint(%x)\n  return %y\n}\n", 2, 22,
+              "checkpoint needs a body: expected '{' at the end of the line");
+}
+
+TEST(ProgramTextErrorTest, BadAttribute) {
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) colour=\"red\"\n  return %b\n}\n", 2, 17,
+              "bad attribute: unknown attribute 'colour'");
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) policy=\"dots_saveable\"\n  return %b\n}\n",
+              2, 17, "bad attribute: relu takes no policy=");
+  ExpectError("program p(a: f32[]) {\n  %b = scale(%a) scalar=abc\n  return %b\n}\n", 2, 25,
+              "bad attribute: expected a number after scalar=");
+  ExpectError("program p(a: f32[]) {\n  %b = scale(%a)\n  return %b\n}\n", 2, 8,
+              "scale needs its constant: scalar=C");
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) @ \"x\" @ \"y\"\n  return %b\n}\n", 2, 23,
+              "bad attribute: @ given twice");
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) scope=3\n  return %b\n}\n", 2, 23,
+              "bad attribute: expected scope as a quoted string, got '3'");
+  ExpectError(
+      "program p(x: f32[2]) {\n  %y = checkpoint(%x) policy=\"sometimes\" {\n"
+      "    body(a: f32[2])\n    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+      2, 30, "bad attribute: policy \"sometimes\": unknown policy 'sometimes'; policies:");
+  ExpectError("program p(a: f32[]) {\n  %b = name(%a)\n  return %b\n}\n", 2, 8,
+              "name needs a non-empty label");
+}
+
+TEST(ProgramTextErrorTest, TrailingGarbage) {
+  ExpectError("program p(a: f32[]) {\n  return %a\n}\nprogram q(b: f32[]) {\n", 4, 1,
+              "trailing text after the program's closing '}': 'program'; expected the end of "
+              "the file");
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) )\n  return %b\n}\n", 2, 17,
+              "expected an attribute");
+  ExpectError("program p(a: f32[]) {\n  return %a %a\n}\n", 2, 13,
+              "trailing text after the returned value: '%a'; expected the end of the line");
+}
+
+TEST(ProgramTextErrorTest, LexicalErrors) {
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) @ \"x\n  return %b\n}\n", 2, 19,
+              "unterminated string");
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) @ \"\\q\"\n  return %b\n}\n", 2, 20,
+              "bad escape");
+  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) $\n  return %b\n}\n", 2, 17,
+              "unexpected character '$'");
+  ExpectError("program p(a: f32[]) {\n  % = relu(%a)\n  return %b\n}\n", 2, 3,
+              "expected a value name after '%'");
+}
+
+TEST(ProgramTextErrorTest, BadShapes) {
+  ExpectError("program p(a: f32[1,2,3,4]) {\n  return %a\n}\n", 1, 24,
+              "a shape of rank 4; expected rank 0 to 3");
+  ExpectError("program p(a: f32[-2]) {\n  return %a\n}\n", 1, 18, "negative dimension -2");
+  ExpectError("program p(a: f32[99999999999]) {\n  return %a\n}\n", 1, 18,
+              "expected a dimension (an integer of magnitude at most");
+  ExpectError("program p(a: f32[2147483648,2147483648]) {\n  return %a\n}\n", 1, 29,
+              "more than 2^48 elements");
+}
+
+TEST(ProgramTextErrorTest, BadChains) {
+  ExpectError(
+      "program p(x: f32[2]) {\n  %y = chain(%x) {\n    body(a: f32[2])\n"
+      "    %r = relu(%a)\n    return %r\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+      2, 8, "block 0 of the body of chain at 2:8 is a relu; expected a chain's blocks to be "
+            "checkpoint ops");
+}
+
+TEST(ProgramTextErrorTest, DeepNestingIsRefused) {
+  std::string text = "program p(x: f32[]) {\n";
+  for (int i = 0; i < 70; ++i) text += "%y = checkpoint(%x) {\nbody(x: f32[])\n";
+  const std::string message = ParseError(text);
+  EXPECT_NE(message.find("bodies nested more than 64 deep"), std::string::npos) << message;
+}
+
+// The hand-written example of the README: it parses, keeps its labels and
+// attributes, and eager and recompute agree on it bit for bit.
+TEST(ProgramTextTest, TheHandWrittenExampleRuns) {
+  const Program p = ReadProgramFile("problems/files/mlp_bias.remat");
+  EXPECT_EQ(p.name, "mlp_bias");
+  EXPECT_EQ(p.CountOps(OpKind::kBiasAdd), 2);
+  EXPECT_EQ(p.ops[0].policy.ToString(), "dots_saveable");
+  EXPECT_EQ(p.ops[0].body->ops[1].scope, "layer1");
+  EXPECT_EQ(ProgramDifference(p, ParseProgram(PrintProgram(p), "printed")), "");
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < p.num_params(); ++i) {
+    Tensor t = Tensor::Zeros(DType::kF32, p.shapes[i]);
+    for (int64_t j = 0; j < t.num_elements(); ++j) t.f32()[j] = 0.01f * static_cast<float>(j % 17) - 0.08f;
+    inputs.push_back(t);
+  }
+  const std::vector<int> wrt = {0, 1, 2, 3, 4};
+  const Result eager = MakeEngine("eager")->ValueAndGrad(p, inputs, wrt, {});
+  const Result recompute = MakeEngine("recompute")->ValueAndGrad(p, inputs, wrt, {});
+  EXPECT_FALSE(FirstBitDifference(eager, recompute).has_value());
+  EXPECT_GT(recompute.stats.flops_recomputed, 0);
+}
+
+TEST(ProgramTextTest, ReadProgramFileNamesAMissingFile) {
+  try {
+    ReadProgramFile("/nonexistent/p.remat");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/p.remat: cannot open");
+  }
+  try {
+    ReadProgramFile("/dev/zero");  // never read: it would not end
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/dev/zero: not a regular file; expected a program file");
+  }
+}
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,41 @@
+#include "problems/program_file.h"
+
+#include <set>
+#include <utility>
+
+#include "engines/api/error.h"
+#include "engines/api/program_text.h"
+
+namespace remat {
+
+std::unique_ptr<ProgramFileProblem> ProgramFileProblem::Read(const std::string& path) {
+  return std::make_unique<ProgramFileProblem>(ReadProgramFile(path), path);
+}
+
+ProgramFileProblem::ProgramFileProblem(Program program, std::string path)
+    : program_(std::move(program)), path_(std::move(path)) {
+  std::set<std::string> seen;
+  for (const std::string& name : program_.param_names) {
+    if (name.empty() || !seen.insert(name).second) {
+      throw Error(StrCat(path_, ": program ", program_.name, " has ",
+                         name.empty() ? "an input with an empty name"
+                                      : "two inputs named '" + name + "'",
+                         "; inputs are read (DIR/<name>.npy) and differentiated (--wrt) by name, "
+                         "so each needs its own"));
+    }
+  }
+}
+
+std::string ProgramFileProblem::description() const {
+  return StrCat("program ", program_.name, " read from ", path_);
+}
+
+Program ProgramFileProblem::Build(const ParamValues& params) const {
+  if (!params.empty()) {
+    throw Error(StrCat(path_, ": a program file has no size parameters (got ",
+                       FormatParams(params), ")"));
+  }
+  return program_;
+}
+
+}  // namespace remat
