@@ -189,14 +189,21 @@ int64_t RevolveRecomputedSteps(int64_t length, int slots);
 
 // The schedule with the fewest recomputed FLOPs whose Simulate peak_bytes is
 // <= budget_bytes, over snapshots anywhere, single-step and multi-step
-// kReverse: dynamic programming over the chain, after Beaumont et al.'s Rotor
-// (steps may differ in flops and sizes). Name "budget:BYTES". Throws
+// kReverse, and Rotor's second mode (taped steps, in the forward pass and in
+// recomputation): dynamic programming over the chain, after Beaumont et al.'s
+// Rotor (steps may differ in flops and sizes). At each segment the DPs either
+// keep the start's carry and advance (kSnapshot, kReverse) or run the first
+// step taped and go on from its output (kAdvanceTaped, then kReverseTaped
+// once the rest is reversed). More memory never recomputes more; between body
+// checkpointing and eager's whole tape, recomputation falls at least in
+// proportion to the memory (each step taped instead of kept costs its
+// residual less its carry, and saves its rerun). Name "budget:BYTES". Throws
 // remat::Error if no schedule fits: "budget 1000 bytes is too small for this
 // chain: the smallest feasible is 4096 bytes" (MinimumFeasibleBytes).
 //
 // Memory is counted in levels of `unit` bytes below the budget; keeping a
-// snapshot costs ceil(carry_bytes / unit) levels. unit is the gcd of the
-// carry sizes (exact) unless that makes too many levels for the time and
+// snapshot costs ceil(carry_bytes / unit) levels, a tape ceil(residual_bytes
+// / unit). unit is the gcd of the carry and residual sizes (exact) unless that makes too many levels for the time and
 // table limits (about a quarter of a second); then it is rounded up to
 // budget / (the levels that fit): the schedule still fits the budget, but a
 // snapshot may be charged more than its size, so it may recompute more than
@@ -205,10 +212,9 @@ int64_t RevolveRecomputedSteps(int64_t length, int slots);
 //     1..L; position 0 never counts): Rotor's form (every snapshot kept until
 //     its segment is done; the exhaustive tests find nothing better on
 //     uniform chains) by segment length, O(L^2) per level, vectorised: exact
-//     up to about 3e9 / L^2 levels (178 at L = 4096: budgets up to about 180
-//     carries beyond one residual), rounded beyond; budgets that let every
-//     step be recomputed once are recognised without search. L = 4096 takes
-//     under 0.15 s. At most 20000 steps.
+//     up to about 3e9 / L^2 levels of gcd(carry, residual) bytes (178 at L =
+//     4096), rounded beyond. L = 4096 takes under a second (0.8 s at 1000
+//     carries on a busy machine). At most 20000 steps.
 //   Other chains: the exact DP over every schedule of the action language,
 //     including snapshots dropped before their segment is done (stepping
 //     stones: with differing sizes these beat Rotor's form), O(L^4 / 8) per
@@ -220,12 +226,14 @@ int64_t RevolveRecomputedSteps(int64_t length, int slots);
 //     smallest feasible budget, the schedule that keeps nothing but the
 //     input). Non-uniform chains of hundreds of steps get good, not optimal,
 //     schedules, in under 0.6 s.
-// In every case the whole chain reversed by one kReverse is taken when it
-// fits (it is optimal: every step is recomputed exactly once).
+// In every case eager's schedule (every step taped in the forward pass) is
+// taken when it fits: it recomputes nothing.
 Schedule Budget(const ChainCosts& costs, int64_t budget_bytes);
-// The smallest peak_bytes of any schedule: the forward pass's largest carry,
-// or the best partition of the chain into kReverse segments (residuals plus
-// the arriving cotangent), whichever is larger.
+// The smallest peak_bytes of any schedule: the forward pass's largest carry
+// (at L: EndBytes), or the best partition of the chain into kReverse segments
+// (residuals plus the arriving cotangent), whichever is larger. Tapes do not
+// lower it (a taped step holds its residual and its output, as a kReverse 1
+// does).
 int64_t MinimumFeasibleBytes(const ChainCosts& costs);
 
 // "123", "123B", "256KiB", "64MiB", "1.5GiB", "1GB" (KB, MB, GB, TB: powers

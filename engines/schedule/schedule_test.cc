@@ -366,6 +366,40 @@ TEST(SimulateTest, RestoredCarryIsNotCountedTwice) {
   EXPECT_EQ(cost.recomputed_steps, 4);
 }
 
+TEST(SimulateTest, CountsTapesUntilTheirStepIsDifferentiated) {
+  ChainCosts c;
+  c.step_flops = {1, 2, 4, 8};
+  c.carry_bytes = {1000, 10, 20, 40, 80};
+  c.residual_bytes = {100, 200, 400, 800};
+  c.after_bytes = 5;
+  // Forward: tape steps 0 and 1, keep 2, run 2 and 3. Backward: tape step 2
+  // from the snapshot, reverse step 3 from the live carry, then steps 2, 1
+  // and 0 from their tapes.
+  const std::vector<Action> forward = {A(Kind::kAdvanceTaped, 2), A(Kind::kSnapshot), A(Kind::kAdvance, 2)};
+  const std::vector<Action> backward = {A(Kind::kRestore, 2), A(Kind::kDrop, 2), A(Kind::kAdvanceTaped, 1),
+                                        A(Kind::kReverse, 1), A(Kind::kReverseTaped, 3)};
+  const ScheduleCost cost = RunActions(forward, backward, c);
+  EXPECT_DOUBLE_EQ(cost.recomputed_flops, 4 + 8);
+  EXPECT_EQ(cost.recomputed_steps, 2);
+  EXPECT_EQ(cost.taped_steps, 3);
+  EXPECT_EQ(cost.max_snapshots, 1);
+  // The forward pass ends with tapes 100 + 200, the snapshot 20, the output
+  // 80 and after_bytes 5: 405. Step 2 taped: tapes 700 + its output 40. The
+  // kReverse of step 3: tapes 700 + 800 + 80 = 1580.
+  EXPECT_EQ(cost.peak_bytes, 1580);
+  c.residual_bytes = {100, 200, 400, 10};
+  EXPECT_EQ(RunActions(forward, backward, c).peak_bytes, 790);
+  c.after_bytes = 500;
+  EXPECT_EQ(Simulate(TapeAll(4), c).peak_bytes, 100 + 200 + 400 + 10 + 80 + 500);
+  EXPECT_EQ(RunActions(forward, backward, c).peak_bytes, 900);  // 300 + 20 + 80 + 500 at the end
+  // Budget leaves room for after_bytes at the forward pass's end.
+  for (int64_t budget : {MinimumFeasibleBytes(c), int64_t{900}, int64_t{1200}, EagerBytes(c)}) {
+    EXPECT_LE(Simulate(Budget(c, budget), c).peak_bytes, budget);
+  }
+  EXPECT_EQ(MinimumFeasibleBytes(c), 580);
+  EXPECT_EQ(Simulate(Budget(c, EagerBytes(c)), c).recomputed_flops, 0);
+}
+
 TEST(SimulateTest, RejectsEveryBrokenRule) {
   const std::vector<Action> all = {A(Kind::kAdvance, 8)};
   const std::vector<Action> done = {A(Kind::kRestore, 0), A(Kind::kReverse, 8)};
