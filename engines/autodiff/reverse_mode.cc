@@ -275,7 +275,7 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
     } else if (op.kind == OpKind::kCheckpoint) {
       ForwardCheckpoint(op, in, in_needs, op_tape, /*run=*/true, where, &out);
     } else if (op.kind == OpKind::kChain) {
-      out = ForwardChain(op, in, in_needs, op_tape, where);
+      out = ForwardChain(p, op, in, in_needs, op_tape, where);
     } else {
       out = ForwardScan(p, op, in, in_needs, op_tape, where);
     }
@@ -661,6 +661,24 @@ int64_t ReverseMode::HeldOutsideLoop() const {
   return tracker_->live_bytes(Category::kActivations) + output_bytes_;
 }
 
+// What the rest of the loop's program computes after the loop's forward pass
+// (ChainCosts::after_bytes), while the loop keeps its snapshots and tapes: at
+// most every later op's output at once (tapes taken at the end of a forward
+// pass made this moment a peak: scan_stack's square(y) then measured one
+// carry over the budget). The program's output is left out: HeldOutsideLoop
+// counts it. What follows in an enclosing program (a loop inside a region's
+// body) is not seen.
+int64_t ReverseMode::AfterLoopBytes(const Program& p, const Op& op) const {
+  const int64_t item = DTypeSize(kernels_->dtype());
+  int64_t bytes = 0;
+  bool after = false;
+  for (const Op& later : p.ops) {
+    if (after && later.output != p.output) bytes += p.shapes[later.output].num_elements() * item;
+    after = after || &later == &op;
+  }
+  return bytes;
+}
+
 LoopPlan ReverseMode::PlanScan(const Program& p, const Op& op) {
   LoopModel model;
   model.held_outside = HeldOutsideLoop();
@@ -672,8 +690,10 @@ LoopPlan ReverseMode::PlanScan(const Program& p, const Op& op) {
     const int64_t item = DTypeSize(kernels_->dtype());
     const int64_t residual_bytes = StepResidualBytes(body, /*carry=*/0, item);
     const int64_t carry_bytes = body.shapes[0].num_elements() * item;
-    return ChainCosts::Uniform(length, static_cast<double>(ForwardFlops(body)), carry_bytes,
-                               residual_bytes);
+    ChainCosts costs = ChainCosts::Uniform(length, static_cast<double>(ForwardFlops(body)),
+                                           carry_bytes, residual_bytes);
+    costs.after_bytes = AfterLoopBytes(p, op);
+    return costs;
   };
   return planner_->PlanLoop(op, model);
 }
@@ -734,9 +754,18 @@ Tensor ReverseMode::ForwardScheduled(const Op& op, const Steps& steps, const Ten
                                      OpTape* op_tape) {
   Tensor carry = input;
   int64_t pos = 0;
+  op_tape->taped.clear();
   for (const Action& a : op_tape->schedule->forward) {
     if (a.kind == ActionKind::kAdvance) {
       for (int64_t i = pos; i < pos + a.n; ++i) carry = steps.forward(i, carry, nullptr);
+      pos += a.n;
+    } else if (a.kind == ActionKind::kAdvanceTaped) {
+      // Rotor's second mode: the step keeps its residuals, as eager's would.
+      for (int64_t i = pos; i < pos + a.n; ++i) {
+        auto tape = std::make_unique<Tape>();
+        carry = steps.forward(i, carry, tape.get());
+        op_tape->taped[i] = std::move(tape);
+      }
       pos += a.n;
     } else if (a.kind == ActionKind::kSnapshot) {
       op_tape->snapshots[pos] = carry;
@@ -745,6 +774,7 @@ Tensor ReverseMode::ForwardScheduled(const Op& op, const Steps& steps, const Ten
                          " has a backward action in its forward pass"));
     }
   }
+  op_tape->schedule_length = pos;
   return carry;
 }
 
@@ -755,6 +785,7 @@ Tensor ReverseMode::BackwardScheduled(const Steps& steps, const Tensor& input, T
   Tensor carry;
   Tensor carry_cot = std::move(dout);
   int64_t pos = -1;
+  int64_t frontier = op_tape->schedule_length;
   for (const Action& a : op_tape->schedule->backward) {
     switch (a.kind) {
       case ActionKind::kRestore:
@@ -767,12 +798,39 @@ Tensor ReverseMode::BackwardScheduled(const Steps& steps, const Tensor& input, T
       case ActionKind::kDrop:
         op_tape->snapshots.erase(a.n);
         break;
-      case ActionKind::kAdvance: {
+      case ActionKind::kAdvance:
+      case ActionKind::kAdvanceTaped: {
         const int64_t flops_before = kernels_->flops();
         ScopedSite site(tracker_.get(), Category::kActivations, tracker_->site());
-        for (int64_t i = pos; i < pos + a.n; ++i) carry = steps.forward(i, carry, nullptr);
+        for (int64_t i = pos; i < pos + a.n; ++i) {
+          if (a.kind == ActionKind::kAdvance) {
+            carry = steps.forward(i, carry, nullptr);
+            continue;
+          }
+          auto tape = std::make_unique<Tape>();
+          carry = steps.forward(i, carry, tape.get());
+          op_tape->taped[i] = std::move(tape);
+        }
         recomputed_flops_ += kernels_->flops() - flops_before;
         pos += a.n;
+        break;
+      }
+      case ActionKind::kReverseTaped: {
+        // Differentiate the taped steps below the frontier from their tapes,
+        // the last first, freeing each tape as its step is done. (The
+        // schedule was checked by Simulate: they are taped.)
+        recomputing_ = was_recomputing;
+        for (int64_t i = frontier - 1; i >= frontier - a.n; --i) {
+          auto it = op_tape->taped.find(i);
+          if (it == op_tape->taped.end()) {
+            throw Error(StrCat("schedule ", op_tape->schedule->name, ": step ", i, " has no tape"));
+          }
+          std::unique_ptr<Tape> tape = std::move(it->second);
+          op_tape->taped.erase(it);
+          if (carry_cot.defined()) carry_cot = steps.backward(i, tape.get(), std::move(carry_cot));
+        }
+        frontier -= a.n;
+        recomputing_ = true;
         break;
       }
       case ActionKind::kReverse: {
@@ -793,6 +851,7 @@ Tensor ReverseMode::BackwardScheduled(const Steps& steps, const Tensor& input, T
           carry_cot = steps.backward(i, &tapes[i - pos], std::move(carry_cot));
           tapes[i - pos] = Tape();
         }
+        frontier = pos;
         recomputing_ = true;
         break;
       }
@@ -800,6 +859,7 @@ Tensor ReverseMode::BackwardScheduled(const Steps& steps, const Tensor& input, T
   }
   recomputing_ = was_recomputing;
   op_tape->snapshots.clear();
+  op_tape->taped.clear();
   return carry_cot;
 }
 
@@ -840,10 +900,14 @@ ChainCosts ChainCostsOf(const Op& op, int64_t item) {
 
 }  // namespace
 
-LoopPlan ReverseMode::PlanChain(const Op& op) {
+LoopPlan ReverseMode::PlanChain(const Program& p, const Op& op) {
   LoopModel model;
   model.held_outside = HeldOutsideLoop();
-  model.costs = [&] { return ChainCostsOf(op, DTypeSize(kernels_->dtype())); };
+  model.costs = [&] {
+    ChainCosts costs = ChainCostsOf(op, DTypeSize(kernels_->dtype()));
+    costs.after_bytes = AfterLoopBytes(p, op);
+    return costs;
+  };
   return planner_->PlanLoop(op, model);
 }
 
@@ -870,11 +934,11 @@ Tensor ReverseMode::ChainStep(const Op& op, int64_t i, const Tensor& carry,
   return out;
 }
 
-Tensor ReverseMode::ForwardChain(const Op& op, const std::vector<Tensor>& in,
+Tensor ReverseMode::ForwardChain(const Program& p, const Op& op, const std::vector<Tensor>& in,
                                  const std::vector<bool>& needs, OpTape* op_tape,
                                  const std::string& where) {
   const Program& chain = *op.body;
-  LoopPlan plan = op_tape ? PlanChain(op) : LoopPlan();
+  LoopPlan plan = op_tape ? PlanChain(p, op) : LoopPlan();
   if (!plan.schedule) {
     // Inline: exactly the blocks, as the program was before grouping.
     return ForwardInline(chain, in, needs, op_tape, where);

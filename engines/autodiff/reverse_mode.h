@@ -138,9 +138,12 @@ class ReverseMode {
     std::map<int, uint64_t> hashes;
     bool honoured = false;
     // A scheduled scan: its schedule and the carries it keeps, by position
-    // (position 0 is the scan's input).
+    // (position 0 is the scan's input), and the tapes of its taped steps
+    // (kAdvanceTaped), by step, until kReverseTaped differentiates them.
     std::shared_ptr<const Schedule> schedule;
     std::map<int64_t, Tensor> snapshots;
+    std::map<int64_t, std::unique_ptr<Tape>> taped;
+    int64_t schedule_length = 0;  // steps the forward actions ran: the frontier the backward starts at
   };
   struct Tape {
     std::vector<OpTape> ops;
@@ -189,6 +192,9 @@ class ReverseMode {
   // keeps the schedule's snapshots, the backward pass replays its actions.
   // The planner's plan for a scan; the cost model its schedule is made for.
   LoopPlan PlanScan(const Program& program, const Op& op);
+  // What `program` computes after the loop `op` in its forward pass
+  // (engines/schedule's ChainCosts::after_bytes).
+  int64_t AfterLoopBytes(const Program& program, const Op& op) const;
   // Activation bytes the run holds apart from a loop that is being scheduled
   // now: subtracted from a budget:B (see the .cc).
   int64_t HeldOutsideLoop() const;
@@ -219,14 +225,14 @@ class ReverseMode {
 
   // A chain of blocks (OpKind::kChain): inline unless it has a schedule and
   // checkpoints are honoured.
-  Tensor ForwardChain(const Op& op, const std::vector<Tensor>& in, const std::vector<bool>& needs,
-                      OpTape* op_tape, const std::string& where);
+  Tensor ForwardChain(const Program& p, const Op& op, const std::vector<Tensor>& in,
+                      const std::vector<bool>& needs, OpTape* op_tape, const std::string& where);
   // Returns the sums of the chain's inputs' cotangents, continued from `sums`
   // (the enclosing program's sums so far, by input).
   std::vector<Tensor> BackwardChain(const Op& op, OpTape* op_tape, const Tensor& dout,
                                     std::vector<Tensor> sums, const std::string& where);
   // The planner's plan for a chain; the cost model of its blocks.
-  LoopPlan PlanChain(const Op& op);
+  LoopPlan PlanChain(const Program& p, const Op& op);
   // Block i of a chain forward from `carry` (unused for block 0), every
   // nested region inline.
   Tensor ChainStep(const Op& op, int64_t i, const Tensor& carry, const std::vector<Tensor>& in,

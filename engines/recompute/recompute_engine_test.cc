@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <tuple>
 
@@ -415,8 +416,9 @@ TEST(ScheduleTest, EveryScheduleMatchesEagerAndItsCostModel) {
       EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
       // One step of scan_stack is 2Nd^2 + Nd FLOPs forward; a kReverse keeps
       // its carry (the matmul's input) and the relu's input, Nd floats each.
-      const ChainCosts costs =
+      ChainCosts costs =
           ChainCosts::Uniform(length, 2 * 8 * 16 * 16 + 8 * 16, 8 * 16 * 4, 2 * 8 * 16 * 4);
+      costs.after_bytes = 8 * 16 * 4;  // the loss's square(y), computed after the scan
       // A budget leaves out the 4 bytes of the loss, which the run holds
       // while the chain reverses.
       const ScheduleCost cost = Simulate(ParseSchedule(spec, costs, /*held_bytes=*/4), costs);
@@ -483,6 +485,7 @@ TEST(ChainScheduleTest, EveryScheduleMatchesEagerAndItsCostModel) {
       costs.residual_bytes.push_back(4 * n * width(i + 1) + (i > 0 ? 4 * n * width(i) : 0));
     }
     costs.carry_bytes.push_back(4 * n * width(length));
+    costs.after_bytes = 4 * n * width(length);  // the loss's square(y), computed after the chain
     for (const char* spec : {"every:1", "every:3", "segments:2", "sqrt", "bisect", "revolve:1",
                              "revolve:2", "revolve:4", "budget:4KiB", "budget:64KiB"}) {
       SCOPED_TRACE(StrCat("L=", length, " ", spec));
@@ -591,6 +594,65 @@ TEST(ChainScheduleTest, BudgetBoundsTheMeasuredActivations) {
       ++checked;
     }
     EXPECT_GE(checked, 3) << name;
+  }
+}
+
+// Rotor's second mode under the executor: budgets from body checkpointing
+// to eager's whole tape make schedules that tape steps (kAdvanceTaped in the
+// forward pass and in recomputation, kReverseTaped). Gradients stay eager's
+// bits, the measured peak is the predicted one, the recomputation is the cost
+// model's, the activations stay within the budget, and recomputation falls
+// as the budget grows, to none at eager's peak.
+TEST(ChainScheduleTest, TapedStepsMatchEagerAndTheirCostModel) {
+  struct Chain {
+    std::string name;
+    ParamValues params;
+    ChainCosts costs;
+  };
+  const int64_t d = 16, n = 8;
+  auto width = [&](int64_t i) { return i % 3 == 0 ? d : i % 3 == 1 ? 2 * d : d / 2; };
+  ChainCosts mlp;
+  const int64_t mlp_length = 10;
+  for (int64_t i = 0; i < mlp_length; ++i) {
+    mlp.step_flops.push_back(static_cast<double>(2 * n * width(i) * width(i + 1) + n * width(i + 1)));
+    mlp.carry_bytes.push_back(4 * n * width(i));
+    mlp.residual_bytes.push_back(4 * n * width(i + 1) + (i > 0 ? 4 * n * width(i) : 0));
+  }
+  mlp.carry_bytes.push_back(4 * n * width(mlp_length));
+  // The loss, sum(square(y)), computes square(y) after the chain.
+  mlp.after_bytes = 4 * n * width(mlp_length);
+  ChainCosts stack = ChainCosts::Uniform(24, 2 * n * d * d + n * d, n * d * 4, 2 * n * d * 4);
+  stack.after_bytes = n * d * 4;
+  const std::vector<Chain> chains = {{"scan_stack", {{"L", 24}, {"d", d}, {"N", n}}, stack},
+                                     {"mlp_chain", {{"L", mlp_length}, {"d", d}, {"N", n}}, mlp}};
+  for (const Chain& chain : chains) {
+    const Problem& problem = FindProblem(chain.name);
+    Case c = MakeCase(problem, ResolveParams(problem, chain.params));
+    Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+    const int64_t length = chain.costs.length();
+    // Body checkpointing's peak (every carry kept) and eager's (every step
+    // taped), in the model; the run holds the loss's 4 bytes besides.
+    const int64_t body = Simulate(EveryK(length, 1), chain.costs).peak_bytes;
+    const Schedule all{"", {{ActionKind::kAdvanceTaped, length}}, {{ActionKind::kReverseTaped, length}}};
+    const int64_t tape_all = Simulate(all, chain.costs).peak_bytes;
+    double previous = std::numeric_limits<double>::infinity();
+    int taped = 0;
+    for (int i = 0; i <= 8; ++i) {
+      const int64_t budget = body + (tape_all - body) * i / 8 + 4;
+      SCOPED_TRACE(StrCat(chain.name, " budget:", budget));
+      const std::string spec = StrCat("budget:", budget);
+      const ScheduleCost cost = Simulate(ParseSchedule(spec, chain.costs, /*held_bytes=*/4), chain.costs);
+      Result r = MakeEngine("recompute")->ValueAndGrad(ApplySchedule(c.program, spec), c.inputs, c.wrt);
+      ExpectBitwiseEqual(eager, r, spec);
+      EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes);
+      EXPECT_EQ(static_cast<double>(r.stats.flops_recomputed), cost.recomputed_flops);
+      EXPECT_LE(r.stats.high_water_bytes_by_category[static_cast<int>(Category::kActivations)], budget);
+      EXPECT_LE(cost.recomputed_flops, previous);
+      previous = cost.recomputed_flops;
+      taped += cost.taped_steps > 0;
+    }
+    EXPECT_EQ(previous, 0) << chain.name;
+    EXPECT_GE(taped, 8) << chain.name;
   }
 }
 

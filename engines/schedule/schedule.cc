@@ -32,6 +32,10 @@ const char* KindName(ActionKind kind) {
       return "kDrop";
     case Kind::kReverse:
       return "kReverse";
+    case Kind::kAdvanceTaped:
+      return "kAdvanceTaped";
+    case Kind::kReverseTaped:
+      return "kReverseTaped";
   }
   return "kUnknown";
 }
@@ -45,7 +49,8 @@ class Machine {
       : schedule_(schedule),
         costs_(costs),
         length_(costs.length()),
-        kept_(static_cast<size_t>(length_) + 1, false) {}
+        kept_(static_cast<size_t>(length_) + 1, false),
+        taped_(static_cast<size_t>(length_), false) {}
 
   ScheduleCost Run() {
     phase_ = "forward";
@@ -53,6 +58,7 @@ class Machine {
     if (p_ != length_) {
       FailPhase(StrCat("the forward pass ends at p = ", p_, ", not at L = ", length_));
     }
+    Touch(LiveBytes() + costs_.after_bytes);  // the rest of the run's forward pass
     // The output belongs to the caller: the backward pass starts without a
     // current carry, so its first use of a carry is a kRestore.
     phase_ = "backward";
@@ -87,7 +93,7 @@ class Machine {
   }
 
   int64_t LiveBytes() const {
-    return kept_bytes_ + (live_ && !aliased_ ? costs_.carry_bytes[p_] : 0);
+    return kept_bytes_ + taped_bytes_ + (live_ && !aliased_ ? costs_.carry_bytes[p_] : 0);
   }
   void Touch(int64_t bytes) { cost_.peak_bytes = std::max(cost_.peak_bytes, bytes); }
 
@@ -96,27 +102,56 @@ class Machine {
       case Kind::kAdvance:
         if (a.n < 1) Fail(a, "n must be >= 1");
         if (a.n > length_ - p_) Fail(a, StrCat("p + n = ", p_ + a.n, " is past L = ", length_));
-        Advance(a.n, /*recompute=*/false);
+        Advance(a, /*recompute=*/false, /*taped=*/false);
+        return;
+      case Kind::kAdvanceTaped:
+        if (a.n < 1) Fail(a, "n must be >= 1");
+        if (a.n > length_ - p_) Fail(a, StrCat("p + n = ", p_ + a.n, " is past L = ", length_));
+        Advance(a, /*recompute=*/false, /*taped=*/true);
         return;
       case Kind::kSnapshot:
         Snapshot(a, length_, "L");
         return;
       default:
-        Fail(a, "the forward pass holds only kAdvance and kSnapshot");
+        Fail(a, "the forward pass holds only kAdvance, kAdvanceTaped and kSnapshot");
     }
   }
 
   void Backward(const Action& a) {
     switch (a.kind) {
       case Kind::kAdvance:
+      case Kind::kAdvanceTaped:
         if (a.n < 1) Fail(a, "n must be >= 1");
         RequireLive(a);
         if (a.n >= frontier_ - p_) {
           Fail(a, StrCat("p + n = ", p_ + a.n, " must stay below the frontier ", frontier_,
                          " (a carry at or past the frontier is never needed)"));
         }
-        Advance(a.n, /*recompute=*/true);
+        Advance(a, /*recompute=*/true, /*taped=*/a.kind == Kind::kAdvanceTaped);
         return;
+      case Kind::kReverseTaped: {
+        if (a.n < 1) Fail(a, "n must be >= 1");
+        if (a.n > frontier_) {
+          Fail(a, StrCat("n = ", a.n, " is more than the ", frontier_, " steps below the frontier"));
+        }
+        for (int64_t i = frontier_ - a.n; i < frontier_; ++i) {
+          if (!taped_[i]) {
+            Fail(a, StrCat("step ", i, " is not taped (no kAdvanceTaped ran it since it was ",
+                           "last differentiated)"));
+          }
+        }
+        if (live_ && p_ >= frontier_ - a.n) {
+          Fail(a, StrCat("the current carry at p = ", p_, " is at or past the new frontier ",
+                         frontier_ - a.n, "; a carry there is never needed"));
+        }
+        for (int64_t i = frontier_ - a.n; i < frontier_; ++i) {
+          taped_[i] = false;
+          taped_bytes_ -= costs_.residual_bytes[i];
+        }
+        frontier_ -= a.n;
+        cost_.taped_steps += a.n;
+        return;
+      }
       case Kind::kSnapshot:
         RequireLive(a);
         Snapshot(a, frontier_, "the frontier");
@@ -150,11 +185,16 @@ class Machine {
         }
         int64_t residuals = 0;
         for (int64_t i = p_; i < frontier_; ++i) {
+          if (taped_[i]) {
+            Fail(a, StrCat("step ", i, " is taped: kReverseTaped differentiates it, not a kReverse"));
+          }
+        }
+        for (int64_t i = p_; i < frontier_; ++i) {
           residuals += costs_.residual_bytes[i];
           cost_.recomputed_flops += costs_.step_flops[i];
         }
         cost_.recomputed_steps += a.n;
-        Touch(kept_bytes_ + residuals + costs_.carry_bytes[frontier_]);
+        Touch(kept_bytes_ + taped_bytes_ + residuals + costs_.carry_bytes[frontier_]);
         frontier_ = p_;
         live_ = false;
         aliased_ = false;
@@ -174,9 +214,20 @@ class Machine {
     Fail(a, "no current carry at the start of the backward pass; kRestore first");
   }
 
-  void Advance(int64_t n, bool recompute) {
+  void Advance(const Action& a, bool recompute, bool taped) {
+    const int64_t n = a.n;
+    for (int64_t i = p_; i < p_ + n; ++i) {
+      if (taped_[i]) {
+        Fail(a, StrCat("step ", i, " is taped: it is not run again (its output carry is ",
+                       "kept or consumed after its kAdvanceTaped)"));
+      }
+    }
     for (int64_t i = 0; i < n; ++i) {
       if (recompute) cost_.recomputed_flops += costs_.step_flops[p_];
+      if (taped) {
+        taped_[p_] = true;
+        taped_bytes_ += costs_.residual_bytes[p_];
+      }
       ++p_;
       aliased_ = false;
       Touch(LiveBytes());
@@ -203,7 +254,9 @@ class Machine {
   const ChainCosts& costs_;
   const int64_t length_;
   std::vector<bool> kept_;
+  std::vector<bool> taped_;  // taped_[i]: step i's tape is kept
   int64_t kept_bytes_ = 0;
+  int64_t taped_bytes_ = 0;
   int count_ = 0;
   int64_t p_ = 0;
   bool live_ = true;     // the current carry exists
@@ -226,10 +279,10 @@ class Builder {
  public:
   Builder(std::string name, int64_t length) : length_(length) { schedule_.name = std::move(name); }
 
-  void ForwardAdvance(int64_t n) {
-    if (n > 0) schedule_.forward.push_back({Kind::kAdvance, n});
-  }
+  void ForwardAdvance(int64_t n) { Append(schedule_.forward, Kind::kAdvance, n); }
   void ForwardSnapshot() { schedule_.forward.push_back({Kind::kSnapshot, 0}); }
+  // Consecutive runs of one kind merge into one action.
+  void ForwardAdvanceTaped(int64_t n) { Append(schedule_.forward, Kind::kAdvanceTaped, n); }
 
   void RestoreTo(int64_t position) {
     if (live_ && p_ == position) return;
@@ -238,10 +291,15 @@ class Builder {
     live_ = true;
   }
   void Advance(int64_t n) {
-    if (n > 0) schedule_.backward.push_back({Kind::kAdvance, n});
+    Append(schedule_.backward, Kind::kAdvance, n);
     p_ += n;
   }
   void Snapshot() { schedule_.backward.push_back({Kind::kSnapshot, 0}); }
+  void AdvanceTaped(int64_t n) {
+    Append(schedule_.backward, Kind::kAdvanceTaped, n);
+    p_ += n;
+  }
+  void ReverseTaped(int64_t n) { Append(schedule_.backward, Kind::kReverseTaped, n); }
   void Reverse(int64_t n) {
     schedule_.backward.push_back({Kind::kReverse, n});
     live_ = false;
@@ -253,6 +311,15 @@ class Builder {
   }
 
  private:
+  static void Append(std::vector<Action>& actions, Kind kind, int64_t n) {
+    if (n <= 0) return;
+    if (!actions.empty() && actions.back().kind == kind) {
+      actions.back().n += n;
+    } else {
+      actions.push_back({kind, n});
+    }
+  }
+
   void PlaceDrops() {
     struct Life {
       int64_t created = -1;       // backward index of its kSnapshot; -1: the forward pass
@@ -271,13 +338,13 @@ class Builder {
     };
     int64_t p = 0;
     for (const Action& a : schedule_.forward) {
-      if (a.kind == Kind::kAdvance) p += a.n;
+      if (a.kind == Kind::kAdvance || a.kind == Kind::kAdvanceTaped) p += a.n;
       if (a.kind == Kind::kSnapshot) open[p] = Life{};
     }
     p = length_;
     for (size_t i = 0; i < backward.size(); ++i) {
       const Action& a = backward[i];
-      if (a.kind == Kind::kAdvance) p += a.n;
+      if (a.kind == Kind::kAdvance || a.kind == Kind::kAdvanceTaped) p += a.n;
       if (a.kind == Kind::kRestore) {
         p = a.n;
         auto it = open.find(p);
@@ -458,22 +525,22 @@ void CheckBudget(const ChainCosts& c, int64_t budget) {
   }
 }
 
-// Whether keeping every residual (one kReverse of the whole chain) fits.
-bool StoreAllFits(const ChainCosts& c, int64_t budget) {
-  int64_t residuals = 0;
-  int64_t walk = 0;
+// Whether eager's schedule fits: the forward pass tapes every step, the
+// backward pass differentiates them all from their tapes. It recomputes
+// nothing, so when it fits it is optimal.
+bool TapeAllFits(const ChainCosts& c, int64_t budget) {
+  int64_t tapes = 0;
   for (int64_t i = 0; i < c.length(); ++i) {
-    residuals += c.residual_bytes[i];
-    walk = std::max(walk, c.carry_bytes[i + 1]);
+    tapes += c.residual_bytes[i];
+    if (tapes + (i + 1 < c.length() ? c.carry_bytes[i + 1] : c.EndBytes()) > budget) return false;
   }
-  return walk <= budget && residuals + c.carry_bytes[c.length()] <= budget;
+  return true;
 }
 
-Schedule StoreAll(const ChainCosts& c, int64_t budget) {
+Schedule TapeAll(const ChainCosts& c, int64_t budget) {
   Builder b(BudgetName(budget), c.length());
-  b.ForwardAdvance(c.length());
-  b.RestoreTo(0);
-  b.Reverse(c.length());
+  b.ForwardAdvanceTaped(c.length());
+  b.ReverseTaped(c.length());
   return b.Finish();
 }
 
@@ -499,13 +566,22 @@ Schedule StoreAll(const ChainCosts& c, int64_t budget) {
 //   F1 (m = a): kReverse f-a from a (a dropped first): residuals[a..f) + carry[f] <= M_j.
 //   F2 (a > 0, m > a): a's last kRestore, dropped, advance to p <= m
 //       (carry[i] <= M_j on the way), snapshot p: flops[a..p) + E(p, f, m, j).
+//   F3 (m = a, f > a+1): Rotor's second mode: a dropped, step a run keeping
+//       its tape (t_a = ceil(residual_bytes[a] / unit) levels until the
+//       kReverseTaped that differentiates it), then on from the live carry at
+//       a+1: flops[a] + E(a+1, f, a+1, j + t_a).
 //   phase: advance a -> p keeping a, snapshot p; p's work brings the frontier
 //       to f' > m; then on from a: Q(a, f, f', j) + E(a, f', m, j), where
 //       Q(a, f, f', j) = min over p in (a, f'] of flops[a..p) + E(p, f, f', j + k_a).
 // EG(a, m, j): the same when a was kept by the forward pass, which runs on
 // past a for free: either it keeps nothing more (the walk to L fits, then
 // E(a, L, m, j)) or it keeps s > a, whose work brings the frontier to f':
-// QG(a, f', j) + E(a, f', m, j), QG(a, f', j) = min over s of EG(s, f', j + k_a).
+// QG(a, f', j) + E(a, f', m, j), QG(a, f', j) = min over s of EG(s, f', j + k_a);
+// or (m = a) it tapes step a for free: EG(a+1, a+1, j + t_a), EG(L, L, j) = 0.
+// A carry the forward pass reaches is snapshotted unless it is taped. Tapes
+// are taken in Rotor's position (right after their step's input carry was
+// last used, their rest reversed before them), which the rules make the
+// only one: a taped step is never run again.
 // The answer is EG(0, 0, 0). O(L^4 / 8) per level, O(L^3 / 3) entries.
 class StackDp {
  public:
@@ -522,7 +598,10 @@ class StackDp {
     }
     walk_.assign(n * n, 0);
     for (int64_t a = 0; a < n; ++a) {
-      for (int64_t p = a + 1; p < n; ++p) walk_[a * n + p] = std::max(walk_[a * n + p - 1], c.carry_bytes[p]);
+      for (int64_t p = a + 1; p < n; ++p) {
+        // At L the forward pass ends: what the run computes next comes on top.
+        walk_[a * n + p] = std::max(walk_[a * n + p - 1], p < length_ ? c.carry_bytes[p] : c.EndBytes());
+      }
     }
     // Triples a <= m < f (E) and a < f' < f (Q), each with every level.
     base_.assign(n * n, 0);
@@ -560,6 +639,7 @@ class StackDp {
   int64_t Walk(int64_t a, int64_t p) const { return walk_[a * (length_ + 1) + p]; }
   int64_t Kept(int64_t a) const { return a == 0 ? 0 : c_.carry_bytes[a]; }
   int Held(int64_t a) const { return static_cast<int>(CeilDiv(Kept(a), unit_)); }
+  int Taped(int64_t a) const { return static_cast<int>(CeilDiv(c_.residual_bytes[a], unit_)); }
   int64_t Memory(int j) const { return budget_ - j * unit_; }
   double Flops(int64_t a, int64_t b) const { return flops_[b] - flops_[a]; }
   bool WholeFits(int64_t a, int64_t f, int j) const {
@@ -578,6 +658,15 @@ class StackDp {
   }
   double GSplit(int64_t a, int64_t m, int j, int64_t f2) const {
     return qg_[G(a, f2, j)] + e_[E(a, f2, m, j)];
+  }
+  // F3, and the forward pass's tape: kInf where they do not apply.
+  double F3(int64_t a, int64_t f, int64_t m, int j) const {
+    if (m != a || f < a + 2 || j + Taped(a) > levels_) return kInf;
+    return Flops(a, a + 1) + e_[E(a + 1, f, a + 1, j + Taped(a))];
+  }
+  double GTape(int64_t a, int64_t m, int j) const {
+    if (m != a || j + Taped(a) > levels_) return kInf;
+    return eg_[G(a + 1, a + 1, j + Taped(a))];
   }
 
   void Solve() {
@@ -601,6 +690,7 @@ class StackDp {
           for (int64_t m = a; m <= last_m; ++m) {
             double best = kInf;
             if (m == a && WholeFits(a, f, j)) best = Flops(a, f);
+            best = std::min(best, F3(a, f, m, j));
             if (a > 0) {
               for (int64_t p = a + 1; p <= m && Walk(a, p) <= memory; ++p) {
                 best = std::min(best, F2(a, f, m, j, p));
@@ -611,6 +701,9 @@ class StackDp {
           }
         }
       }
+    }
+    for (int j = 0; j <= levels_; ++j) {
+      if (c_.EndBytes() <= Memory(j)) eg_[G(length_, length_, j)] = 0;  // all taped
     }
     for (int64_t a = length_ - 1; a >= 0; --a) {
       const int64_t kept = Kept(a);
@@ -631,6 +724,7 @@ class StackDp {
         const int64_t last_m = a == 0 ? 0 : length_ - 1;
         for (int64_t m = a; m <= last_m; ++m) {
           double best = walk_to_end ? e_[E(a, length_, m, j)] : kInf;
+          best = std::min(best, GTape(a, m, j));
           for (int64_t f2 = m + 1; f2 < length_; ++f2) best = std::min(best, GSplit(a, m, j, f2));
           eg_[G(a, m, j)] = best;
         }
@@ -638,8 +732,17 @@ class StackDp {
     }
   }
 
+  // The forward pass is at a with the carry live (a > 0: not yet kept).
   void EmitG(Builder& b, int64_t a, int64_t m, int j) const {
+    if (a == length_) return;  // every step from here taped
     const double value = eg_[G(a, m, j)];
+    if (GTape(a, m, j) == value) {
+      b.ForwardAdvanceTaped(1);
+      EmitG(b, a + 1, a + 1, j + Taped(a));
+      b.ReverseTaped(1);
+      return;
+    }
+    if (a > 0) b.ForwardSnapshot();
     if (Kept(a) + Walk(a, length_) <= Memory(j) && e_[E(a, length_, m, j)] == value) {
       b.ForwardAdvance(length_ - a);
       EmitE(b, a, length_, m, j, /*kept=*/true);
@@ -651,7 +754,6 @@ class StackDp {
       for (int64_t s = a + 1; s <= f2; ++s) {
         if (Kept(a) + Walk(a, s) > Memory(j) || eg_[G(s, f2, j + Held(a))] != q) continue;
         b.ForwardAdvance(s - a);
-        b.ForwardSnapshot();
         EmitG(b, s, f2, j + Held(a));
         EmitE(b, a, f2, m, j, /*kept=*/true);
         return;
@@ -665,6 +767,7 @@ class StackDp {
   bool FinalFirst(int64_t a, int64_t f, int64_t m, int j) const {
     const double value = e_[E(a, f, m, j)];
     if (m == a && WholeFits(a, f, j) && Flops(a, f) == value) return true;
+    if (F3(a, f, m, j) == value) return true;
     for (int64_t p = a + 1; p <= m && Walk(a, p) <= Memory(j); ++p) {
       if (F2(a, f, m, j, p) == value) return true;
     }
@@ -679,6 +782,12 @@ class StackDp {
       if (kept) b.RestoreTo(a);
       if (m == a && WholeFits(a, f, j) && Flops(a, f) == value) {
         b.Reverse(f - a);
+        return;
+      }
+      if (F3(a, f, m, j) == value) {
+        b.AdvanceTaped(1);
+        EmitChild(b, a + 1, f, a + 1, j + Taped(a));
+        b.ReverseTaped(1);
         return;
       }
       for (int64_t p = a + 1; a > 0 && p <= m && Walk(a, p) <= Memory(j); ++p) {
@@ -720,7 +829,7 @@ class StackDp {
   int levels_;
   std::vector<double> flops_;
   std::vector<int64_t> residuals_;
-  std::vector<int64_t> walk_;  // walk_[a][p]: the largest carry at a+1..p
+  std::vector<int64_t> walk_;  // walk_[a][p]: the largest carry at a+1..p (at L: EndBytes)
   std::vector<size_t> base_;
   std::vector<double> e_, q_, eg_, qg_;
 };
@@ -736,10 +845,16 @@ class StackDp {
 //           residuals[a..b) + carry[b] <= M_j; cost flops[a..b)
 //   split m: advance a -> m (kept a + carry[i] <= M_j for i in (a, m]),
 //           snapshot m, T(m, b, j + k_a), then T(a, m, j); cost flops[a..m) + both
+//   taped (b > a+1): Rotor's second mode: drop a, run step a keeping its tape
+//           (t_a = ceil(residual_bytes[a] / unit) levels until it is
+//           differentiated), go on from the live carry at a+1:
+//           flops[a] + T(a+1, b, j + t_a), then kReverseTaped 1
 // G(a, j): the same for [a, L) when the forward pass runs it for free:
 //   no more forward snapshots: the walk to L fits, then T(a, L, j)
 //   split m: the forward pass advances to m (fits) and keeps it: G(m, j + k_a) + T(a, m, j)
-// The answer is G(0, 0).
+//   taped: the forward pass tapes step a (free): G(a+1, j + t_a), G(L, j) = 0
+// The answer is G(0, 0). A carry reached by an advance is snapshotted only
+// when its choice is a split (the others use it once, live).
 class RotorDp {
  public:
   static constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -754,7 +869,7 @@ class RotorDp {
     }
     suffix_max_.assign(length_ + 1, 0);
     for (int64_t i = length_; i >= 1; --i) {
-      suffix_max_[i - 1] = std::max(i < length_ ? suffix_max_[i] : 0, c.carry_bytes[i]);
+      suffix_max_[i - 1] = std::max(i < length_ ? suffix_max_[i] : 0, i < length_ ? c.carry_bytes[i] : c.EndBytes());
     }
     const size_t t_size = static_cast<size_t>((length_ + 1) * (length_ + 1)) * (levels_ + 1);
     t_.assign(t_size, kInf);
@@ -768,21 +883,39 @@ class RotorDp {
 
   Schedule Emit() const {
     Builder b(BudgetName(budget_), length_);
+    // heads: segments [a, m) at level j to reverse after what follows them;
+    // m = a + 1 with j = -1: a taped step.
     std::vector<std::tuple<int64_t, int64_t, int>> heads;
     int64_t a = 0;
     int j = 0;
-    while (g_choice_[G(a, j)] != kRest) {
-      const int64_t m = g_choice_[G(a, j)];
+    while (a < length_) {
+      const int32_t choice = g_choice_[G(a, j)];
+      if (choice == kTaped) {
+        b.ForwardAdvanceTaped(1);
+        heads.emplace_back(a, a + 1, -1);
+        j += Taped(a);
+        a += 1;
+        continue;
+      }
+      if (a > 0) b.ForwardSnapshot();  // reached by an advance, restored later
+      if (choice == kRest) break;
+      if (choice < 0) throw Error("budget: internal error: no forward choice recorded");
+      const int64_t m = choice;
       b.ForwardAdvance(m - a);
-      b.ForwardSnapshot();
       heads.emplace_back(a, m, j);
       j += Held(a);
       a = m;
     }
-    b.ForwardAdvance(length_ - a);
-    EmitT(b, a, length_, j);
+    if (a < length_) {
+      b.ForwardAdvance(length_ - a);
+      EmitT(b, a, length_, j);
+    }
     for (auto it = heads.rbegin(); it != heads.rend(); ++it) {
-      EmitT(b, std::get<0>(*it), std::get<1>(*it), std::get<2>(*it));
+      if (std::get<2>(*it) < 0) {
+        b.ReverseTaped(1);
+      } else {
+        EmitT(b, std::get<0>(*it), std::get<1>(*it), std::get<2>(*it));
+      }
     }
     return b.Finish();
   }
@@ -790,6 +923,7 @@ class RotorDp {
  private:
   static constexpr int32_t kWhole = 0;
   static constexpr int32_t kRest = -2;
+  static constexpr int32_t kTaped = -3;
 
   size_t T(int64_t a, int64_t b, int j) const {
     return static_cast<size_t>(a * (length_ + 1) + b) * (levels_ + 1) + j;
@@ -797,6 +931,7 @@ class RotorDp {
   size_t G(int64_t a, int j) const { return static_cast<size_t>(a) * (levels_ + 1) + j; }
   int64_t Kept(int64_t a) const { return a == 0 ? 0 : c_.carry_bytes[a]; }
   int Held(int64_t a) const { return static_cast<int>(CeilDiv(Kept(a), unit_)); }
+  int Taped(int64_t a) const { return static_cast<int>(CeilDiv(c_.residual_bytes[a], unit_)); }
   int64_t Memory(int j) const { return budget_ - j * unit_; }
 
   void Solve() {
@@ -826,10 +961,20 @@ class RotorDp {
               }
             }
           }
+          if (len >= 2 && j + Taped(a) <= levels_) {
+            const double v = flops_[a + 1] - flops_[a] + t_[T(a + 1, b, j + Taped(a))];
+            if (v < best) {
+              best = v;
+              choice = kTaped;
+            }
+          }
           t_[T(a, b, j)] = best;
           t_choice_[T(a, b, j)] = choice;
         }
       }
+    }
+    for (int j = 0; j <= levels_; ++j) {
+      if (c_.EndBytes() <= Memory(j)) g_[G(length_, j)] = 0;  // every step taped
     }
     for (int64_t a = length_ - 1; a >= 0; --a) {
       const int64_t kept = Kept(a);
@@ -839,7 +984,11 @@ class RotorDp {
         if (kept > memory) continue;
         double best = kInf;
         int32_t choice = -1;
-        if (kept + suffix_max_[a] <= memory && t_[T(a, length_, j)] < kInf) {
+        if (j + Taped(a) <= levels_ && g_[G(a + 1, j + Taped(a))] < kInf) {
+          best = g_[G(a + 1, j + Taped(a))];
+          choice = kTaped;
+        }
+        if (kept + suffix_max_[a] <= memory && t_[T(a, length_, j)] < best) {
           best = t_[T(a, length_, j)];
           choice = kRest;
         }
@@ -864,23 +1013,31 @@ class RotorDp {
   void EmitT(Builder& b, int64_t a, int64_t end, int j) const {
     while (true) {
       const int32_t choice = t_choice_[T(a, end, j)];
-      if (choice < 0) throw Error("budget: internal error: no schedule recorded");
+      if (choice == -1) throw Error("budget: internal error: no schedule recorded");
       b.RestoreTo(a);
       if (choice == kWhole) {
         b.Reverse(end - a);
         return;
       }
+      if (choice == kTaped) {
+        b.AdvanceTaped(1);
+        EmitLive(b, a + 1, end, j + Taped(a));
+        b.ReverseTaped(1);
+        return;
+      }
       const int64_t m = choice;
       b.Advance(m - a);
-      const int tail = j + Held(a);
-      if (t_choice_[T(m, end, tail)] == kWhole) {
-        b.Reverse(end - m);  // reversed at once: a snapshot at m would be dropped unused
-      } else {
-        b.Snapshot();
-        EmitT(b, m, end, tail);
-      }
+      EmitLive(b, m, end, j + Held(a));
       end = m;
     }
+  }
+
+  // The carry at a is live after an advance: it is snapshotted only when
+  // T(a, end, j) splits (and so restores it later).
+  void EmitLive(Builder& b, int64_t a, int64_t end, int j) const {
+    const int32_t choice = t_choice_[T(a, end, j)];
+    if (choice != kWhole && choice != kTaped) b.Snapshot();
+    EmitT(b, a, end, j);
   }
 
   const ChainCosts& c_;
@@ -890,7 +1047,7 @@ class RotorDp {
   int levels_;
   std::vector<double> flops_;
   std::vector<int64_t> residuals_;
-  std::vector<int64_t> suffix_max_;  // suffix_max_[a]: the largest carry at a+1..L
+  std::vector<int64_t> suffix_max_;  // suffix_max_[a]: the largest carry at a+1..L (at L: EndBytes)
   std::vector<double> t_;
   std::vector<int32_t> t_choice_;
   std::vector<double> g_;
@@ -935,15 +1092,17 @@ class UniformDp {
  public:
   static constexpr int32_t kInf = std::numeric_limits<int32_t>::max() / 4;
 
-  UniformDp(int64_t length, int64_t carry, int64_t residual, int64_t budget, int64_t unit,
-            int levels)
+  UniformDp(int64_t length, int64_t carry, int64_t residual, int64_t after, int64_t budget,
+            int64_t unit, int levels)
       : length_(length),
         carry_(carry),
+        after_(after),
         residual_(residual),
         budget_(budget),
         unit_(unit),
         levels_(levels),
-        held_(carry == 0 ? 0 : 1) {
+        held_(static_cast<int>(CeilDiv(carry, unit))),
+        taped_(static_cast<int>(CeilDiv(residual, unit))) {
     Solve();
   }
 
@@ -951,30 +1110,48 @@ class UniformDp {
 
   Schedule Emit() const {
     Builder b(BudgetName(budget_), length_);
+    // heads: segments [a, m) at level j reversed after what follows them; j =
+    // -1: the taped step a.
     std::vector<std::tuple<int64_t, int64_t, int>> heads;
     int64_t a = 0;
     int j = 0;
-    while (true) {
+    while (a < length_) {
       const int64_t x = length_ - a;
       const int32_t value = a == 0 ? top_ : G(j)[x];
       const int32_t* self = a == 0 ? t0_.data() : T(j);
-      if (value == self[x]) break;  // no more forward snapshots
+      if (WalkFits(a, j) && value == self[x]) {
+        if (a > 0) b.ForwardSnapshot();
+        break;  // no more forward snapshots
+      }
+      if (j + taped_ <= levels_ && value == G(j + taped_)[x - 1]) {
+        b.ForwardAdvanceTaped(1);
+        heads.emplace_back(a, a + 1, -1);
+        a += 1;
+        j += taped_;
+        continue;
+      }
       const int tail = j + (a == 0 ? 0 : held_);
       if (tail > levels_) throw Error("budget: internal error: no level for a split");
       const int32_t* g_tail = G(tail);
       int64_t y = 1;
       while (y < x && g_tail[x - y] + self[y] != value) ++y;
       if (y == x) throw Error("budget: internal error: no split found");
+      if (a > 0) b.ForwardSnapshot();
       b.ForwardAdvance(y);
-      b.ForwardSnapshot();
       heads.emplace_back(a, a + y, j);
       a += y;
       j = tail;
     }
-    b.ForwardAdvance(length_ - a);
-    EmitT(b, a, length_, j);
+    if (a < length_) {
+      b.ForwardAdvance(length_ - a);
+      EmitT(b, a, length_, j);
+    }
     for (auto it = heads.rbegin(); it != heads.rend(); ++it) {
-      EmitT(b, std::get<0>(*it), std::get<1>(*it), std::get<2>(*it));
+      if (std::get<2>(*it) < 0) {
+        b.ReverseTaped(1);
+      } else {
+        EmitT(b, std::get<0>(*it), std::get<1>(*it), std::get<2>(*it));
+      }
     }
     return b.Finish();
   }
@@ -985,6 +1162,9 @@ class UniformDp {
   int32_t* G(int j) { return &g_[static_cast<size_t>(j) * (length_ + 1)]; }
   const int32_t* G(int j) const { return &g_[static_cast<size_t>(j) * (length_ + 1)]; }
   int64_t Memory(int j) const { return budget_ - j * unit_; }
+  // The forward pass may walk from a to L keeping a (free at a = 0), the run
+  // computing after_ bytes more at L.
+  bool WalkFits(int64_t a, int j) const { return Memory(j) >= (a == 0 ? 0 : carry_) + carry_ + after_; }
   // The longest segment one kReverse can take from a kept start with `memory`
   // bytes: residuals + the arriving carry (a > 0: the start's snapshot is
   // dropped first; a = 0: the input is free; the same bound either way).
@@ -999,84 +1179,90 @@ class UniformDp {
     return MinOfSums(a + 1, b_reversed + (length_ - x) + 1, x - 1);
   }
 
+  // T(x, j) for a > 0 (j < 0: t0_, a = 0 at level 0) starts by taping its
+  // first step.
+  bool TapeFirst(int64_t x, int j) const {
+    const int level = std::max(j, 0);
+    if (x < 2 || level + taped_ > levels_ || x <= Whole(Memory(level))) return false;
+    const int32_t value = j < 0 ? t0_[x] : T(j)[x];
+    return value == 1 + T(level + taped_)[x - 1];
+  }
+
   void Solve() {
     const size_t row = static_cast<size_t>(length_ + 1);
     t_.assign(row * (levels_ + 1), kInf);
     g_.assign(row * (levels_ + 1), kInf);
     t0_.assign(row, kInf);
-    // cap[j]: the longest chain G reverses at level j recomputing each step
-    // once: a first segment of Whole(M_j), the rest a level deeper. G(x, j) = x
-    // up to it, with no search; and when the whole chain fits this way, no
-    // table beyond these needs filling.
-    std::vector<int64_t> cap(levels_ + 2, 0);
-    for (int j = levels_; j >= 0; --j) {
-      const int64_t memory = Memory(j);
-      if (memory < 2 * carry_) continue;
-      const int64_t whole = Whole(memory);
-      if (held_ == 0) {
-        cap[j] = whole >= 1 ? length_ : 0;
-      } else {
-        cap[j] = std::min(length_, whole + (j + held_ <= levels_ ? cap[j + held_] : 0));
-      }
-    }
-    const int64_t whole0 = Whole(budget_);
-    const bool trivial = length_ <= whole0 + cap[0];
     std::vector<int32_t> advanced(row, kInf);  // y + T(y, j)
     std::vector<int32_t> t_reversed(row), g_reversed(row);
+    // Deeper levels first: a split's tail and a tape's rest live deeper (at
+    // the same level when their bytes are 0, then at smaller x).
     for (int j = levels_; j >= 0; --j) {
       const int64_t memory = Memory(j);
       int32_t* t = T(j);
       int32_t* g = G(j);
       if (memory < carry_) continue;
+      // Nothing left to run: every step taped, the output live.
+      g[0] = memory >= carry_ + after_ ? 0 : kInf;
       const int64_t whole = Whole(memory);
-      const bool split = !trivial && memory >= 2 * carry_ && j + held_ <= levels_;
+      const bool split = memory >= 2 * carry_ && j + held_ <= levels_;
       const int tail = j + held_;
+      const bool tape = j + taped_ <= levels_;
+      const int32_t* t_tape = tape ? T(j + taped_) : nullptr;
+      const int32_t* g_tape = tape ? G(j + taped_) : nullptr;
       if (split && held_ > 0) Reverse(T(tail), t_reversed);
       for (int64_t x = 1; x <= length_; ++x) {
+        int32_t best = kInf;
         if (x <= whole) {
-          t[x] = static_cast<int32_t>(x);
-        } else if (split) {
-          if (held_ == 0) Reverse(t, t_reversed, x);
-          t[x] = std::min(kInf, MinPlus(advanced.data(), t_reversed.data(), x));
+          best = static_cast<int32_t>(x);
+        } else {
+          if (split) {
+            if (held_ == 0) Reverse(t, t_reversed, x);
+            best = std::min(best, MinPlus(advanced.data(), t_reversed.data(), x));
+          }
+          if (tape && x >= 2) best = std::min(best, 1 + t_tape[x - 1]);
         }
+        t[x] = std::min(kInf, best);
         advanced[x] = std::min<int64_t>(kInf, x + t[x]);
       }
-      if (memory < 2 * carry_) continue;  // the forward walk cannot keep a and a carry
+      const bool walk = WalkFits(1, j);
       if (split && held_ > 0) Reverse(G(tail), g_reversed);
       for (int64_t x = 1; x <= length_; ++x) {
-        if (x <= cap[j]) {
-          g[x] = static_cast<int32_t>(x);
-          continue;
+        int32_t best = kInf;
+        if (walk) {
+          best = t[x];
+          if (split) {
+            if (held_ == 0) Reverse(g, g_reversed, x);
+            best = std::min(best, MinPlus(t, g_reversed.data(), x));
+          }
         }
-        int32_t best = t[x];
-        if (split && x > whole) {
-          if (held_ == 0) Reverse(g, g_reversed, x);
-          best = std::min(best, MinPlus(t, g_reversed.data(), x));
-        }
-        g[x] = best;
+        if (tape) best = std::min(best, g_tape[x - 1]);
+        g[x] = std::min(kInf, best);
       }
     }
     // The segments starting at the input: level 0 only, and holding position
-    // 0 costs nothing, so their tails stay at level 0.
-    const bool split = !trivial && budget_ >= carry_;
+    // 0 costs nothing, so their split tails stay at level 0.
+    const int64_t whole0 = Whole(budget_);
+    const bool split = budget_ >= carry_;
+    const bool tape = taped_ <= levels_;
     Reverse(T(0), t_reversed);
     for (int64_t x = 1; x <= length_; ++x) {
+      int32_t best = kInf;
       if (x <= whole0) {
-        t0_[x] = static_cast<int32_t>(x);
-      } else if (split) {
-        t0_[x] = std::min(kInf, MinPlus(advanced.data(), t_reversed.data(), x));
+        best = static_cast<int32_t>(x);
+      } else {
+        if (split) best = std::min(best, MinPlus(advanced.data(), t_reversed.data(), x));
+        if (tape && x >= 2) best = std::min(best, 1 + T(taped_)[x - 1]);
       }
+      t0_[x] = std::min(kInf, best);
       advanced[x] = std::min<int64_t>(kInf, x + t0_[x]);
-    }
-    if (trivial) {
-      top_ = static_cast<int32_t>(length_);
-      return;
     }
     top_ = t0_[length_];
     if (split) {
       Reverse(G(0), g_reversed);
       top_ = std::min(top_, MinPlus(t0_.data(), g_reversed.data(), length_));
     }
+    if (tape) top_ = std::min(top_, G(taped_)[length_ - 1]);
   }
 
   void Reverse(const int32_t* v, std::vector<int32_t>& out, int64_t upto = -1) const {
@@ -1095,6 +1281,12 @@ class UniformDp {
         b.Reverse(x);
         return;
       }
+      if (TapeFirst(x, a == 0 ? -1 : j)) {
+        b.AdvanceTaped(1);
+        EmitLive(b, a + 1, end, j + taped_);
+        b.ReverseTaped(1);
+        return;
+      }
       const int32_t* self = a == 0 ? t0_.data() : T(j);
       const int tail = j + (a == 0 ? 0 : held_);
       if (tail > levels_) throw Error("budget: internal error: no level for a split");
@@ -1104,23 +1296,28 @@ class UniformDp {
       while (y < x && y + self[y] + t_tail[x - y] != value) ++y;
       if (y == x) throw Error("budget: internal error: no split found");
       b.Advance(y);
-      if (x - y <= Whole(Memory(tail))) {
-        b.Reverse(x - y);  // reversed at once: a snapshot would be dropped unused
-      } else {
-        b.Snapshot();
-        EmitT(b, a + y, end, tail);
-      }
+      EmitLive(b, a + y, end, tail);
       end = a + y;
     }
   }
 
+  // The carry at a > 0 is live after an advance: it is snapshotted only when
+  // T(end - a, j) splits (and so restores it later).
+  void EmitLive(Builder& b, int64_t a, int64_t end, int j) const {
+    const int64_t x = end - a;
+    if (x > Whole(Memory(j)) && !TapeFirst(x, j)) b.Snapshot();
+    EmitT(b, a, end, j);
+  }
+
   int64_t length_;
   int64_t carry_;
+  int64_t after_;  // ChainCosts::after_bytes
   int64_t residual_;
   int64_t budget_;
   int64_t unit_;
   int levels_;
   int held_;
+  int taped_;                // levels a tape holds
   std::vector<int32_t> t_;   // T(x, j) at [j][x]: segments starting at a > 0
   std::vector<int32_t> g_;   // G(x, j) at [j][x]
   std::vector<int32_t> t0_;  // T(x) for segments starting at 0 (level 0)
@@ -1143,10 +1340,12 @@ MemoryUnits ChooseUnits(const ChainCosts& c, int64_t budget, double work, double
   const int64_t l = c.length();
   int64_t gcd = 0;
   for (int64_t i = 1; i < l; ++i) gcd = std::gcd(gcd, c.carry_bytes[i]);
-  if (gcd == 0) gcd = budget + 1;  // snapshots are free: one level
+  for (int64_t i = 0; i < l; ++i) gcd = std::gcd(gcd, c.residual_bytes[i]);  // tapes
+  if (gcd == 0) gcd = budget + 1;  // snapshots and tapes are free: one level
   auto levels_for = [&](int64_t unit) {
     int64_t all = 0;
     for (int64_t i = 1; i < l; ++i) all += CeilDiv(c.carry_bytes[i], unit);
+    for (int64_t i = 0; i < l; ++i) all += CeilDiv(c.residual_bytes[i], unit);
     return std::min(budget / unit, all);
   };
   const double capacity = std::max(1.0, std::min(max_work / work, kMaxEntries / entries));
@@ -1207,9 +1406,10 @@ Schedule Envelope(const ChainCosts& c, int64_t budget) {
     residual = std::max(residual, c.residual_bytes[i]);
     flops += c.step_flops[i];
   }
-  if (budget < carry + residual || l > kMaxUniformLength) return MinimumMemory(c, budget);
-  return schedule_internal::BudgetUniform(ChainCosts::Uniform(l, flops / l, carry, residual), budget,
-                                          kMaxUniformWork);
+  ChainCosts envelope = ChainCosts::Uniform(l, flops / l, carry, residual);
+  envelope.after_bytes = c.after_bytes;
+  if (budget < MinimumFeasibleBytes(envelope) || l > kMaxUniformLength) return MinimumMemory(c, budget);
+  return schedule_internal::BudgetUniform(envelope, budget, kMaxUniformWork);
 }
 
 bool ParseInt(const std::string& text, int64_t& out) {
@@ -1265,6 +1465,7 @@ void ChainCosts::Validate() const {
       throw Error(StrCat("ChainCosts: residual_bytes[", i, "] = ", residual_bytes[i], " is negative"));
     }
   }
+  if (after_bytes < 0) throw Error(StrCat("ChainCosts: after_bytes = ", after_bytes, " is negative"));
   for (int64_t i = 0; i <= l; ++i) {
     if (carry_bytes[i] < 0) {
       throw Error(StrCat("ChainCosts: carry_bytes[", i, "] = ", carry_bytes[i], " is negative"));
@@ -1385,8 +1586,8 @@ int64_t RevolveRecomputedSteps(int64_t length, int slots) {
 int64_t MinimumFeasibleBytes(const ChainCosts& c) {
   c.Validate();
   const int64_t l = c.length();
-  int64_t walk = 0;
-  for (int64_t i = 1; i <= l; ++i) walk = std::max(walk, c.carry_bytes[i]);
+  int64_t walk = c.EndBytes();
+  for (int64_t i = 1; i < l; ++i) walk = std::max(walk, c.carry_bytes[i]);
   // best[b]: the smallest peak of reversing steps 0..b-1 in kReverse segments.
   std::vector<int64_t> best(l + 1, std::numeric_limits<int64_t>::max());
   best[0] = 0;
@@ -1410,7 +1611,7 @@ template <typename Dp>
 Schedule SolveBudget(const ChainCosts& c, int64_t budget, double max_work, double work,
                      double entries) {
   CheckBudget(c, budget);
-  if (StoreAllFits(c, budget)) return StoreAll(c, budget);
+  if (TapeAllFits(c, budget)) return TapeAll(c, budget);
   const MemoryUnits units = ChooseUnits(c, budget, work, entries, max_work);
   Dp dp(c, budget, units.unit, units.levels);
   if (!(dp.cost() < Dp::kInf)) {
@@ -1432,7 +1633,7 @@ Schedule BudgetRotor(const ChainCosts& c, int64_t budget, double max_work) {
 Schedule BudgetUniform(const ChainCosts& c, int64_t budget, double max_work) {
   CheckBudget(c, budget);
   if (!IsUniform(c)) throw Error("budget: BudgetUniform needs a uniform chain");
-  if (StoreAllFits(c, budget)) return StoreAll(c, budget);
+  if (TapeAllFits(c, budget)) return TapeAll(c, budget);
   const int64_t l = c.length();
   if (l > kMaxUniformLength) {
     throw Error(StrCat("budget: chains of more than ", kMaxUniformLength, " steps are not supported (L = ",
@@ -1440,17 +1641,20 @@ Schedule BudgetUniform(const ChainCosts& c, int64_t budget, double max_work) {
   }
   const int64_t carry = c.carry_bytes[1];
   const int64_t residual = c.residual_bytes[0];
-  // Levels with room for a snapshot's segment: M_j >= carry + residual.
-  const int64_t room = budget - carry - residual;  // >= 0: the budget is feasible
-  int64_t unit = std::max<int64_t>(carry, 1);
-  int64_t levels = carry == 0 ? 0 : room / unit;
+  // Levels with room for the live carry: M_j >= carry (a tape's rest may
+  // need no more: the output after the last step taped).
+  const int64_t room = budget - carry;  // >= 0: the budget is feasible
+  // Units of the gcd of the carry and the residual: a snapshot and a tape
+  // each cost whole levels.
+  int64_t unit = std::max<int64_t>(std::gcd(carry, residual), 1);
+  int64_t levels = carry == 0 && residual == 0 ? 0 : room / unit;
   const double cap = std::max(1.0, std::min(max_work / (static_cast<double>(l) * l),
                                              kMaxUniformEntries / (l + 1.0)));
   if (static_cast<double>(levels) + 1 > cap) {
     unit = std::max<int64_t>(unit, static_cast<int64_t>(std::ceil(room / std::max(1.0, cap - 1))));
     levels = room / unit;
   }
-  UniformDp dp(l, carry, residual, budget, unit, static_cast<int>(levels));
+  UniformDp dp(l, carry, residual, c.after_bytes, budget, unit, static_cast<int>(levels));
   if (dp.steps() >= UniformDp::kInf) {
     throw Error(StrCat("budget: internal error: no schedule found within ", budget, " bytes"));
   }
@@ -1461,7 +1665,7 @@ Schedule BudgetUniform(const ChainCosts& c, int64_t budget, double max_work) {
 
 Schedule Budget(const ChainCosts& c, int64_t budget) {
   CheckBudget(c, budget);
-  if (StoreAllFits(c, budget)) return StoreAll(c, budget);
+  if (TapeAllFits(c, budget)) return TapeAll(c, budget);
   if (IsUniform(c)) return schedule_internal::BudgetUniform(c, budget, kMaxUniformWork);
   // The exact DP when memory needs no rounding. Otherwise the better of what
   // each solver finds within its limits: the exact DP and Rotor's form with

@@ -29,9 +29,28 @@
 //                p..p+n-1 forward keeping their residuals, then differentiates
 //                them from the last to the first; frontier = p. The current
 //                carry is consumed: a kRestore must follow before any
-//                kAdvance, kSnapshot or kReverse.
+//                kAdvance, kSnapshot or kReverse. No step in p..p+n-1 may
+//                be taped (kReverseTaped differentiates those).
+//   kAdvanceTaped n
+//                Rotor's second mode (F_all): run steps p..p+n-1 forward as
+//                kAdvance does, but keep each one's residuals (its "tape")
+//                until kReverseTaped differentiates it; p += n. Forward
+//                pass: p + n <= L, at no recomputation cost (the forward
+//                pass is free). Backward pass: p + n < frontier, with a
+//                current carry; the steps count as recomputation. None of
+//                the steps may already be taped.
+//   kReverseTaped n
+//                differentiates the taped steps frontier-n..frontier-1 from
+//                their tapes, from the last to the first, without running
+//                them again; frees the tapes; frontier -= n. Every one of
+//                those steps must be taped; a current carry, if there is
+//                one, must lie below the new frontier (p < frontier - n) and
+//                stays as it is.
+// No kAdvance or kAdvanceTaped runs a taped step again: a tape is taken once
+// and its step's output carry is what the run goes on from.
 // A Schedule has two lists. The forward pass starts at p = 0 with the input
-// as current carry, holds only kAdvance and kSnapshot, and ends at p = L (the
+// as current carry, holds only kAdvance, kAdvanceTaped and kSnapshot, and
+// ends at p = L (the
 // carry at L is the scan's output; the forward pass computes it for free: it
 // is not recomputation). The backward pass starts with p = L and no current
 // carry (the output belongs to the caller), must bring the frontier from L to
@@ -45,6 +64,12 @@
 //     a kept carry (a restored or just-snapshotted carry aliases the kept one:
 //     tensors are reference counted, so it is not counted twice; after kDrop of
 //     its position it counts as the current carry)
+//   + residual_bytes[i] for every taped step i: from its kAdvanceTaped until
+//     the kReverseTaped that differentiates it (the carry a taped step
+//     produces is the current carry, counted as above)
+//   + at the forward pass's end (p = L), ChainCosts::after_bytes: what the
+//     run computes after the chain while the forward pass's snapshots and
+//     tapes are live
 //   + during a kReverse of steps a..b-1: sum of residual_bytes[a..b-1] +
 //     carry_bytes[b]; the current carry is consumed by the kReverse and not
 //     counted (what step a needs of it is in its residual_bytes). In the
@@ -66,9 +91,10 @@
 
 namespace remat {
 
-enum class ActionKind { kAdvance, kSnapshot, kRestore, kDrop, kReverse };
+enum class ActionKind { kAdvance, kSnapshot, kRestore, kDrop, kReverse, kAdvanceTaped, kReverseTaped };
 
-// n: steps (kAdvance, kReverse), position (kRestore, kDrop), 0 (kSnapshot).
+// n: steps (kAdvance, kReverse, kAdvanceTaped, kReverseTaped), position
+// (kRestore, kDrop), 0 (kSnapshot).
 struct Action {
   ActionKind kind;
   int64_t n = 0;
@@ -82,7 +108,7 @@ std::string ToString(const std::vector<Action>& actions);
 
 struct Schedule {
   std::string name;             // the spec that ParseSchedule maps back to it: "revolve:8"
-  std::vector<Action> forward;  // p = 0 -> L: only kAdvance and kSnapshot
+  std::vector<Action> forward;  // p = 0 -> L: only kAdvance, kAdvanceTaped and kSnapshot
   std::vector<Action> backward; // frontier L -> 0, then no snapshot left
 };
 
@@ -90,20 +116,30 @@ struct Schedule {
 struct ChainCosts {
   std::vector<double> step_flops;       // L entries: forward cost of step i
   std::vector<int64_t> carry_bytes;     // L+1 entries: the carry entering step i (i = L: the output)
-  std::vector<int64_t> residual_bytes;  // L entries: what step i keeps for its backward in a kReverse
+  std::vector<int64_t> residual_bytes;  // L entries: what step i keeps for its backward (kReverse, tape)
+  // What the run computes after the chain's forward pass, while everything
+  // the forward pass keeps (snapshots, tapes, the output) is live: the rest
+  // of the program's forward pass. Counted on top of the forward pass's last
+  // moment (at p = L). >= 0.
+  int64_t after_bytes = 0;
 
   // L steps of equal cost and size. length >= 1, sizes >= 0.
   static ChainCosts Uniform(int64_t length, double step_flops, int64_t carry_bytes,
                             int64_t residual_bytes);
   int64_t length() const { return static_cast<int64_t>(step_flops.size()); }
+  // The forward pass's last moment beyond what it keeps: the output and
+  // what the run computes after it.
+  int64_t EndBytes() const { return carry_bytes.back() + after_bytes; }
   // Throws remat::Error unless L >= 1, the vectors have L, L+1 and L entries,
   // and every flop count is finite and >= 0 and every size >= 0.
   void Validate() const;
 };
 
 struct ScheduleCost {
-  double recomputed_flops = 0;   // forward work in the backward pass: kAdvance and kReverse's forward half
+  double recomputed_flops = 0;   // forward work in the backward pass: kAdvance, kAdvanceTaped
+                                 // and kReverse's forward half
   int64_t recomputed_steps = 0;  // the same in steps (a kReverse n counts n)
+  int64_t taped_steps = 0;       // steps differentiated from a tape (kReverseTaped)
   int64_t peak_bytes = 0;        // the memory model's high-water mark over both passes
   int max_snapshots = 0;         // most snapshots kept at once (position 0 not counted)
 };
@@ -114,9 +150,10 @@ struct ScheduleCost {
 ScheduleCost Simulate(const Schedule& schedule, const ChainCosts& costs);
 
 // The generators. All take the chain length L >= 1 and throw remat::Error on
-// invalid parameters. Every step's cotangent passes through kReverse; the
-// backward passes below recompute each step at least once (a kReverse's
-// forward half), so recomputed_steps >= L for every schedule.
+// invalid parameters. The fixed-pattern generators below (every:K to
+// revolve:C) take no tapes: every step's cotangent passes through kReverse
+// and each step is recomputed at least once (a kReverse's forward half), so
+// recomputed_steps >= L for them. Budget also takes tapes.
 
 // PyTorch's checkpoint every k steps (k >= 1): the forward pass keeps the
 // carries at k, 2k, ... (< L); the backward pass reverses the segments from
@@ -152,14 +189,21 @@ int64_t RevolveRecomputedSteps(int64_t length, int slots);
 
 // The schedule with the fewest recomputed FLOPs whose Simulate peak_bytes is
 // <= budget_bytes, over snapshots anywhere, single-step and multi-step
-// kReverse: dynamic programming over the chain, after Beaumont et al.'s Rotor
-// (steps may differ in flops and sizes). Name "budget:BYTES". Throws
+// kReverse, and Rotor's second mode (taped steps, in the forward pass and in
+// recomputation): dynamic programming over the chain, after Beaumont et al.'s
+// Rotor (steps may differ in flops and sizes). At each segment the DPs either
+// keep the start's carry and advance (kSnapshot, kReverse) or run the first
+// step taped and go on from its output (kAdvanceTaped, then kReverseTaped
+// once the rest is reversed). More memory never recomputes more; between body
+// checkpointing and eager's whole tape, recomputation falls at least in
+// proportion to the memory (each step taped instead of kept costs its
+// residual less its carry, and saves its rerun). Name "budget:BYTES". Throws
 // remat::Error if no schedule fits: "budget 1000 bytes is too small for this
 // chain: the smallest feasible is 4096 bytes" (MinimumFeasibleBytes).
 //
 // Memory is counted in levels of `unit` bytes below the budget; keeping a
-// snapshot costs ceil(carry_bytes / unit) levels. unit is the gcd of the
-// carry sizes (exact) unless that makes too many levels for the time and
+// snapshot costs ceil(carry_bytes / unit) levels, a tape ceil(residual_bytes
+// / unit). unit is the gcd of the carry and residual sizes (exact) unless that makes too many levels for the time and
 // table limits (about a quarter of a second); then it is rounded up to
 // budget / (the levels that fit): the schedule still fits the budget, but a
 // snapshot may be charged more than its size, so it may recompute more than
@@ -168,10 +212,9 @@ int64_t RevolveRecomputedSteps(int64_t length, int slots);
 //     1..L; position 0 never counts): Rotor's form (every snapshot kept until
 //     its segment is done; the exhaustive tests find nothing better on
 //     uniform chains) by segment length, O(L^2) per level, vectorised: exact
-//     up to about 3e9 / L^2 levels (178 at L = 4096: budgets up to about 180
-//     carries beyond one residual), rounded beyond; budgets that let every
-//     step be recomputed once are recognised without search. L = 4096 takes
-//     under 0.15 s. At most 20000 steps.
+//     up to about 3e9 / L^2 levels of gcd(carry, residual) bytes (178 at L =
+//     4096), rounded beyond. L = 4096 takes under a second (0.8 s at 1000
+//     carries on a busy machine). At most 20000 steps.
 //   Other chains: the exact DP over every schedule of the action language,
 //     including snapshots dropped before their segment is done (stepping
 //     stones: with differing sizes these beat Rotor's form), O(L^4 / 8) per
@@ -183,12 +226,14 @@ int64_t RevolveRecomputedSteps(int64_t length, int slots);
 //     smallest feasible budget, the schedule that keeps nothing but the
 //     input). Non-uniform chains of hundreds of steps get good, not optimal,
 //     schedules, in under 0.6 s.
-// In every case the whole chain reversed by one kReverse is taken when it
-// fits (it is optimal: every step is recomputed exactly once).
+// In every case eager's schedule (every step taped in the forward pass) is
+// taken when it fits: it recomputes nothing.
 Schedule Budget(const ChainCosts& costs, int64_t budget_bytes);
-// The smallest peak_bytes of any schedule: the forward pass's largest carry,
-// or the best partition of the chain into kReverse segments (residuals plus
-// the arriving cotangent), whichever is larger.
+// The smallest peak_bytes of any schedule: the forward pass's largest carry
+// (at L: EndBytes), or the best partition of the chain into kReverse segments
+// (residuals plus the arriving cotangent), whichever is larger. Tapes do not
+// lower it (a taped step holds its residual and its output, as a kReverse 1
+// does).
 int64_t MinimumFeasibleBytes(const ChainCosts& costs);
 
 // "123", "123B", "256KiB", "64MiB", "1.5GiB", "1GB" (KB, MB, GB, TB: powers

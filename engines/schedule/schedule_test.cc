@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -57,19 +58,27 @@ int64_t StoreAllBytes(const ChainCosts& c) {
   return Simulate(ParseSchedule("every:" + std::to_string(c.length()), c), c).peak_bytes;
 }
 
+// Eager's schedule: every step taped in the forward pass, none recomputed.
+Schedule TapeAll(int64_t length) {
+  return Schedule{"", {A(Kind::kAdvanceTaped, length)}, {A(Kind::kReverseTaped, length)}};
+}
+int64_t EagerBytes(const ChainCosts& c) { return Simulate(TapeAll(c.length()), c).peak_bytes; }
+
 // ---------------------------------------------------------------------------
 // Exhaustive search over the action language: Dijkstra on the machine's
-// states (phase, position, frontier, snapshot set, current carry), one step
-// per kAdvance (a kAdvance n passes through the same states), every kReverse
-// n the rules allow, and every snapshot, restore and drop. Snapshots at or
-// past the frontier are dropped at once: they can never be restored, so
+// states (phase, position, frontier, snapshot set, taped steps, current
+// carry), one step per kAdvance or kAdvanceTaped (an action of n steps
+// passes through the same states), every kReverse n the rules allow, one
+// step per kReverseTaped, and every snapshot, restore and drop. Snapshots at
+// or past the frontier are dropped at once: they can never be restored, so
 // keeping them only costs memory. Written apart from Simulate, from the rules
-// in schedule.h.
+// in schedule.h. L <= 15.
 struct Exhaustive {
   const ChainCosts& c;
   int64_t budget = std::numeric_limits<int64_t>::max();  // every state's bytes <= budget
   int slots = std::numeric_limits<int>::max();           // at most this many snapshots
   bool single_step = false;                              // only kReverse 1
+  bool tapes = false;                                    // kAdvanceTaped and kReverseTaped too
 
   struct State {
     bool backward = false;
@@ -77,12 +86,14 @@ struct Exhaustive {
     int frontier = 0;
     bool live = true;
     bool aliased = true;
-    uint32_t kept = 0;  // bit i: a snapshot at position i
+    uint32_t kept = 0;   // bit i: a snapshot at position i
+    uint32_t taped = 0;  // bit i: step i's tape is kept
   };
 
   static uint64_t Key(const State& s) {
     return uint64_t{s.kept} | uint64_t(s.p) << 16 | uint64_t(s.frontier) << 24 |
-           uint64_t(s.live) << 32 | uint64_t(s.aliased) << 33 | uint64_t(s.backward) << 34;
+           uint64_t(s.live) << 32 | uint64_t(s.aliased) << 33 | uint64_t(s.backward) << 34 |
+           uint64_t{s.taped} << 35;
   }
   static State FromKey(uint64_t k) {
     State s;
@@ -92,7 +103,15 @@ struct Exhaustive {
     s.live = (k >> 32) & 1;
     s.aliased = (k >> 33) & 1;
     s.backward = (k >> 34) & 1;
+    s.taped = static_cast<uint32_t>((k >> 35) & 0xffff);
     return s;
+  }
+  int64_t TapedBytes(const State& s) const {
+    int64_t bytes = 0;
+    for (int i = 0; i < c.length(); ++i) {
+      if (s.taped >> i & 1) bytes += c.residual_bytes[i];
+    }
+    return bytes;
   }
 
   int64_t KeptBytes(const State& s) const {
@@ -103,7 +122,7 @@ struct Exhaustive {
     return bytes;
   }
   int64_t Bytes(const State& s) const {
-    return KeptBytes(s) + (s.live && !s.aliased ? c.carry_bytes[s.p] : 0);
+    return KeptBytes(s) + TapedBytes(s) + (s.live && !s.aliased ? c.carry_bytes[s.p] : 0);
   }
 
   // The fewest recomputed flops, or infinity. path: one optimal action
@@ -152,6 +171,11 @@ struct Exhaustive {
           t.aliased = false;
           what = "A";
           push(t, d);
+          if (tapes) {
+            t.taped |= 1u << s.p;
+            what = "T";
+            push(t, d);
+          }
         }
         if (s.p > 0 && s.p < length && !(s.kept >> s.p & 1)) {
           State t = s;
@@ -187,13 +211,26 @@ struct Exhaustive {
         what = "D" + std::to_string(pos);
         push(t, d);
       }
+      if (tapes && (s.taped >> (s.frontier - 1) & 1) && !(s.live && s.p >= s.frontier - 1)) {
+        State t = s;
+        t.frontier = s.frontier - 1;
+        t.taped &= ~(1u << t.frontier);
+        t.kept &= (1u << t.frontier) - 1;
+        what = "B";
+        push(t, d);
+      }
       if (!s.live) continue;
-      if (s.p + 1 < s.frontier) {
+      if (s.p + 1 < s.frontier && !(s.taped >> s.p & 1)) {
         State t = s;
         ++t.p;
         t.aliased = false;
         what = "A";
         push(t, d + c.step_flops[s.p]);
+        if (tapes) {
+          t.taped |= 1u << s.p;
+          what = "T";
+          push(t, d + c.step_flops[s.p]);
+        }
       }
       if (s.p > 0 && !(s.kept >> s.p & 1)) {
         State t = s;
@@ -202,8 +239,9 @@ struct Exhaustive {
         what = "S" + std::to_string(s.p);
         push(t, d);
       }
-      if (!single_step || s.frontier - s.p == 1) {
-        int64_t bytes = KeptBytes(s) + c.carry_bytes[s.frontier];
+      const uint32_t range = ((1u << s.frontier) - 1) & ~((1u << s.p) - 1);
+      if ((!single_step || s.frontier - s.p == 1) && !(s.taped & range)) {
+        int64_t bytes = KeptBytes(s) + TapedBytes(s) + c.carry_bytes[s.frontier];
         double flops = 0;
         for (int i = s.p; i < s.frontier; ++i) {
           bytes += c.residual_bytes[i];
@@ -328,13 +366,54 @@ TEST(SimulateTest, RestoredCarryIsNotCountedTwice) {
   EXPECT_EQ(cost.recomputed_steps, 4);
 }
 
+TEST(SimulateTest, CountsTapesUntilTheirStepIsDifferentiated) {
+  ChainCosts c;
+  c.step_flops = {1, 2, 4, 8};
+  c.carry_bytes = {1000, 10, 20, 40, 80};
+  c.residual_bytes = {100, 200, 400, 800};
+  c.after_bytes = 5;
+  // Forward: tape steps 0 and 1, keep 2, run 2 and 3. Backward: tape step 2
+  // from the snapshot, reverse step 3 from the live carry, then steps 2, 1
+  // and 0 from their tapes.
+  const std::vector<Action> forward = {A(Kind::kAdvanceTaped, 2), A(Kind::kSnapshot), A(Kind::kAdvance, 2)};
+  const std::vector<Action> backward = {A(Kind::kRestore, 2), A(Kind::kDrop, 2), A(Kind::kAdvanceTaped, 1),
+                                        A(Kind::kReverse, 1), A(Kind::kReverseTaped, 3)};
+  const ScheduleCost cost = RunActions(forward, backward, c);
+  EXPECT_DOUBLE_EQ(cost.recomputed_flops, 4 + 8);
+  EXPECT_EQ(cost.recomputed_steps, 2);
+  EXPECT_EQ(cost.taped_steps, 3);
+  EXPECT_EQ(cost.max_snapshots, 1);
+  // The forward pass ends with tapes 100 + 200, the snapshot 20, the output
+  // 80 and after_bytes 5: 405. Step 2 taped: tapes 700 + its output 40. The
+  // kReverse of step 3: tapes 700 + 800 + 80 = 1580.
+  EXPECT_EQ(cost.peak_bytes, 1580);
+  c.residual_bytes = {100, 200, 400, 10};
+  EXPECT_EQ(RunActions(forward, backward, c).peak_bytes, 790);
+  c.after_bytes = 500;
+  EXPECT_EQ(Simulate(TapeAll(4), c).peak_bytes, 100 + 200 + 400 + 10 + 80 + 500);
+  EXPECT_EQ(RunActions(forward, backward, c).peak_bytes, 900);  // 300 + 20 + 80 + 500 at the end
+  // Budget leaves room for after_bytes at the forward pass's end.
+  for (int64_t budget : {MinimumFeasibleBytes(c), int64_t{900}, int64_t{1200}, EagerBytes(c)}) {
+    EXPECT_LE(Simulate(Budget(c, budget), c).peak_bytes, budget);
+  }
+  EXPECT_EQ(MinimumFeasibleBytes(c), 580);
+  EXPECT_EQ(Simulate(Budget(c, EagerBytes(c)), c).recomputed_flops, 0);
+}
+
 TEST(SimulateTest, RejectsEveryBrokenRule) {
   const std::vector<Action> all = {A(Kind::kAdvance, 8)};
   const std::vector<Action> done = {A(Kind::kRestore, 0), A(Kind::kReverse, 8)};
   // The forward pass.
   ExpectRejected({A(Kind::kRestore, 0)}, done,
-                 "forward action 0 (kRestore 0): the forward pass holds only kAdvance and kSnapshot");
-  ExpectRejected({A(Kind::kAdvance, 8), A(Kind::kReverse, 8)}, {}, "holds only kAdvance and kSnapshot");
+                 "forward action 0 (kRestore 0): the forward pass holds only kAdvance, kAdvanceTaped and "
+                 "kSnapshot");
+  ExpectRejected({A(Kind::kAdvance, 8), A(Kind::kReverse, 8)}, {},
+                 "holds only kAdvance, kAdvanceTaped and kSnapshot");
+  ExpectRejected({A(Kind::kAdvance, 8), A(Kind::kReverseTaped, 8)}, {},
+                 "forward action 1 (kReverseTaped 8): the forward pass holds only");
+  ExpectRejected({A(Kind::kAdvanceTaped, 0), A(Kind::kAdvance, 8)}, done, "n must be >= 1");
+  ExpectRejected({A(Kind::kAdvance, 5), A(Kind::kAdvanceTaped, 4)}, done,
+                 "forward action 1 (kAdvanceTaped 4): p + n = 9 is past L = 8");
   ExpectRejected({A(Kind::kAdvance, 0), A(Kind::kAdvance, 8)}, done, "n must be >= 1");
   ExpectRejected({A(Kind::kAdvance, 5), A(Kind::kAdvance, 4)}, done,
                  "forward action 1 (kAdvance 4): p + n = 9 is past L = 8");
@@ -375,6 +454,26 @@ TEST(SimulateTest, RejectsEveryBrokenRule) {
   ExpectRejected({A(Kind::kAdvance, 4), A(Kind::kSnapshot), A(Kind::kAdvance, 4)},
                  {A(Kind::kRestore, 4), A(Kind::kReverse, 4), A(Kind::kRestore, 0), A(Kind::kReverse, 4)},
                  "the backward pass ends with snapshots still kept at 4");
+  // Tapes.
+  const std::vector<Action> taped = {A(Kind::kAdvance, 4), A(Kind::kAdvanceTaped, 4)};
+  ExpectRejected(taped, {A(Kind::kReverseTaped, 5)},
+                 "backward action 0 (kReverseTaped 5): step 3 is not taped");
+  ExpectRejected(taped, {A(Kind::kReverseTaped, 9)}, "n = 9 is more than the 8 steps below the frontier");
+  ExpectRejected(taped, {A(Kind::kReverseTaped, 0)}, "n must be >= 1");
+  ExpectRejected(taped, {A(Kind::kRestore, 0), A(Kind::kReverse, 8)},
+                 "backward action 1 (kReverse 8): step 4 is taped: kReverseTaped differentiates it");
+  ExpectRejected(taped, {A(Kind::kRestore, 0), A(Kind::kAdvance, 5)},
+                 "backward action 1 (kAdvance 5): step 4 is taped: it is not run again");
+  ExpectRejected({A(Kind::kAdvance, 4), A(Kind::kSnapshot), A(Kind::kAdvanceTaped, 4)},
+                 {A(Kind::kRestore, 4), A(Kind::kReverseTaped, 4)},
+                 "backward action 1 (kReverseTaped 4): the current carry at p = 4 is at or past the new "
+                 "frontier 4");
+  ExpectRejected(taped, {A(Kind::kReverseTaped, 4), A(Kind::kRestore, 0), A(Kind::kAdvanceTaped, 4)},
+                 "backward action 2 (kAdvanceTaped 4): p + n = 4 must stay below the frontier 4");
+  ExpectRejected(taped, {A(Kind::kReverseTaped, 4), A(Kind::kAdvanceTaped, 1)},
+                 "backward action 1 (kAdvanceTaped 1): no current carry");
+  ExpectRejected({A(Kind::kAdvanceTaped, 8)}, {A(Kind::kReverseTaped, 4)},
+                 "the backward pass ends with the frontier at 4");
   // The schedule's name leads the message.
   try {
     Simulate(Schedule{"every:3", all, {A(Kind::kReverse, 8)}}, ChainCosts::Uniform(8, 1, 1, 1));
@@ -423,11 +522,18 @@ void ExpectReversesEveryStep(const Schedule& s, const ChainCosts& c) {
   ScheduleCost cost;
   ASSERT_NO_THROW(cost = Simulate(s, c));
   int64_t reversed = 0;
+  int64_t from_tapes = 0;
   for (const Action& a : s.backward) {
     if (a.kind == Kind::kReverse) reversed += a.n;
+    if (a.kind == Kind::kReverseTaped) from_tapes += a.n;
   }
-  EXPECT_EQ(reversed, c.length());
-  EXPECT_GE(cost.recomputed_steps, c.length());
+  EXPECT_EQ(from_tapes, cost.taped_steps);
+  EXPECT_EQ(reversed + from_tapes, c.length());
+  // Only budget:B tapes; every other generator recomputes each step.
+  if (s.name.rfind("budget:", 0) != 0) {
+    EXPECT_EQ(from_tapes, 0);
+    EXPECT_GE(cost.recomputed_steps, c.length());
+  }
 }
 
 TEST(GeneratorsTest, EveryGeneratorIsValidAndReversesEveryStep) {
@@ -574,6 +680,7 @@ void ExpectBudgetOptimal(const ChainCosts& c, int64_t budget) {
   SCOPED_TRACE("L=" + std::to_string(c.length()) + " budget=" + std::to_string(budget));
   Exhaustive search{c};
   search.budget = budget;
+  search.tapes = true;
   std::string path;
   const double optimum = search.Solve(&path);
   ASSERT_TRUE(std::isfinite(optimum));
@@ -589,14 +696,15 @@ void ExpectBudgetOptimal(const ChainCosts& c, int64_t budget) {
 
 std::vector<int64_t> BudgetsToTry(const ChainCosts& c, int count) {
   const int64_t lo = MinimumFeasibleBytes(c);
-  const int64_t hi = StoreAllBytes(c);
+  const int64_t hi = std::max(StoreAllBytes(c), EagerBytes(c));
   std::vector<int64_t> out;
   for (int i = 0; i <= count; ++i) out.push_back(lo + (hi - lo) * i / count);
   return out;
 }
 
 TEST(BudgetTest, NothingWithinTheBudgetRecomputesLess) {
-  for (int64_t length = 1; length <= 10; ++length) {
+  // Tapes multiply the states: the search takes 5 s at L = 7, 20 s at 8.
+  for (int64_t length = 1; length <= 7; ++length) {
     for (uint32_t seed : {1u, 2u}) {
       const ChainCosts c = RandomChain(length, seed * 100 + static_cast<uint32_t>(length));
       for (int64_t budget : BudgetsToTry(c, 6)) ExpectBudgetOptimal(c, budget);
@@ -604,9 +712,117 @@ TEST(BudgetTest, NothingWithinTheBudgetRecomputesLess) {
     const ChainCosts uniform = ChainCosts::Uniform(length, 3, 16, 24);
     for (int64_t budget : BudgetsToTry(uniform, 6)) ExpectBudgetOptimal(uniform, budget);
   }
-  for (int64_t length : {11, 12}) {
+  // Longer chains at their smallest budgets, where the search is short.
+  for (int64_t length : {8, 10}) {
     const ChainCosts c = RandomChain(length, 7);
-    for (int64_t budget : BudgetsToTry(c, 3)) ExpectBudgetOptimal(c, budget);
+    for (int64_t budget : BudgetsToTry(c, 12)) {
+      if (budget > BudgetsToTry(c, 12)[2]) break;
+      ExpectBudgetOptimal(c, budget);
+    }
+  }
+}
+
+// Rotor's second mode: more memory never means more recomputation, over a
+// sweep of budgets from the smallest feasible to eager's peak.
+TEST(BudgetTest, MoreMemoryNeverRecomputesMore) {
+  std::vector<ChainCosts> chains = {ChainCosts::Uniform(24, 3, 16, 48), ChainCosts::Uniform(64, 1, 16, 40),
+                                    ChainCosts::Uniform(200, 2, 24, 8), RandomChain(12, 5),
+                                    RandomChain(20, 6)};
+  for (const ChainCosts& c : chains) {
+    const int64_t lo = MinimumFeasibleBytes(c);
+    const int64_t hi = EagerBytes(c);
+    const int64_t step = std::max<int64_t>(4, (hi - lo) / 60);
+    double previous = std::numeric_limits<double>::infinity();
+    for (int64_t budget = lo; budget <= hi + step; budget += step) {
+      SCOPED_TRACE("L=" + std::to_string(c.length()) + " budget=" + std::to_string(budget));
+      const ScheduleCost cost = Simulate(Budget(c, budget), c);
+      EXPECT_LE(cost.peak_bytes, budget);
+      EXPECT_LE(cost.recomputed_flops, previous);
+      previous = cost.recomputed_flops;
+    }
+  }
+}
+
+// A budget that holds eager's whole tape recomputes nothing.
+TEST(BudgetTest, EagersPeakRecomputesNothing) {
+  for (const ChainCosts& c : {ChainCosts::Uniform(256, 1, 16, 48), RandomChain(9, 3), RandomChain(300, 8)}) {
+    const Schedule s = Budget(c, EagerBytes(c));
+    const ScheduleCost cost = Simulate(s, c);
+    EXPECT_EQ(cost.recomputed_flops, 0) << ToString(s.forward) << " | " << ToString(s.backward);
+    EXPECT_EQ(cost.taped_steps, c.length());
+    EXPECT_EQ(cost.peak_bytes, EagerBytes(c));
+  }
+}
+
+// Between body checkpointing (every carry kept, each step recomputed once)
+// and eager, recomputation falls at least in proportion to the memory
+// added. On a uniform chain with R >= C the proportional line is: keep the
+// input and k - 1 carries, tape the other L - k steps in the forward pass:
+// peak k C + (L - k) R, k steps recomputed (1 <= k <= L). The optimum does
+// better still (recomputed steps may be taped too, once the forward pass's
+// tapes are freed): the exhaustive search gives it on short chains, and
+// Budget matches it.
+int64_t ProportionalSteps(int64_t length, int64_t carry, int64_t residual, int64_t budget) {
+  if (budget >= length * residual + carry) return 0;
+  for (int64_t k = 1; k <= length; ++k) {
+    if (k * carry + (length - k) * residual <= budget) return k;
+  }
+  return length;
+}
+
+TEST(BudgetTest, RecomputationFallsInProportionToMemory) {
+  for (int64_t length : {3, 5, 6}) {
+    const ChainCosts c = ChainCosts::Uniform(length, 1, 16, 40);
+    const int64_t body = length * 16 + 40;  // every:1's peak: each step once
+    int64_t previous = length + 1;
+    for (int64_t budget = body; budget <= EagerBytes(c); budget += 8) {
+      SCOPED_TRACE("L=" + std::to_string(length) + " budget=" + std::to_string(budget));
+      Exhaustive search{c};
+      search.budget = budget;
+      search.tapes = true;
+      const double optimum = search.Solve();
+      const int64_t steps = Simulate(Budget(c, budget), c).recomputed_steps;
+      EXPECT_EQ(steps, optimum);
+      EXPECT_LE(steps, ProportionalSteps(length, 16, 40, budget));
+      EXPECT_LE(steps, previous);
+      previous = steps;
+    }
+    EXPECT_EQ(previous, 0);
+    EXPECT_LE(Simulate(Budget(c, body), c).recomputed_steps, length);
+  }
+  // Long chains: on or below the same line from body checkpointing to eager.
+  for (int64_t length : {64, 256}) {
+    const ChainCosts c = ChainCosts::Uniform(length, 1, 16, 40);
+    const int64_t body = length * 16 + 40;
+    for (int i = 0; i <= 16; ++i) {
+      const int64_t budget = body + (EagerBytes(c) - body) * i / 16;
+      SCOPED_TRACE("L=" + std::to_string(length) + " budget=" + std::to_string(budget));
+      const int64_t steps = Simulate(Budget(c, budget), c).recomputed_steps;
+      EXPECT_LE(steps, ProportionalSteps(length, 16, 40, budget));
+      if (i == 16) EXPECT_EQ(steps, 0);
+    }
+  }
+}
+
+// Never worse than the one-mode optimum (snapshots and kReverse only) at the
+// same memory, and strictly better somewhere on every chain.
+TEST(BudgetTest, NeverWorseThanOneModeAtTheSameMemory) {
+  for (int64_t length = 2; length <= 8; ++length) {
+    for (const ChainCosts& c : {RandomChain(length, 500 + static_cast<uint32_t>(length)),
+                                ChainCosts::Uniform(length, 2, 16, 32)}) {
+      int better = 0;
+      for (int64_t budget : BudgetsToTry(c, 8)) {
+        SCOPED_TRACE("L=" + std::to_string(length) + " budget=" + std::to_string(budget));
+        Exhaustive one_mode{c};
+        one_mode.budget = budget;
+        const double old_flops = one_mode.Solve();
+        const ScheduleCost cost = Simulate(Budget(c, budget), c);
+        EXPECT_LE(cost.peak_bytes, budget);
+        EXPECT_LE(cost.recomputed_flops, old_flops);
+        better += cost.recomputed_flops < old_flops;
+      }
+      EXPECT_GT(better, 0) << "L=" << length;
+    }
   }
 }
 
@@ -614,18 +830,18 @@ TEST(BudgetTest, NothingWithinTheBudgetRecomputesLess) {
 // and is dropped before its segment is done: Rotor's form cannot say this.
 TEST(BudgetTest, UsesSteppingStones) {
   ChainCosts c;
-  c.step_flops = {7, 1, 6};
-  c.carry_bytes = {48, 24, 48, 48};
-  c.residual_bytes = {16, 40, 40};
+  c.step_flops = {8, 3, 9, 6};
+  c.carry_bytes = {16, 16, 40, 32, 32};
+  c.residual_bytes = {56, 16, 56, 40};
   const Schedule s = Budget(c, 88);
-  EXPECT_EQ(ToString(s.forward), "kAdvance 1, kSnapshot, kAdvance 2");
-  // Step 2 from the stone at 1 (dropped: keeping it would need 24 more
-  // bytes), steps 1 and 0 from the input.
+  EXPECT_EQ(ToString(s.forward), "kAdvance 1, kSnapshot, kAdvance 2, kAdvanceTaped 1");
+  // Step 3 from its tape; step 2 from the stone at 1 (dropped: keeping it
+  // would need 16 more bytes), steps 1 and 0 from the input.
   EXPECT_EQ(ToString(s.backward),
-            "kRestore 1, kDrop 1, kAdvance 1, kReverse 1, kRestore 0, kAdvance 1, kReverse 1, kRestore 0, "
-            "kReverse 1");
-  EXPECT_EQ(Simulate(s, c).recomputed_flops, 1 + 6 + 7 + 1 + 7);
-  EXPECT_EQ(Simulate(schedule_internal::BudgetRotor(c, 88, 1e9), c).recomputed_flops, 29);
+            "kReverseTaped 1, kRestore 1, kDrop 1, kAdvance 1, kReverse 1, kRestore 0, kAdvance 1, "
+            "kReverse 1, kRestore 0, kReverse 1");
+  EXPECT_EQ(Simulate(s, c).recomputed_flops, 3 + 9 + 8 + 3 + 8);
+  EXPECT_EQ(Simulate(schedule_internal::BudgetRotor(c, 88, 1e9), c).recomputed_flops, 39);
 }
 
 TEST(BudgetTest, MinimumFeasibleIsExact) {
@@ -633,6 +849,7 @@ TEST(BudgetTest, MinimumFeasibleIsExact) {
     const ChainCosts c = RandomChain(length, 40 + static_cast<uint32_t>(length));
     const int64_t lo = MinimumFeasibleBytes(c);
     Exhaustive search{c};
+    search.tapes = true;  // tapes do not lower it
     search.budget = lo - 1;
     EXPECT_TRUE(std::isinf(search.Solve())) << length;
     search.budget = lo;
