@@ -1,6 +1,7 @@
 #include "engines/planned/arena_packing.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <utility>
@@ -53,18 +54,35 @@ Packing PackInOrder(const std::vector<LiveRange>& ranges, const std::vector<size
 }  // namespace
 
 Packing PackArena(const std::vector<LiveRange>& ranges, int64_t alignment) {
-  std::vector<size_t> by_size(ranges.size());
-  std::iota(by_size.begin(), by_size.end(), 0);
-  std::vector<size_t> by_start = by_size;
-  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
-    return ranges[a].bytes > ranges[b].bytes;
-  });
-  std::stable_sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) {
-    return ranges[a].start < ranges[b].start;
-  });
-  Packing a = PackInOrder(ranges, by_size, alignment);
-  Packing b = PackInOrder(ranges, by_start, alignment);
-  return b.arena_bytes < a.arena_bytes ? b : a;
+  // Orders to place the ranges in; the smallest arena wins. Greedy by size
+  // is XLA's heuristic; the others win on lifetimes that nest like a
+  // reverse-mode run's (a forward pass's residuals freed in reverse).
+  using Key = std::function<bool(const LiveRange&, const LiveRange&)>;
+  const std::vector<Key> orders = {
+      [](const LiveRange& a, const LiveRange& b) { return a.bytes > b.bytes; },
+      [](const LiveRange& a, const LiveRange& b) { return a.start < b.start; },
+      [](const LiveRange& a, const LiveRange& b) {
+        return a.end - a.start > b.end - b.start;
+      },
+      [](const LiveRange& a, const LiveRange& b) {
+        return a.bytes * (a.end - a.start) > b.bytes * (b.end - b.start);
+      },
+      [](const LiveRange& a, const LiveRange& b) {
+        return a.bytes != b.bytes ? a.bytes > b.bytes : a.end - a.start > b.end - b.start;
+      },
+  };
+  Packing best;
+  bool first = true;
+  for (const Key& key : orders) {
+    std::vector<size_t> order(ranges.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return key(ranges[a], ranges[b]); });
+    Packing p = PackInOrder(ranges, order, alignment);
+    if (first || p.arena_bytes < best.arena_bytes) best = std::move(p);
+    first = false;
+  }
+  return best;
 }
 
 int64_t MaxLiveBytes(const std::vector<LiveRange>& ranges, int64_t alignment) {

@@ -22,8 +22,8 @@ struct Packing {
 };
 
 // Every offset is a multiple of `alignment` (the kernels see storage aligned
-// as a malloc'd buffer is). Two packings are tried, greedy by size and
-// greedy by start, each placing a buffer at the lowest offset that fits
+// as a malloc'd buffer is). Several orders are tried (greedy by size, by
+// start, by lifetime, by size times lifetime), each placing a buffer at the lowest offset that fits
 // (best fit: the smallest gap that holds it) among the buffers already
 // placed that it overlaps in time; the smaller arena wins.
 Packing PackArena(const std::vector<LiveRange>& ranges, int64_t alignment);

@@ -189,12 +189,6 @@ Result PlannedEngine::ValueAndGrad(const Program& program, const std::vector<Ten
   double compile_seconds = 0;
   std::shared_ptr<const CompiledPlan> plan =
       Lookup(program, args, wrt, options.on_tracker, &compile_seconds);
-  const Stats& predicted = plan->stats;
-  if (options.max_memory_bytes > 0 && predicted.peak_bytes > options.max_memory_bytes) {
-    throw Error(StrCat("program ", program.name, ": the predicted peak of ", predicted.peak_bytes,
-                       " bytes (at ", predicted.peak_site, ") exceeds the limit of ",
-                       options.max_memory_bytes, " bytes (--max-memory); nothing was allocated"));
-  }
   RequireArgumentData(program, args);
   Result result = Execute(*plan, program, args, options);
   result.stats.seconds_compile = compile_seconds;
@@ -207,6 +201,14 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   Result result;
   RunMemory memory(k, options, /*dry_run=*/false);
   MemoryTracker* tracker = memory.tracker().get();
+  // Refused before anything is allocated, once the run's tracker exists
+  // (the caller sees it, with nothing in it).
+  const Stats& predicted = plan.stats;
+  if (options.max_memory_bytes > 0 && predicted.peak_bytes > options.max_memory_bytes) {
+    throw Error(StrCat("program ", program.name, ": the predicted peak of ", predicted.peak_bytes,
+                       " bytes (at ", predicted.peak_site, ") exceeds the limit of ",
+                       options.max_memory_bytes, " bytes (--max-memory); nothing was allocated"));
+  }
   // The arena: one block, counted in the storage ledger once; the tracker
   // counts each buffer as it takes its place in it.
   Buffer arena(plan.arena_bytes, nullptr, Category::kActivations, /*zero=*/false);
