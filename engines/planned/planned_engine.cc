@@ -1,7 +1,6 @@
 #include "engines/planned/planned_engine.h"
 
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -22,27 +21,85 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-void AppendProgram(const Program& p, std::string* key) {
-  char scalar[32];
-  *key += StrCat("program ", p.name, " output ", p.output, " params");
-  for (const std::string& n : p.param_names) *key += " " + n;
-  *key += " shapes";
-  for (const Shape& s : p.shapes) *key += s.ToString();
+// FNV-1a, fed field by field (no strings built: a cache hit must cost
+// little next to the run it saves).
+class Hasher {
+ public:
+  void Bytes(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
+  }
+  template <typename T>
+  void Value(const T& v) {
+    Bytes(&v, sizeof(v));
+  }
+  void String(const std::string& s) {
+    Value(s.size());
+    Bytes(s.data(), s.size());
+  }
+  void Dims(const Shape& s) {
+    Value(s.rank());
+    for (int64_t d : s.dims()) Value(d);
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+void HashProgram(const Program& p, Hasher* h) {
+  h->String(p.name);
+  h->Value(p.output);
+  h->Value(p.shapes.size());
+  for (const Shape& s : p.shapes) h->Dims(s);
+  h->Value(p.param_names.size());
+  for (const std::string& n : p.param_names) h->String(n);
+  h->Value(p.ops.size());
   for (const Op& op : p.ops) {
-    std::snprintf(scalar, sizeof(scalar), "%a", op.scalar);
-    *key += StrCat("\nop ", OpKindName(op.kind), " ->", op.output, " @", op.site, " (", op.scope,
-                   ") name=", op.name, " c=", scalar, " schedule=", op.schedule, " in");
-    for (int i : op.inputs) *key += StrCat(" ", i);
-    *key += " ints";
-    for (int64_t i : op.ints) *key += StrCat(" ", i);
-    if (op.kind == OpKind::kCheckpoint) *key += " policy=" + op.policy.ToString();
-    if (op.body) {
-      *key += " {";
-      AppendProgram(*op.body, key);
-      *key += "}";
-    }
+    h->Value(op.kind);
+    h->Value(op.output);
+    h->Value(op.inputs.size());
+    for (int i : op.inputs) h->Value(i);
+    h->String(op.site);
+    h->String(op.scope);
+    h->String(op.name);
+    h->String(op.schedule);
+    h->Value(op.scalar);
+    for (int64_t i : op.ints) h->Value(i);
+    if (op.body) HashProgram(*op.body, h);
   }
 }
+
+}  // namespace
+
+uint64_t StructureHash(const Program& program) {
+  Hasher h;
+  HashProgram(program, &h);
+  return h.value();
+}
+
+bool SameStructure(const Program& a, const Program& b) {
+  if (&a == &b) return true;
+  if (a.name != b.name || a.output != b.output || a.shapes != b.shapes ||
+      a.param_names != b.param_names || a.ops.size() != b.ops.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    const Op& x = a.ops[i];
+    const Op& y = b.ops[i];
+    if (x.kind != y.kind || x.output != y.output || x.inputs != y.inputs || x.site != y.site ||
+        x.scope != y.scope || x.name != y.name || x.schedule != y.schedule ||
+        std::memcmp(&x.scalar, &y.scalar, sizeof(double)) != 0 || x.ints != y.ints) {
+      return false;
+    }
+    if (x.kind == OpKind::kCheckpoint && x.policy.ToString() != y.policy.ToString()) return false;
+    if ((x.body == nullptr) != (y.body == nullptr)) return false;
+    if (x.body && x.body != y.body && !SameStructure(*x.body, *y.body)) return false;
+  }
+  return true;
+}
+
+namespace {
 
 // Hands the run's buffers their planned storage, in creation order.
 class ArenaStorage : public BufferStorage {
@@ -127,11 +184,18 @@ Tensor RunKernel(Kernels& k, const Instruction& in, Slots& slots) {
 
 }  // namespace
 
-std::string PlanKey(const Program& program, const std::vector<Tensor>& args,
-                    const std::vector<int>& wrt) {
-  std::string key;
-  AppendProgram(program, &key);
-  key += "\nargs";
+PlannedEngine::PlannedEngine()
+    : kernels_(std::make_unique<RecordingKernels>()), planner_(MakeRecomputePlanner()) {}
+
+std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
+    const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt,
+    const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker,
+    double* seconds) {
+  *seconds = 0;
+  std::vector<ArgSignature> signature;
+  signature.reserve(args.size());
+  Hasher h;
+  h.Value(StructureHash(program));
   for (size_t i = 0; i < args.size(); ++i) {
     // Storage sharing changes what is counted (a shared buffer once).
     size_t first = i;
@@ -141,24 +205,19 @@ std::string PlanKey(const Program& program, const std::vector<Tensor>& args,
         break;
       }
     }
-    key += StrCat(" ", args[i].TypeString(), "@", first, "+", args[i].offset_bytes());
+    signature.push_back({args[i].dtype(), args[i].shape(), first, args[i].offset_bytes()});
+    h.Value(args[i].dtype());
+    h.Dims(args[i].shape());
+    h.Value(first);
+    h.Value(args[i].offset_bytes());
   }
-  key += "\nwrt";
-  for (int w : wrt) key += StrCat(" ", w);
-  return key;
-}
-
-PlannedEngine::PlannedEngine()
-    : kernels_(std::make_unique<RecordingKernels>()), planner_(MakeRecomputePlanner()) {}
-
-std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
-    const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt,
-    const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker,
-    double* seconds) {
-  *seconds = 0;
-  std::string key = PlanKey(program, args, wrt);
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
+  for (int w : wrt) h.Value(w);
+  const uint64_t key = h.value();
+  auto [begin, end] = cache_.equal_range(key);
+  for (auto it = begin; it != end; ++it) {
+    const Entry& e = it->second;
+    if (e.wrt == wrt && e.args == signature && SameStructure(e.program, program)) return e.plan;
+  }
   const Clock::time_point start = Clock::now();
   auto shapes_only = std::make_shared<MemoryTracker>();
   shapes_only->set_dry_run(true);
@@ -166,7 +225,7 @@ std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
   std::shared_ptr<const CompiledPlan> plan =
       Compile(kernels_.get(), planner_.get(), program, dry_args, wrt, on_tracker);
   if (cache_.size() >= kMaxCachedPlans) cache_.clear();
-  cache_.emplace(std::move(key), plan);
+  cache_.emplace(key, Entry{program, std::move(signature), wrt, plan});
   *seconds = SecondsSince(start);
   return plan;
 }

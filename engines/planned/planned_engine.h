@@ -32,9 +32,10 @@
 #define REMAT_ENGINES_PLANNED_PLANNED_ENGINE_H_
 
 #include <cstddef>
-#include <map>
+#include <unordered_map>
 #include <memory>
 #include <string>
+#include <cstdint>
 #include <vector>
 
 #include "engines/api/engine.h"
@@ -74,15 +75,36 @@ class PlannedEngine : public Engine {
   Result Execute(const CompiledPlan& plan, const Program& program,
                  const std::vector<Tensor>& args, const RunOptions& options);
 
+  // A cached plan and what it was compiled for: the program (a copy; its
+  // bodies shared, they are immutable), the arguments' signature and wrt.
+  struct ArgSignature {
+    DType dtype;
+    Shape shape;
+    size_t first_sharer;  // the first argument with the same storage
+    int64_t offset_bytes;
+    bool operator==(const ArgSignature& o) const {
+      return dtype == o.dtype && shape == o.shape && first_sharer == o.first_sharer &&
+             offset_bytes == o.offset_bytes;
+    }
+  };
+  struct Entry {
+    Program program;
+    std::vector<ArgSignature> args;
+    std::vector<int> wrt;
+    std::shared_ptr<const CompiledPlan> plan;
+  };
+
   std::unique_ptr<RecordingKernels> kernels_;
   std::unique_ptr<Planner> planner_;
-  std::map<std::string, std::shared_ptr<const CompiledPlan>> cache_;
+  // By a hash of the key; a hit is confirmed by comparing the key itself.
+  std::unordered_multimap<uint64_t, Entry> cache_;
 };
 
-// The cache key of a run: the program's structure, the arguments' dtypes,
-// shapes and storage sharing, and wrt.
-std::string PlanKey(const Program& program, const std::vector<Tensor>& args,
-                    const std::vector<int>& wrt);
+// Whether two programs are the same structure: ops, attributes, shapes,
+// sites, policies and schedules, bodies included (what a plan depends on).
+bool SameStructure(const Program& a, const Program& b);
+// A hash of that structure, consistent with SameStructure.
+uint64_t StructureHash(const Program& program);
 
 }  // namespace remat
 
