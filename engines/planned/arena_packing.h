@@ -22,14 +22,15 @@ struct Packing {
 };
 
 // Every offset is a multiple of `alignment` (the kernels see storage aligned
-// as a malloc'd buffer is). Several orders are tried (greedy by size, by
+// as a malloc'd buffer is), or for a buffer smaller than `alignment`, of the
+// smallest power of two that holds it (sizes round up to that too). Several orders are tried (greedy by size, by
 // start, by lifetime, by size times lifetime), each placing a buffer at the lowest offset that fits
 // (best fit: the smallest gap that holds it) among the buffers already
 // placed that it overlaps in time; the smaller arena wins.
 Packing PackArena(const std::vector<LiveRange>& ranges, int64_t alignment);
 
 // The lower bound of any packing: the most bytes live at once, each rounded
-// up to `alignment`.
+// up as PackArena rounds it.
 int64_t MaxLiveBytes(const std::vector<LiveRange>& ranges, int64_t alignment);
 
 }  // namespace remat
