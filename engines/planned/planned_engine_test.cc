@@ -180,3 +180,52 @@ TEST(PlannedEngineTest, ScheduleIsRecomputesAndLimitRefusesBeforeAllocating) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST(PlannedEngineTest, TheCacheKeyIsTheStructureNotTheObject) {
+  const Problem& problem = FindProblem("sin_recursive");
+  const ParamValues params = ResolveParams(problem, {}, /*test_sizes=*/true);
+  const Program a = problem.Build(params);
+  const Program b = problem.Build(params);  // another object, the same structure
+  EXPECT_TRUE(SameStructure(a, b));
+  EXPECT_EQ(StructureHash(a), StructureHash(b));
+  // A policy (what is saved) and a site (what the peak names) are the plan's.
+  const Program saving = ApplyPolicy(a, Policy::Parse("everything_saveable"));
+  EXPECT_FALSE(SameStructure(a, saving));
+  Program moved = a;
+  moved.ops.back().site += "x";
+  EXPECT_FALSE(SameStructure(a, moved));
+
+  const std::vector<Tensor> args = MakeInputs(problem, a, params, 1);
+  const std::vector<int> wrt = WrtIndices(problem, a);
+  PlannedEngine planned;
+  planned.ValueAndGrad(a, args, wrt, {});
+  planned.ValueAndGrad(b, args, wrt, {});
+  EXPECT_EQ(planned.cached_plans(), 1u);
+  planned.ValueAndGrad(saving, args, wrt, {});
+  EXPECT_EQ(planned.cached_plans(), 2u);
+}
+
+// On the sin chains the arena holds everything of the run at its peak but
+// the argument and the returned value: measured peak = predicted = arena +
+// those, to the byte.
+TEST(PlannedEngineTest, SinChainsPeakIsTheArenaPlusArgumentAndValue) {
+  for (const char* name : {"sin_plain", "sin_recursive"}) {
+    for (int64_t d : {8, 64, 1024}) {
+      const Problem& problem = FindProblem(name);
+      const ParamValues params = ResolveParams(problem, {{"D", d}}, /*test_sizes=*/true);
+      const Program program = problem.Build(params);
+      const std::vector<Tensor> args = MakeInputs(problem, program, params, 4);
+      PlannedEngine planned;
+      const Result r = planned.ValueAndGrad(program, args, WrtIndices(problem, program), {});
+      EXPECT_EQ(r.stats.peak_bytes, r.stats.predicted_peak_bytes) << name << " D=" << d;
+      EXPECT_EQ(r.stats.peak_bytes, r.stats.arena_bytes + args[0].bytes() + r.value.bytes())
+          << name << " D=" << d;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace remat
