@@ -9,8 +9,7 @@ thread_local BufferStorage* t_storage = nullptr;
 }  // namespace
 
 BufferRecorder* ActiveRecorder(const MemoryTracker* t) {
-  return t_recorder != nullptr && t != nullptr && t_recorder->tracker() == t ? t_recorder
-                                                                             : nullptr;
+  return t_recorder != nullptr && t != nullptr && t_recorder->tracker() == t ? t_recorder : nullptr;
 }
 
 BufferStorage* ActiveStorage(const MemoryTracker* t) {

@@ -53,7 +53,8 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
   // Count first: a limit violation throws before anything is allocated.
   if (tracker_) tracker_->Allocate(bytes_, category_);
   if (tracker_ && tracker_->dry_run()) {
-    if (BufferRecorder* r = ActiveRecorder(tracker_.get())) r->OnCreate(this, bytes_, category_, zero);
+    BufferRecorder* recorder = ActiveRecorder(tracker_.get());
+    if (recorder != nullptr) recorder->OnCreate(this, bytes_, category_, zero);
     return;
   }
   if (BufferStorage* s = ActiveStorage(tracker_.get())) {

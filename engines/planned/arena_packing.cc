@@ -75,9 +75,7 @@ Packing PackArena(const std::vector<LiveRange>& ranges, int64_t alignment) {
   const std::vector<Key> orders = {
       [](const LiveRange& a, const LiveRange& b) { return a.bytes > b.bytes; },
       [](const LiveRange& a, const LiveRange& b) { return a.start < b.start; },
-      [](const LiveRange& a, const LiveRange& b) {
-        return a.end - a.start > b.end - b.start;
-      },
+      [](const LiveRange& a, const LiveRange& b) { return a.end - a.start > b.end - b.start; },
       [](const LiveRange& a, const LiveRange& b) {
         return a.bytes * (a.end - a.start) > b.bytes * (b.end - b.start);
       },

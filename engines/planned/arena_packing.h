@@ -23,9 +23,9 @@ struct Packing {
 
 // Every offset is a multiple of `alignment` (the kernels see storage aligned
 // as a malloc'd buffer is), or for a buffer smaller than `alignment`, of the
-// smallest power of two that holds it (sizes round up to that too). Several orders are tried (greedy by size, by
-// start, by lifetime, by size times lifetime), each placing a buffer at the lowest offset that fits
-// (best fit: the smallest gap that holds it) among the buffers already
+// smallest power of two that holds it (sizes round up to that too). Several orders are tried
+// (greedy by size, by start, by lifetime, by size times lifetime), each placing a buffer at the
+// lowest offset that fits (best fit: the smallest gap that holds it) among the buffers already
 // placed that it overlaps in time; the smaller arena wins.
 Packing PackArena(const std::vector<LiveRange>& ranges, int64_t alignment);
 

@@ -57,8 +57,8 @@ TEST(ArenaPackingTest, SizesRoundUpToTheirAlignment) {
 TEST(ArenaPackingTest, FillsTheBestGap) {
   // Two holes (64 and 128 bytes) open when the 192-byte buffer comes: a
   // 64-byte buffer goes into the 64-byte hole, not the first one that fits.
-  const std::vector<LiveRange> ranges = {
-      {0, 10, 128}, {0, 2, 128}, {0, 10, 64}, {0, 2, 64}, {0, 10, 64}, {3, 10, 64}};
+  const std::vector<LiveRange> ranges = {{0, 10, 128}, {0, 2, 128}, {0, 10, 64},
+                                         {0, 2, 64},   {0, 10, 64}, {3, 10, 64}};
   const Packing p = PackArena(ranges, 64);
   ExpectValid(ranges, p, 64);
   EXPECT_EQ(p.arena_bytes, MaxLiveBytes(ranges, 64));

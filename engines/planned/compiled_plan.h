@@ -17,10 +17,31 @@ namespace remat {
 
 // The kernels of engines/api/kernels.h, one per public entry point.
 enum class KernelOp {
-  kMatMul, kRelu, kReluBackward, kSin, kCos, kSinBackward, kCosBackward, kSquare,
-  kSquareBackward, kAdd, kMul, kSum, kBroadcast, kSoftmax, kSoftmaxBackward, kLayerNorm,
-  kLayerNormBackward, kLayerNormGammaGrad, kSumLeading, kGelu, kGeluBackward, kScale,
-  kTranspose, kSplitHeads, kMergeHeads,
+  kMatMul,
+  kRelu,
+  kReluBackward,
+  kSin,
+  kCos,
+  kSinBackward,
+  kCosBackward,
+  kSquare,
+  kSquareBackward,
+  kAdd,
+  kMul,
+  kSum,
+  kBroadcast,
+  kSoftmax,
+  kSoftmaxBackward,
+  kLayerNorm,
+  kLayerNormBackward,
+  kLayerNormGammaGrad,
+  kSumLeading,
+  kGelu,
+  kGeluBackward,
+  kScale,
+  kTranspose,
+  kSplitHeads,
+  kMergeHeads,
 };
 
 // A tensor an instruction reads or writes: a view of a slot's buffer.
@@ -33,14 +54,14 @@ struct SlotRef {
 
 struct Instruction {
   enum class Kind {
-    kKernel,      // out slot = kernel(operands); its scratchpad inside the call
-    kZeros,       // out slot = a new zero-filled buffer (flat)
-    kUninit,      // out slot = a new buffer whose contents are written later (flat)
-    kCopy,        // out slot = a copy of operands[0] (an offload or its return)
-    kCopyInto,    // operands[1] (a view) = operands[0], bitwise
-    kZeroFill,    // operands[0] (a view) = 0
-    kSetOne,      // operands[0] (rank 0) = 1: the backward pass's seed
-    kFree,        // the slot's buffer is released (its last use was before)
+    kKernel,    // out slot = kernel(operands); its scratchpad inside the call
+    kZeros,     // out slot = a new zero-filled buffer (flat)
+    kUninit,    // out slot = a new buffer whose contents are written later (flat)
+    kCopy,      // out slot = a copy of operands[0] (an offload or its return)
+    kCopyInto,  // operands[1] (a view) = operands[0], bitwise
+    kZeroFill,  // operands[0] (a view) = 0
+    kSetOne,    // operands[0] (rank 0) = 1: the backward pass's seed
+    kFree,      // the slot's buffer is released (its last use was before)
   };
   Kind kind = Kind::kKernel;
   KernelOp op = KernelOp::kAdd;

@@ -79,8 +79,9 @@ class Recorder : public BufferRecorder, public KernelObserver {
   void OnCast(const Tensor& src, const Tensor& out) override {
     auto arg = arg_of_.find(src.buffer());
     if (depth_ > 0 || arg == arg_of_.end() || src.offset_bytes() != 0) {
-      throw Error("planned: a cast of something other than an argument (the compiler knows "
-                  "only RunMemory::Arguments' casts)");
+      throw Error(
+          "planned: a cast of something other than an argument (the compiler knows "
+          "only RunMemory::Arguments' casts)");
     }
     const int id = Claim(out);
     buffers_[id].cast_of = arg->second;

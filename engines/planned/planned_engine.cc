@@ -153,31 +153,56 @@ Tensor RunKernel(Kernels& k, const Instruction& in, Slots& slots) {
   auto b = [&]() -> const Tensor& { return slots.Get(o[1], &v1); };
   auto c = [&]() -> const Tensor& { return slots.Get(o[2], &v2); };
   switch (in.op) {
-    case KernelOp::kMatMul: return k.MatMul(a(), in.transpose_a, b(), in.transpose_b);
-    case KernelOp::kRelu: return k.Relu(a());
-    case KernelOp::kReluBackward: return k.ReluBackward(a(), b());
-    case KernelOp::kSin: return k.Sin(a());
-    case KernelOp::kCos: return k.Cos(a());
-    case KernelOp::kSinBackward: return k.SinBackward(a(), b());
-    case KernelOp::kCosBackward: return k.CosBackward(a(), b());
-    case KernelOp::kSquare: return k.Square(a());
-    case KernelOp::kSquareBackward: return k.SquareBackward(a(), b());
-    case KernelOp::kAdd: return k.Add(a(), b());
-    case KernelOp::kMul: return k.Mul(a(), b());
-    case KernelOp::kSum: return k.Sum(a());
-    case KernelOp::kBroadcast: return k.Broadcast(a(), in.out_shape);
-    case KernelOp::kSoftmax: return k.Softmax(a());
-    case KernelOp::kSoftmaxBackward: return k.SoftmaxBackward(a(), b());
-    case KernelOp::kLayerNorm: return k.LayerNorm(a(), b(), c());
-    case KernelOp::kLayerNormBackward: return k.LayerNormBackward(a(), b(), c());
-    case KernelOp::kLayerNormGammaGrad: return k.LayerNormGammaGrad(a(), b());
-    case KernelOp::kSumLeading: return k.SumLeading(a());
-    case KernelOp::kGelu: return k.Gelu(a());
-    case KernelOp::kGeluBackward: return k.GeluBackward(a(), b());
-    case KernelOp::kScale: return k.Scale(a(), in.scalar);
-    case KernelOp::kTranspose: return k.Transpose(a());
-    case KernelOp::kSplitHeads: return k.SplitHeads(a(), in.int_a, in.int_b);
-    case KernelOp::kMergeHeads: return k.MergeHeads(a(), in.int_a);
+    case KernelOp::kMatMul:
+      return k.MatMul(a(), in.transpose_a, b(), in.transpose_b);
+    case KernelOp::kRelu:
+      return k.Relu(a());
+    case KernelOp::kReluBackward:
+      return k.ReluBackward(a(), b());
+    case KernelOp::kSin:
+      return k.Sin(a());
+    case KernelOp::kCos:
+      return k.Cos(a());
+    case KernelOp::kSinBackward:
+      return k.SinBackward(a(), b());
+    case KernelOp::kCosBackward:
+      return k.CosBackward(a(), b());
+    case KernelOp::kSquare:
+      return k.Square(a());
+    case KernelOp::kSquareBackward:
+      return k.SquareBackward(a(), b());
+    case KernelOp::kAdd:
+      return k.Add(a(), b());
+    case KernelOp::kMul:
+      return k.Mul(a(), b());
+    case KernelOp::kSum:
+      return k.Sum(a());
+    case KernelOp::kBroadcast:
+      return k.Broadcast(a(), in.out_shape);
+    case KernelOp::kSoftmax:
+      return k.Softmax(a());
+    case KernelOp::kSoftmaxBackward:
+      return k.SoftmaxBackward(a(), b());
+    case KernelOp::kLayerNorm:
+      return k.LayerNorm(a(), b(), c());
+    case KernelOp::kLayerNormBackward:
+      return k.LayerNormBackward(a(), b(), c());
+    case KernelOp::kLayerNormGammaGrad:
+      return k.LayerNormGammaGrad(a(), b());
+    case KernelOp::kSumLeading:
+      return k.SumLeading(a());
+    case KernelOp::kGelu:
+      return k.Gelu(a());
+    case KernelOp::kGeluBackward:
+      return k.GeluBackward(a(), b());
+    case KernelOp::kScale:
+      return k.Scale(a(), in.scalar);
+    case KernelOp::kTranspose:
+      return k.Transpose(a());
+    case KernelOp::kSplitHeads:
+      return k.SplitHeads(a(), in.int_a, in.int_b);
+    case KernelOp::kMergeHeads:
+      return k.MergeHeads(a(), in.int_a);
   }
   throw Error("planned: unknown kernel in a compiled plan");
 }
@@ -189,8 +214,7 @@ PlannedEngine::PlannedEngine()
 
 std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
     const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt,
-    const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker,
-    double* seconds) {
+    const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker, double* seconds) {
   *seconds = 0;
   std::vector<ArgSignature> signature;
   signature.reserve(args.size());

@@ -32,10 +32,10 @@
 #define REMAT_ENGINES_PLANNED_PLANNED_ENGINE_H_
 
 #include <cstddef>
-#include <unordered_map>
+#include <cstdint>
 #include <memory>
 #include <string>
-#include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "engines/api/engine.h"
@@ -72,8 +72,8 @@ class PlannedEngine : public Engine {
       const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt,
       const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker,
       double* seconds);
-  Result Execute(const CompiledPlan& plan, const Program& program,
-                 const std::vector<Tensor>& args, const RunOptions& options);
+  Result Execute(const CompiledPlan& plan, const Program& program, const std::vector<Tensor>& args,
+                 const RunOptions& options);
 
   // A cached plan and what it was compiled for: the program (a copy; its
   // bodies shared, they are immutable), the arguments' signature and wrt.

@@ -97,7 +97,8 @@ TEST_P(PlannedProblemTest, EagerBitsPredictedPeakTightArena) {
   EXPECT_EQ(planned.cached_plans(), plans);
   EXPECT_EQ(again.stats.seconds_compile, 0);
   EXPECT_EQ(again.stats.peak_bytes, got.stats.peak_bytes);
-  for (size_t j = 0; j < want.grads.size(); ++j) EXPECT_TRUE(SameBits(again.grads[j], want.grads[j]));
+  for (size_t j = 0; j < want.grads.size(); ++j)
+    EXPECT_TRUE(SameBits(again.grads[j], want.grads[j]));
 }
 
 std::vector<Case> Cases() {

@@ -4,10 +4,12 @@ namespace remat {
 
 // Each call is described to the observer, then computed by OneDnnKernels.
 
-void RecordingKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out) {
+void RecordingKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b,
+                                bool transpose_b, Tensor& out) {
   if (observer_ == nullptr) return OneDnnKernels::DoMatMul(a, transpose_a, b, transpose_b, out);
   KernelCall call = Call(KernelOp::kMatMul, {&a, &b}, out);
-  call.transpose_a = transpose_a; call.transpose_b = transpose_b;
+  call.transpose_a = transpose_a;
+  call.transpose_b = transpose_b;
   const Observed observed(observer_, call);
   OneDnnKernels::DoMatMul(a, transpose_a, b, transpose_b, out);
 }
@@ -110,14 +112,16 @@ void RecordingKernels::DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tens
   OneDnnKernels::DoSoftmaxBackward(y, dy, out);
 }
 
-void RecordingKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& out) {
+void RecordingKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                   Tensor& out) {
   if (observer_ == nullptr) return OneDnnKernels::DoLayerNorm(x, gamma, beta, out);
   KernelCall call = Call(KernelOp::kLayerNorm, {&x, &gamma, &beta}, out);
   const Observed observed(observer_, call);
   OneDnnKernels::DoLayerNorm(x, gamma, beta, out);
 }
 
-void RecordingKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy, Tensor& out) {
+void RecordingKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                                           Tensor& out) {
   if (observer_ == nullptr) return OneDnnKernels::DoLayerNormBackward(x, gamma, dy, out);
   KernelCall call = Call(KernelOp::kLayerNormBackward, {&x, &gamma, &dy}, out);
   const Observed observed(observer_, call);
@@ -170,7 +174,8 @@ void RecordingKernels::DoTranspose(const Tensor& x, Tensor& out) {
 void RecordingKernels::DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) {
   if (observer_ == nullptr) return OneDnnKernels::DoSplitHeads(x, batch, heads, out);
   KernelCall call = Call(KernelOp::kSplitHeads, {&x}, out);
-  call.int_a = batch; call.int_b = heads;
+  call.int_a = batch;
+  call.int_b = heads;
   const Observed observed(observer_, call);
   OneDnnKernels::DoSplitHeads(x, batch, heads, out);
 }

@@ -55,8 +55,7 @@ class RecordingKernels : public OneDnnKernels {
   void DoBroadcast(const Tensor& s, Tensor& out) override;
   void DoSoftmax(const Tensor& x, Tensor& out) override;
   void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
-  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                   Tensor& out) override;
+  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& out) override;
   void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
                            Tensor& out) override;
   void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) override;
