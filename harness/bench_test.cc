@@ -176,6 +176,29 @@ TEST(BenchPlanTest, ProgramFilesGetRows) {
   }
 }
 
+// The default run gives planned one row per case (as written, next to
+// eager's); naming it in --engines gives it every policy, as recompute has.
+TEST(BenchPlan, PlannedRunsAsWrittenInTheDefaultRun) {
+  std::vector<std::string> rest;
+  const std::vector<std::string> registered = {"eager", "planned", "recompute"};
+  auto count = [](const std::vector<PlannedRow>& rows, const std::string& engine,
+                  bool as_written_only) {
+    size_t n = 0;
+    for (const PlannedRow& r : rows) {
+      if (r.engine == engine && (!as_written_only || r.policy == kAsWritten)) ++n;
+    }
+    return n;
+  };
+  const std::vector<PlannedRow> all = PlanRows(ParseBenchFlags({"bench"}, &rest), registered);
+  EXPECT_GT(count(all, "planned", false), 0u);
+  EXPECT_EQ(count(all, "planned", false), count(all, "planned", true));
+  EXPECT_EQ(count(all, "planned", false), count(all, "eager", false));
+  const std::vector<PlannedRow> named =
+      PlanRows(ParseBenchFlags({"bench", "--engines=eager,planned,recompute"}, &rest), registered);
+  EXPECT_EQ(count(named, "planned", false), count(named, "recompute", false));
+  EXPECT_GT(count(named, "planned", false), count(named, "planned", true));
+}
+
 std::vector<PlannedRow> SweepPlan(const std::string& sweep) {
   std::vector<std::string> rest;
   return PlanRows(ParseBenchFlags({"bench", "--sweep=" + sweep}, &rest), {"eager", "recompute"});

@@ -61,7 +61,9 @@ nlohmann::json StatsToJson(const Stats& s) {
           {"flops_backward", s.flops_backward},
           {"seconds_forward", s.seconds_forward},
           {"seconds_backward", s.seconds_backward},
-          {"seconds_in_kernels", s.seconds_in_kernels}};
+          {"seconds_in_kernels", s.seconds_in_kernels},
+          {"seconds_compile", s.seconds_compile},
+          {"arena_bytes", s.arena_bytes}};
 }
 
 std::string FormatBytes(int64_t bytes) {

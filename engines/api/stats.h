@@ -54,6 +54,14 @@ struct Stats {
   // Program::Describe(op); a scan body's ops count once per step.
   std::map<std::string, int64_t> op_runs;
 
+  // Engines that compile a run ahead of it (engines/planned): the seconds
+  // this run spent compiling (0 when a plan of the same program, shapes and
+  // wrt was cached), not included in seconds_forward or seconds_backward;
+  // and the bytes of the one arena every buffer of the run was placed in
+  // (-1: no arena).
+  double seconds_compile = 0;
+  int64_t arena_bytes = -1;
+
   double seconds_forward = 0;
   double seconds_backward = 0;  // recomputation included
   // Of those, the time inside kernels; the rest is the engine's overhead.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "engines/api/buffer_hooks.h"
 #include "engines/api/error.h"
 
 namespace remat {
@@ -51,7 +52,19 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
   TuneMalloc();
   // Count first: a limit violation throws before anything is allocated.
   if (tracker_) tracker_->Allocate(bytes_, category_);
-  if (tracker_ && tracker_->dry_run()) return;
+  if (tracker_ && tracker_->dry_run()) {
+    BufferRecorder* recorder = ActiveRecorder(tracker_.get());
+    if (recorder != nullptr) recorder->OnCreate(this, bytes_, category_, zero);
+    return;
+  }
+  if (BufferStorage* s = ActiveStorage(tracker_.get())) {
+    data_ = s->Take(bytes_, category_);
+    if (data_ != nullptr) {
+      owned_ = false;
+      if (zero) std::memset(data_, 0, static_cast<size_t>(bytes_));
+      return;
+    }
+  }
   size_t rounded = (static_cast<size_t>(bytes_) + kAlignmentBytes - 1) / kAlignmentBytes *
                    kAlignmentBytes;
   if (rounded == 0) rounded = kAlignmentBytes;
@@ -66,7 +79,10 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
 }
 
 Buffer::~Buffer() {
-  std::free(data_);
+  if (tracker_ && tracker_->dry_run()) {
+    if (BufferRecorder* r = ActiveRecorder(tracker_.get())) r->OnDestroy(this);
+  }
+  if (owned_) std::free(data_);
   if (tracker_) tracker_->Release(bytes_, category_);
 }
 
@@ -144,6 +160,19 @@ Tensor Tensor::Slice(int64_t i) const {
   return t;
 }
 
+Tensor Tensor::View(int64_t offset_bytes, const Shape& shape) const {
+  if (!buffer_) throw Error("view of an undefined tensor");
+  const int64_t bytes = shape.num_elements() * DTypeSize(dtype_);
+  if (offset_bytes < 0 || offset_bytes + bytes > buffer_->bytes()) {
+    throw Error(StrCat("view of ", bytes, " bytes at offset ", offset_bytes, " out of a buffer of ",
+                       buffer_->bytes(), " bytes"));
+  }
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.offset_bytes_ = offset_bytes;
+  return t;
+}
+
 Tensor Tensor::Reshaped(const Shape& shape) const {
   if (shape.num_elements() != num_elements()) {
     throw Error(StrCat("cannot reshape ", TypeString(), " to ", shape.ToString()));
@@ -159,6 +188,7 @@ std::string Tensor::TypeString() const {
 
 Tensor Cast(const Tensor& t, DType dtype, const std::shared_ptr<MemoryTracker>& tracker) {
   Tensor out = Tensor::Zeros(dtype, t.shape(), tracker);
+  if (BufferRecorder* r = ActiveRecorder(tracker.get())) r->OnCast(t, out);
   if (out.dry() || t.dry()) return out;
   const int64_t n = t.num_elements();
   if (dtype == DType::kF64) {
@@ -173,6 +203,7 @@ Tensor Cast(const Tensor& t, DType dtype, const std::shared_ptr<MemoryTracker>& 
 
 Tensor Copy(const Tensor& t, const std::shared_ptr<MemoryTracker>& tracker) {
   Tensor out = Tensor::Zeros(t.dtype(), t.shape(), tracker);
+  if (BufferRecorder* r = ActiveRecorder(tracker.get())) r->OnCopy(t, out);
   if (out.dry() || t.dry()) return out;
   std::memcpy(out.raw(), t.raw(), t.bytes());
   return out;

@@ -37,6 +37,7 @@ class Buffer {
 
  private:
   void* data_ = nullptr;
+  bool owned_ = true;  // false: storage of a BufferStorage's arena (buffer_hooks.h)
   int64_t bytes_ = 0;
   std::shared_ptr<MemoryTracker> tracker_;
   Category category_;
@@ -76,6 +77,11 @@ class Tensor {
   Tensor Slice(int64_t i) const;
   // Same storage, another shape with the same number of elements.
   Tensor Reshaped(const Shape& shape) const;
+  // Where the view starts in its buffer, in bytes.
+  int64_t offset_bytes() const { return offset_bytes_; }
+  // A view of `shape` starting `offset_bytes` into this tensor's buffer;
+  // remat::Error unless it lies within the buffer.
+  Tensor View(int64_t offset_bytes, const Shape& shape) const;
   // The buffer's identity, for counting shared storage once.
   const Buffer* buffer() const { return buffer_.get(); }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "engines/api/buffer_hooks.h"
 #include "engines/api/error.h"
 #include "engines/api/rules.h"
 #include "engines/autodiff/save_plan.h"
@@ -164,6 +165,9 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
     ScopedSite site(tracker_.get(), Category::kGradients, "backward");
     Tensor one = Tensor::Zeros(kernels_->dtype(), Shape(), tracker_);
     if (one.dry()) {
+      // The seed is written outside any kernel: a recorder (engines/planned,
+      // buffer_hooks.h) must see the write to replay it.
+      if (BufferRecorder* r = ActiveRecorder(tracker_.get())) r->OnSetOne(one);
     } else if (one.dtype() == DType::kF32) {
       one.f32()[0] = 1.0f;
     } else {

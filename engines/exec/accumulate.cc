@@ -3,6 +3,7 @@
 #include <cstring>
 #include <utility>
 
+#include "engines/api/buffer_hooks.h"
 #include "engines/api/error.h"
 
 namespace remat {
@@ -36,7 +37,16 @@ void StackedGradient::Set(int64_t step, const Tensor& cotangent) {
   if (step < 0 || step >= static_cast<int64_t>(filled_.size())) {
     throw Error(StrCat("StackedGradient::Set: step ", step, " of a stack of ", filled_.size()));
   }
-  if (!cotangent.defined() || cotangent.dry()) return;
+  if (!cotangent.defined()) return;
+  if (cotangent.dry()) {
+    // A dry run copies nothing; a recorder (buffer_hooks.h) notes the copy
+    // and Finish the slices it must zero.
+    if (BufferRecorder* r = ActiveRecorder()) {
+      r->OnCopyInto(cotangent, stack_.Slice(step));
+      filled_[static_cast<size_t>(step)] = true;
+    }
+    return;
+  }
   Tensor slot = stack_.Slice(step);
   if (cotangent.shape() != slot.shape() || cotangent.dtype() != slot.dtype()) {
     throw Error(StrCat("StackedGradient::Set: step ", step, "'s cotangent is ",
@@ -48,7 +58,13 @@ void StackedGradient::Set(int64_t step, const Tensor& cotangent) {
 }
 
 Tensor StackedGradient::Finish() {
-  if (!stack_.dry()) {
+  if (stack_.dry()) {
+    if (BufferRecorder* r = ActiveRecorder()) {
+      for (size_t i = 0; i < filled_.size(); ++i) {
+        if (!filled_[i]) r->OnZeroFill(stack_.Slice(static_cast<int64_t>(i)));
+      }
+    }
+  } else {
     for (size_t i = 0; i < filled_.size(); ++i) {
       if (filled_[i]) continue;
       Tensor slot = stack_.Slice(static_cast<int64_t>(i));

@@ -1,0 +1,400 @@
+#include "engines/planned/planned_engine.h"
+
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "engines/api/buffer_hooks.h"
+#include "engines/api/error.h"
+#include "engines/api/registry.h"
+#include "engines/autodiff/planners.h"
+#include "engines/autodiff/reverse_mode.h"
+#include "engines/exec/run_memory.h"
+#include "engines/planned/compiler.h"
+
+namespace remat {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// FNV-1a, fed field by field (no strings built: a cache hit must cost
+// little next to the run it saves). Strings by length: a hash only picks
+// the candidates a comparison confirms.
+class Hasher {
+ public:
+  void Bytes(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
+  }
+  template <typename T>
+  void Value(const T& v) {
+    Bytes(&v, sizeof(v));
+  }
+  // A string's length only: SameStructure compares the contents of a hit
+  // (a memcmp, cheaper than hashing them byte by byte on every run).
+  void String(const std::string& s) { Value(s.size()); }
+  void Dims(const Shape& s) {
+    Value(s.rank());
+    for (int64_t d : s.dims()) Value(d);
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+void HashProgram(const Program& p, Hasher* h) {
+  h->String(p.name);
+  h->Value(p.output);
+  h->Value(p.shapes.size());
+  for (const Shape& s : p.shapes) h->Dims(s);
+  h->Value(p.param_names.size());
+  for (const std::string& n : p.param_names) h->String(n);
+  h->Value(p.ops.size());
+  for (const Op& op : p.ops) {
+    h->Value(op.kind);
+    h->Value(op.output);
+    h->Value(op.inputs.size());
+    for (int i : op.inputs) h->Value(i);
+    h->String(op.site);
+    h->String(op.scope);
+    h->String(op.name);
+    h->String(op.schedule);
+    h->Value(op.scalar);
+    for (int64_t i : op.ints) h->Value(i);
+    if (op.body) HashProgram(*op.body, h);
+  }
+}
+
+}  // namespace
+
+uint64_t StructureHash(const Program& program) {
+  Hasher h;
+  HashProgram(program, &h);
+  return h.value();
+}
+
+bool SameStructure(const Program& a, const Program& b) {
+  if (&a == &b) return true;
+  if (a.name != b.name || a.output != b.output || a.shapes != b.shapes ||
+      a.param_names != b.param_names || a.ops.size() != b.ops.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    const Op& x = a.ops[i];
+    const Op& y = b.ops[i];
+    if (x.kind != y.kind || x.output != y.output || x.inputs != y.inputs || x.site != y.site ||
+        x.scope != y.scope || x.name != y.name || x.schedule != y.schedule ||
+        std::memcmp(&x.scalar, &y.scalar, sizeof(double)) != 0 || x.ints != y.ints) {
+      return false;
+    }
+    if (x.kind == OpKind::kCheckpoint && x.policy.ToString() != y.policy.ToString()) return false;
+    if ((x.body == nullptr) != (y.body == nullptr)) return false;
+    if (x.body && x.body != y.body && !SameStructure(*x.body, *y.body)) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Hands the run's buffers their planned storage, in creation order.
+class ArenaStorage : public BufferStorage {
+ public:
+  ArenaStorage(const MemoryTracker* tracker, const CompiledPlan& plan, char* arena)
+      : tracker_(tracker), plan_(plan), arena_(arena) {}
+  const MemoryTracker* tracker() const override { return tracker_; }
+  void* Take(int64_t bytes, Category) override {
+    const size_t k = next_++;
+    if (k >= plan_.placements.size() || plan_.placements[k].bytes != bytes) {
+      // Not the plan's allocation: allocate it apart (the run stays
+      // correct) and report the divergence when the run ends.
+      diverged_ = true;
+      return nullptr;
+    }
+    const int64_t offset = plan_.placements[k].offset;
+    return offset < 0 ? nullptr : arena_ + offset;
+  }
+  bool diverged() const { return diverged_ || next_ != plan_.placements.size(); }
+
+ private:
+  const MemoryTracker* tracker_;
+  const CompiledPlan& plan_;
+  char* arena_;
+  size_t next_ = 0;
+  bool diverged_ = false;
+};
+
+// The slots of a running plan.
+class Slots {
+ public:
+  explicit Slots(size_t n) : slots_(n) {}
+  Tensor& operator[](int slot) { return slots_[slot]; }
+  // The tensor a reference names: the slot's own, or a view made in `view`.
+  const Tensor& Get(const SlotRef& r, Tensor* view) {
+    const Tensor& t = slots_[r.slot];
+    if (r.whole) return t;
+    *view = t.View(r.offset_bytes, r.shape);
+    return *view;
+  }
+  void Clear() { slots_.clear(); }
+
+ private:
+  std::vector<Tensor> slots_;
+};
+
+Tensor RunKernel(Kernels& k, const Instruction& in, Slots& slots) {
+  Tensor v0, v1, v2;
+  const auto& o = in.operands;
+  auto a = [&]() -> const Tensor& { return slots.Get(o[0], &v0); };
+  auto b = [&]() -> const Tensor& { return slots.Get(o[1], &v1); };
+  auto c = [&]() -> const Tensor& { return slots.Get(o[2], &v2); };
+  switch (in.op) {
+    case KernelOp::kMatMul:
+      return k.MatMul(a(), in.transpose_a, b(), in.transpose_b);
+    case KernelOp::kRelu:
+      return k.Relu(a());
+    case KernelOp::kReluBackward:
+      return k.ReluBackward(a(), b());
+    case KernelOp::kSin:
+      return k.Sin(a());
+    case KernelOp::kCos:
+      return k.Cos(a());
+    case KernelOp::kSinBackward:
+      return k.SinBackward(a(), b());
+    case KernelOp::kCosBackward:
+      return k.CosBackward(a(), b());
+    case KernelOp::kSquare:
+      return k.Square(a());
+    case KernelOp::kSquareBackward:
+      return k.SquareBackward(a(), b());
+    case KernelOp::kAdd:
+      return k.Add(a(), b());
+    case KernelOp::kMul:
+      return k.Mul(a(), b());
+    case KernelOp::kSum:
+      return k.Sum(a());
+    case KernelOp::kBroadcast:
+      return k.Broadcast(a(), in.out_shape);
+    case KernelOp::kSoftmax:
+      return k.Softmax(a());
+    case KernelOp::kSoftmaxBackward:
+      return k.SoftmaxBackward(a(), b());
+    case KernelOp::kLayerNorm:
+      return k.LayerNorm(a(), b(), c());
+    case KernelOp::kLayerNormBackward:
+      return k.LayerNormBackward(a(), b(), c());
+    case KernelOp::kLayerNormGammaGrad:
+      return k.LayerNormGammaGrad(a(), b());
+    case KernelOp::kSumLeading:
+      return k.SumLeading(a());
+    case KernelOp::kGelu:
+      return k.Gelu(a());
+    case KernelOp::kGeluBackward:
+      return k.GeluBackward(a(), b());
+    case KernelOp::kScale:
+      return k.Scale(a(), in.scalar);
+    case KernelOp::kTranspose:
+      return k.Transpose(a());
+    case KernelOp::kSplitHeads:
+      return k.SplitHeads(a(), in.int_a, in.int_b);
+    case KernelOp::kMergeHeads:
+      return k.MergeHeads(a(), in.int_a);
+  }
+  throw Error("planned: unknown kernel in a compiled plan");
+}
+
+}  // namespace
+
+PlannedEngine::PlannedEngine()
+    : kernels_(std::make_unique<RecordingKernels>()), planner_(MakeRecomputePlanner()) {}
+
+std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
+    const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt,
+    const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker, double* seconds) {
+  *seconds = 0;
+  std::vector<ArgSignature> signature;
+  signature.reserve(args.size());
+  Hasher h;
+  h.Value(StructureHash(program));
+  for (size_t i = 0; i < args.size(); ++i) {
+    // Storage sharing changes what is counted (a shared buffer once).
+    size_t first = i;
+    for (size_t j = 0; j < i; ++j) {
+      if (args[j].buffer() == args[i].buffer()) {
+        first = j;
+        break;
+      }
+    }
+    signature.push_back({args[i].dtype(), args[i].shape(), first, args[i].offset_bytes()});
+    h.Value(args[i].dtype());
+    h.Dims(args[i].shape());
+    h.Value(first);
+    h.Value(args[i].offset_bytes());
+  }
+  for (int w : wrt) h.Value(w);
+  const uint64_t key = h.value();
+  auto [begin, end] = cache_.equal_range(key);
+  for (auto it = begin; it != end; ++it) {
+    const Entry& e = it->second;
+    if (e.wrt == wrt && e.args == signature && SameStructure(e.program, program)) return e.plan;
+  }
+  const Clock::time_point start = Clock::now();
+  auto shapes_only = std::make_shared<MemoryTracker>();
+  shapes_only->set_dry_run(true);
+  const std::vector<Tensor> dry_args = DryArguments(args, shapes_only);
+  std::shared_ptr<const CompiledPlan> plan =
+      Compile(kernels_.get(), planner_.get(), program, dry_args, wrt, on_tracker);
+  if (cache_.size() >= kMaxCachedPlans) cache_.clear();
+  cache_.emplace(key, Entry{program, std::move(signature), wrt, plan});
+  *seconds = SecondsSince(start);
+  return plan;
+}
+
+std::shared_ptr<const CompiledPlan> PlannedEngine::PlanFor(const Program& program,
+                                                           const std::vector<Tensor>& args,
+                                                           const std::vector<int>& wrt) {
+  ValidateArguments(program, args, wrt);
+  double seconds = 0;
+  return Lookup(program, args, wrt, nullptr, &seconds);
+}
+
+Result PlannedEngine::ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                                   const std::vector<int>& wrt, const RunOptions& options) {
+  ValidateArguments(program, args, wrt);
+  if (options.plan_only || options.check_recompute_bits) {
+    ReverseMode executor(kernels_.get(), planner_.get());
+    return executor.Run(program, args, wrt, options);
+  }
+  double compile_seconds = 0;
+  std::shared_ptr<const CompiledPlan> plan =
+      Lookup(program, args, wrt, options.on_tracker, &compile_seconds);
+  RequireArgumentData(program, args);
+  Result result = Execute(*plan, program, args, options);
+  result.stats.seconds_compile = compile_seconds;
+  return result;
+}
+
+Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
+                              const std::vector<Tensor>& args, const RunOptions& options) {
+  Kernels& k = *kernels_;
+  Result result;
+  RunMemory memory(k, options, /*dry_run=*/false);
+  MemoryTracker* tracker = memory.tracker().get();
+  // Refused before anything is allocated, once the run's tracker exists
+  // (the caller sees it, with nothing in it).
+  const Stats& predicted = plan.stats;
+  if (options.max_memory_bytes > 0 && predicted.peak_bytes > options.max_memory_bytes) {
+    throw Error(StrCat("program ", program.name, ": the predicted peak of ", predicted.peak_bytes,
+                       " bytes (at ", predicted.peak_site, ") exceeds the limit of ",
+                       options.max_memory_bytes, " bytes (--max-memory); nothing was allocated"));
+  }
+  // The arena: one block, counted in the storage ledger once; the tracker
+  // counts each buffer as it takes its place in it.
+  Buffer arena(plan.arena_bytes, nullptr, Category::kActivations, /*zero=*/false);
+  tracker->AddStorage(plan.arena_bytes);
+  ArenaStorage storage(tracker, plan, static_cast<char*>(arena.data()));
+  const ScopedBufferStorage placed(&storage);
+
+  Slots slots(static_cast<size_t>(plan.num_buffers + plan.num_params));
+  {
+    std::vector<Tensor> inputs = memory.Arguments(program, args);
+    std::vector<bool> cast(inputs.size(), false);
+    for (int i = 0; i < plan.num_buffers; ++i) {
+      if (plan.cast_of[i] < 0) continue;
+      slots[i] = inputs[plan.cast_of[i]];
+      cast[plan.cast_of[i]] = true;
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!cast[i]) slots[plan.num_buffers + static_cast<int>(i)] = inputs[i];
+    }
+  }
+
+  k.reset_flops();
+  k.reset_kernel_seconds();
+  int site = -1;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point backward = start;
+  const size_t n = plan.instructions.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Instruction& in = plan.instructions[i];
+    if (i == plan.backward_start) backward = Clock::now();
+    if (in.site >= 0) {
+      if (in.site != site) {
+        site = in.site;
+        tracker->set_site(plan.sites[site]);
+      }
+      tracker->set_category(in.category);
+    }
+    Tensor view0, view1;
+    switch (in.kind) {
+      case Instruction::Kind::kKernel:
+        slots[in.out] = RunKernel(k, in, slots);
+        break;
+      case Instruction::Kind::kZeros:
+        slots[in.out] = Tensor::Zeros(k.dtype(), in.out_shape, memory.tracker(), in.category);
+        break;
+      case Instruction::Kind::kUninit:
+        slots[in.out] = Tensor::Uninitialized(k.dtype(), in.out_shape, memory.tracker());
+        break;
+      case Instruction::Kind::kCopy:
+        slots[in.out] = Copy(slots.Get(in.operands[0], &view0), memory.tracker());
+        break;
+      case Instruction::Kind::kCopyInto: {
+        const Tensor& src = slots.Get(in.operands[0], &view0);
+        const Tensor& dst = slots.Get(in.operands[1], &view1);
+        std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(dst.bytes()));
+        break;
+      }
+      case Instruction::Kind::kZeroFill: {
+        const Tensor& dst = slots.Get(in.operands[0], &view0);
+        std::memset(dst.raw(), 0, static_cast<size_t>(dst.bytes()));
+        break;
+      }
+      case Instruction::Kind::kSetOne:
+        slots.Get(in.operands[0], &view0).f32()[0] = 1.0f;
+        break;
+      case Instruction::Kind::kFree:
+        slots[in.out] = Tensor();
+        break;
+    }
+  }
+  const double seconds_in_kernels = k.kernel_seconds();
+  Tensor view;
+  result.value = slots.Get(plan.value, &view);
+  for (const SlotRef& g : plan.grads) result.grads.push_back(slots.Get(g, &view));
+  view = Tensor();
+  slots.Clear();
+  const Clock::time_point end = Clock::now();
+  if (storage.diverged()) {
+    throw Error(StrCat("planned: program ", program.name,
+                       ": the run's allocations differ from its compiled plan"));
+  }
+
+  Stats& s = result.stats;
+  s.predicted_peak_bytes = plan.stats.peak_bytes;
+  s.predicted_peak_site = plan.stats.peak_site;
+  s.residual_bytes = plan.stats.residual_bytes;
+  s.residuals = plan.stats.residuals;
+  s.flops_forward = plan.stats.flops_forward;
+  s.flops_recomputed = plan.stats.flops_recomputed;
+  s.flops_backward = plan.stats.flops_backward;
+  s.op_runs = plan.stats.op_runs;
+  s.seconds_forward = std::chrono::duration<double>(backward - start).count();
+  s.seconds_backward = std::chrono::duration<double>(end - backward).count();
+  s.seconds_in_kernels = seconds_in_kernels;
+  s.arena_bytes = plan.arena_bytes;
+  if (options.record_schedule) result.schedule = plan.schedule;
+  memory.Finish(&result);
+  return result;
+}
+
+REMAT_REGISTER_ENGINE(planned, "planned",
+                      "recompute's plan compiled ahead of the run: a flat instruction list over "
+                      "one statically assigned arena, plans cached by shape (oneDNN, f32)",
+                      [] { return std::make_unique<PlannedEngine>(); });
+
+}  // namespace remat

@@ -1,0 +1,111 @@
+// PlannedEngine ("planned"): recompute's plan, compiled. A program and its
+// plan (the checkpoint regions' policies, the scans' and chains' schedules,
+// as engines/recompute executes them) are compiled ahead of the run into a
+// flat list of instructions (forward op, recomputation, backward rule,
+// accumulation, free) with every buffer's place in one arena assigned by its
+// live range (compiler.h, arena_packing.h); the run executes that list on
+// eager's oneDNN kernels.
+//
+// - Bits: the instructions are the executor's own kernel calls in its order
+//   (CONTRACT.md section 3), so gradients are eager's, bit for bit.
+// - Memory: the run allocates one arena (CompiledPlan::arena_bytes) and
+//   every kernel output, scratchpad, running sum and stacked gradient gets
+//   its planned offset there (engines/api/buffer_hooks.h): no allocation is
+//   made while the instructions run, except for the returned value and
+//   gradients (the contract gives them to the caller, who may keep them
+//   after the run: they are owned buffers of their own) and the host tier
+//   (offloaded residuals, not device memory). The tracker counts every
+//   buffer as it is given its place, so the measured peak is the plan's;
+//   the prediction is the compiled dry run's peak, equal to the byte and
+//   the site. Stats::arena_bytes reports the arena.
+// - Compilation is cached (jax.jit's semantics): plans are keyed by the
+//   program's structure (ops, shapes, sites, policies, schedules), the
+//   arguments' dtypes and storage sharing, and wrt; a run of shapes seen
+//   before skips compilation. Stats::seconds_compile is the compile time of
+//   the run that compiled (0 for a cached plan); it is not in
+//   seconds_forward or seconds_backward.
+// - plan_only and check_recompute_bits run the executor itself under the
+//   same planner (a dry run is what a plan is; the determinism check hashes
+//   values as the executor computes them): the same plan, the same bits.
+// - One instance serves one thread (its kernels and its cache).
+#ifndef REMAT_ENGINES_PLANNED_PLANNED_ENGINE_H_
+#define REMAT_ENGINES_PLANNED_PLANNED_ENGINE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engines/api/engine.h"
+#include "engines/autodiff/planner.h"
+#include "engines/planned/compiled_plan.h"
+#include "engines/planned/recording_kernels.h"
+
+namespace remat {
+
+class PlannedEngine : public Engine {
+ public:
+  PlannedEngine();
+
+  std::string name() const override { return "planned"; }
+  DType dtype() const override { return DType::kF32; }
+  std::string kernels() const override { return kernels_->name(); }
+  bool honours_checkpoints() const override { return planner_->honours_checkpoints(); }
+  Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                      const std::vector<int>& wrt, const RunOptions& options) override;
+
+  // The compiled plan a run with these arguments uses (compiling it if no
+  // run has yet): for tests and tools. Throws as ValueAndGrad would.
+  std::shared_ptr<const CompiledPlan> PlanFor(const Program& program,
+                                              const std::vector<Tensor>& args,
+                                              const std::vector<int>& wrt);
+  size_t cached_plans() const { return cache_.size(); }
+
+  // Plans kept at most; the cache is emptied when a new one would pass it.
+  static constexpr size_t kMaxCachedPlans = 256;
+
+ private:
+  // The cached plan, or a new one (its compile time in *seconds).
+  std::shared_ptr<const CompiledPlan> Lookup(
+      const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt,
+      const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker,
+      double* seconds);
+  Result Execute(const CompiledPlan& plan, const Program& program, const std::vector<Tensor>& args,
+                 const RunOptions& options);
+
+  // A cached plan and what it was compiled for: the program (a copy; its
+  // bodies shared, they are immutable), the arguments' signature and wrt.
+  struct ArgSignature {
+    DType dtype;
+    Shape shape;
+    size_t first_sharer;  // the first argument with the same storage
+    int64_t offset_bytes;
+    bool operator==(const ArgSignature& o) const {
+      return dtype == o.dtype && shape == o.shape && first_sharer == o.first_sharer &&
+             offset_bytes == o.offset_bytes;
+    }
+  };
+  struct Entry {
+    Program program;
+    std::vector<ArgSignature> args;
+    std::vector<int> wrt;
+    std::shared_ptr<const CompiledPlan> plan;
+  };
+
+  std::unique_ptr<RecordingKernels> kernels_;
+  std::unique_ptr<Planner> planner_;
+  // By a hash of the key; a hit is confirmed by comparing the key itself.
+  std::unordered_multimap<uint64_t, Entry> cache_;
+};
+
+// Whether two programs are the same structure: ops, attributes, shapes,
+// sites, policies and schedules, bodies included (what a plan depends on).
+bool SameStructure(const Program& a, const Program& b);
+// A hash of that structure, consistent with SameStructure.
+uint64_t StructureHash(const Program& program);
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_PLANNED_PLANNED_ENGINE_H_
