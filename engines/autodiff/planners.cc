@@ -2,6 +2,7 @@
 
 #include "engines/api/error.h"
 #include "engines/autodiff/save_plan.h"
+#include "engines/budget/budget_solver.h"
 
 namespace remat {
 
@@ -12,13 +13,40 @@ std::vector<SaveDecision> InlinePlanner::PlanSaves(const Op& region,
                      " runs inline; nothing is planned for it"));
 }
 
+namespace {
+
+// A memory_budget that keeps nothing, whatever the region.
+bool ZeroBudget(const Policy& policy) {
+  if (policy.kind() != PolicyKind::kMemoryBudget) return false;
+  const MemoryBudget& b = policy.memory_budget();
+  return b.is_fraction ? b.fraction == 0 : b.bytes == 0;
+}
+
+}  // namespace
+
 RegionPlan PolicyPlanner::PlanRegion(const Op& region) const {
-  return {.honour = true, .may_save = region.policy.kind() != PolicyKind::kNothingSaveable};
+  return {.honour = true,
+          .may_save = region.policy.kind() != PolicyKind::kNothingSaveable &&
+                      !ZeroBudget(region.policy)};
 }
 
 std::vector<SaveDecision> PolicyPlanner::PlanSaves(const Op& region,
                                                    const std::vector<bool>& param_needs) const {
-  return remat::PlanSaves(*region.body, param_needs, region.policy);
+  if (region.policy.kind() != PolicyKind::kMemoryBudget) {
+    return remat::PlanSaves(*region.body, param_needs, region.policy);
+  }
+  PlanKey key{region.body, param_needs, region.policy.ToString()};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = budget_plans_.find(key);
+    if (it != budget_plans_.end()) return it->second;
+  }
+  // Solved outside the lock (a MILP may take its time limit).
+  const BudgetPlan plan = PlanMemoryBudget(
+      region, param_needs, dtype_bytes_, [this](const Op& op) { return PlanRegion(op).may_save; });
+  std::lock_guard<std::mutex> lock(mutex_);
+  budget_plans_[key] = plan.decisions;
+  return plan.decisions;
 }
 
 LoopPlan SchedulePlanner::PlanLoop(const Op& loop, const LoopModel& model) const {
