@@ -13,21 +13,8 @@ std::vector<SaveDecision> InlinePlanner::PlanSaves(const Op& region,
                      " runs inline; nothing is planned for it"));
 }
 
-namespace {
-
-// A memory_budget that keeps nothing, whatever the region.
-bool ZeroBudget(const Policy& policy) {
-  if (policy.kind() != PolicyKind::kMemoryBudget) return false;
-  const MemoryBudget& b = policy.memory_budget();
-  return b.is_fraction ? b.fraction == 0 : b.bytes == 0;
-}
-
-}  // namespace
-
 RegionPlan PolicyPlanner::PlanRegion(const Op& region) const {
-  return {.honour = true,
-          .may_save = region.policy.kind() != PolicyKind::kNothingSaveable &&
-                      !ZeroBudget(region.policy)};
+  return {.honour = true, .may_save = PolicyMaySave(region.policy)};
 }
 
 std::vector<SaveDecision> PolicyPlanner::PlanSaves(const Op& region,

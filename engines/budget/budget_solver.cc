@@ -309,4 +309,59 @@ BudgetPlan PlanMemoryBudget(const Op& region, const std::vector<bool>& param_nee
   return SolveBudget(problem, options);
 }
 
+bool PolicyMaySave(const Policy& policy) {
+  if (policy.kind() == PolicyKind::kNothingSaveable) return false;
+  if (policy.kind() != PolicyKind::kMemoryBudget) return true;
+  const MemoryBudget& b = policy.memory_budget();
+  return b.is_fraction ? b.fraction > 0 : b.bytes > 0;
+}
+
+namespace {
+
+void DescribeIn(const Program& p, const std::vector<bool>& param_needs, int64_t dtype_bytes,
+                std::vector<std::string>* out) {
+  const std::vector<bool> needs = ValueNeeds(p, param_needs);
+  for (const Op& op : p.ops) {
+    std::vector<bool> in_needs;
+    for (int v : op.inputs) in_needs.push_back(needs[v]);
+    if (op.kind == OpKind::kCheckpoint && needs[op.output] &&
+        op.policy.kind() == PolicyKind::kMemoryBudget) {
+      const BudgetProblem problem = MakeBudgetProblem(
+          *op.body, in_needs, dtype_bytes, [](const Op& o) { return PolicyMaySave(o.policy); });
+      BudgetOptions options;
+      options.budget_bytes = BudgetBytes(op.policy.memory_budget(), *op.body, in_needs, problem);
+      const BudgetPlan plan = SolveBudget(problem, options);
+      const std::string line = StrCat(
+          Program::Describe(op), ": ", op.policy.ToString(), " (", options.budget_bytes,
+          " bytes) keeps ", plan.saved_bytes, " of the ",
+          EverythingSaveableBytes(*op.body, in_needs, problem),
+          " bytes everything_saveable keeps, recomputes ", plan.recomputed_flops, " FLOPs; ",
+          plan.solver, ", ",
+          plan.proven_optimal ? "proven optimal" : "NOT proven optimal (the time limit stopped it)");
+      if (std::find(out->begin(), out->end(), line) == out->end()) out->push_back(line);
+    }
+    if (op.kind == OpKind::kScan) {
+      // Step i > 0: the carry depends on earlier xs (CONTRACT.md 3.5).
+      bool xs = false;
+      for (size_t j = 1; j < in_needs.size(); ++j) xs = xs || in_needs[j];
+      std::vector<bool> step = in_needs;
+      step[0] = step[0] || xs;
+      DescribeIn(*op.body, step, dtype_bytes, out);
+    } else if (op.body) {
+      DescribeIn(*op.body, in_needs, dtype_bytes, out);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> DescribeBudgetPlans(const Program& program, const std::vector<int>& wrt,
+                                             int64_t dtype_bytes) {
+  std::vector<bool> needs(program.num_params(), false);
+  for (int w : wrt) needs[w] = true;
+  std::vector<std::string> out;
+  DescribeIn(program, needs, dtype_bytes, &out);
+  return out;
+}
+
 }  // namespace remat

@@ -121,6 +121,20 @@ BudgetPlan PlanMemoryBudget(const Op& region, const std::vector<bool>& param_nee
                             int64_t dtype_bytes, const std::function<bool(const Op&)>& may_save,
                             double time_limit_seconds = 10);
 
+// Whether a honoured region under `policy` may keep values
+// (RegionPlan::may_save of PolicyPlanner): false for nothing_saveable and for
+// a memory_budget of 0 (bytes or fraction), which keeps nothing either.
+bool PolicyMaySave(const Policy& policy);
+
+// One line per memory_budget region of `program` (nested ones and those in
+// scan bodies included; a scan's step after the first, whose needs every
+// later step shares), differentiated for `wrt`: its budget, the bytes it
+// keeps of what everything_saveable would, the FLOPs it recomputes, the
+// solver, and whether the plan is proven optimal ("NOT proven optimal" when
+// the MILP's time limit stopped it). What `remat run` prints.
+std::vector<std::string> DescribeBudgetPlans(const Program& program, const std::vector<int>& wrt,
+                                             int64_t dtype_bytes);
+
 }  // namespace remat
 
 #endif  // REMAT_ENGINES_BUDGET_BUDGET_SOLVER_H_
