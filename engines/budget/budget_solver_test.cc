@@ -133,7 +133,6 @@ TEST(BudgetSolverTest, EndsMatchJaxPoliciesAndCurveIsMonotone) {
         o.budget_bytes = static_cast<int64_t>(i / 10.0 * static_cast<double>(all));
         const BudgetPlan plan = SolveBudget(p, o);
         EXPECT_LE(plan.recomputed_flops, last_flops) << "seed " << seed;
-        if (plan.recomputed_flops == last_flops) EXPECT_GE(plan.saved_bytes, 0);
         last_flops = plan.recomputed_flops;
         last_bytes = plan.saved_bytes;
         if (i == 0) {
