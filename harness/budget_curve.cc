@@ -32,8 +32,9 @@ using bench::kBudgetSweepPolicies;
 using bench::kSchedulePrefix;
 
 int Main() {
-  std::printf("problem\tsize\tengine\tpolicy\tresidual_bytes\tpeak_bytes\tactivations_high_water\t"
-              "flops_forward\tflops_recomputed\n");
+  std::printf(
+      "problem\tsize\tengine\tpolicy\tresidual_bytes\tpeak_bytes\tactivations_high_water\t"
+      "flops_forward\tflops_recomputed\n");
   for (const auto& problem : AllProblems()) {
     const ParamValues size = DefaultBenchSizes(*problem).front();
     Case c = MakeCase(*problem, size);

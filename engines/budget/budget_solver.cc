@@ -331,13 +331,14 @@ void DescribeIn(const Program& p, const std::vector<bool>& param_needs, int64_t 
       BudgetOptions options;
       options.budget_bytes = BudgetBytes(op.policy.memory_budget(), *op.body, in_needs, problem);
       const BudgetPlan plan = SolveBudget(problem, options);
-      const std::string line = StrCat(
-          Program::Describe(op), ": ", op.policy.ToString(), " (", options.budget_bytes,
-          " bytes) keeps ", plan.saved_bytes, " of the ",
-          EverythingSaveableBytes(*op.body, in_needs, problem),
-          " bytes everything_saveable keeps, recomputes ", plan.recomputed_flops, " FLOPs; ",
-          plan.solver, ", ",
-          plan.proven_optimal ? "proven optimal" : "NOT proven optimal (the time limit stopped it)");
+      const std::string line =
+          StrCat(Program::Describe(op), ": ", op.policy.ToString(), " (", options.budget_bytes,
+                 " bytes) keeps ", plan.saved_bytes, " of the ",
+                 EverythingSaveableBytes(*op.body, in_needs, problem),
+                 " bytes everything_saveable keeps, recomputes ", plan.recomputed_flops, " FLOPs; ",
+                 plan.solver, ", ",
+                 plan.proven_optimal ? "proven optimal"
+                                     : "NOT proven optimal (the time limit stopped it)");
       if (std::find(out->begin(), out->end(), line) == out->end()) out->push_back(line);
     }
     if (op.kind == OpKind::kScan) {

@@ -40,6 +40,10 @@
 // returns its best integer solution (or, if it found none, saving nothing,
 // which is always feasible) with proven_optimal false.
 //
+// One mode: the least recomputation within saved bytes B. A mode that
+// bounds the run's peak instead is not here (see results/REPORT.md,
+// memory_budget: it needs dry runs of the whole program, not one region).
+//
 // After either solver, saved classes that save no FLOPs are dropped (one at
 // a time, while the FLOPs stay the same): the plan never keeps more bytes
 // than it needs for its FLOPs, so B = 1 keeps at most what
@@ -59,18 +63,18 @@ namespace remat {
 
 // A region's problem in classes (a value and the names that label it).
 struct BudgetProblem {
-  int num_values = 0;               // of the body
-  std::vector<int> class_of;        // by body value; -1 for a region input
+  int num_values = 0;         // of the body
+  std::vector<int> class_of;  // by body value; -1 for a region input
   struct Class {
-    std::vector<int> values;        // body values in the class (the root first)
-    int64_t bytes = 0;              // one tensor
-    int64_t flops = 0;              // its ops' forward FLOPs when it runs
-    std::vector<int> inputs;        // classes its ops read (region inputs left out)
-    bool saveable = true;           // false: a loop's output (the executor never substitutes it)
-    bool must_have = false;         // a residual, or a nested region that records
-    bool always_runs = false;       // a loop that records: runs whatever is saved
+    std::vector<int> values;   // body values in the class (the root first)
+    int64_t bytes = 0;         // one tensor
+    int64_t flops = 0;         // its ops' forward FLOPs when it runs
+    std::vector<int> inputs;   // classes its ops read (region inputs left out)
+    bool saveable = true;      // false: a loop's output (the executor never substitutes it)
+    bool must_have = false;    // a residual, or a nested region that records
+    bool always_runs = false;  // a loop that records: runs whatever is saved
   };
-  std::vector<Class> classes;       // in program order
+  std::vector<Class> classes;  // in program order
 };
 
 // The problem of region `body` under `param_needs`, for values of
@@ -94,12 +98,12 @@ struct BudgetOptions {
 };
 
 struct BudgetPlan {
-  std::vector<bool> saved;          // by class
+  std::vector<bool> saved;              // by class
   std::vector<SaveDecision> decisions;  // by body value (kSave / kRecompute)
   int64_t saved_bytes = 0;
   int64_t recomputed_flops = 0;
   bool proven_optimal = true;
-  std::string solver;               // "knapsack", "milp", "trivial" (nothing to decide)
+  std::string solver;  // "knapsack", "milp", "trivial" (nothing to decide)
 };
 
 // The least-recomputation plan within options.budget_bytes (>= 0).

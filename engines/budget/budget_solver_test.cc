@@ -99,8 +99,8 @@ TEST(BudgetSolverTest, ExhaustiveSearchFindsNothingBetterOnRandomPrograms) {
     }
   }
   std::cout << regions << " regions, " << compared << " (region, needs, budget) cases compared "
-            << "with exhaustive search (" << nontrivial << " where saving something pays; "
-            << milp << " solved by the MILP, " << knapsack << " by the knapsack)\n";
+            << "with exhaustive search (" << nontrivial << " where saving something pays; " << milp
+            << " solved by the MILP, " << knapsack << " by the knapsack)\n";
   // The generator must exercise both solvers, not only trivial regions.
   EXPECT_GT(regions, 100);
   EXPECT_GT(compared, 500);
@@ -156,11 +156,12 @@ TEST(BudgetSolverTest, EndsMatchJaxPoliciesAndCurveIsMonotone) {
 // before it proves anything; the plan is still within the budget, and says
 // it is not proven optimal. With time, it is.
 TEST(BudgetSolverTest, TimeLimitReturnsAValidPlanMarkedNotProven) {
-  Program body = Trace("long", {{"x", Shape({16})}, {"w", Shape({16})}}, [](const std::vector<Var>& in) {
-    Var y = in[0];
-    for (int i = 0; i < 400; ++i) y = i % 3 == 0 ? mul(sin(y), in[1]) : cos(sin(y));
-    return sum(y);
-  });
+  Program body =
+      Trace("long", {{"x", Shape({16})}, {"w", Shape({16})}}, [](const std::vector<Var>& in) {
+        Var y = in[0];
+        for (int i = 0; i < 400; ++i) y = i % 3 == 0 ? mul(sin(y), in[1]) : cos(sin(y));
+        return sum(y);
+      });
   const std::vector<bool> needs = AllTrue(body);
   const BudgetProblem p = MakeBudgetProblem(body, needs, 4, MaySave);
   const int64_t all = EverythingSaveableBytes(body, needs, p);
@@ -177,9 +178,8 @@ TEST(BudgetSolverTest, TimeLimitReturnsAValidPlanMarkedNotProven) {
 }
 
 TEST(BudgetSolverTest, NegativeBudgetIsAnError) {
-  Program body = Trace("one", {{"x", Shape({4})}}, [](const std::vector<Var>& in) {
-    return sum(sin(in[0]));
-  });
+  Program body =
+      Trace("one", {{"x", Shape({4})}}, [](const std::vector<Var>& in) { return sum(sin(in[0])); });
   const BudgetProblem p = MakeBudgetProblem(body, AllTrue(body), 4, MaySave);
   BudgetOptions o;
   o.budget_bytes = -1;
