@@ -383,19 +383,23 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
         flags.sweep = Sweep::kScale;
       } else if (value == "dtr") {
         flags.sweep = Sweep::kDtr;
+      } else if (value == "budget") {
+        flags.sweep = Sweep::kBudget;
       } else if (value == "none" || value.empty()) {
         flags.sweep = Sweep::kNone;
       } else {
         throw Error(StrCat("--sweep=", value,
-                           ": unknown sweep; sweeps: depth, width, transformer, schedules, scale, dtr"));
+                           ": unknown sweep; sweeps: depth, width, transformer, schedules, scale, dtr, "
+                           "budget"));
       }
     }
   }
   if (policies_given && (flags.sweep == Sweep::kSchedules || flags.sweep == Sweep::kScale ||
-                         flags.sweep == Sweep::kDtr)) {
+                         flags.sweep == Sweep::kDtr || flags.sweep == Sweep::kBudget)) {
     throw Error(StrCat("--policies and --sweep=",
                        flags.sweep == Sweep::kSchedules ? "schedules"
                        : flags.sweep == Sweep::kScale   ? "scale"
+                       : flags.sweep == Sweep::kBudget  ? "budget"
                                                         : "dtr",
                        " do not combine: the sweep picks its own policies and schedules"));
   }
@@ -448,6 +452,9 @@ std::string BenchHelp() {
       "  --sweep=dtr       dtr under caps between the smallest at which budget:B runs\n"
       "                    and eager's peak, next to budget:B at the same peak\n"
       "                    (budget-under-cap:F), on scan_stack and mlp_chain at 3 depths\n"
+      "  --sweep=budget    the memory_budget:B curve, B = 0, 0.1, ..., 1, on every problem\n"
+      "                    at its first bench size (transformer_stack L=4), with JAX's\n"
+      "                    policies and sqrt, revolve:4, budget:4MiB as points\n"
       "  --memory-cap=C    engines that honour memory caps (dtr) run under C: BYTES or\n"
       "                    FRACx of eager's peak on each case (rows 'cap:C'); in\n"
       "                    --policies, 'cap:C' and 'budget-under-cap:C' are rows too\n"
@@ -562,6 +569,7 @@ std::vector<DtrSweepCase> DtrSweepCases() {
 std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size) {
   std::vector<std::string> out;
   if (sweep == Sweep::kScale) return SplitPolicies(kScalePolicies);
+  if (sweep == Sweep::kBudget) return SplitPolicies(kBudgetSweepPolicies);
   if (sweep != Sweep::kSchedules) return out;
   // The frontier's case also has its place in the depth series: its rows
   // once, the frontier's order first.
@@ -630,6 +638,10 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
         }
         cases.push_back({&p, sizes, ""});
         for (const char* cap : d.caps) dtr_caps[d.problem].push_back(cap);
+      }
+    } else if (flags.sweep == Sweep::kBudget) {
+      for (const auto& p : AllProblems()) {
+        cases.push_back({p.get(), {DefaultBenchSizes(*p).front()}, ""});
       }
     } else {
       const char* problem = flags.sweep == Sweep::kTransformer ? "transformer_stack"

@@ -75,7 +75,15 @@ std::vector<DtrSweepCase> DtrSweepCases();
 inline constexpr char kDefaultPolicies[] =
     "as-written,nothing_saveable,dots_with_no_batch_dims_saveable,everything_saveable,"
     "schedule:every:4,schedule:segments:4,schedule:sqrt,schedule:bisect,schedule:revolve:4,"
-    "schedule:budget:4MiB";
+    "schedule:budget:4MiB,memory_budget:0.5";
+// --sweep=budget: the memory_budget:B curve (engines/budget) on every
+// problem at its first bench size (transformer_stack at L=4), B = 0, 0.1,
+// ..., 1, with JAX's policies and the default run's schedules as points.
+inline constexpr char kBudgetSweepPolicies[] =
+    "memory_budget:0;memory_budget:0.1;memory_budget:0.2;memory_budget:0.3;memory_budget:0.4;"
+    "memory_budget:0.5;memory_budget:0.6;memory_budget:0.7;memory_budget:0.8;memory_budget:0.9;"
+    "memory_budget:1;as-written;nothing_saveable;dots_saveable;dots_with_no_batch_dims_saveable;"
+    "everything_saveable;schedule:sqrt;schedule:revolve:4;schedule:budget:4MiB";
 // --sweep=transformer's: checkpoint every block (the problem as written),
 // one block in 2 and in 4 (PyTorch's checkpoint_every, seed 004), and
 // Megatron's selective recomputation (keep the attention, recompute the
@@ -139,6 +147,7 @@ enum class Sweep {
                  // kDepthSchedulePolicies at every L of kScheduleDepths
   kScale,        // scan_stack at L=2048, d=1024, N=1024, kScalePolicies; big rows
   kDtr,          // DtrSweepCases(): cap:F rows for dtr, budget-under-cap:F for recompute
+  kBudget,       // every problem at its first bench size, kBudgetSweepPolicies
 };
 
 // The default --sampling-budget: the default run samples for 115 to 145

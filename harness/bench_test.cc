@@ -68,7 +68,7 @@ TEST(BenchPlan, AnEngineRegisteredLaterShowsUpWithEveryPolicy) {
                                       "dots_with_no_batch_dims_saveable", "everything_saveable",
                                       "schedule:every:4", "schedule:segments:4", "schedule:sqrt",
                                       "schedule:bisect", "schedule:revolve:4",
-                                      "schedule:budget:4MiB"}));
+                                      "schedule:budget:4MiB", "memory_budget:0.5"}));
   EXPECT_EQ(policies.count(key + " oracle"), 0u);
   EXPECT_EQ(policies.count(key + " reference"), 0u);
   // Schedules reverse scans: a problem without one gets no schedule rows.
@@ -942,6 +942,31 @@ TEST(BenchResults, CommandDateAndFiles) {
   EXPECT_TRUE(std::filesystem::exists(dir / "bench-19700101T000000Z.json"));
   std::ifstream latest(dir / "latest.json");
   EXPECT_TRUE(nlohmann::json::parse(latest).contains("rows"));
+}
+
+TEST(BenchPlan, BudgetSweepRunsTheCurveOnEveryProblemWithJaxsPoliciesAsPoints) {
+  std::vector<std::string> rest;
+  BenchFlags flags = ParseBenchFlags({"bench", "--sweep=budget"}, &rest);
+  EXPECT_EQ(flags.sweep, Sweep::kBudget);
+  const std::vector<PlannedRow> plan = PlanRows(flags, {"eager", "recompute"});
+  std::map<std::string, std::set<std::string>> policies;  // problem -> recompute's policies
+  std::set<std::string> transformer_cases;
+  for (const PlannedRow& row : plan) {
+    if (row.kind != RowKind::kValueAndGrad || row.engine != "recompute") continue;
+    policies[row.problem].insert(row.policy);
+    if (row.problem == "transformer_stack") transformer_cases.insert(row.case_key);
+  }
+  for (const auto& p : AllProblems()) {
+    for (const char* b : {"memory_budget:0", "memory_budget:0.5", "memory_budget:1",
+                          "nothing_saveable", "dots_saveable", "everything_saveable"}) {
+      EXPECT_TRUE(policies[p->name()].count(b)) << p->name() << " " << b;
+    }
+  }
+  EXPECT_TRUE(policies["scan_stack"].count("schedule:sqrt"));
+  ASSERT_EQ(transformer_cases.size(), 1u);
+  EXPECT_NE(transformer_cases.begin()->find("L=4"), std::string::npos);
+  EXPECT_THROW(ParseBenchFlags({"bench", "--sweep=budget", "--policies=nothing_saveable"}, &rest),
+               Error);
 }
 
 }  // namespace

@@ -552,6 +552,12 @@ const std::vector<std::string> kVariants = {
     "policy:save_only_these_names:a",
     "policy:save_anything_except_these_names:b",
     "policy:offload_dot_with_no_batch_dims",
+    // engines/budget's planner: nothing kept, half and all of what
+    // everything_saveable keeps, and a budget in bytes.
+    "policy:memory_budget:0",
+    "policy:memory_budget:0.5",
+    "policy:memory_budget:1",
+    "policy:memory_budget:8KiB",
     "schedule:every:2",
     "schedule:checkpoint_every:2",
     "schedule:sqrt",

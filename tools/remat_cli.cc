@@ -15,6 +15,7 @@
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
 #include "engines/api/program_text.h"
+#include "engines/budget/budget_solver.h"
 #include "engines/api/registry.h"
 #include "engines/onednn/platform.h"
 #include "harness/conformance.h"
@@ -352,6 +353,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                         {"first_run_seconds", first_run.seconds_total()},
                         {"first_run_peak_bytes", first_run.peak_bytes}};
     if (cap.bytes > 0) j["memory_cap_bytes"] = cap.bytes;
+    if (engine->honours_checkpoints()) {
+      const std::vector<std::string> plans =
+          DescribeBudgetPlans(c.program, c.wrt, DTypeSize(engine->dtype()));
+      if (!plans.empty()) j["memory_budget_plans"] = plans;
+    }
     j["grad_norms"] = nlohmann::json::object();
     for (size_t i = 0; i < r.grads.size(); ++i) j["grad_norms"][names[i]] = Norm(r.grads[i]);
     AddPlatform(&j);
@@ -402,6 +408,14 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       << " lists them)\n";
   out << "flops       forward " << s.flops_forward << ", recomputed " << s.flops_recomputed
       << ", backward " << s.flops_backward << "\n";
+  if (engine->honours_checkpoints()) {
+    // memory_budget regions: what each keeps, and whether the solver proved
+    // its plan optimal (engines/budget).
+    for (const std::string& line :
+         DescribeBudgetPlans(c.program, c.wrt, DTypeSize(engine->dtype()))) {
+      out << "budget      " << line << "\n";
+    }
+  }
   out << std::fixed << std::setprecision(3);
   out << "time        forward " << s.seconds_forward * 1e3 << " ms, backward "
       << s.seconds_backward * 1e3 << " ms, total " << s.seconds_total() * 1e3

@@ -643,6 +643,27 @@ TEST(RematCliTest, CompareWarnsFirstAboutPlatforms) {
       << neither.out;
 }
 
+// memory_budget regions print their plan: the budget, what is kept of
+// everything_saveable's bytes, the FLOPs recomputed, and whether the
+// solver proved the plan optimal; a bad B is an error that names it.
+TEST(RematCliTest, MemoryBudgetPrintsEachRegionsPlan) {
+  Output o = Remat({"run", "--problem", "transformer_stack", "--param", "L=2", "--param", "D=16",
+                    "--param", "H=2", "--param", "F=32", "--param", "S=4", "--param", "B=1",
+                    "--engine", "recompute", "--policy", "memory_budget:0.5"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("budget      checkpoint at"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("memory_budget:0.5 ("), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("milp, proven optimal"), std::string::npos) << o.out;
+  // eager runs regions inline: no plan to print.
+  Output e = Remat({"run", "--problem", "sin_chain", "--engine", "eager", "--policy",
+                    "memory_budget:0.5"});
+  ASSERT_EQ(e.status, 0) << e.err;
+  EXPECT_EQ(e.out.find("budget      "), std::string::npos) << e.out;
+  Output bad = Remat({"run", "--problem", "sin_chain", "--policy", "memory_budget:lots"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("memory_budget:lots"), std::string::npos) << bad.err;
+}
+
 TEST(RematCliTest, ParseBytes) {
   EXPECT_EQ(ParseBytes("1000"), 1000);
   EXPECT_EQ(ParseBytes("256MiB"), 256ll << 20);

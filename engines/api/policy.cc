@@ -25,6 +25,7 @@ constexpr NamedKind kPolicyNames[] = {
     {"save_from_both_policies", PolicyKind::kSaveFromBothPolicies},
     {"save_and_offload_only_these_names", PolicyKind::kSaveAndOffloadOnlyTheseNames},
     {"offload_dot_with_no_batch_dims", PolicyKind::kOffloadDotWithNoBatchDims},
+    {"memory_budget", PolicyKind::kMemoryBudget},
     {"checkpoint_dots", PolicyKind::kDotsSaveable},
     {"checkpoint_dots_with_no_batch_dims", PolicyKind::kDotsWithNoBatchDimsSaveable},
 };
@@ -49,6 +50,62 @@ std::vector<std::string> SplitNames(const std::string& text) {
 
 bool Contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// B of memory_budget:B: a fraction in [0, 1], or bytes in ParseBytes's forms
+// (engines/schedule, which this library cannot depend on: the grammar is
+// repeated here, with the fraction added).
+MemoryBudget ParseMemoryBudget(const std::string& policy_text, const std::string& b) {
+  auto fail = [&](const std::string& why) {
+    throw Error(StrCat("policy '", policy_text, "': memory_budget:B ", why,
+                       "; B is a fraction in [0, 1] of what everything_saveable saves "
+                       "(memory_budget:0.5) or bytes (memory_budget:4MiB, 123B, 1.5GiB, 1GB)"));
+  };
+  if (b.empty()) fail("needs B");
+  size_t i = 0;
+  long double number = 0;
+  long double scale = 1;
+  bool any = false;
+  bool point = false;
+  for (; i < b.size(); ++i) {
+    const char ch = b[i];
+    if (ch >= '0' && ch <= '9') {
+      if (point) scale /= 10;
+      number = point ? number + (ch - '0') * scale : number * 10 + (ch - '0');
+      any = true;
+      if (number > 1e18L) fail(StrCat("cannot read '", b, "': too large"));
+    } else if (ch == '.' && !point) {
+      point = true;
+    } else {
+      break;
+    }
+  }
+  if (!any) fail(StrCat("cannot read '", b, "'"));
+  const std::string unit = b.substr(i);
+  MemoryBudget out;
+  out.text = b;
+  if (unit.empty() && number > 1 && point) {
+    fail(StrCat("'", b, "' is neither a fraction in [0, 1] nor whole bytes"));
+  }
+  if (unit.empty() && number <= 1) {
+    out.is_fraction = true;
+    out.fraction = static_cast<double>(number);
+    return out;
+  }
+  static const std::pair<const char*, long double> kUnits[] = {
+      {"", 1},          {"B", 1},           {"KB", 1e3L},         {"MB", 1e6L},
+      {"GB", 1e9L},     {"TB", 1e12L},      {"KiB", 1024.0L},     {"MiB", 1048576.0L},
+      {"GiB", 1073741824.0L}, {"TiB", 1099511627776.0L}};
+  for (const auto& u : kUnits) {
+    if (unit != u.first) continue;
+    const long double bytes = number * u.second;
+    if (bytes > 9e18L) fail(StrCat("'", b, "' overflows"));
+    out.is_fraction = false;
+    out.bytes = static_cast<int64_t>(bytes);  // rounds down to whole bytes
+    return out;
+  }
+  fail(StrCat("cannot read '", b, "': unknown unit '", unit, "'"));
+  return out;
 }
 
 }  // namespace
@@ -103,6 +160,11 @@ Policy Policy::Parse(const std::string& text) {
                                                      : SplitNames(args.substr(slash + 1)));
   }
   if (TakesNames(kind)) return Policy(kind, SplitNames(args));
+  if (kind == PolicyKind::kMemoryBudget) {
+    Policy p(kind);
+    p.budget_ = ParseMemoryBudget(text, args);
+    return p;
+  }
   if (!args.empty()) {
     throw Error(StrCat("policy '", head, "' takes no names, got '", args, "'"));
   }
@@ -152,6 +214,8 @@ SaveDecision Policy::Decide(const ValueInfo& v) const {
       return SaveDecision::kRecompute;
     case PolicyKind::kOffloadDotWithNoBatchDims:
       return v.is_matmul && !v.has_batch_dims ? SaveDecision::kOffload : SaveDecision::kRecompute;
+    case PolicyKind::kMemoryBudget:
+      return SaveDecision::kSave;
   }
   return SaveDecision::kRecompute;
 }
@@ -171,6 +235,7 @@ std::string Policy::ToString() const {
     return StrCat(head, ":", Join(names_, ","), "/", Join(offload_names_, ","));
   }
   if (TakesNames(kind_)) return StrCat(head, ":", Join(names_, ","));
+  if (kind_ == PolicyKind::kMemoryBudget) return StrCat(head, ":", budget_.text);
   return head;
 }
 

@@ -7,6 +7,7 @@
 #ifndef REMAT_ENGINES_API_POLICY_H_
 #define REMAT_ENGINES_API_POLICY_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ enum class PolicyKind {
   kSaveFromBothPolicies,
   kSaveAndOffloadOnlyTheseNames,
   kOffloadDotWithNoBatchDims,
+  // Not JAX's: remat-bench's whole-region planner (engines/budget). The
+  // region keeps what minimises its recomputed FLOPs with its saved bytes at
+  // most a budget (torch.compile's activation_memory_budget, Checkmate).
+  kMemoryBudget,
 };
 
 enum class SaveDecision { kRecompute, kSave, kOffload };
@@ -34,6 +39,19 @@ struct ValueInfo {
   bool is_matmul = false;
   bool has_batch_dims = false;
   std::string name;
+};
+
+// memory_budget:B. B is bytes ("4MiB", "123B", "1.5GiB": engines/schedule's
+// ParseBytes forms; a bare number greater than 1 is bytes) or a fraction in
+// [0, 1] ("0", "0.5", "1") of the bytes everything_saveable saves in the
+// region (torch.compile's meaning: 0 recomputes everything, 1 saves what no
+// checkpointing would). A byte budget applies to each region instance (each
+// step of a scan) as a policy does.
+struct MemoryBudget {
+  bool is_fraction = true;
+  double fraction = 0.0;    // is_fraction
+  int64_t bytes = 0;        // !is_fraction
+  std::string text;         // B as written
 };
 
 class Policy {
@@ -49,8 +67,9 @@ class Policy {
 
   // Parses "NAME", "NAME:a,b" (the names of a names-policy),
   // "save_and_offload_only_these_names:a,b/c,d" (saved / offloaded names) and
-  // "save_from_both_policies:P1+P2". Unknown names throw remat::Error listing
-  // the valid ones.
+  // "save_from_both_policies:P1+P2" and "memory_budget:B" (see MemoryBudget).
+  // Unknown names throw remat::Error listing the valid ones; a bad B names
+  // the text.
   static Policy Parse(const std::string& text);
   // Every policy name Parse accepts, aliases included.
   static std::vector<std::string> Names();
@@ -59,7 +78,11 @@ class Policy {
   const std::vector<std::string>& names() const { return names_; }
   // The names this policy refers to (for warnings about unknown labels).
   std::vector<std::string> ReferencedNames() const;
+  // memory_budget: kSave (it may save anything; its planner, not this
+  // function, chooses what is kept within the budget).
   SaveDecision Decide(const ValueInfo& value) const;
+  // The budget of a memory_budget policy (kind() == kMemoryBudget).
+  const MemoryBudget& memory_budget() const { return budget_; }
   // The text Parse reads back.
   std::string ToString() const;
 
@@ -68,6 +91,7 @@ class Policy {
   std::vector<std::string> names_;          // names-policies; saved names for offload
   std::vector<std::string> offload_names_;  // save_and_offload_only_these_names
   std::vector<Policy> both_;                // save_from_both_policies
+  MemoryBudget budget_;                     // memory_budget
 };
 
 }  // namespace remat

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "engines/api/error.h"
 
 namespace remat {
@@ -69,6 +71,39 @@ TEST(PolicyTest, UnknownNamesListThePolicies) {
   }
   EXPECT_THROW(Policy::Parse("nothing_saveable:a"), Error);
   EXPECT_THROW(Policy::Parse("save_from_both_policies:dots_saveable"), Error);
+}
+
+TEST(PolicyTest, MemoryBudgetReadsAFractionOrBytes) {
+  const Policy half = Policy::Parse("memory_budget:0.5");
+  EXPECT_EQ(half.kind(), PolicyKind::kMemoryBudget);
+  EXPECT_TRUE(half.memory_budget().is_fraction);
+  EXPECT_DOUBLE_EQ(half.memory_budget().fraction, 0.5);
+  EXPECT_EQ(half.ToString(), "memory_budget:0.5");
+  EXPECT_TRUE(Policy::Parse("memory_budget:1").memory_budget().is_fraction);
+  EXPECT_DOUBLE_EQ(Policy::Parse("memory_budget:0").memory_budget().fraction, 0.0);
+  const Policy mib = Policy::Parse("memory_budget:4MiB");
+  EXPECT_FALSE(mib.memory_budget().is_fraction);
+  EXPECT_EQ(mib.memory_budget().bytes, 4 << 20);
+  EXPECT_EQ(Policy::Parse("memory_budget:1B").memory_budget().bytes, 1);
+  EXPECT_EQ(Policy::Parse("memory_budget:1000").memory_budget().bytes, 1000);
+  EXPECT_EQ(Policy::Parse("memory_budget:1.5KB").memory_budget().bytes, 1500);
+  EXPECT_EQ(Policy::Parse("memory_budget:4MiB").ToString(), "memory_budget:4MiB");
+  // It may save anything: its planner chooses within the budget.
+  EXPECT_EQ(half.Decide(Plain()), SaveDecision::kSave);
+  const std::vector<std::string> names = Policy::Names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "memory_budget"), names.end());
+}
+
+TEST(PolicyTest, MemoryBudgetErrorsNameTheText) {
+  for (const char* bad : {"memory_budget", "memory_budget:", "memory_budget:x", "memory_budget:1.5",
+                          "memory_budget:4XB", "memory_budget:-1", "memory_budget:99999999999TiB"}) {
+    try {
+      Policy::Parse(bad);
+      ADD_FAILURE() << bad << " parsed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "engines/api/error.h"
 #include "engines/autodiff/save_plan.h"
+#include "engines/budget/budget_solver.h"
 
 namespace remat {
 
@@ -13,12 +14,26 @@ std::vector<SaveDecision> InlinePlanner::PlanSaves(const Op& region,
 }
 
 RegionPlan PolicyPlanner::PlanRegion(const Op& region) const {
-  return {.honour = true, .may_save = region.policy.kind() != PolicyKind::kNothingSaveable};
+  return {.honour = true, .may_save = PolicyMaySave(region.policy)};
 }
 
 std::vector<SaveDecision> PolicyPlanner::PlanSaves(const Op& region,
                                                    const std::vector<bool>& param_needs) const {
-  return remat::PlanSaves(*region.body, param_needs, region.policy);
+  if (region.policy.kind() != PolicyKind::kMemoryBudget) {
+    return remat::PlanSaves(*region.body, param_needs, region.policy);
+  }
+  PlanKey key{region.body, param_needs, region.policy.ToString()};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = budget_plans_.find(key);
+    if (it != budget_plans_.end()) return it->second;
+  }
+  // Solved outside the lock (a MILP may take its time limit).
+  const BudgetPlan plan = PlanMemoryBudget(
+      region, param_needs, dtype_bytes_, [this](const Op& op) { return PlanRegion(op).may_save; });
+  std::lock_guard<std::mutex> lock(mutex_);
+  budget_plans_[key] = plan.decisions;
+  return plan.decisions;
 }
 
 LoopPlan SchedulePlanner::PlanLoop(const Op& loop, const LoopModel& model) const {

@@ -3,7 +3,8 @@
 //                     schedules: everything stored.
 //   PolicyPlanner     every region honoured under its own policy
 //                     (Op::policy: JAX's policies, checkpoint_name labels,
-//                     offload); no schedules.
+//                     offload; memory_budget:B by engines/budget's solver);
+//                     no schedules.
 //   SchedulePlanner   a region planner, plus the schedule a scan or chain
 //                     carries (Op::schedule, set by ApplySchedule), parsed
 //                     by engines/schedule against the executor's cost model.
@@ -11,7 +12,12 @@
 #ifndef REMAT_ENGINES_AUTODIFF_PLANNERS_H_
 #define REMAT_ENGINES_AUTODIFF_PLANNERS_H_
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "engines/autodiff/planner.h"
@@ -29,12 +35,27 @@ class InlinePlanner : public Planner {
 
 class PolicyPlanner : public Planner {
  public:
+  // `dtype_bytes`: the size of an element of the engine's dtype, what a
+  // memory_budget:B in bytes counts in (recompute runs in f32).
+  explicit PolicyPlanner(int64_t dtype_bytes = 4) : dtype_bytes_(dtype_bytes) {}
   bool honours_checkpoints() const override { return true; }
+  // may_save: false for nothing_saveable and for a memory_budget whose
+  // budget is 0 bytes (it keeps nothing either).
   RegionPlan PlanRegion(const Op& region) const override;
-  // PlanSaves of save_plan.h under the region's policy.
+  // PlanSaves of save_plan.h under the region's policy; under memory_budget,
+  // PlanMemoryBudget's decisions (engines/budget/budget_solver.h), solved
+  // once per region body and needs and remembered.
   std::vector<SaveDecision> PlanSaves(const Op& region,
                                       const std::vector<bool>& param_needs) const override;
   LoopPlan PlanLoop(const Op&, const LoopModel&) const override { return {}; }
+
+ private:
+  int64_t dtype_bytes_;
+  // Plans by (region body, needs, policy text). The key holds the body, so
+  // its address is not reused by another program while it is remembered.
+  using PlanKey = std::tuple<std::shared_ptr<const Program>, std::vector<bool>, std::string>;
+  mutable std::map<PlanKey, std::vector<SaveDecision>> budget_plans_;
+  mutable std::mutex mutex_;
 };
 
 class SchedulePlanner : public Planner {

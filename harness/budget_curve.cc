@@ -1,0 +1,90 @@
+// The memory_budget:B curve on shapes alone (dry runs: exact bytes, FLOPs
+// and peaks, no arithmetic, no storage), the numbers of results/REPORT.md's
+// budget section and of --sweep=budget's rows:
+//
+//   tools/bazel run //harness:budget_curve > results/budget_curve-DATE.tsv
+//   /usr/bin/python3 tools/plot_budget.py results/budget_curve-DATE.tsv --out results
+//
+// For every problem at its first bench size (DefaultBenchSizes: the default
+// run's; transformer_stack at L=4), `recompute` under each policy and
+// schedule of kBudgetSweepPolicies (memory_budget:0 ... 1, JAX's policies,
+// the schedules where the problem has a scan or a chain), and eager: one
+// tab-separated line each with the residual bytes, the planned peak, the
+// activations' high-water mark, and FLOPs forward and recomputed.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engines/api/error.h"
+#include "engines/api/registry.h"
+#include "harness/bench_lib.h"
+#include "harness/conformance.h"
+#include "problems/problem.h"
+
+namespace remat {
+namespace {
+
+using bench::DefaultBenchSizes;
+using bench::IsSchedule;
+using bench::kAsWritten;
+using bench::kBudgetSweepPolicies;
+using bench::kSchedulePrefix;
+
+int Main() {
+  std::printf(
+      "problem\tsize\tengine\tpolicy\tresidual_bytes\tpeak_bytes\tactivations_high_water\t"
+      "flops_forward\tflops_recomputed\n");
+  for (const auto& problem : AllProblems()) {
+    const ParamValues size = DefaultBenchSizes(*problem).front();
+    Case c = MakeCase(*problem, size);
+    std::string size_text;  // "-" for a problem without parameters
+    for (const auto& [k, v] : size) size_text += StrCat(size_text.empty() ? "" : ",", k, "=", v);
+    if (size_text.empty()) size_text = "-";
+    auto emit = [&](const std::string& engine_name, const std::string& policy) {
+      Program program = c.program;
+      try {
+        if (IsSchedule(policy)) {
+          program = ApplySchedule(c.program, policy.substr(std::string(kSchedulePrefix).size()));
+        } else if (policy != kAsWritten) {
+          program = ApplyPolicy(c.program, Policy::Parse(policy));
+        }
+      } catch (const Error&) {
+        return;  // a schedule on a problem without a scan or a chain
+      }
+      std::unique_ptr<Engine> engine = MakeEngine(engine_name);
+      RunOptions o;
+      o.plan_only = true;
+      const Result r = engine->ValueAndGrad(program, c.inputs, c.wrt, o);
+      const Stats& s = r.stats;
+      std::printf("%s\t%s\t%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\n", problem->name().c_str(),
+                  size_text.c_str(), engine_name.c_str(), policy.c_str(),
+                  static_cast<long long>(s.residual_bytes), static_cast<long long>(s.peak_bytes),
+                  static_cast<long long>(
+                      s.high_water_bytes_by_category[static_cast<int>(Category::kActivations)]),
+                  static_cast<long long>(s.flops_forward),
+                  static_cast<long long>(s.flops_recomputed));
+    };
+    emit("eager", kAsWritten);
+    const std::string policies = kBudgetSweepPolicies;  // ';'-separated
+    for (size_t start = 0; start < policies.size();) {
+      size_t end = policies.find(';', start);
+      if (end == std::string::npos) end = policies.size();
+      emit("recompute", policies.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace remat
+
+int main() {
+  try {
+    return remat::Main();
+  } catch (const remat::Error& e) {
+    std::fprintf(stderr, "budget_curve: %s\n", e.what());
+    return 1;
+  }
+}
