@@ -771,10 +771,12 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     double ms;
     int64_t flops;
     double spread;
+    std::optional<double> overhead;  // eager's share of time outside kernels
   };
   std::map<std::string, Baseline> baseline_ms_flops;
   for (const auto& [key, r] : baseline) {
-    baseline_ms_flops[key] = {r->real_time_ms, r->total_flops(), r->spread.value_or(0)};
+    baseline_ms_flops[key] = {r->real_time_ms, r->total_flops(), r->spread.value_or(0),
+                              r->overhead_fraction};
   }
   struct Bound {
     double gflops;
@@ -807,7 +809,19 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     if (eager_flops == 0 && base != baseline_ms_flops.end()) eager_flops = base->second.flops;
     if (eager_flops > 0 && r.total_flops() > 0) {
       r.flop_floor = static_cast<double>(r.total_flops()) / static_cast<double>(eager_flops);
-      if (!key) r.flop_floor = std::min(*r.flop_floor, 1.0);
+      if (!key) {
+        r.flop_floor = std::min(*r.flop_floor, 1.0);
+        // Where time does not follow FLOPs (the scalar chains are mostly
+        // engine overhead), the floor holds for the time inside kernels: an
+        // engine with less overhead than eager's may take less time than
+        // eager's FLOPs alone allow. The floor is scaled by the kernel share
+        // of eager's time over the row's.
+        const std::optional<double> eager_overhead =
+            base != baseline_ms_flops.end() ? base->second.overhead : std::nullopt;
+        if (eager_overhead && r.overhead_fraction && *r.overhead_fraction < 1) {
+          *r.flop_floor *= std::min(1.0, (1 - *eager_overhead) / (1 - *r.overhead_fraction));
+        }
+      }
     }
     const std::optional<double> ratio = r.vs_eager_paired ? r.vs_eager_paired : r.vs_eager;
     char text[160];

@@ -727,6 +727,21 @@ TEST(BenchPlausibility, PairedRowsCarryEagersFlopsAndScalarProblemsAreNotChecked
   rows[1].vs_eager_paired = 0.45;
   ComputeVsEager(&rows);
   EXPECT_EQ(rows[1].noise, "x eager 0.45 below the FLOP floor 1.00");
+
+  // Unless the row's engine spends less of its time outside kernels: the
+  // floor holds for kernel time. Eager 90% overhead, planned 40%: kernels are
+  // 10% of eager's time and 60% of the row's, so the floor is 1.00 x 0.1/0.6.
+  rows[0].overhead_fraction = 0.9;
+  rows[1].row.engine = "planned";
+  rows[1].overhead_fraction = 0.4;
+  rows[1].vs_eager_paired = 0.2;
+  ComputeVsEager(&rows);
+  ASSERT_TRUE(rows[1].flop_floor);
+  EXPECT_NEAR(*rows[1].flop_floor, 1.0 / 6, 1e-12);
+  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+  rows[1].vs_eager_paired = 0.1;  // less than its kernels' share allows
+  ComputeVsEager(&rows);
+  EXPECT_EQ(rows[1].noise, "x eager 0.10 below the FLOP floor 0.17");
 }
 
 TEST(BenchPlausibility, AboveTheMatmulBoundIsNoise) {
