@@ -37,7 +37,8 @@ struct ConformOptions {
   std::string engine_cmd;
   std::vector<std::string> problems;  // empty: every registered problem
   // "" is the problem as written; others are Policy::Parse specs applied to
-  // every region (ApplyPolicy). Empty: "" and every policy name.
+  // every region (ApplyPolicy). Empty: "" and every policy name that
+  // Policy::Parse accepts without arguments.
   std::vector<std::string> policies;
   std::string junit_path;  // "" for none
   std::string keep_dir;    // "" for a temporary directory, removed after
