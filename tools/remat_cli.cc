@@ -24,6 +24,7 @@
 #include "engines/schedule/schedule.h"
 #include "problems/problem.h"
 #include "problems/program_file.h"
+#include "tools/conform.h"
 #include "tools/npy.h"
 
 namespace remat {
@@ -40,6 +41,7 @@ constexpr char kUsage[] =
     "  schedule    the forward and backward computation as run, recomputation marked\n"
     "  program     the program of a problem as text (remat run --program reads it back)\n"
     "  compare     two results JSON files side by side (remat compare A.json B.json)\n"
+    "  conform     an engine outside remat (a command) against the float64 oracle\n"
     "`remat COMMAND --help` lists a command's options.\n";
 
 std::map<std::string, int64_t> ParseParamFlags(const std::vector<std::string>& flags) {
@@ -678,6 +680,43 @@ int Compare(const std::vector<std::string>& args, std::ostream& out) {
   return 0;
 }
 
+// Splits "a,b" into {"a", "b"}; every flag may be given more than once.
+std::vector<std::string> SplitCommas(const std::vector<std::string>& flags) {
+  std::vector<std::string> out;
+  for (const std::string& f : flags) {
+    std::stringstream ss(f);
+    for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  }
+  return out;
+}
+
+int Conform(const std::vector<std::string>& args, std::ostream& out) {
+  ConformOptions o;
+  std::vector<std::string> problems, policies;
+  po::options_description desc(
+      "remat conform: run an engine outside remat (a command) on every problem and policy and "
+      "judge it against the float64 oracle (the protocol: tools/conform.h)");
+  desc.add_options()("engine-cmd", po::value(&o.engine_cmd)->required(),
+                     "CMD: run as `sh -c 'CMD DIR'` per case; DIR holds program.txt, "
+                     "<input>.npy, case.json; the engine writes loss.npy, grad_<input>.npy and "
+                     "optionally stats.json, or prints 'unsupported: WHY' and exits 77")(
+      "problems", po::value(&problems)->composing(), "NAME[,NAME...]: default every problem")(
+      "policies", po::value(&policies)->composing(),
+      "SPEC[,SPEC...]: policies applied to every region (as_written: the problem as it is); "
+      "default as_written and every policy")(
+      "junit", po::value(&o.junit_path), "FILE: write a JUnit XML report")(
+      "keep", po::value(&o.keep_dir), "DIR: keep each case's directory under DIR")(
+      "timeout", po::value(&o.timeout_seconds)->default_value(60), "seconds per case");
+  if (!Parse(args, desc, out)) return 0;
+  o.problems = SplitCommas(problems);
+  for (std::string& p : SplitCommas(policies)) o.policies.push_back(p == "as_written" ? "" : p);
+  const std::vector<ConformCase> cases = RunConform(o, out);
+  for (const ConformCase& c : cases) {
+    if (c.outcome == "fail") return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 
@@ -707,6 +746,7 @@ int RunRemat(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (command == "schedule") return PrintSchedule(rest, out, err);
     if (command == "program") return PrintProgram(rest, out, err);
     if (command == "compare") return Compare(rest, out);
+    if (command == "conform") return Conform(rest, out);
     err << "remat: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const po::error& e) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -671,6 +672,91 @@ TEST(RematCliTest, ParseBytes) {
   EXPECT_EQ(ParseBytes("2GB"), 2000000000ll);
   EXPECT_THROW(ParseBytes("-1"), Error);
   EXPECT_THROW(ParseBytes("MiB"), Error);
+}
+
+// remat conform --engine-cmd: engines written as shell scripts around the
+// remat binary (a right engine) and deliberately wrong ones.
+std::string EngineScript(const std::string& name, const std::string& body) {
+  const std::string path = TempDir(name + ".sh");
+  std::ofstream f(path);
+  f << "#!/bin/sh\nd=\"$1\"\nremat=" << std::filesystem::absolute("tools/remat").string() << "\n"
+    << body << "\n";
+  f.close();
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+Output Conform(const std::string& script, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"conform", "--engine-cmd", script, "--problems", "layer_loss",
+                                   "--policies", "as_written"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return Remat(args);
+}
+
+constexpr char kRightEngine[] =
+    "\"$remat\" run --program \"$d/program.txt\" --inputs \"$d\" --wrt all --dump \"$d\" "
+    "--engine recompute >/dev/null";
+
+TEST(RematCliTest, ConformPassesARightEngineAndWritesJUnit) {
+  const std::string xml = TempDir("conform.xml");
+  Output o = Conform(EngineScript("right", kRightEngine), {"--junit", xml});
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("PASS  layer_loss"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("1 passed, 0 failed, 0 unsupported"), std::string::npos) << o.out;
+  std::ifstream in(xml);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("<testsuite name=\"remat conform\" tests=\"1\" failures=\"0\""),
+            std::string::npos)
+      << text.str();
+}
+
+TEST(RematCliTest, ConformNamesWhatIsWrongWithAWrongEngine) {
+  const struct {
+    const char* name;
+    std::string body;
+    const char* reason;
+  } engines[] = {
+      {"crashes", "echo boom >&2; exit 3", "exit status 3; log: boom"},
+      {"writes_nothing", "true", "loss.npy: cannot open"},
+      {"garbage", "echo garbage > \"$d/loss.npy\"", "loss.npy"},
+      {"other_inputs",
+       "\"$remat\" run --program \"$d/program.txt\" --seed 7 --wrt all --dump \"$d\" >/dev/null",
+       "disagrees with the float64 oracle"},
+      {"loses_a_gradient", std::string(kRightEngine) + "; rm \"$d/grad_w2.npy\"", "grad_w2.npy"},
+      {"inconsistent_stats",
+       std::string(kRightEngine) +
+           "; echo '{\"peak_bytes\": 10, \"residual_bytes\": 20}' > \"$d/stats.json\"",
+       "peak_bytes 10 < residual_bytes 20"},
+      {"negative_stats",
+       std::string(kRightEngine) + "; echo '{\"residual_bytes\": -1}' > \"$d/stats.json\"",
+       "residual_bytes is negative"},
+  };
+  for (const auto& e : engines) {
+    Output o = Conform(EngineScript(e.name, e.body));
+    EXPECT_EQ(o.status, 1) << e.name << "\n" << o.out << o.err;
+    EXPECT_NE(o.out.find("FAIL  layer_loss"), std::string::npos) << e.name << "\n" << o.out;
+    EXPECT_NE(o.out.find(e.reason), std::string::npos) << e.name << "\n" << o.out;
+    EXPECT_NE(o.out.find("0 passed, 1 failed, 0 unsupported"), std::string::npos) << o.out;
+  }
+}
+
+TEST(RematCliTest, ConformKillsAHangingEngineAtTheTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  Output o = Conform(EngineScript("hangs", "sleep 60"), {"--timeout", "1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(o.status, 1) << o.out;
+  EXPECT_NE(o.out.find("timed out after 1 s"), std::string::npos) << o.out;
+}
+
+TEST(RematCliTest, ConformCountsUnsupportedApartFromFailed) {
+  Output o = Conform(EngineScript("unsupported", "echo 'unsupported: no regions'; exit 77"));
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_NE(o.out.find("UNSUP layer_loss N=8 d=16: unsupported: no regions"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("0 passed, 0 failed, 1 unsupported"), std::string::npos) << o.out;
+  EXPECT_EQ(Remat({"conform"}).status, 2);  // --engine-cmd is required
+  EXPECT_EQ(Conform("true", {"--policies", "no_such_policy"}).status, 1);
 }
 
 }  // namespace

@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""Exports a PyTorch nn.Module as a remat program file (engines/api/program_text.h).
+
+    from torch_export import export
+    export(model, (x,), "out/")          # out/program.txt, out/<input>.npy
+
+`export(module, example_inputs, out_dir, loss=None)` traces `module` with
+torch.fx and writes out_dir/program.txt and one .npy per input of the
+program: every parameter the forward reads (named by its path,
+"layers.0.fc1.weight") and every example input (named by forward's argument).
+The program's value is the module's output, which must be a scalar; with
+loss="sum" or loss="sum_of_squares" that reduction is appended.
+
+Mapped (all float32, remat's ops; program.h):
+  nn.Linear(x: (N, in))        matmul(x, W^T) [+ bias_add]; the parameter is
+                               written transposed, as "<path>.weight.T" (in, out),
+                               so that remat's gradient of it is PyTorch's, transposed
+  nn.ReLU, relu                relu          nn.GELU(approximate='tanh')  gelu
+  nn.LayerNorm(eps=1e-5, affine)  layer_norm  nn.Softmax(dim=-1), softmax(dim=-1)
+  torch.sin, torch.cos          sin, cos     x * x, x ** 2, torch.square  square
+  matmul, @ (rank 2 or 3)       matmul       .transpose(-2, -1), .t(), .mT  transpose
+  +  (same shapes)              add          +  (a (C,) vector on (..., C))  bias_add
+  *  (same shapes)              mul          * or / by a Python number  scale
+  .sum(), torch.sum (all axes)  sum          .mean() (all axes)  sum, then scale 1/n
+  torch.utils.checkpoint.checkpoint(module, ...)   a checkpoint region (nothing_saveable)
+  torch.utils.checkpoint.checkpoint_sequential(seq, segments, x)
+                               consecutive regions, as torch 1.13 runs it: every
+                               segment but the last checkpointed, the last inline;
+                               remat's --schedule groups the regions into a chain
+Anything else (nn.Dropout, erf GELU, another eps, softmax over another axis,
+a checkpoint of something that is not an nn.Module, ...) raises ExportError
+naming the module path and the op; the exporter never writes a different graph.
+"""
+
+import operator
+import os
+
+import numpy as np
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint as tcp
+from torch.fx.passes.shape_prop import ShapeProp
+
+
+class ExportError(Exception):
+    pass
+
+
+_REGIONS = []  # the callables of traced checkpoint calls, by index
+
+
+def _checkpoint_marker(index, *args):
+    """What a traced checkpoint call becomes in the fx graph (runs the region)."""
+    return _REGIONS[index](*args)
+
+
+torch.fx.wrap("_checkpoint_marker")
+
+
+class _Tracer(torch.fx.Tracer):
+    """Keeps the modules remat maps as leaves; checkpoint calls become markers."""
+
+    def is_leaf_module(self, m, qualname):
+        if isinstance(m, (nn.Sequential, nn.ModuleList)):
+            return False
+        return type(m).__module__.startswith("torch.nn") or super().is_leaf_module(m, qualname)
+
+
+class _Patched:
+    """Replaces checkpoint and checkpoint_sequential, as the traced code names
+    them (torch.utils.checkpoint.X, or a global of the module's source file),
+    by versions that record regions instead of running them."""
+
+    def __init__(self, root):
+        self.root = root
+        self.saved = []
+
+    def __enter__(self):
+        orig_cp, orig_seq = tcp.checkpoint, tcp.checkpoint_sequential
+
+        def checkpoint(function, *args, use_reentrant=True, **kwargs):
+            if kwargs:
+                raise ExportError("checkpoint: keyword arguments %s are not supported" % sorted(kwargs))
+            if not isinstance(function, nn.Module):
+                raise ExportError("checkpoint of %r: only an nn.Module can be exported as a "
+                                  "checkpoint region (wrap the function in one)" % (function,))
+            _REGIONS.append(function)
+            return _checkpoint_marker(len(_REGIONS) - 1, *args)
+
+        def checkpoint_sequential(functions, segments, input, **kwargs):
+            mods = list(functions.children()) if isinstance(functions, nn.Sequential) else list(functions)
+            size = len(mods) // segments
+            end = -1
+            for start in range(0, size * (segments - 1), size):
+                end = start + size - 1
+                input = checkpoint(nn.Sequential(*mods[start:end + 1]), input)
+            for m in mods[end + 1:]:
+                input = m(input)
+            return input
+
+        replacements = {orig_cp: checkpoint, orig_seq: checkpoint_sequential}
+        self.saved.append((tcp, "checkpoint", orig_cp))
+        self.saved.append((tcp, "checkpoint_sequential", orig_seq))
+        tcp.checkpoint, tcp.checkpoint_sequential = checkpoint, checkpoint_sequential
+        for m in self.root.modules():
+            g = getattr(type(m).forward, "__globals__", {})
+            for k, v in list(g.items()):
+                if any(v is o for o in replacements):
+                    self.saved.append((g, k, v))
+                    g[k] = replacements[orig_cp if v is orig_cp else orig_seq]
+        return self
+
+    def __exit__(self, *exc):
+        for target, key, value in reversed(self.saved):
+            if isinstance(target, dict):
+                target[key] = value
+            else:
+                setattr(target, key, value)
+
+
+def _join(prefix, name):
+    return prefix + "." + name if prefix and name else prefix or name
+
+
+def _quote(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _type(shape):
+    return "f32[%s]" % ",".join(str(d) for d in shape)
+
+
+def _ident(name):
+    return "".join(c if c.isalnum() or c in "_." else "_" for c in name)
+
+
+class _Writer:
+    def __init__(self):
+        self.count = 0
+
+    def fresh(self):
+        self.count += 1
+        return "v%d" % self.count
+
+
+def _convert(gm, root, prefix, arg_ids, writer, lines, indent, params):
+    """Converts the fx GraphModule `gm` (a module at path `prefix` of `root`).
+
+    arg_ids: the program ids of gm's placeholders, in order. params: a dict,
+    qualified parameter name -> (id in this body, tensor): the parameters
+    this body reads, which its enclosing program passes in (added on first
+    use). Appends statements to `lines`; returns the id of the output.
+    """
+    env = {}
+    placeholders = iter(arg_ids)
+    paths = {id(m): n for n, m in root.named_modules()}
+    mods = dict(gm.named_modules())
+
+    def where(node):
+        if node.op == "call_module":
+            path = paths.get(id(mods[node.target]), _join(prefix, node.target))
+        else:
+            path = "%s (%s)" % (prefix, node.name) if prefix else node.name
+        return path or "<root>"
+
+    def param(qualname, tensor, transposed=False):
+        key = qualname + (".T" if transposed else "")
+        if key not in params:
+            params[key] = (_ident(key), tensor.detach().t() if transposed else tensor.detach())
+        return params[key][0]
+
+    def shape(node):
+        meta = node.meta.get("tensor_meta")
+        return tuple(meta.shape) if meta is not None else None
+
+    def emit(op, inputs, node, attrs=""):
+        out = writer.fresh()
+        s = shape(node) if node is not None else None
+        t = ": %s" % _type(s) if s is not None else ""
+        site = " @ %s" % _quote(where(node)) if node is not None else ""
+        lines.append("%s%%%s%s = %s(%s)%s%s" % (indent, out, t, op, ", ".join("%" + i for i in inputs), attrs, site))
+        return out
+
+    def fail(node, what):
+        raise ExportError("%s: %s is not supported by remat's op set (tools/torch_export.py lists what is)"
+                          % (where(node), what))
+
+    def tensor_arg(node, a):
+        if not isinstance(a, torch.fx.Node):
+            fail(node, "%s with a non-tensor argument %r" % (node.target, a))
+        return env[a]
+
+    def binary(node, a, b, name):
+        if isinstance(b, (int, float)) and name in ("mul", "div"):
+            c = float(b) if name == "mul" else 1.0 / float(b)
+            return emit("scale", [tensor_arg(node, a)], node, " scalar=%r" % c)
+        if isinstance(a, (int, float)) and name == "mul":
+            return emit("scale", [tensor_arg(node, b)], node, " scalar=%r" % float(a))
+        if name in ("add", "mul") and isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node):
+            sa, sb = shape(a), shape(b)
+            if sa == sb:
+                if name == "mul" and a is b:
+                    return emit("square", [env[a]], node)
+                return emit(name, [env[a], env[b]], node)
+            if name == "add" and sb is not None and len(sb) == 1 and sa and sa[-1] == sb[0]:
+                return emit("bias_add", [env[a], env[b]], node)
+            if name == "add" and sa is not None and len(sa) == 1 and sb and sb[-1] == sa[0]:
+                return emit("bias_add", [env[b], env[a]], node)
+            fail(node, "%s of shapes %s and %s (broadcasting)" % (name, sa, sb))
+        fail(node, "%s(%r, %r)" % (name, a, b))
+
+    def reduce_all(node, x, kind, rest):
+        if rest:
+            fail(node, "%s over some axes (%r): only a sum of every element" % (kind, rest))
+        s = emit("sum", [env[x]], node)
+        if kind == "mean":
+            n = int(np.prod(shape(x)))
+            s = emit("scale", [s], node, " scalar=%r" % (1.0 / n))
+        return s
+
+    def unary(node, fn, args, kwargs):
+        x = args[0]
+        if fn in (torch.relu, F.relu):
+            return emit("relu", [env[x]], node)
+        if fn is torch.sin:
+            return emit("sin", [env[x]], node)
+        if fn is torch.cos:
+            return emit("cos", [env[x]], node)
+        if fn is torch.square:
+            return emit("square", [env[x]], node)
+        if fn is F.gelu:
+            if kwargs.get("approximate", "none") != "tanh":
+                fail(node, "gelu with approximate='none' (the erf form; remat's gelu is the tanh form)")
+            return emit("gelu", [env[x]], node)
+        if fn in (torch.softmax, F.softmax):
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            if dim not in (-1, len(shape(x)) - 1):
+                fail(node, "softmax over dim %r (remat's is over the last axis)" % dim)
+            return emit("softmax", [env[x]], node)
+        return None
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(placeholders)
+        elif node.op == "get_attr":
+            owner_name, _, attr = node.target.rpartition(".")
+            owner = gm.get_submodule(owner_name)
+            qual = _join(paths.get(id(owner), prefix), attr)
+            env[node] = param(qual, getattr(owner, attr))
+        elif node.op == "output":
+            return env[node.args[0]]
+        elif node.op == "call_module":
+            m = mods[node.target]
+            qual = paths.get(id(m), _join(prefix, node.target))
+            x = node.args[0]
+            if isinstance(m, nn.Linear):
+                if shape(x) is None or len(shape(x)) != 2:
+                    fail(node, "nn.Linear on a rank-%s input (remat's matmul needs (N, in))" % (len(shape(x)) if shape(x) else "?"))
+                y = emit("matmul", [env[x], param(qual + ".weight", m.weight, transposed=True)], node)
+                if m.bias is not None:
+                    y = emit("bias_add", [y, param(qual + ".bias", m.bias)], node)
+                env[node] = y
+            elif isinstance(m, nn.ReLU):
+                env[node] = emit("relu", [env[x]], node)
+            elif isinstance(m, nn.GELU):
+                if m.approximate != "tanh":
+                    fail(node, "nn.GELU(approximate=%r) (remat's gelu is the tanh form: nn.GELU(approximate='tanh'))" % m.approximate)
+                env[node] = emit("gelu", [env[x]], node)
+            elif isinstance(m, nn.LayerNorm):
+                if m.eps != 1e-5 or not m.elementwise_affine or len(m.normalized_shape) != 1:
+                    fail(node, "nn.LayerNorm(eps=%g, elementwise_affine=%s, shape %s) (remat's: eps 1e-5, affine, last axis)"
+                         % (m.eps, m.elementwise_affine, tuple(m.normalized_shape)))
+                env[node] = emit("layer_norm", [env[x], param(qual + ".weight", m.weight), param(qual + ".bias", m.bias)], node)
+            elif isinstance(m, nn.Softmax):
+                if m.dim not in (-1, len(shape(x)) - 1):
+                    fail(node, "nn.Softmax(dim=%r) (remat's softmax is over the last axis)" % m.dim)
+                env[node] = emit("softmax", [env[x]], node)
+            else:
+                fail(node, "nn.%s" % type(m).__name__)
+        elif node.op == "call_function" and node.target is _checkpoint_marker:
+            region = _REGIONS[node.args[0]]
+            inner_args = list(node.args[1:])
+            path = paths.get(id(region))
+            # A region checkpoint_sequential made is a new nn.Sequential of
+            # the root's modules: named by its first module's path.
+            sub_prefix = path if path is not None else paths.get(id(next(region.children(), None)), prefix)
+            with _Patched(region):
+                graph = _Tracer().trace(region)
+            sub = torch.fx.GraphModule(region, graph)
+            ShapeProp(sub).propagate(*[torch.zeros(shape(a)) for a in inner_args])
+            body_lines, body_params = [], {}
+            body_ids = ["a%d" % i for i in range(len(inner_args))]
+            out = _convert(sub, root, sub_prefix, body_ids, writer,
+                           body_lines, indent + "  ", body_params)
+            outer_inputs = [env[a] for a in inner_args]
+            param_decls = ["%s: %s" % (i, _type(shape(a))) for i, a in zip(body_ids, inner_args)]
+            for key, (bid, t) in body_params.items():
+                outer_inputs.append(param(key[:-2], t.t(), True) if key.endswith(".T") else param(key, t))
+                param_decls.append("%s: %s" % (bid, _type(t.shape)))
+            y = writer.fresh()
+            lines.append("%s%%%s: %s = checkpoint(%s) name=%s policy=\"nothing_saveable\" {"
+                         % (indent, y, _type(shape(node)), ", ".join("%" + i for i in outer_inputs),
+                            _quote(sub_prefix or "region")))
+            lines.append("%s  body(%s)" % (indent, ", ".join(param_decls)))
+            lines.extend(body_lines)
+            lines.append("%s  return %%%s" % (indent, out))
+            lines.append("%s}" % indent)
+            env[node] = y
+        elif node.op in ("call_function", "call_method"):
+            t, args, kwargs = node.target, node.args, node.kwargs
+            names = {operator.add: "add", torch.add: "add", "add": "add", operator.mul: "mul", torch.mul: "mul",
+                     "mul": "mul", operator.truediv: "div", torch.div: "div", "div": "div"}
+            if t in names:
+                env[node] = binary(node, args[0], args[1], names[t])
+            elif t in (operator.matmul, torch.matmul, torch.mm, torch.bmm, "matmul"):
+                env[node] = emit("matmul", [env[args[0]], env[args[1]]], node)
+            elif t in (operator.pow, torch.pow, "pow") and args[1] == 2:
+                env[node] = emit("square", [env[args[0]]], node)
+            elif t in ("relu", "sin", "cos", "square"):
+                env[node] = emit(t, [env[args[0]]], node)
+            elif t in ("sum", torch.sum, "mean", torch.mean):
+                kind = "mean" if t in ("mean", torch.mean) else "sum"
+                env[node] = reduce_all(node, args[0], kind, list(args[1:]) + list(kwargs.items()))
+            elif t in ("transpose", torch.transpose):
+                dims = sorted(d % len(shape(args[0])) for d in args[1:3])
+                if dims != [len(shape(args[0])) - 2, len(shape(args[0])) - 1]:
+                    fail(node, "transpose%r (remat's swaps the last two axes)" % (tuple(args[1:]),))
+                env[node] = emit("transpose", [env[args[0]]], node)
+            elif t in ("t", torch.t) or (node.op == "call_function" and t is getattr and args[1] == "mT"):
+                env[node] = emit("transpose", [env[args[0]]], node)
+            elif t == "softmax":
+                dim = args[1] if len(args) > 1 else kwargs.get("dim")
+                if dim not in (-1, len(shape(args[0])) - 1):
+                    fail(node, "softmax over dim %r (remat's is over the last axis)" % dim)
+                env[node] = emit("softmax", [env[args[0]]], node)
+            elif t is F.layer_norm:
+                fail(node, "F.layer_norm (use nn.LayerNorm)")
+            else:
+                y = unary(node, t, args, kwargs) if callable(t) else None
+                if y is None:
+                    fail(node, "%s %s" % (node.op, getattr(t, "__name__", t)))
+                env[node] = y
+        else:
+            fail(node, node.op)
+    raise ExportError("%s: the traced graph has no output" % (prefix or "<root>"))
+
+
+def export(module, example_inputs, out_dir, loss=None, name=None):
+    """Writes out_dir/program.txt and out_dir/<input>.npy; returns the program's text."""
+    _REGIONS.clear()
+    with _Patched(module):
+        graph = _Tracer().trace(module)
+    gm = torch.fx.GraphModule(module, graph)
+    ShapeProp(gm).propagate(*example_inputs)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        raise ExportError("forward takes %d inputs, %d examples given" % (len(placeholders), len(example_inputs)))
+    input_ids = [_ident(n.target) for n in placeholders]
+    writer, lines, params = _Writer(), [], {}
+    out = _convert(gm, module, "", input_ids, writer, lines, "  ", params)
+    out_node = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    out_shape = tuple(out_node.meta["tensor_meta"].shape)
+    if loss == "sum_of_squares":
+        sq = writer.fresh()
+        lines.append("  %%%s: %s = square(%%%s)" % (sq, _type(out_shape), out))
+        out = sq
+    if loss in ("sum", "sum_of_squares"):
+        prev = out
+        out = writer.fresh()
+        lines.append("  %%%s: f32[] = sum(%%%s)" % (out, prev))
+    elif loss is not None:
+        raise ExportError("loss=%r: expected None, 'sum' or 'sum_of_squares'" % loss)
+    elif out_shape != ():
+        raise ExportError("the module returns %s, not a scalar: pass loss='sum' or 'sum_of_squares'" % (out_shape,))
+    decls = ["%s: %s" % (pid, _type(t.shape)) for pid, t in params.values()]
+    decls += ["%s: %s" % (i, _type(x.shape)) for i, x in zip(input_ids, example_inputs)]
+    text = "# exported from PyTorch %s by tools/torch_export.py\n" % torch.__version__
+    text += "program %s(%s) {\n" % (_ident(name or type(module).__name__), ", ".join(decls))
+    text += "\n".join(lines) + "\n  return %%%s\n}\n" % out
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "program.txt"), "w") as f:
+        f.write(text)
+    for pid, t in params.values():
+        np.save(os.path.join(out_dir, pid + ".npy"), t.detach().contiguous().numpy().astype(np.float32))
+    for i, x in zip(input_ids, example_inputs):
+        np.save(os.path.join(out_dir, i + ".npy"), x.detach().numpy().astype(np.float32))
+    return text

@@ -1,0 +1,248 @@
+"""tools/torch_export.py: PyTorch models exported and run by remat agree with PyTorch.
+
+For an MLP, a stack of transformer blocks (nn.Linear, nn.LayerNorm,
+nn.GELU(approximate='tanh'), softmax) and a model with checkpointed blocks:
+remat's loss and gradients (`remat run --program ... --dump`) equal PyTorch
+autograd's, and remat's residual bytes are compared with the bytes PyTorch
+saves for backward (torch.autograd.graph.saved_tensors_hooks, each storage
+once, inputs and parameters excluded as remat excludes arguments), with no
+checkpointing and with full checkpointing; each difference is asserted
+exactly and explained where it is.
+
+Tolerance: both sides compute in float32 with different kernels, so each
+tensor's error is bounded as the suite bounds an f32 engine against the
+oracle (harness/conformance.h: 4 * K * 2^-24 * max|ref|), twice (two f32
+computations), with K = 64 roundings for these small models:
+max|remat - torch| <= 2 * 4 * 64 * 2^-24 * max|torch| (about 3e-5 relative).
+
+Needs PyTorch (this interpreter or /usr/bin/python3); skipped, and passed,
+without it.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RTOL = 2 * 4 * 64 * 2.0 ** -24
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+    sys.path.insert(0, HERE)
+    from torch_export import ExportError, export
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+def _reexec_with_torch():
+    """Bazel's python may lack torch while Debian's has it: run there instead."""
+    py = "/usr/bin/python3"
+    if HAVE_TORCH or sys.executable == py or not os.path.exists(py):
+        return
+    if subprocess.run([py, "-c", "import torch, numpy"], capture_output=True).returncode == 0:
+        os.execv(py, [py] + sys.argv)
+
+
+if HAVE_TORCH:
+    class MLP(nn.Module):
+        def __init__(self, checkpointed=False):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+            self.checkpointed = checkpointed
+
+        def forward(self, x):
+            y = checkpoint(self.net, x, use_reentrant=False) if self.checkpointed else self.net(x)
+            return (y * y).sum()
+
+    class Block(nn.Module):
+        """A post-LN transformer block, one head: attention, then an FFN with GELU(tanh)."""
+
+        def __init__(self, d, f):
+            super().__init__()
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.ffn = nn.Sequential(nn.Linear(d, f), nn.GELU(approximate="tanh"), nn.Linear(f, d))
+            self.scale = d ** -0.5
+
+        def forward(self, x):
+            scores = self.q(x) @ self.k(x).transpose(-2, -1) * self.scale
+            a = torch.softmax(scores, dim=-1) @ self.v(x)
+            h = self.ln1(x + self.o(a))
+            return self.ln2(h + self.ffn(h))
+
+    class Transformer(nn.Module):
+        def __init__(self, layers=2, d=16, f=32, checkpointed=False):
+            super().__init__()
+            self.blocks = nn.ModuleList(Block(d, f) for _ in range(layers))
+            # A head after the last LayerNorm: sum(LN(.)^2) alone is nearly
+            # constant, its gradients all cancellation.
+            self.head = nn.Linear(d, d)
+            self.checkpointed = checkpointed
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = checkpoint(b, x, use_reentrant=False) if self.checkpointed else b(x)
+            y = self.head(x)
+            return (y * y).sum()
+
+    class Sequential(nn.Module):
+        """checkpoint_sequential over 4 Linear+ReLU blocks in 2 segments."""
+
+        def __init__(self, segments):
+            super().__init__()
+            self.seq = nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.ReLU()) for _ in range(4)])
+            self.segments = segments
+
+        def forward(self, x):
+            return checkpoint_sequential(self.seq, self.segments, x).sum()
+
+
+def torch_saved_bytes(model, x):
+    """Bytes PyTorch keeps for backward: saved_tensors_hooks' tensors, each
+    storage once, the input and parameters excluded; and the loss and grads."""
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        loss = model(x)
+    args = {p.storage().data_ptr() for p in model.parameters()} | {x.storage().data_ptr()}
+    seen = set()
+    for t in saved:
+        p = t.storage().data_ptr()
+        if p not in args:
+            seen.add((p, t.storage().nbytes()))
+    loss.backward()
+    return sum(n for _, n in seen), loss
+
+
+@unittest.skipIf(not HAVE_TORCH, "PyTorch is not installed: tools/torch_export.py is not tested")
+class TorchExportTest(unittest.TestCase):
+
+    def remat(self, *args):
+        r = subprocess.run([os.path.join(HERE, "remat")] + list(args), capture_output=True, text=True,
+                           env=dict(os.environ, OMP_NUM_THREADS="2", OMP_WAIT_POLICY="passive"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def run_remat(self, model, x, policy=None):
+        """Exports, runs remat (recompute engine), returns (loss, grads by name, residual bytes)."""
+        d = tempfile.mkdtemp()
+        export(model, (x,), d)
+        out = tempfile.mkdtemp()
+        args = ["run", "--program", os.path.join(d, "program.txt"), "--inputs", d, "--wrt", "all",
+                "--engine", "recompute", "--dump", out]
+        if policy:
+            args += ["--policy", policy]
+        self.remat(*args)
+        import json
+        with open(os.path.join(out, "stats.json")) as f:
+            residual = json.load(f)["residual_bytes"]
+        grads = {f[5:-4]: np.load(os.path.join(out, f)) for f in os.listdir(out) if f.startswith("grad_")}
+        return float(np.load(os.path.join(out, "loss.npy"))), grads, residual
+
+    def check(self, model, x, policy=None):
+        torch.manual_seed(0)
+        model.zero_grad()
+        xr = x.clone().requires_grad_(True)
+        torch_bytes, loss = torch_saved_bytes(model, xr)
+        r_loss, r_grads, r_bytes = self.run_remat(model, x, policy)
+        self.assertLessEqual(abs(r_loss - loss.item()), RTOL * max(abs(loss.item()), 1e-30) * 4)
+        expected = {n: p.grad.numpy() for n, p in model.named_parameters()}
+        expected["x"] = xr.grad.numpy()
+        self.assertEqual(len(r_grads), len(expected), sorted(r_grads))
+        largest = max(np.max(np.abs(g)) for g in expected.values())
+        for name, ref in expected.items():
+            got = r_grads.get(name)
+            if got is None:
+                got = r_grads[name + ".T"].T  # nn.Linear's weight, exported transposed
+            if name.endswith(".k.bias"):
+                # Softmax is invariant to adding q.b_k to a row of scores: the
+                # key bias's gradient is 0 in exact arithmetic, rounding noise
+                # on both sides, small next to the model's gradients.
+                self.assertLessEqual(np.max(np.abs(got)), RTOL * largest, name)
+                self.assertLessEqual(np.max(np.abs(ref)), RTOL * largest, name)
+                continue
+            err = np.max(np.abs(got - ref))
+            self.assertLessEqual(err, RTOL * np.max(np.abs(ref)), name)
+        return r_bytes, torch_bytes
+
+    def test_mlp(self):
+        torch.manual_seed(1)
+        x = torch.randn(8, 16)
+        m = MLP()
+        r, t = self.check(m, x)
+        # PyTorch's relu saves its output, which is also the next Linear's
+        # input (one storage); remat's relu saves its input too (the mask's
+        # source) and its matmul its own input: one (8, 32) f32 value more.
+        self.assertEqual(t, 8 * 32 * 4 + 8 * 8 * 4)
+        self.assertEqual(r, t + 8 * 32 * 4)
+        # Full checkpointing: the network in one region, whose input is x (an
+        # argument); both keep only y for y*y.
+        m.checkpointed = True
+        r, t = self.check(m, x)
+        self.assertEqual(t, 8 * 8 * 4)
+        self.assertEqual(r, t)
+        # remat's --policy nothing_saveable sets the region's policy: the same.
+        r, t = self.check(m, x, policy="nothing_saveable")
+        self.assertEqual(r, t)
+
+    def test_transformer_stack(self):
+        torch.manual_seed(2)
+        x = torch.randn(8, 16)
+        m = Transformer()
+        r, t = self.check(m, x)
+        print("transformer, no checkpointing: remat %d B, PyTorch %d B" % (r, t))
+        # The same values, but per block PyTorch also saves each LayerNorm's
+        # mean and 1/std (2 LayerNorms x 2 x 8 rows x 4 B; remat's layer_norm
+        # backward recomputes them from its saved input) and the Python scalar
+        # of `* self.scale` as a 0-d float64 tensor (8 B; remat's scale keeps
+        # its constant in the op).
+        self.assertEqual(t, r + 2 * (2 * 2 * 8 * 4 + 8))
+        m.checkpointed = True
+        r2, t2 = self.check(m, x)
+        print("transformer, every block checkpointed: remat %d B, PyTorch %d B" % (r2, t2))
+        # Each checkpointed block keeps only its input (block 0's is x, an
+        # argument); the head keeps its input and y for y*y: 3 (8, 16) values
+        # in remat. PyTorch's checkpoint holds block 1's input in its closure,
+        # out of saved_tensors_hooks' sight: the hooks see the other 2.
+        v = 8 * 16 * 4
+        self.assertEqual(r2, 3 * v)
+        self.assertEqual(t2, 2 * v)
+
+    def test_checkpointed_blocks(self):
+        torch.manual_seed(3)
+        x = torch.randn(8, 16)
+        r, t = self.check(Sequential(segments=2), x)
+        # torch 1.13's checkpoint_sequential checkpoints segment 0 (blocks
+        # 0-1) and runs the last segment (blocks 2-3) inline, and so does the
+        # exported program. Both keep segment 0's output (block 2's matmul
+        # input) and block 2's relu output (block 3's matmul input). PyTorch's
+        # relu saves its output, so it also keeps block 3's relu output, which
+        # sum's backward does not need; remat's relu saves its input (the
+        # bias_add outputs of blocks 2 and 3).
+        v = 8 * 16 * 4
+        self.assertEqual(t, 3 * v)
+        self.assertEqual(r, 4 * v)
+
+    def test_unsupported_is_an_error_naming_the_module(self):
+        torch.manual_seed(4)
+        m = nn.Sequential(nn.Linear(16, 16), nn.Sequential(nn.Dropout(0.1)))
+        with self.assertRaisesRegex(ExportError, r"^1\.0: nn\.Dropout is not supported"):
+            export(m, (torch.randn(2, 16),), tempfile.mkdtemp(), loss="sum")
+        with self.assertRaisesRegex(ExportError, r"^0: nn\.GELU\(approximate='none'\)"):
+            export(nn.Sequential(nn.GELU()), (torch.randn(2, 16),), tempfile.mkdtemp(), loss="sum")
+        with self.assertRaisesRegex(ExportError, r"nn\.LayerNorm\(eps=1e-06"):
+            export(nn.Sequential(nn.LayerNorm(16, eps=1e-6)), (torch.randn(2, 16),), tempfile.mkdtemp(), loss="sum")
+        with self.assertRaisesRegex(ExportError, "not a scalar"):
+            export(nn.Sequential(nn.ReLU()), (torch.randn(2, 16),), tempfile.mkdtemp())
+
+
+if __name__ == "__main__":
+    _reexec_with_torch()
+    if not HAVE_TORCH:
+        print("SKIPPED: PyTorch is not installed; tools/torch_export.py is not tested")
+    unittest.main()
