@@ -1,5 +1,7 @@
 #include "engines/autodiff/planners.h"
 
+#include <cstdio>
+
 #include "engines/api/error.h"
 #include "engines/autodiff/save_plan.h"
 #include "engines/budget/budget_solver.h"
@@ -44,8 +46,28 @@ LoopPlan SchedulePlanner::PlanLoop(const Op& loop, const LoopModel& model) const
     const int64_t every = CheckpointEvery(loop.schedule);
     if (every > 0) return {.checkpoint_every = every};
   }
-  return {.schedule = std::make_shared<Schedule>(
-              ParseSchedule(loop.schedule, model.costs(), model.held_outside))};
+  const ChainCosts costs = model.costs();
+  // The key is everything ParseSchedule reads; flops are printed exactly
+  // (%a), so equal keys mean equal inputs.
+  std::string key = StrCat(loop.schedule, "|", model.held_outside, "|", costs.after_bytes, "|");
+  char flops[40];
+  for (double f : costs.step_flops) {
+    std::snprintf(flops, sizeof flops, "%a,", f);
+    key += flops;
+  }
+  for (int64_t b : costs.carry_bytes) key += StrCat(b, ",");
+  key += "|";
+  for (int64_t b : costs.residual_bytes) key += StrCat(b, ",");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = schedules_.find(key);
+    if (it != schedules_.end()) return {.schedule = it->second};
+  }
+  auto schedule =
+      std::make_shared<const Schedule>(ParseSchedule(loop.schedule, costs, model.held_outside));
+  std::lock_guard<std::mutex> lock(mutex_);
+  schedules_.emplace(key, schedule);
+  return {.schedule = schedule};
 }
 
 std::unique_ptr<Planner> MakeRecomputePlanner() {

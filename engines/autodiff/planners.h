@@ -68,11 +68,16 @@ class SchedulePlanner : public Planner {
     return regions_->PlanSaves(region, param_needs);
   }
   // No schedule text: none. A scan's checkpoint_every:K: that K. Anything
-  // else: ParseSchedule(text, model.costs(), model.held_outside).
+  // else: ParseSchedule(text, model.costs(), model.held_outside), solved once
+  // per (text, costs, held bytes) and kept: a budget:B on a chain of
+  // differing blocks is a DP of up to a few hundred ms that every later run
+  // of the same shapes would otherwise pay again (jax.jit plans once).
   LoopPlan PlanLoop(const Op& loop, const LoopModel& model) const override;
 
  private:
   std::unique_ptr<Planner> regions_;
+  mutable std::map<std::string, std::shared_ptr<const Schedule>> schedules_;
+  mutable std::mutex mutex_;
 };
 
 // recompute's planner: SchedulePlanner over PolicyPlanner.

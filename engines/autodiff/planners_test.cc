@@ -80,6 +80,19 @@ TEST(PlannersTest, SchedulePlannerParsesTheLoopsScheduleAgainstTheModel) {
   ASSERT_NE(plan.schedule, nullptr);
   EXPECT_EQ(plan.schedule->name, "sqrt");
   EXPECT_EQ(costed, 1);
+  // The same schedule on the same costs is solved once: the second run of a
+  // program reuses the first's plan; other costs or budgets are solved anew.
+  const Program budget = ApplySchedule(Scan(), "budget:100");
+  const LoopPlan first = planner->PlanLoop(FirstOf(budget, OpKind::kScan), model);
+  const LoopPlan again = planner->PlanLoop(FirstOf(budget, OpKind::kScan), model);
+  ASSERT_NE(first.schedule, nullptr);
+  EXPECT_EQ(first.schedule, again.schedule);
+  LoopModel other = model;
+  other.costs = [] { return ChainCosts::Uniform(6, 10, 16, 64); };
+  const LoopPlan differs = planner->PlanLoop(FirstOf(budget, OpKind::kScan), other);
+  EXPECT_NE(differs.schedule, first.schedule);
+  other.held_outside = 4;
+  EXPECT_NE(planner->PlanLoop(FirstOf(budget, OpKind::kScan), other).schedule, differs.schedule);
 }
 
 }  // namespace
