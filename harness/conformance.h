@@ -76,9 +76,11 @@ std::optional<std::string> FirstBitDifference(const Result& a, const Result& b);
 // process's storage ledger (TensorStorageBytes) over the run, less what
 // those trackers counted (MemoryTracker::storage_bytes). Every byte of a run
 // is allocated through its trackers (engines/api/CONTRACT.md section 4), so
-// it must be 0: a buffer allocated with no tracker (Copy(t) for Copy(t,
-// tracker)) or through a tracker the engine keeps to itself is memory no
-// reported peak includes. Not thread-safe against other runs at the same
+// it must be at most 0: a buffer allocated with no tracker (Copy(t) for
+// Copy(t, tracker)) or through a tracker the engine keeps to itself is
+// memory no reported peak includes. Below 0: the run used storage allocated
+// before it (an arena the engine keeps between runs), which its trackers
+// counted as the run's (CONTRACT.md section 4). Not thread-safe against other runs at the same
 // time (the ledger is the process's).
 struct CountedRun {
   Result result;

@@ -18,6 +18,11 @@
 //   buffer as it is given its place, so the measured peak is the plan's;
 //   the prediction is the compiled dry run's peak, equal to the byte and
 //   the site. Stats::arena_bytes reports the arena.
+// - The arena's storage is the engine's, kept between runs and grown to the
+//   largest arena a run has needed (as jax.jit's allocator keeps device
+//   memory): a run neither allocates it nor page-faults it in. Between runs
+//   the engine holds arena_reserved_bytes() that no run's tracker counts
+//   (nothing is live in it); ReleaseArena() gives it back.
 // - Compilation is cached (jax.jit's semantics): plans are keyed by the
 //   program's structure (ops, shapes, sites, policies, schedules), the
 //   arguments' dtypes and storage sharing, and wrt; a run of shapes seen
@@ -39,6 +44,7 @@
 #include <vector>
 
 #include "engines/api/engine.h"
+#include "engines/api/tensor.h"
 #include "engines/autodiff/planner.h"
 #include "engines/planned/compiled_plan.h"
 #include "engines/planned/recording_kernels.h"
@@ -62,6 +68,13 @@ class PlannedEngine : public Engine {
                                               const std::vector<Tensor>& args,
                                               const std::vector<int>& wrt);
   size_t cached_plans() const { return cache_.size(); }
+  // The arena storage held between runs (0 before the first run or after
+  // ReleaseArena), and giving it back.
+  int64_t arena_reserved_bytes() const { return arena_ ? arena_->bytes() : 0; }
+  void ReleaseArena() { arena_.reset(); }
+  // Tests: fills the kept arena with 0xff bytes (NaNs), so that a run that
+  // read arena memory before writing it would not give eager's bits.
+  void PoisonArenaForTesting();
 
   // Plans kept at most; the cache is emptied when a new one would pass it.
   static constexpr size_t kMaxCachedPlans = 256;
@@ -98,6 +111,8 @@ class PlannedEngine : public Engine {
   std::unique_ptr<Planner> planner_;
   // By a hash of the key; a hit is confirmed by comparing the key itself.
   std::unordered_multimap<uint64_t, Entry> cache_;
+  // The arena's storage, reused by every run (see above).
+  std::unique_ptr<Buffer> arena_;
 };
 
 // Whether two programs are the same structure: ops, attributes, shapes,

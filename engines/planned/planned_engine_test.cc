@@ -91,9 +91,18 @@ TEST_P(PlannedProblemTest, EagerBitsPredictedPeakTightArena) {
   for (const Tensor& a : args) inputs += a.bytes();
   EXPECT_LE(got.stats.peak_bytes, plan->arena_bytes + inputs + ResultBytes(got));
 
-  // A second run of the same shapes compiles nothing and repeats the first.
+  // A second run of the same shapes compiles nothing and repeats the first,
+  // in the arena the first left (kept, and poisoned here: nothing is read
+  // before it is written), allocating only its results.
   const size_t plans = planned.cached_plans();
+  EXPECT_EQ(planned.arena_reserved_bytes(), plan->arena_bytes);
+  planned.PoisonArenaForTesting();
+  const int64_t ledger_again = TensorStorageBytes();
   const Result again = planned.ValueAndGrad(program, args, wrt, {});
+  if (again.stats.host_peak_bytes == 0) {
+    EXPECT_EQ(TensorStorageBytes() - ledger_again, ResultBytes(again));
+  }
+  EXPECT_EQ(again.tracker->storage_bytes(), got.tracker->storage_bytes());
   EXPECT_EQ(planned.cached_plans(), plans);
   EXPECT_EQ(again.stats.seconds_compile, 0);
   EXPECT_EQ(again.stats.peak_bytes, got.stats.peak_bytes);
