@@ -275,6 +275,39 @@ RowEstimate Estimate(const Timings& t) {
   return e;
 }
 
+Timings SamplesFrom(const Timings& t, size_t begin) {
+  auto tail = [begin](const std::vector<double>& v) {
+    return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(std::min(begin, v.size())),
+                               v.end());
+  };
+  Timings out;
+  out.row_ms = tail(t.row_ms);
+  out.eager_ms = tail(t.eager_ms);
+  out.row_delay = tail(t.row_delay);
+  out.eager_delay = tail(t.eager_delay);
+  return out;
+}
+
+std::vector<RowEstimate> WindowEstimates(const Timings& t) {
+  std::vector<RowEstimate> out;
+  std::vector<size_t> bounds = {0};
+  for (size_t start : t.window_starts) {
+    if (start > bounds.back()) bounds.push_back(start);
+  }
+  for (size_t w = 0; w < bounds.size(); ++w) {
+    Timings window = SamplesFrom(t, bounds[w]);
+    if (w + 1 < bounds.size()) {
+      const size_t n = bounds[w + 1] - bounds[w];
+      window.row_ms.resize(std::min(n, window.row_ms.size()));
+      window.eager_ms.resize(std::min(n, window.eager_ms.size()));
+      window.row_delay.resize(std::min(n, window.row_delay.size()));
+      window.eager_delay.resize(std::min(n, window.eager_delay.size()));
+    }
+    out.push_back(Estimate(window));
+  }
+  return out;
+}
+
 bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent) {
   const RowEstimate e = Estimate(timings);
   if (e.samples >= rule.max_samples || seconds_spent >= rule.max_seconds) return true;
@@ -298,7 +331,7 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
   const std::vector<std::string> ours = {"engines",         "policies",        "problems",
                                          "program",         "sweep",           "out",
                                          "max-memory",      "max-row-seconds", "sampling-budget",
-                                         "memory-cap"};
+                                         "memory-cap",      "windows"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -350,6 +383,13 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       flags.programs.push_back(value);
     } else if (name == "out") {
       flags.out_dir = value;
+    } else if (name == "windows") {
+      char* end = nullptr;
+      const long windows = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || windows < 1 || windows > 8) {
+        throw Error(StrCat("--windows=", value, ": not a number of windows from 1 to 8"));
+      }
+      flags.windows = static_cast<int>(windows);
     } else if (name == "max-row-seconds" || name == "sampling-budget") {
       char* end = nullptr;
       const double seconds = std::strtod(value.c_str(), &end);
@@ -481,6 +521,11 @@ std::string BenchHelp() {
       "                    none), each further row takes 3 samples and stops:\n"
       "                    under a neighbour's load the run still ends in minutes, its\n"
       "                    rows flagged rather than sampled for ever\n"
+      "  --windows=N       sample the rows in N passes (default: ", kDefaultWindows,
+      " for the default\n"
+      "                    run, 1 for a sweep), each taking 1/N of the budget; a row\n"
+      "                    whose windows' x eager differ by more than ",
+      100 * kWindowAllowance, "% is flagged\n"
       "\n"
       "Google Benchmark's flags work as usual, e.g. --benchmark_filter=scan_stack,\n"
       "--benchmark_out=FILE; each row is one Google Benchmark iteration (its whole\n"
@@ -840,6 +885,19 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
                     *r.flop_floor);
       add_noise(text);
     }
+    // Windows that disagree: the row's number depends on when it was taken.
+    if (r.window_values.size() >= 2) {
+      const auto [lo, hi] = std::minmax_element(r.window_values.begin(), r.window_values.end());
+      if (*lo > 0 && *hi / *lo - 1 > kWindowAllowance) {
+        std::string values;
+        for (double v : r.window_values) {
+          std::snprintf(text, sizeof text, "%s%.3f", values.empty() ? "" : ", ", v);
+          values += text;
+        }
+        std::snprintf(text, sizeof text, " (%.1f%% apart)", 100 * (*hi / *lo - 1));
+        add_noise(StrCat("its windows disagree: x eager ", values, text));
+      }
+    }
     // Above the matmul bound: oneDNN's matmuls alone, on operands already in
     // cache, are the fastest this work can run; a row past them was timed
     // while the bound's runs were slowed.
@@ -872,6 +930,7 @@ StabilityCount CountStability(const std::vector<RowResult>& rows, double target)
     if (r.spread && *r.spread <= target) ++count.within_target;
     if (!r.noise.empty()) ++count.noise;
     if (!r.quiet) ++count.not_quiet;
+    if (r.noise.find("windows disagree") != std::string::npos) ++count.windows_disagree;
     add(r.timings.row_ms, r.timings.row_delay);
     add(r.timings.eager_ms, r.timings.eager_delay);
   }
@@ -984,6 +1043,8 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (r.row.big) row["big"] = true;
     if (r.memory_cap_bytes > 0) row["memory_cap_bytes"] = r.memory_cap_bytes;
     if (r.budget_bytes > 0) row["budget_bytes"] = r.budget_bytes;
+    if (!r.window_values.empty()) row["window_values"] = r.window_values;
+    if (!r.timings.window_starts.empty()) row["samples_ms"]["window_starts"] = r.timings.window_starts;
     if (!r.error.empty()) row["error"] = r.error;
     out_rows.push_back(row);
   }
@@ -1123,7 +1184,15 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
         << Variant(worst->row) << ")";
   }
   out << ", " << count.noise << " flagged as noise";
-  if (count.not_quiet > 0) out << " (" << count.not_quiet << " with too few quiet samples)";
+  if (count.not_quiet > 0 || count.windows_disagree > 0) {
+    std::vector<std::string> why;
+    if (count.not_quiet > 0) why.push_back(StrCat(count.not_quiet, " with too few quiet samples"));
+    if (count.windows_disagree > 0) {
+      why.push_back(StrCat(count.windows_disagree, " whose windows disagree by more than ",
+                           static_cast<int>(std::lround(100 * kWindowAllowance)), "%"));
+    }
+    out << " (" << Join(why, ", ") << ")";
+  }
   if (!rerun.empty()) {
     out << "; rerun them with --benchmark_filter='" << Join(rerun, "|") << "|MatMulBound'";
   }

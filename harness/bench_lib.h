@@ -155,6 +155,19 @@ enum class Sweep {
 // slowing it, and more samples would mostly wait for it.
 inline constexpr double kDefaultSamplingBudgetSeconds = 150;
 
+// The default run samples its rows in two windows: every row once, then
+// every row again (--windows). Two runs of the whole job minutes apart
+// disagreed on rows that had settled within 1% in each (the machine's speed,
+// as each process sees it, drifts by a few percent for minutes at a time,
+// and eager's and the row's runs do not drift alike): one window measures a
+// row in one such state only. Pooling two windows a minute or more apart
+// halves the weight of each state, and their disagreement is what a rerun
+// would see, so a row whose windows disagree by more than
+// kWindowAllowance is flagged (ComputeVsEager). Sweeps, whose big rows run
+// once, default to one window.
+inline constexpr int kDefaultWindows = 2;
+inline constexpr double kWindowAllowance = 0.03;
+
 struct BenchFlags {
   // --engines=a,b; empty: every registered engine but the float64 checks.
   std::vector<std::string> engines;
@@ -179,6 +192,11 @@ struct BenchFlags {
   // --sampling-budget=S: once the run's rows have been sampled this long in
   // all, each further row stops after 3 samples; 0: no budget.
   double sampling_budget_seconds = kDefaultSamplingBudgetSeconds;
+  // --windows=N: passes over the rows, each sampling every row afresh and
+  // taking 1/N of the sampling budget; 0: kDefaultWindows for the default
+  // run, 1 for a sweep (Windows()).
+  int windows = 0;
+  int Windows() const { return windows > 0 ? windows : sweep == Sweep::kNone ? kDefaultWindows : 1; }
   // --memory-cap=BYTES|FRACx: the engines that honour memory caps run under
   // it (their rows become "cap:SPEC" instead of "as-written").
   std::string memory_cap;
@@ -238,8 +256,13 @@ struct Timings {
   std::vector<double> eager_ms;  // empty when unpaired
   std::vector<double> row_delay;
   std::vector<double> eager_delay;
+  // The first sample of each window after the first (--windows), ascending.
+  std::vector<size_t> window_starts;
   bool paired() const { return !eager_ms.empty(); }
 };
+// The samples of `t` from sample `begin` on (one window's, for SamplingDone),
+// without window_starts.
+Timings SamplesFrom(const Timings& t, size_t begin);
 
 // The half-width of the distribution-free 95% confidence interval of the
 // median of `values`, relative to the median: half the distance between the
@@ -281,6 +304,9 @@ struct RowEstimate {
   std::optional<double> spread;  // see above; empty with fewer than two samples
 };
 RowEstimate Estimate(const Timings& timings);
+// Each window's estimate, in order (Timings::window_starts): one for a row
+// sampled in one window. Estimate pools them.
+std::vector<RowEstimate> WindowEstimates(const Timings& t);
 // Whether sampling stops: at least rule.min_samples quiet samples (pairs)
 // and rule.min_seconds spent, and a spread within rule.target_spread; or
 // rule.max_samples samples; or rule.max_seconds spent (then the spread says
@@ -400,6 +426,9 @@ struct RowResult {
   double sampling_seconds = 0;
   // Every sample in the order taken (Timings), for auditing a row's estimate.
   Timings timings;
+  // Paired, sampled in more than one window: each window's x eager
+  // (WindowEstimates), those with kMinQuietSamples quiet pairs.
+  std::vector<double> window_values;
   int64_t peak_bytes = 0;
   // The live bytes by category at the peak (arguments, activations,
   // gradients, scratchpad, host): what a schedule controls is the activations.
@@ -455,7 +484,9 @@ struct RowResult {
 // row whose x eager (paired if it has one) is below
 // flop_floor * (1 - kFlopFloorAllowance - its spread), or whose GFLOP/s is
 // above its bound's by more than kBoundAllowance plus both spreads (unless
-// the bound row itself had too few quiet samples: then it is no ceiling). Eager's
+// the bound row itself had too few quiet samples: then it is no ceiling), or
+// whose windows' x eager (window_values) differ by more than kWindowAllowance
+// of the lower (a rerun would not find the row's number). Eager's
 // FLOPs come from eager_flops when set, else from the eager row of the case.
 void ComputeVsEager(std::vector<RowResult>* rows);
 
@@ -469,6 +500,7 @@ struct StabilityCount {
   int64_t within_target = 0;
   int64_t noise = 0;
   int64_t not_quiet = 0;
+  int64_t windows_disagree = 0;  // flagged because their windows disagree
   double run_delay = 0;
 };
 StabilityCount CountStability(const std::vector<RowResult>& rows, double target);

@@ -119,6 +119,8 @@ bool g_paired = true;  // not --unpaired
 SamplingRule g_rule;    // DefaultSamplingRule(), --max-row-seconds
 double g_sampling_budget = 0;  // --sampling-budget; 0: none
 double g_sampled_seconds = 0;  // by every row so far
+int g_windows = 1;             // --windows
+int g_window = 1;              // the window being sampled, 1..g_windows
 
 // The fewest samples (pairs) a row takes, whatever its time cap: a median
 // and a spread. Beyond them SamplingDone decides: rule.min_samples quiet
@@ -128,11 +130,13 @@ double g_sampled_seconds = 0;  // by every row so far
 constexpr int64_t kFewestSamples = 3;
 
 // The rule for the next row: g_rule, its time cap cut to what is left of the
-// sampling budget (nothing left: the row stops at kFewestSamples).
+// sampling budget (nothing left: the row stops at kFewestSamples). Window w
+// of N may have sampled w/N of the budget by its end: a window that ran
+// short leaves its time to the next.
 SamplingRule RuleNow() {
   SamplingRule rule = g_rule;
   if (g_sampling_budget <= 0) return rule;
-  const double left = g_sampling_budget - g_sampled_seconds;
+  const double left = g_sampling_budget * g_window / g_windows - g_sampled_seconds;
   rule.max_seconds = std::max(0.0, std::min(rule.max_seconds, left));
   return rule;
 }
@@ -204,6 +208,7 @@ struct RowState {
   Timings timings;
   int64_t runs = 0;  // timed runs of the row
   int64_t runs_per_sample = 1;
+  int window = 1;  // the last window that sampled the row (--windows)
   // Paired with eager on the case as written (g_baselines', taken again at
   // every call: the cache holds one case, and repetitions may interleave).
   bool paired = false;
@@ -440,9 +445,16 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
     t.eager_delay.push_back(sample.delay);
   };
   // Repetitions (--benchmark_repetitions) add to the samples of the last:
-  // each call takes kFewestSamples afresh, and judges all of them.
+  // each call takes kFewestSamples afresh, and judges all of them. A later
+  // window (--windows) starts afresh too, and judges only its own samples:
+  // it is a second measurement, not more of the first.
   const SamplingRule rule = RuleNow();
   const size_t before = t.row_ms.size();
+  if (g_window > s->window && before > 0) {
+    t.window_starts.push_back(before);
+    s->window = g_window;
+  }
+  const size_t window_start = t.window_starts.empty() ? 0 : t.window_starts.back();
   do {
     if (baseline == nullptr) {
       time_row();
@@ -454,7 +466,8 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
       time_eager();
     }
   } while (t.row_ms.size() - before < static_cast<size_t>(kFewestSamples) ||
-           !SamplingDone(t, rule, SecondsSince(start)));
+           !SamplingDone(window_start == 0 ? t : SamplesFrom(t, window_start), rule,
+                         SecondsSince(start)));
   std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
   s->sampling_seconds += SecondsSince(start);
   g_sampled_seconds += SecondsSince(start);
@@ -483,7 +496,9 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
         state.SetIterationTime(0);
         continue;
       }
-      if (s->row.big) {
+      if (s->row.big && !s->timings.row_ms.empty()) {
+        // Its one run was taken in an earlier window.
+      } else if (s->row.big) {
         // One run, no pairing (eager does not fit at that size).
         MatMulImplRecorder recorder;
         const Sample sample = TimeRuns(*s->engine, s->program, c, options, 1, &s->stats,
@@ -678,6 +693,11 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   r.budget_bytes = s.budget_bytes;
   r.sampling_seconds = s.sampling_seconds;
   r.timings = s.timings;
+  if (s.timings.paired() && !s.timings.window_starts.empty()) {
+    for (const RowEstimate& w : WindowEstimates(s.timings)) {
+      if (w.quiet_samples >= kMinQuietSamples) r.window_values.push_back(w.value);
+    }
+  }
   r.max_bytes_used = c.max_bytes_used;
   r.peak_bytes = s.stats.peak_bytes;
   r.peak_bytes_by_category = s.stats.peak_bytes_by_category;
@@ -770,6 +790,7 @@ int Main(int argc, char** argv) {
     g_rule = DefaultSamplingRule();
     if (flags.max_row_seconds > 0) g_rule.max_seconds = flags.max_row_seconds;
     g_sampling_budget = flags.sampling_budget_seconds;
+    g_windows = flags.Windows();
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << "\n";
     return 2;
@@ -808,17 +829,26 @@ int Main(int argc, char** argv) {
     b->Iterations(1);
     // The name Google Benchmark filters: it appends the settings.
     const std::string full_name = row.name + "/iterations:1/manual_time";
-    if (FilterSelects(filter, full_name)) ++g_progress.total;
+    if (FilterSelects(filter, full_name)) g_progress.total += flags.Windows();
     states.push_back(std::move(s));
   }
   g_progress.enabled = flags.sweep != Sweep::kNone;
 
   const std::time_t started = std::time(nullptr);
-  benchmark::RegisterMemoryManager(&g_memory);
   // The default display reporter is the library's (it honours
   // --benchmark_format); it is never freed, as the library's own is not.
   CollectingReporter reporter(benchmark::CreateDefaultDisplayReporter());
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  for (g_window = 1; g_window <= g_windows; ++g_window) {
+    if (g_windows > 1) {
+      std::cerr << "bench: window " << g_window << " of " << g_windows
+                << (g_window == 1 ? " (every row, then every row again: see --windows)"
+                                  : " (each row's numbers pool its windows)")
+                << std::endl;
+    }
+    // The memory pass (one untimed run a row) once: its peak repeats exactly.
+    benchmark::RegisterMemoryManager(g_window == 1 ? &g_memory : nullptr);
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+  }
   benchmark::RegisterMemoryManager(nullptr);
   benchmark::Shutdown();
 

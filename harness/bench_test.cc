@@ -535,6 +535,50 @@ TEST(BenchSampling, XEagerIsTheMedianOfTheQuietPairsRatios) {
   EXPECT_NEAR(*e.spread, (13.2 / 10.1 - 15.7 / 12.1) / 2 / 1.3, 1e-12);
 }
 
+TEST(BenchSampling, EachWindowIsEstimatedOnItsOwnAndTheRowPoolsThem) {
+  // Window 1 (pairs 0-3): the row at 1.30 x eager; window 2 (pairs 4-7),
+  // minutes later, at 1.36: the machine's state moved the ratio itself.
+  Timings t;
+  t.eager_ms = {10, 10, 10, 10, 10, 10, 10, 10};
+  t.row_ms = {13.0, 13.0, 13.1, 12.9, 13.6, 13.6, 13.5, 13.7};
+  t.window_starts = {4};
+  const std::vector<RowEstimate> w = WindowEstimates(t);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].samples, 4);
+  EXPECT_DOUBLE_EQ(w[0].value, 1.30);
+  EXPECT_EQ(w[1].samples, 4);
+  EXPECT_DOUBLE_EQ(w[1].value, 1.36);
+  // Pooled: the median of all eight ratios.
+  EXPECT_DOUBLE_EQ(Estimate(t).value, (1.31 + 1.35) / 2);
+  // A window's own samples: what SamplingDone judges while it samples.
+  const Timings second = SamplesFrom(t, 4);
+  EXPECT_EQ(second.row_ms, (std::vector<double>{13.6, 13.6, 13.5, 13.7}));
+  EXPECT_TRUE(second.window_starts.empty());
+  // One window: one estimate, the pooled one.
+  t.window_starts.clear();
+  ASSERT_EQ(WindowEstimates(t).size(), 1u);
+  EXPECT_DOUBLE_EQ(WindowEstimates(t)[0].value, Estimate(t).value);
+}
+
+TEST(BenchFlags, TheDefaultRunSamplesInTwoWindowsAndSweepsInOne) {
+  std::vector<std::string> rest;
+  EXPECT_EQ(ParseBenchFlags({"bench"}, &rest).Windows(), kDefaultWindows);
+  EXPECT_EQ(kDefaultWindows, 2);
+  EXPECT_EQ(ParseBenchFlags({"bench", "--sweep=depth"}, &rest).Windows(), 1);
+  EXPECT_EQ(ParseBenchFlags({"bench", "--windows=3"}, &rest).Windows(), 3);
+  EXPECT_EQ(ParseBenchFlags({"bench", "--sweep=dtr", "--windows", "2"}, &rest).Windows(), 2);
+  for (const char* bad : {"--windows=0", "--windows=two", "--windows=", "--windows=9"}) {
+    try {
+      ParseBenchFlags({"bench", bad}, &rest);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not a number of windows from 1 to 8"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(BenchSampling, MedianHalfWidthIsHalfTheConfidenceInterval) {
   EXPECT_FALSE(MedianHalfWidth({}));
   EXPECT_FALSE(MedianHalfWidth({1.0}));
@@ -795,6 +839,32 @@ TEST(BenchPlausibility, ARowWithoutAQuietSampleIsNoise) {
   const std::string summary = FormatSummary(rows, "p");
   EXPECT_NE(summary.find("1 flagged as noise (1 with too few quiet samples)"), std::string::npos)
       << summary;
+}
+
+TEST(BenchPlausibility, ARowWhoseWindowsDisagreeIsNoise) {
+  std::vector<RowResult> rows = {Fake("scan_stack", "eager", "as-written", 10.0),
+                                 Fake("scan_stack", "recompute", "as-written", 13.3),
+                                 Fake("scan_stack", "recompute", "schedule:sqrt", 13.3)};
+  rows[1].flops_recomputed = 1'000'000'000 / 3;
+  rows[2].flops_recomputed = 1'000'000'000 / 3;
+  // 1.36 / 1.30: 4.6% apart, past kWindowAllowance; 1.33 / 1.31: 1.5%.
+  rows[1].vs_eager_paired = 1.33;
+  rows[1].window_values = {1.30, 1.36};
+  rows[2].vs_eager_paired = 1.32;
+  rows[2].window_values = {1.31, 1.33};
+  ComputeVsEager(&rows);
+  EXPECT_EQ(rows[1].noise, "its windows disagree: x eager 1.300, 1.360 (4.6% apart)");
+  EXPECT_EQ(rows[2].noise, "");
+  const StabilityCount count = CountStability(rows, 0.01);
+  EXPECT_EQ(count.noise, 1);
+  EXPECT_EQ(count.windows_disagree, 1);
+  const std::string summary = FormatSummary(rows, "p");
+  EXPECT_NE(summary.find("1 flagged as noise (1 whose windows disagree by more than 3%)"),
+            std::string::npos)
+      << summary;
+  const nlohmann::json run = ResultsJson("cmd", nlohmann::json::object(), "date", rows);
+  EXPECT_EQ(run["rows"][1]["window_values"], (nlohmann::json{1.30, 1.36}));
+  EXPECT_FALSE(run["rows"][0].contains("window_values"));
 }
 
 TEST(BenchPlausibility, NoiseRowsPrintNoiseAndTheSummarySaysHowStableTheRunWas) {
