@@ -68,7 +68,7 @@ class Generator {
         if (auto b = BiasPartner(pool, x)) {
           pool.push_back(bias_add(x, *b));
         } else {
-          pool.push_back(relu(x));
+          pool.push_back(sin(x));  // smooth: a relu here zeroes more gradients
         }
       } else if (pick < 66) {
         if (auto m = MatMulPartner(pool, x)) pool.push_back(matmul(x, *m));
@@ -199,6 +199,10 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
     Var loss = sum(out);
     Var other = pool[g.Int(0, static_cast<int>(pool.size()) - 1)];
     if (g.stacked_.count(d)) loss = add(loss, sum(g.Scan(in[0], 0)));
+    // The bias, if any, reaches the loss (else its gradient is all zeros).
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].name == "bias") loss = add(loss, sum(bias_add(in[0], in[i])));
+    }
     return add(loss, sum(other));
   });
   // Inputs: nonzero multiples of 1/8 in [-1, 1], so f32 holds them exactly
