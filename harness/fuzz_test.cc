@@ -1,5 +1,6 @@
 // Differential testing of random programs (harness/random_program.h): for
-// every case, the engine under test (--engine=NAME, default recompute) equals
+// every case (regions under JAX's policies and memory_budget:B, bias_add
+// among the ops), the engine under test (--engine=NAME, default recompute) equals
 // eager bit for bit if it declares eager's kernels (Engine::kernels), or else
 // agrees with the float64 oracle (engines/oracle) within tolerance, under the
 // case's own random policies, whole-program policies and a schedule; eager
@@ -128,6 +129,7 @@ struct Coverage {
   std::map<std::string, int> programs_with;  // by OpKindName
   std::map<std::string, int> schedules;      // by spec, cases where it applied
   int chains = 0;                            // scheduled cases with a chain of regions
+  int memory_budgets = 0;                    // programs with a memory_budget:B region
   int checked = 0;
   int mostly_zero = 0;  // gradients mostly zero: every check ran, but it proves less
   int kinks = 0;        // near a relu kink: no comparison with the reference
@@ -145,6 +147,15 @@ bool HasNestedRegion(const Program& p, bool inside = false) {
   for (const Op& op : p.ops) {
     if (!op.body) continue;
     if (inside || HasNestedRegion(*op.body, inside || op.kind == OpKind::kCheckpoint)) return true;
+  }
+  return false;
+}
+
+// Whether `p` (at any depth) has a region under memory_budget:B.
+bool HasMemoryBudget(const Program& p) {
+  for (const Op& op : p.ops) {
+    if (op.kind == OpKind::kCheckpoint && op.policy.kind() == PolicyKind::kMemoryBudget) return true;
+    if (op.body && HasMemoryBudget(*op.body)) return true;
   }
   return false;
 }
@@ -167,6 +178,7 @@ std::optional<std::string> Check(const RandomCase& c, Coverage* coverage) {
         ++coverage->programs_with[OpKindName(static_cast<OpKind>(k))];
       }
     }
+    coverage->memory_budgets += HasMemoryBudget(c.program);
     // Like benchdnn, a case whose gradients are mostly zero proves less.
     int64_t zeros = 0, total = 0;
     for (const Tensor& g : ref.grads) {
@@ -350,9 +362,9 @@ TEST(FuzzTest, RandomProgramsAgreeAcrossEngines) {
   for (const auto& [spec, count] : cov.schedules) schedules += StrCat(" ", spec, " ", count);
   std::printf("fuzz (%s): %d random programs checked in %.1f s; %d with mostly-zero gradients, "
               "%d on a relu kink (no reference comparison)\n  programs with:%s\n  schedules:%s; "
-              "%d with a chain of regions\n",
+              "%d with a chain of regions; %d with a memory_budget region\n",
               f.engine.c_str(), cov.checked, elapsed(), cov.mostly_zero, cov.kinks, ops.c_str(),
-              schedules.c_str(), cov.chains);
+              schedules.c_str(), cov.chains, cov.memory_budgets);
   if (f.seed || f.seconds > 0 || cov.checked < kMinCasesForFloors || failures > 0) {
     EXPECT_GT(cov.checked, 0);
     return;
@@ -360,8 +372,8 @@ TEST(FuzzTest, RandomProgramsAgreeAcrossEngines) {
   EXPECT_GE((cov.checked - cov.mostly_zero - cov.kinks) / n, kMinInformative)
       << "too few informative cases";
   for (OpKind k : {OpKind::kMatMul, OpKind::kRelu, OpKind::kSin, OpKind::kCos, OpKind::kSquare,
-                   OpKind::kAdd, OpKind::kMul, OpKind::kSum, OpKind::kName, OpKind::kCheckpoint,
-                   OpKind::kScan}) {
+                   OpKind::kAdd, OpKind::kMul, OpKind::kSum, OpKind::kName, OpKind::kBiasAdd,
+                   OpKind::kCheckpoint, OpKind::kScan}) {
     EXPECT_GE(cov.programs_with[OpKindName(k)] / n, kMinProgramsWithOp)
         << "too few programs with " << OpKindName(k);
   }
@@ -369,6 +381,7 @@ TEST(FuzzTest, RandomProgramsAgreeAcrossEngines) {
     EXPECT_GE(cov.schedules[spec] / n, kMinPerSchedule) << "too few cases under " << spec;
   }
   EXPECT_GE(cov.chains / n, kMinChains) << "too few chains of regions under a schedule";
+  EXPECT_GE(cov.memory_budgets / n, kMinProgramsWithOp) << "too few programs with memory_budget";
 }
 
 }  // namespace

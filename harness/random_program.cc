@@ -25,6 +25,9 @@ const char* const kPolicies[] = {
     "save_and_offload_only_these_names:a/b",
     "offload_dot_with_no_batch_dims",
 };
+// memory_budget:B (engines/budget): fractions of what everything_saveable
+// keeps (both ends included) and byte budgets, one below any residual.
+const char* const kBudgets[] = {"0", "0.3", "0.5", "1", "64B", "1KiB"};
 
 // Builds one program with the tracer. std::mt19937_64 with explicit
 // arithmetic (no std::uniform_int_distribution, whose output is not
@@ -38,6 +41,12 @@ class Generator {
   }
   bool Chance(int percent) { return Int(1, 100) <= percent; }
 
+  // One of JAX's policies, or (one time in five) a memory_budget.
+  Policy DrawPolicy() {
+    if (Chance(20)) return Policy::Parse(StrCat("memory_budget:", kBudgets[Int(0, 5)]));
+    return Policy::Parse(kPolicies[Int(0, 9)]);
+  }
+
   // A pool of values of a few shapes; ops draw their operands from it.
   Var Grow(std::vector<Var> pool, int ops, int depth) {
     for (int i = 0; i < ops; ++i) {
@@ -50,14 +59,22 @@ class Generator {
           case 2: pool.push_back(cos(x)); break;
           default: pool.push_back(square(x)); break;
         }
-      } else if (pick < 50) {
+      } else if (pick < 46) {
         Var y = SameShape(pool, x);
         pool.push_back(Chance(50) ? add(x, y) : mul(x, y));
-      } else if (pick < 65) {
+      } else if (pick < 54) {
+        // bias_add(x, b): b a rank-1 value of x's last dimension (the
+        // bias parameter, or a value computed from it), when the pool has one.
+        if (auto b = BiasPartner(pool, x)) {
+          pool.push_back(bias_add(x, *b));
+        } else {
+          pool.push_back(sin(x));  // smooth: a relu here zeroes more gradients
+        }
+      } else if (pick < 66) {
         if (auto m = MatMulPartner(pool, x)) pool.push_back(matmul(x, *m));
-      } else if (pick < 72) {
+      } else if (pick < 73) {
         pool.push_back(name(x, kLabels[Int(0, 2)]));
-      } else if (pick < 86 && depth < options_.max_depth) {
+      } else if (pick < 87 && depth < options_.max_depth) {
         // A checkpoint region over a few values of the pool; one time in
         // four a chain of regions, each reading the one before (what
         // ApplySchedule groups into a kChain).
@@ -68,7 +85,7 @@ class Generator {
           std::vector<Var> args = {carry};
           if (Chance(60)) args.push_back(outer[Int(0, static_cast<int>(outer.size()) - 1)]);
           const int inner_ops = Int(1, 4);
-          const Policy policy = Policy::Parse(kPolicies[Int(0, 9)]);
+          const Policy policy = DrawPolicy();
           carry = checkpoint_n(
               [this, inner_ops, depth](const std::vector<Var>& p) {
                 return Grow(p, inner_ops, depth + 1);
@@ -96,6 +113,17 @@ class Generator {
     return same[Int(0, static_cast<int>(same.size()) - 1)];
   }
 
+  std::optional<Var> BiasPartner(const std::vector<Var>& pool, Var x) {
+    const Shape& a = x.shape();
+    if (a.rank() == 0) return std::nullopt;
+    std::vector<Var> ok;
+    for (const Var& v : pool) {
+      if (v.shape() == Shape({a.dim(a.rank() - 1)})) ok.push_back(v);
+    }
+    if (ok.empty()) return std::nullopt;
+    return ok[Int(0, static_cast<int>(ok.size()) - 1)];
+  }
+
   std::optional<Var> MatMulPartner(const std::vector<Var>& pool, Var x) {
     std::vector<Var> ok;
     for (const Var& v : pool) {
@@ -119,7 +147,7 @@ class Generator {
     if (!stacked_.count(d)) return relu(carry);
     const int tail = Int(0, 2);
     const bool checkpointed = Chance(50);
-    const Policy policy = Policy::Parse(kPolicies[Int(0, 9)]);
+    const Policy policy = DrawPolicy();
     auto step = [tail, this](Var c, Var wi) {
       Var y = matmul(c, wi);
       for (int t = 0; t < tail; ++t) y = (t % 2 == 0) ? sin(y) : relu(y);
@@ -153,6 +181,8 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
     params.push_back({"bx", Shape({b, n, d})});
     params.push_back({"bw", Shape({b, d, d})});
   }
+  // A bias (d): bias_add's operand, every value's last dimension being d.
+  if (g.Chance(50)) params.push_back({"bias", Shape({d})});
   const int ops = g.Int(1, options.max_ops);
   c.program = Trace(StrCat("random_", seed), params, [&](const std::vector<Var>& in) {
     std::vector<Var> pool;
@@ -169,6 +199,10 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
     Var loss = sum(out);
     Var other = pool[g.Int(0, static_cast<int>(pool.size()) - 1)];
     if (g.stacked_.count(d)) loss = add(loss, sum(g.Scan(in[0], 0)));
+    // The bias, if any, reaches the loss (else its gradient is all zeros).
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].name == "bias") loss = add(loss, sum(bias_add(in[0], in[i])));
+    }
     return add(loss, sum(other));
   });
   // Inputs: nonzero multiples of 1/8 in [-1, 1], so f32 holds them exactly

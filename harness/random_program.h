@@ -1,6 +1,7 @@
 // Random valid programs over the whole op set, for differential testing:
-// matmul (2-D and batched), relu, sin, cos, square, add, mul, sum, name,
-// nested checkpoint regions under random policies, and scan.
+// matmul (2-D and batched), relu, sin, cos, square, add, mul, bias_add, sum,
+// name, nested checkpoint regions under random policies (JAX's and
+// memory_budget:B, fractions and bytes), and scan.
 //
 // A case is a pure function of (seed, options): the same seed always gives
 // the same program and inputs, so a failure is replayed from its seed, and

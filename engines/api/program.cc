@@ -301,17 +301,22 @@ std::shared_ptr<const Program> WithSchedule(const Program& p, const std::string&
       const auto [first, end] = chains[next_chain++];
       ++*scans;
       if (every > 0) {
-        // checkpoint_every: keep block i a region when (i + 1) % K == 0,
-        // inline the others.
+        // checkpoint_every: keep block i a region when (i + 1) % K == 0;
+        // the others store everything. They stay regions, under
+        // everything_saveable (their nested regions too): inlined, a
+        // block's parameters' cotangents would no longer be one
+        // contribution each (CONTRACT.md 3.4), and the gradients would
+        // not be eager's bits on the unscheduled program.
         for (int b = first; b < end; ++b) {
           const Op& block = p.ops[b];
           std::vector<int> inputs;
           for (int v : block.inputs) inputs.push_back(ids[v]);
-          if ((b - first + 1) % every != 0) {
-            ids[block.output] = InlineInto(*block.body, inputs, out.get());
-            continue;
-          }
           Op copy = block;
+          if ((b - first + 1) % every != 0) {
+            const Policy everything(PolicyKind::kEverythingSaveable);
+            copy.policy = everything;
+            copy.body = WithPolicy(*block.body, everything);
+          }
           copy.inputs = inputs;
           copy.output = out->num_values();
           out->shapes.push_back(p.shapes[block.output]);

@@ -120,8 +120,9 @@ Program WrapInCheckpoint(const Program& program, const Policy& policy, const std
 // CheckpointedTransformer): a scan's body is checkpointed at steps i with
 // (i + 1) % K == 0 and runs storing everything at the others; the body's own
 // checkpoint regions are kept (a body without one is wrapped in one). In a
-// chain, block i stays checkpointed if (i + 1) % K == 0 and is inlined (stores
-// everything) otherwise.
+// chain, block i stays checkpointed if (i + 1) % K == 0 and otherwise stores
+// everything: it stays a region (a unit for the order of accumulation,
+// CONTRACT.md 3.4) under everything_saveable, its nested regions too.
 Program ApplySchedule(const Program& program, const std::string& spec);
 
 // The K of a "checkpoint_every:K" spec, or 0 if `spec` is not one.

@@ -189,15 +189,25 @@ TEST(ApplyScheduleTest, AValueReadOutsideTheChainEndsIt) {
 }
 
 TEST(ApplyScheduleTest, CheckpointEveryKeepsEveryKthBlock) {
-  // Blocks 1 and 3 ((i + 1) % 2 == 0) stay regions; 0 and 2 are inlined.
-  Program scheduled = ApplySchedule(Blocks(4), "checkpoint_every:2");
+  // Blocks 1 and 3 ((i + 1) % 2 == 0) keep their policy; 0 and 2 store
+  // everything. All four stay regions: inlined, a block's parameters'
+  // cotangents would not be one contribution each (CONTRACT.md 3.4).
+  const Program blocks = Blocks(4);
+  Program scheduled = ApplySchedule(blocks, "checkpoint_every:2");
   EXPECT_EQ(scheduled.CountOps(OpKind::kChain), 0);
-  ASSERT_EQ(scheduled.CountOps(OpKind::kCheckpoint), 2);
+  ASSERT_EQ(scheduled.CountOps(OpKind::kCheckpoint), 4);
   std::vector<OpKind> kinds;
-  for (const Op& op : scheduled.ops) kinds.push_back(op.kind);
-  EXPECT_EQ(kinds, (std::vector<OpKind>{OpKind::kMatMul, OpKind::kRelu, OpKind::kCheckpoint,
-                                        OpKind::kMatMul, OpKind::kRelu, OpKind::kCheckpoint,
+  std::vector<std::string> policies;
+  for (const Op& op : scheduled.ops) {
+    kinds.push_back(op.kind);
+    if (op.kind == OpKind::kCheckpoint) policies.push_back(op.policy.ToString());
+  }
+  EXPECT_EQ(kinds, (std::vector<OpKind>{OpKind::kCheckpoint, OpKind::kCheckpoint,
+                                        OpKind::kCheckpoint, OpKind::kCheckpoint,
                                         OpKind::kSquare, OpKind::kSum}));
+  const std::string own = blocks.ops[0].policy.ToString();
+  EXPECT_EQ(policies, (std::vector<std::string>{"everything_saveable", own,
+                                                "everything_saveable", own}));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/op_shape.h"
+#include "engines/schedule/schedule.h"
 
 namespace remat {
 namespace {
@@ -186,6 +187,32 @@ constexpr int kMaxDepth = 64;
 // most kMaxElements elements, so that no shape arithmetic overflows.
 constexpr int64_t kMaxDim = int64_t{1} << 31;
 constexpr int64_t kMaxElements = int64_t{1} << 48;
+
+// Why `spec` cannot be the schedule of a `kind` op (a scan or a chain), or ""
+// when it can: its syntax, checked at load time (engines/schedule's
+// ParseScheduleSpec, and checkpoint_every:K, a scan's only). What depends on
+// the chain's costs (a budget too small for it) shows when it runs.
+std::string ScheduleProblem(OpKind kind, const std::string& spec) {
+  if (spec.empty()) return "";  // no schedule
+  try {
+    if (CheckpointEvery(spec) > 0) {
+      if (kind == OpKind::kScan) return "";
+      return StrCat("schedule '", spec, "': checkpoint_every:K is a scan's; a chain takes ",
+                    Join(ScheduleForms(), ", "));
+    }
+  } catch (const Error& e) {
+    return e.what();  // "schedule 'SPEC': checkpoint_every takes ..."
+  }
+  try {
+    ParseScheduleSpec(spec);
+  } catch (const Error& e) {
+    const std::string why = e.what();
+    const bool unknown = why.rfind("unknown schedule", 0) == 0;
+    return StrCat("schedule '", spec, "': ", why,
+                  unknown && kind == OpKind::kScan ? " (or checkpoint_every:K)" : "");
+  }
+  return "";
+}
 
 std::string Describe(const Token& t) {
   switch (t.kind) {
@@ -609,7 +636,10 @@ class Parser {
       } else if (k == "name") {
         op->name = String("name");
       } else if (k == "schedule") {
+        const Token at = Peek();
         op->schedule = String("schedule");
+        const std::string problem = ScheduleProblem(op->kind, op->schedule);
+        if (!problem.empty()) Fail(at, problem);
       } else if (k == "policy") {
         const Token at = Peek();
         const std::string spec = String("policy");

@@ -38,7 +38,9 @@
 //                                                        checkpoint, scan, chain: the region)
 //              | 'policy' '=' STRING                    (checkpoint: Policy::Parse's spec;
 //                                                        default nothing_saveable)
-//              | 'schedule' '=' STRING                  (scan, chain: a schedule spec)
+//              | 'schedule' '=' STRING                  (scan, chain: a schedule spec; its
+//                                                        syntax is checked on loading:
+//                                                        FILE:LINE:COLUMN: schedule 'SPEC': why)
 //              | 'scalar' '=' NUMBER                    (scale: c, required)
 //              | 'ints' '=' '[' INT { ',' INT } ']'     (split_heads: [B,H]; merge_heads: [B])
 //   TYPE      := 'f32' '[' [ INT { ',' INT } ] ']'      ('f32[]' is a scalar)

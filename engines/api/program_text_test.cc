@@ -201,163 +201,215 @@ TEST(ProgramTextTest, EveryProblemRoundTripsToTheSameBits) {
 
 // ------------------------------------------------------------- errors
 
-TEST(ProgramTextErrorTest, EmptyFile) {
-  ExpectError("", 1, 1, "empty file; expected 'program NAME(PARAMS) {'");
-  ExpectError("\n  # only a comment\n\n", 4, 1, "empty file");
+// One bad input per row: ParseProgram's message starts with
+// "t.remat:LINE:COLUMN: " and contains `words`. `what` names the case (the
+// test's name: ProgramTextBadInputTest.ReportsWhereAndWhat/WHAT).
+struct ErrorCase {
+  const char* what;
+  const char* text;
+  int line;
+  int column;
+  const char* words;
+};
+
+const ErrorCase kErrorCases[] = {
+    {"EmptyFile1", "", 1, 1, "empty file; expected 'program NAME(PARAMS) {'"},
+    {"EmptyFile2", "\n  # only a comment\n\n", 4, 1, "empty file"},
+    {"NotAProgram", "module m() {}\n", 1, 1, "expected 'program NAME(PARAMS) {' to begin the file"},
+    {"UnknownOp", "program p(x: f32[2]) {\n  %y = tanh(%x)\n  return %y\n}\n", 2, 8,
+     "unknown op 'tanh'; expected one of matmul, relu,"},
+    {"WrongArity1", "program p(x: f32[2,2]) {\n  %y = matmul(%x)\n  return %y\n}\n", 2, 8,
+     "wrong arity: matmul takes 2 inputs, got 1; expected matmul(%A, %B)"},
+    {"WrongArity2", "program p(x: f32[2]) {\n  %y = relu(%x, %x)\n  return %y\n}\n", 2, 8,
+     "wrong arity: relu takes 1 input, got 2"},
+    // A body with more parameters than its op has inputs.
+    {"WrongArity3",
+     "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2], b: f32[2])\n"
+     "    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+     3, 9, "wrong arity: the body of checkpoint at 2:8 has 2 parameters for 1 inputs"},
+    {"ShapeMismatchNamesBothShapes1",
+     "program p(a: f32[2,3], b: f32[2,3]) {\n  %y = matmul(%a, %b)\n  return %y\n}\n", 2, 8,
+     "shape mismatch: matmul(f32[2,3], f32[2,3]): matmul contracting dimensions "
+     "differ: [2,3] x [2,3] (3 != 2)"},
+    {"ShapeMismatchNamesBothShapes2",
+     "program p(a: f32[2], b: f32[3]) {\n  %y = add(%a, %b)\n  return %y\n}\n", 2, 8,
+     "operand shapes differ: [2] and [3]"},
+    // A declared type other than the inferred one.
+    {"ShapeMismatchNamesBothShapes3",
+     "program p(a: f32[2,3]) {\n  %y: f32[3,2] = relu(%a)\n  return %y\n}\n", 2, 7,
+     "shape mismatch: %y is declared f32[3,2] but relu(f32[2,3]) gives f32[2,3]"},
+    // A body parameter of another shape than its input.
+    {"ShapeMismatchNamesBothShapes4",
+     "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[3])\n"
+     "    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+     3, 9,
+     "shape mismatch: parameter 0 of the body of checkpoint at 2:8 is f32[3] but its "
+     "input is f32[2]"},
+    // A scan body that changes the carry's shape.
+    {"ShapeMismatchNamesBothShapes5",
+     "program p(c: f32[2], xs: f32[3,2,4]) {\n  %y = scan(%c, %xs) {\n"
+     "    body(a: f32[2], x: f32[2,4])\n    return %x\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+     2, 8, "the body of scan at 2:8 returns f32[2,4] but the carry is f32[2]"},
+    // The program's result is not a scalar.
+    {"ShapeMismatchNamesBothShapes6", "program p(a: f32[2]) {\n  return %a\n}\n", 2, 3,
+     "program p returns f32[2]; expected a scalar f32[]"},
+    {"UnknownDtype1", "program p(a: f64[2]) {\n  return %a\n}\n", 1, 14,
+     "unknown dtype 'f64'; expected f32"},
+    {"UnknownDtype2", "program p(a: f32[2]) {\n  %b: bf16[2] = relu(%a)\n  return %b\n}\n", 2, 7,
+     "unknown dtype 'bf16'"},
+    {"UndefinedAndRedefinedValues1", "program p(a: f32[]) {\n  %b = relu(%c)\n  return %b\n}\n", 2,
+     13, "undefined value %c in program p; expected a parameter or a value defined above"},
+    {"UndefinedAndRedefinedValues2",
+     "program p(a: f32[]) {\n  %b = relu(%a)\n  %b = sin(%a)\n  return %b\n}\n", 3, 3,
+     "redefined value %b (first defined at 2:3 in program p)"},
+    {"UndefinedAndRedefinedValues3", "program p(a: f32[], a: f32[]) {\n  return %a\n}\n", 1, 21,
+     "redefined value %a (first defined at 1:11"},
+    // Defined later is undefined here.
+    {"UndefinedAndRedefinedValues4",
+     "program p(a: f32[]) {\n  %b = relu(%c)\n  %c = relu(%a)\n  return %c\n}\n", 2, 13,
+     "undefined value %c"},
+    {"CaptureFromTheEnclosingProgram",
+     "program p(x: f32[2], w: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2])\n"
+     "    %m = mul(%a, %w)\n    return %m\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+     4, 18,
+     "%w is a value of program p (defined at 1:22), captured by the body of checkpoint "
+     "at 2:8; expected a value of the body: pass it to the body as an input"},
+    {"MissingReturn1", "program p(a: f32[]) {\n  %b = relu(%a)\n}\n", 3, 1,
+     "missing return: program p ends without one; expected 'return %VALUE' before '}'"},
+    {"MissingReturn2",
+     "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2])\n  }\n"
+     "  return %y\n}\n",
+     4, 3, "missing return: the body of checkpoint at 2:8 ends without one"},
+    {"MissingReturn3", "program p(a: f32[]) {\n  return %a\n  %b = relu(%a)\n}\n", 3, 3,
+     "expected '}' after the return of program p"},
+    {"UnterminatedBody1", "program p(a: f32[]) {\n  return %a\n", 3, 1,
+     "unterminated program p (its '{' is at 1:21); expected '}'"},
+    {"UnterminatedBody2",
+     "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2])\n    return %a\n", 5, 1,
+     "unterminated the body of checkpoint at 2:8 (its '{' is at 2:23)"},
+    {"UnterminatedBody3", "program p(x: f32[2]) {\n  %y = checkpoint(%x)\n  return %y\n}\n", 2, 22,
+     "checkpoint needs a body: expected '{' at the end of the line"},
+    {"BadAttribute1", "program p(a: f32[]) {\n  %b = relu(%a) colour=\"red\"\n  return %b\n}\n", 2,
+     17, "bad attribute: unknown attribute 'colour'"},
+    {"BadAttribute2",
+     "program p(a: f32[]) {\n  %b = relu(%a) policy=\"dots_saveable\"\n  return %b\n}\n", 2, 17,
+     "bad attribute: relu takes no policy="},
+    {"BadAttribute3", "program p(a: f32[]) {\n  %b = scale(%a) scalar=abc\n  return %b\n}\n", 2, 25,
+     "bad attribute: expected a number after scalar="},
+    {"BadAttribute4", "program p(a: f32[]) {\n  %b = scale(%a)\n  return %b\n}\n", 2, 8,
+     "scale needs its constant: scalar=C"},
+    {"BadAttribute5", "program p(a: f32[]) {\n  %b = relu(%a) @ \"x\" @ \"y\"\n  return %b\n}\n", 2,
+     23, "bad attribute: @ given twice"},
+    {"BadAttribute6", "program p(a: f32[]) {\n  %b = relu(%a) scope=3\n  return %b\n}\n", 2, 23,
+     "bad attribute: expected scope as a quoted string, got '3'"},
+    {"BadAttribute7",
+     "program p(x: f32[2]) {\n  %y = checkpoint(%x) policy=\"sometimes\" {\n"
+     "    body(a: f32[2])\n    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+     2, 30, "bad attribute: policy \"sometimes\": unknown policy 'sometimes'; policies:"},
+    {"BadAttribute8", "program p(a: f32[]) {\n  %b = name(%a)\n  return %b\n}\n", 2, 8,
+     "name needs a non-empty label"},
+    {"TrailingGarbage1", "program p(a: f32[]) {\n  return %a\n}\nprogram q(b: f32[]) {\n", 4, 1,
+     "trailing text after the program's closing '}': 'program'; expected the end of "
+     "the file"},
+    {"TrailingGarbage2", "program p(a: f32[]) {\n  %b = relu(%a) )\n  return %b\n}\n", 2, 17,
+     "expected an attribute"},
+    {"TrailingGarbage3", "program p(a: f32[]) {\n  return %a %a\n}\n", 2, 13,
+     "trailing text after the returned value: '%a'; expected the end of the line"},
+    {"LexicalErrors1", "program p(a: f32[]) {\n  %b = relu(%a) @ \"x\n  return %b\n}\n", 2, 19,
+     "unterminated string"},
+    {"LexicalErrors2", "program p(a: f32[]) {\n  %b = relu(%a) @ \"\\q\"\n  return %b\n}\n", 2, 20,
+     "bad escape"},
+    {"LexicalErrors3", "program p(a: f32[]) {\n  %b = relu(%a) $\n  return %b\n}\n", 2, 17,
+     "unexpected character '$'"},
+    {"LexicalErrors4", "program p(a: f32[]) {\n  % = relu(%a)\n  return %b\n}\n", 2, 3,
+     "expected a value name after '%'"},
+    {"BadShapes1", "program p(a: f32[1,2,3,4]) {\n  return %a\n}\n", 1, 24,
+     "a shape of rank 4; expected rank 0 to 3"},
+    {"BadShapes2", "program p(a: f32[-2]) {\n  return %a\n}\n", 1, 18, "negative dimension -2"},
+    {"BadShapes3", "program p(a: f32[99999999999]) {\n  return %a\n}\n", 1, 18,
+     "expected a dimension (an integer of magnitude at most"},
+    {"BadShapes4", "program p(a: f32[2147483648,2147483648]) {\n  return %a\n}\n", 1, 29,
+     "more than 2^48 elements"},
+    {"BadChains",
+     "program p(x: f32[2]) {\n  %y = chain(%x) {\n    body(a: f32[2])\n"
+     "    %r = relu(%a)\n    return %r\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+     2, 8,
+     "block 0 of the body of chain at 2:8 is a relu; expected a chain's blocks to be "
+     "checkpoint ops"},
+    {"BadSchedule1",
+     "program p(c: f32[2], xs: f32[3,2]) {\n  %y = scan(%c, %xs) schedule=\"every:x\" {\n"
+     "    body(a: f32[2], x: f32[2])\n    %m = mul(%a, %x)\n    return %m\n  }\n  %s = sum(%y)\n  "
+     "return %s\n}\n",
+     2, 31, "schedule \'every:x\': \"x\" is not an integer"},
+    {"BadSchedule2",
+     "program p(c: f32[2], xs: f32[3,2]) {\n  %y = scan(%c, %xs) schedule=\"lru:4\" {\n"
+     "    body(a: f32[2], x: f32[2])\n    %m = mul(%a, %x)\n    return %m\n  }\n  %s = sum(%y)\n  "
+     "return %s\n}\n",
+     2, 31,
+     "schedule \'lru:4\': unknown schedule; the forms are every:K, segments:K, sqrt, "
+     "bisect, revolve:C, budget:BYTES (or checkpoint_every:K)"},
+    {"BadSchedule3",
+     "program p(c: f32[2], xs: f32[3,2]) {\n  %y = scan(%c, %xs) schedule=\"sqrt:2\" {\n"
+     "    body(a: f32[2], x: f32[2])\n    %m = mul(%a, %x)\n    return %m\n  }\n  %s = sum(%y)\n  "
+     "return %s\n}\n",
+     2, 31, "schedule \'sqrt:2\': sqrt takes no argument"},
+    {"BadSchedule4",
+     "program p(c: f32[2], xs: f32[3,2]) {\n  %y = scan(%c, %xs) schedule=\"revolve\" {\n"
+     "    body(a: f32[2], x: f32[2])\n    %m = mul(%a, %x)\n    return %m\n  }\n  %s = sum(%y)\n  "
+     "return %s\n}\n",
+     2, 31, "schedule \'revolve\': revolve takes an argument"},
+    {"BadSchedule5",
+     "program p(c: f32[2], xs: f32[3,2]) {\n  %y = scan(%c, %xs) schedule=\"every:0\" {\n"
+     "    body(a: f32[2], x: f32[2])\n    %m = mul(%a, %x)\n    return %m\n  }\n  %s = sum(%y)\n  "
+     "return %s\n}\n",
+     2, 31, "schedule \'every:0\': every takes a number of steps K >= 1, not 0"},
+    {"BadSchedule6",
+     "program p(c: f32[2], xs: f32[3,2]) {\n  %y = scan(%c, %xs) schedule=\"budget:lots\" {\n"
+     "    body(a: f32[2], x: f32[2])\n    %m = mul(%a, %x)\n    return %m\n  }\n  %s = sum(%y)\n  "
+     "return %s\n}\n",
+     2, 31, "schedule \'budget:lots\': bytes: cannot read \"lots\""},
+    {"BadSchedule7",
+     "program p(c: f32[2], xs: f32[3,2]) {\n  %y = scan(%c, %xs) schedule=\"checkpoint_every:0\" "
+     "{\n"
+     "    body(a: f32[2], x: f32[2])\n    %m = mul(%a, %x)\n    return %m\n  }\n  %s = sum(%y)\n  "
+     "return %s\n}\n",
+     2, 31, "schedule \'checkpoint_every:0\': checkpoint_every takes a number of blocks >= 1"},
+    // checkpoint_every:K is a scan's: a chain's schedule is one of ParseSchedule's.
+    {"BadSchedule8",
+     "program p(x: f32[2]) {\n  %y = chain(%x) schedule=\"checkpoint_every:2\" {\n    body(a: "
+     "f32[2])\n"
+     "    %b = checkpoint(%a) {\n      body(c: f32[2])\n      return %c\n    }\n    return %b\n  "
+     "}\n"
+     "  %s = sum(%y)\n  return %s\n}\n",
+     2, 27,
+     "schedule \'checkpoint_every:2\': checkpoint_every:K is a scan\'s; a chain takes every:K,"},
+};
+
+class ProgramTextBadInputTest : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(ProgramTextBadInputTest, ReportsWhereAndWhat) {
+  const ErrorCase& c = GetParam();
+  ExpectError(c.text, c.line, c.column, c.words);
 }
 
-TEST(ProgramTextErrorTest, NotAProgram) {
-  ExpectError("module m() {}\n", 1, 1, "expected 'program NAME(PARAMS) {' to begin the file");
-}
+INSTANTIATE_TEST_SUITE_P(Cases, ProgramTextBadInputTest, ::testing::ValuesIn(kErrorCases),
+                         [](const ::testing::TestParamInfo<ErrorCase>& info) {
+                           return std::string(info.param.what);
+                         });
 
-TEST(ProgramTextErrorTest, UnknownOp) {
-  ExpectError("program p(x: f32[2]) {\n  %y = tanh(%x)\n  return %y\n}\n", 2, 8,
-              "unknown op 'tanh'; expected one of matmul, relu,");
-}
-
-TEST(ProgramTextErrorTest, WrongArity) {
-  ExpectError("program p(x: f32[2,2]) {\n  %y = matmul(%x)\n  return %y\n}\n", 2, 8,
-              "wrong arity: matmul takes 2 inputs, got 1; expected matmul(%A, %B)");
-  ExpectError("program p(x: f32[2]) {\n  %y = relu(%x, %x)\n  return %y\n}\n", 2, 8,
-              "wrong arity: relu takes 1 input, got 2");
-  // A body with more parameters than its op has inputs.
-  ExpectError(
-      "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2], b: f32[2])\n"
-      "    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
-      3, 9, "wrong arity: the body of checkpoint at 2:8 has 2 parameters for 1 inputs");
-}
-
-TEST(ProgramTextErrorTest, ShapeMismatchNamesBothShapes) {
-  ExpectError("program p(a: f32[2,3], b: f32[2,3]) {\n  %y = matmul(%a, %b)\n  return %y\n}\n",
-              2, 8, "shape mismatch: matmul(f32[2,3], f32[2,3]): matmul contracting dimensions "
-                    "differ: [2,3] x [2,3] (3 != 2)");
-  ExpectError("program p(a: f32[2], b: f32[3]) {\n  %y = add(%a, %b)\n  return %y\n}\n", 2, 8,
-              "operand shapes differ: [2] and [3]");
-  // A declared type other than the inferred one.
-  ExpectError("program p(a: f32[2,3]) {\n  %y: f32[3,2] = relu(%a)\n  return %y\n}\n", 2, 7,
-              "shape mismatch: %y is declared f32[3,2] but relu(f32[2,3]) gives f32[2,3]");
-  // A body parameter of another shape than its input.
-  ExpectError(
-      "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[3])\n"
-      "    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
-      3, 9, "shape mismatch: parameter 0 of the body of checkpoint at 2:8 is f32[3] but its "
-            "input is f32[2]");
-  // A scan body that changes the carry's shape.
-  ExpectError(
-      "program p(c: f32[2], xs: f32[3,2,4]) {\n  %y = scan(%c, %xs) {\n"
-      "    body(a: f32[2], x: f32[2,4])\n    return %x\n  }\n  %s = sum(%y)\n  return %s\n}\n",
-      2, 8, "the body of scan at 2:8 returns f32[2,4] but the carry is f32[2]");
-  // The program's result is not a scalar.
-  ExpectError("program p(a: f32[2]) {\n  return %a\n}\n", 2, 3,
-              "program p returns f32[2]; expected a scalar f32[]");
-}
-
-TEST(ProgramTextErrorTest, UnknownDtype) {
-  ExpectError("program p(a: f64[2]) {\n  return %a\n}\n", 1, 14,
-              "unknown dtype 'f64'; expected f32");
-  ExpectError("program p(a: f32[2]) {\n  %b: bf16[2] = relu(%a)\n  return %b\n}\n", 2, 7,
-              "unknown dtype 'bf16'");
-}
-
-TEST(ProgramTextErrorTest, UndefinedAndRedefinedValues) {
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%c)\n  return %b\n}\n", 2, 13,
-              "undefined value %c in program p; expected a parameter or a value defined above");
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a)\n  %b = sin(%a)\n  return %b\n}\n", 3, 3,
-              "redefined value %b (first defined at 2:3 in program p)");
-  ExpectError("program p(a: f32[], a: f32[]) {\n  return %a\n}\n", 1, 21,
-              "redefined value %a (first defined at 1:11");
-  // Defined later is undefined here.
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%c)\n  %c = relu(%a)\n  return %c\n}\n", 2, 13,
-              "undefined value %c");
-}
-
-TEST(ProgramTextErrorTest, CaptureFromTheEnclosingProgram) {
-  ExpectError(
-      "program p(x: f32[2], w: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2])\n"
-      "    %m = mul(%a, %w)\n    return %m\n  }\n  %s = sum(%y)\n  return %s\n}\n",
-      4, 18, "%w is a value of program p (defined at 1:22), captured by the body of checkpoint "
-             "at 2:8; expected a value of the body: pass it to the body as an input");
-}
-
-TEST(ProgramTextErrorTest, MissingReturn) {
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a)\n}\n", 3, 1,
-              "missing return: program p ends without one; expected 'return %VALUE' before '}'");
-  ExpectError(
-      "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2])\n  }\n"
-      "  return %y\n}\n",
-      4, 3, "missing return: the body of checkpoint at 2:8 ends without one");
-  ExpectError("program p(a: f32[]) {\n  return %a\n  %b = relu(%a)\n}\n", 3, 3,
-              "expected '}' after the return of program p");
-}
-
-TEST(ProgramTextErrorTest, UnterminatedBody) {
-  ExpectError("program p(a: f32[]) {\n  return %a\n", 3, 1,
-              "unterminated program p (its '{' is at 1:21); expected '}'");
-  ExpectError(
-      "program p(x: f32[2]) {\n  %y = checkpoint(%x) {\n    body(a: f32[2])\n    return %a\n",
-      5, 1, "unterminated the body of checkpoint at 2:8 (its '{' is at 2:23)");
-  ExpectError("program p(x: f32[2]) {\n  %y = checkpoint(%x)\n  return %y\n}\n", 2, 22,
-              "checkpoint needs a body: expected '{' at the end of the line");
-}
-
-TEST(ProgramTextErrorTest, BadAttribute) {
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) colour=\"red\"\n  return %b\n}\n", 2, 17,
-              "bad attribute: unknown attribute 'colour'");
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) policy=\"dots_saveable\"\n  return %b\n}\n",
-              2, 17, "bad attribute: relu takes no policy=");
-  ExpectError("program p(a: f32[]) {\n  %b = scale(%a) scalar=abc\n  return %b\n}\n", 2, 25,
-              "bad attribute: expected a number after scalar=");
-  ExpectError("program p(a: f32[]) {\n  %b = scale(%a)\n  return %b\n}\n", 2, 8,
-              "scale needs its constant: scalar=C");
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) @ \"x\" @ \"y\"\n  return %b\n}\n", 2, 23,
-              "bad attribute: @ given twice");
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) scope=3\n  return %b\n}\n", 2, 23,
-              "bad attribute: expected scope as a quoted string, got '3'");
-  ExpectError(
-      "program p(x: f32[2]) {\n  %y = checkpoint(%x) policy=\"sometimes\" {\n"
-      "    body(a: f32[2])\n    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
-      2, 30, "bad attribute: policy \"sometimes\": unknown policy 'sometimes'; policies:");
-  ExpectError("program p(a: f32[]) {\n  %b = name(%a)\n  return %b\n}\n", 2, 8,
-              "name needs a non-empty label");
-}
-
-TEST(ProgramTextErrorTest, TrailingGarbage) {
-  ExpectError("program p(a: f32[]) {\n  return %a\n}\nprogram q(b: f32[]) {\n", 4, 1,
-              "trailing text after the program's closing '}': 'program'; expected the end of "
-              "the file");
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) )\n  return %b\n}\n", 2, 17,
-              "expected an attribute");
-  ExpectError("program p(a: f32[]) {\n  return %a %a\n}\n", 2, 13,
-              "trailing text after the returned value: '%a'; expected the end of the line");
-}
-
-TEST(ProgramTextErrorTest, LexicalErrors) {
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) @ \"x\n  return %b\n}\n", 2, 19,
-              "unterminated string");
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) @ \"\\q\"\n  return %b\n}\n", 2, 20,
-              "bad escape");
-  ExpectError("program p(a: f32[]) {\n  %b = relu(%a) $\n  return %b\n}\n", 2, 17,
-              "unexpected character '$'");
-  ExpectError("program p(a: f32[]) {\n  % = relu(%a)\n  return %b\n}\n", 2, 3,
-              "expected a value name after '%'");
-}
-
-TEST(ProgramTextErrorTest, BadShapes) {
-  ExpectError("program p(a: f32[1,2,3,4]) {\n  return %a\n}\n", 1, 24,
-              "a shape of rank 4; expected rank 0 to 3");
-  ExpectError("program p(a: f32[-2]) {\n  return %a\n}\n", 1, 18, "negative dimension -2");
-  ExpectError("program p(a: f32[99999999999]) {\n  return %a\n}\n", 1, 18,
-              "expected a dimension (an integer of magnitude at most");
-  ExpectError("program p(a: f32[2147483648,2147483648]) {\n  return %a\n}\n", 1, 29,
-              "more than 2^48 elements");
-}
-
-TEST(ProgramTextErrorTest, BadChains) {
-  ExpectError(
-      "program p(x: f32[2]) {\n  %y = chain(%x) {\n    body(a: f32[2])\n"
-      "    %r = relu(%a)\n    return %r\n  }\n  %s = sum(%y)\n  return %s\n}\n",
-      2, 8, "block 0 of the body of chain at 2:8 is a relu; expected a chain's blocks to be "
-            "checkpoint ops");
+// Schedules are checked for their syntax on loading (bad ones are rows of
+// kErrorCases); good ones load, each of the forms, checkpoint_every:K on a
+// scan included, and "" (no schedule).
+TEST(ProgramTextTest, GoodSchedulesLoad) {
+  for (const char* spec : {"every:2", "segments:1", "sqrt", "bisect", "revolve:0", "budget:1KiB",
+                           "budget:64", "checkpoint_every:2", ""}) {
+    const std::string text = StrCat(
+        "program p(c: f32[2], xs: f32[3,2]) {\n  %y = scan(%c, %xs) schedule=\"", spec,
+        "\" {\n    body(a: f32[2], x: f32[2])\n    %m = mul(%a, %x)\n    return %m\n  }\n"
+        "  %s = sum(%y)\n  return %s\n}\n");
+    EXPECT_EQ(ParseError(text), "") << spec;
+    if (ParseError(text).empty()) EXPECT_EQ(ParseProgram(text, "t").ops[0].schedule, spec);
+  }
 }
 
 TEST(ProgramTextErrorTest, DeepNestingIsRefused) {

@@ -42,6 +42,7 @@ enum class KernelOp {
   kTranspose,
   kSplitHeads,
   kMergeHeads,
+  kBiasAdd,
 };
 
 // A tensor an instruction reads or writes: a view of a slot's buffer.

@@ -203,6 +203,8 @@ Tensor RunKernel(Kernels& k, const Instruction& in, Slots& slots) {
       return k.SplitHeads(a(), in.int_a, in.int_b);
     case KernelOp::kMergeHeads:
       return k.MergeHeads(a(), in.int_a);
+    case KernelOp::kBiasAdd:
+      return k.BiasAdd(a(), b());
   }
   throw Error("planned: unknown kernel in a compiled plan");
 }

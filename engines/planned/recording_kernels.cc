@@ -188,4 +188,11 @@ void RecordingKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out)
   OneDnnKernels::DoMergeHeads(x, batch, out);
 }
 
+void RecordingKernels::DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) {
+  if (observer_ == nullptr) return OneDnnKernels::DoBiasAdd(x, b, out);
+  KernelCall call = Call(KernelOp::kBiasAdd, {&x, &b}, out);
+  const Observed observed(observer_, call);
+  OneDnnKernels::DoBiasAdd(x, b, out);
+}
+
 }  // namespace remat

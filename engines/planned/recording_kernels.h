@@ -66,6 +66,7 @@ class RecordingKernels : public OneDnnKernels {
   void DoTranspose(const Tensor& x, Tensor& out) override;
   void DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) override;
   void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) override;
+  void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) override;
 
  private:
   // Tells the observer of the call for its scope.

@@ -21,6 +21,7 @@
 #include "engines/reference/reference_kernels.h"
 #include "engines/schedule/schedule.h"
 #include "harness/conformance.h"
+#include "harness/random_program.h"
 #include "problems/problem.h"
 
 namespace remat {
@@ -664,6 +665,26 @@ TEST(ChainScheduleTest, BudgetTooSmallNamesTheSmallestFeasible) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("smallest feasible"), std::string::npos) << e.what();
+  }
+}
+
+// checkpoint_every:K on a chain: the blocks it does not checkpoint store
+// everything but stay units (CONTRACT.md 3.4). Found by the fuzzer (seed
+// 2297 with --max_length=1, every engine, eager included): ApplySchedule
+// inlined those blocks, so the cotangents of a block's parameter read twice
+// inside it (bx, by sin and add) reached the enclosing sum one by one instead
+// of as one contribution, and gradient 2 lost eager's bits (23.3844852 vs
+// 23.3844872).
+TEST(ChainScheduleTest, CheckpointEveryKeepsUncheckpointedBlocksUnits) {
+  RandomOptions options;
+  options.max_length = 1;
+  const RandomCase c = MakeRandomCase(2297, options);
+  const Program scheduled = ApplySchedule(c.program, "checkpoint_every:2");
+  ASSERT_EQ(scheduled.CountOps(OpKind::kCheckpoint), c.program.CountOps(OpKind::kCheckpoint));
+  const Result want = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  for (const char* engine : {"eager", "recompute", "planned", "dtr"}) {
+    const Result got = MakeEngine(engine)->ValueAndGrad(scheduled, c.inputs, c.wrt);
+    ExpectBitwiseEqual(want, got, StrCat(engine, " under checkpoint_every:2, seed 2297"));
   }
 }
 

@@ -1747,47 +1747,74 @@ std::vector<std::string> ScheduleForms() {
   return {"every:K", "segments:K", "sqrt", "bisect", "revolve:C", "budget:BYTES"};
 }
 
-Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs, int64_t held_bytes) {
-  costs.Validate();
-  const int64_t l = costs.length();
+ScheduleSpec ParseScheduleSpec(const std::string& spec) {
   const size_t colon = spec.find(':');
-  const std::string form = spec.substr(0, colon);
+  ScheduleSpec out;
+  out.form = spec.substr(0, colon);
   const bool has_arg = colon != std::string::npos;
   const std::string arg = has_arg ? spec.substr(colon + 1) : std::string();
   auto integer = [&]() {
     int64_t v = 0;
-    if (!ParseInt(arg, v)) {
-      throw Error(StrCat("schedule \"", spec, "\": \"", arg, "\" is not an integer"));
-    }
+    if (!ParseInt(arg, v)) throw Error(StrCat("\"", arg, "\" is not an integer"));
     return v;
   };
-  if (form == "every" && has_arg) return EveryK(l, integer());
-  if (form == "segments" && has_arg) return Segments(l, integer());
-  if (form == "sqrt" && !has_arg) return Sqrt(l);
-  if (form == "bisect" && !has_arg) return Bisect(l);
-  if (form == "revolve" && has_arg) {
-    const int64_t slots = integer();
-    if (slots < 0 || slots > std::numeric_limits<int>::max()) {
-      throw Error(StrCat("schedule \"", spec, "\": the number of slots must be in 0..2^31-1"));
+  const std::string& form = out.form;
+  if ((form == "every" || form == "segments") && has_arg) {
+    out.n = integer();
+    if (out.n < 1) {
+      throw Error(StrCat(form, " takes a number of ", form == "every" ? "steps" : "segments",
+                         " K >= 1, not ", out.n));
     }
-    return Revolve(l, static_cast<int>(slots));
+    return out;
+  }
+  if ((form == "sqrt" || form == "bisect") && !has_arg) return out;
+  if (form == "revolve" && has_arg) {
+    out.n = integer();
+    if (out.n < 0 || out.n > std::numeric_limits<int>::max()) {
+      throw Error("the number of slots must be in 0..2^31-1");
+    }
+    return out;
   }
   if (form == "budget" && has_arg) {
-    const int64_t budget = ParseBytes(arg);
-    if (held_bytes <= 0) return Budget(costs, budget);
-    // The chain gets what the run does not hold elsewhere.
-    costs.Validate();
-    const int64_t need = MinimumFeasibleBytes(costs);
-    if (budget - held_bytes < need) {
-      throw Error(StrCat("budget ", budget, " bytes is too small for this chain: the smallest feasible is ",
-                         need + held_bytes, " bytes (", need, " for the chain, ", held_bytes,
-                         " held outside it while it runs)"));
-    }
-    Schedule schedule = Budget(costs, budget - held_bytes);
-    schedule.name = BudgetName(budget);
-    return schedule;
+    out.n = ParseBytes(arg);
+    return out;
   }
-  throw Error(StrCat("unknown schedule \"", spec, "\"; the forms are ", Join(ScheduleForms(), ", ")));
+  for (const std::string& f : ScheduleForms()) {
+    const size_t c = f.find(':');
+    if (f.substr(0, c) != form) continue;
+    throw Error(StrCat(form, c == std::string::npos ? " takes no argument" : " takes an argument",
+                       "; the forms are ", Join(ScheduleForms(), ", ")));
+  }
+  throw Error(StrCat("unknown schedule; the forms are ", Join(ScheduleForms(), ", ")));
+}
+
+Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs, int64_t held_bytes) {
+  costs.Validate();
+  const int64_t l = costs.length();
+  ScheduleSpec s;
+  try {
+    s = ParseScheduleSpec(spec);
+  } catch (const Error& e) {
+    throw Error(StrCat("schedule \"", spec, "\": ", e.what()));
+  }
+  if (s.form == "every") return EveryK(l, s.n);
+  if (s.form == "segments") return Segments(l, s.n);
+  if (s.form == "sqrt") return Sqrt(l);
+  if (s.form == "bisect") return Bisect(l);
+  if (s.form == "revolve") return Revolve(l, static_cast<int>(s.n));
+  // budget:B
+  const int64_t budget = s.n;
+  if (held_bytes <= 0) return Budget(costs, budget);
+  // The chain gets what the run does not hold elsewhere.
+  const int64_t need = MinimumFeasibleBytes(costs);
+  if (budget - held_bytes < need) {
+    throw Error(StrCat("budget ", budget, " bytes is too small for this chain: the smallest feasible is ",
+                       need + held_bytes, " bytes (", need, " for the chain, ", held_bytes,
+                       " held outside it while it runs)"));
+  }
+  Schedule schedule = Budget(costs, budget - held_bytes);
+  schedule.name = BudgetName(budget);
+  return schedule;
 }
 
 }  // namespace remat

@@ -254,6 +254,19 @@ int64_t ParseBytes(const std::string& text);
 // smallest feasible B (held bytes included).
 Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs,
                        int64_t held_bytes = 0);
+
+// A spec's syntax, without a chain: its form and argument, checked as far as
+// they can be before the chain's costs are known (a known form, an argument
+// where one is due and none where not, an integer K >= 1 for every: and
+// segments:, C in 0..2^31-1 for revolve:, BYTES in ParseBytes's forms).
+// ParseSchedule reads specs with it; a program file's loader checks its
+// schedules with it. Throws remat::Error saying why, without the spec
+// (ParseSchedule prefixes 'schedule "SPEC": ').
+struct ScheduleSpec {
+  std::string form;  // "every", "segments", "sqrt", "bisect", "revolve", "budget"
+  int64_t n = 0;     // every, segments: K; revolve: C; budget: bytes
+};
+ScheduleSpec ParseScheduleSpec(const std::string& spec);
 // The forms ParseSchedule accepts, as listed above.
 std::vector<std::string> ScheduleForms();
 

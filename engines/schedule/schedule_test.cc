@@ -1017,8 +1017,16 @@ TEST(ParseTest, UnknownSpecsListTheForms) {
     ParseSchedule("lru:4", c);
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "unknown schedule \"lru:4\"; the forms are every:K, segments:K, sqrt, bisect, revolve:C, "
-              "budget:BYTES");
+              "schedule \"lru:4\": unknown schedule; the forms are every:K, segments:K, sqrt, bisect, "
+              "revolve:C, budget:BYTES");
+  }
+  // The syntax alone, without a chain (what a program file's loader checks).
+  EXPECT_EQ(ParseScheduleSpec("revolve:3").n, 3);
+  EXPECT_EQ(ParseScheduleSpec("budget:1KiB").n, 1024);
+  EXPECT_EQ(ParseScheduleSpec("bisect").form, "bisect");
+  for (const char* bad : {"", "revolve", "every:", "every:x", "every:3x", "sqrt:2", "bisect:1", "lru:4",
+                          "budget:lots", "every:0", "segments:-2", "revolve:-1"}) {
+    EXPECT_THROW(ParseScheduleSpec(bad), Error) << bad;
   }
   EXPECT_THROW(ParseSchedule("every:0", c), Error);
   EXPECT_THROW(ParseSchedule("revolve:-1", c), Error);
