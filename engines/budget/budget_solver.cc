@@ -289,6 +289,12 @@ int64_t EverythingSaveableBytes(const Program& body, const std::vector<bool>& pa
 
 int64_t BudgetBytes(const MemoryBudget& budget, const Program& body,
                     const std::vector<bool>& param_needs, const BudgetProblem& problem) {
+  if (budget.mode == BudgetMode::kPeak) {
+    throw Error(StrCat("memory_budget:", budget.text,
+                       ": a peak budget is resolved over the whole program before a region is "
+                       "planned (ResolvePeakBudget, engines/budget/peak_budget.h); this engine "
+                       "planned the region without resolving it"));
+  }
   if (!budget.is_fraction) return budget.bytes;
   const int64_t all = EverythingSaveableBytes(body, param_needs, problem);
   return static_cast<int64_t>(std::floor(budget.fraction * static_cast<double>(all)));
@@ -309,10 +315,26 @@ BudgetPlan PlanMemoryBudget(const Op& region, const std::vector<bool>& param_nee
   return SolveBudget(problem, options);
 }
 
+std::vector<int64_t> BudgetFront(const BudgetProblem& problem, int64_t most,
+                                 double time_limit_seconds) {
+  std::vector<int64_t> out;
+  BudgetOptions options;
+  options.time_limit_seconds = time_limit_seconds;
+  options.budget_bytes = most;
+  while (options.budget_bytes >= 0) {
+    const BudgetPlan plan = SolveBudget(problem, options);
+    out.push_back(plan.saved_bytes);
+    if (plan.saved_bytes == 0) break;
+    options.budget_bytes = plan.saved_bytes - 1;
+  }
+  return out;
+}
+
 bool PolicyMaySave(const Policy& policy) {
   if (policy.kind() == PolicyKind::kNothingSaveable) return false;
   if (policy.kind() != PolicyKind::kMemoryBudget) return true;
   const MemoryBudget& b = policy.memory_budget();
+  if (b.mode == BudgetMode::kPeak) return true;  // until resolved to a fraction
   return b.is_fraction ? b.fraction > 0 : b.bytes > 0;
 }
 
@@ -324,7 +346,13 @@ void DescribeIn(const Program& p, const std::vector<bool>& param_needs, int64_t 
   for (const Op& op : p.ops) {
     std::vector<bool> in_needs;
     for (int v : op.inputs) in_needs.push_back(needs[v]);
-    if (op.kind == OpKind::kCheckpoint && needs[op.output] &&
+    if (op.kind == OpKind::kCheckpoint && needs[op.output] && op.policy.is_peak_budget()) {
+      const std::string line =
+          StrCat(Program::Describe(op), ": ", op.policy.ToString(),
+                 " is not resolved yet (the engine resolves it with dry runs of the whole "
+                 "program: engines/budget/peak_budget.h)");
+      if (std::find(out->begin(), out->end(), line) == out->end()) out->push_back(line);
+    } else if (op.kind == OpKind::kCheckpoint && needs[op.output] &&
         op.policy.kind() == PolicyKind::kMemoryBudget) {
       const BudgetProblem problem = MakeBudgetProblem(
           *op.body, in_needs, dtype_bytes, [](const Op& o) { return PolicyMaySave(o.policy); });
