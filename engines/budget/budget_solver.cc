@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <utility>
 
 #include "engines/api/error.h"
@@ -157,7 +158,19 @@ std::vector<bool> Milp(const BudgetProblem& p, int64_t budget, double time_limit
     for (int u : k.inputs) add_row({{1 + u, 1}, {1 + n + u, 1}, {r, -1}}, GLP_LO, 0, 0);
     if (k.saveable && k.bytes <= budget) bytes_row.push_back({s, static_cast<double>(k.bytes)});
   }
-  if (!bytes_row.empty()) add_row(bytes_row, GLP_UP, 0, static_cast<double>(budget));
+  // The bytes row in units of the classes' greatest common divisor (tensor
+  // sizes share large powers of two): GLPK's feasibility tolerances are
+  // relative, and a row of 2 MiB coefficients under a bound of 2 MiB - 1
+  // used to come back 1 byte over (found by BudgetFront, which asks for
+  // exactly such budgets). SolveBudget also checks, and tightens.
+  int64_t unit = 0;
+  for (const auto& [col, coef] : bytes_row) unit = std::gcd(unit, static_cast<int64_t>(coef));
+  if (unit > 1) {
+    for (auto& [col, coef] : bytes_row) coef /= static_cast<double>(unit);
+  }
+  if (!bytes_row.empty()) {
+    add_row(bytes_row, GLP_UP, 0, static_cast<double>(budget / std::max<int64_t>(unit, 1)));
+  }
   glp_load_matrix(lp.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
 
   glp_iocp parm;
@@ -250,7 +263,21 @@ BudgetPlan SolveBudget(const BudgetProblem& p, const BudgetOptions& options) {
     plan.saved = Knapsack(p, options.budget_bytes);
     plan.solver = "knapsack";
   } else {
-    plan.saved = Milp(p, options.budget_bytes, options.time_limit_seconds, &plan.proven_optimal);
+    // GLPK's tolerances are relative: a solution may overshoot the bound by
+    // a little. Tighten the bound by the overshoot and solve again (the
+    // plan then stays within the budget; it is proven optimal for the
+    // tightened bound only, which is said).
+    int64_t bound = options.budget_bytes;
+    for (int attempt = 0;; ++attempt) {
+      plan.saved = Milp(p, bound, options.time_limit_seconds, &plan.proven_optimal);
+      for (size_t c = 0; c < p.classes.size(); ++c) {
+        if (!p.classes[c].saveable) plan.saved[c] = false;
+      }
+      const int64_t over = SavedBytes(p, plan.saved) - options.budget_bytes;
+      if (over <= 0 || attempt == 8) break;
+      bound = std::max<int64_t>(0, bound - over);
+      plan.proven_optimal = false;
+    }
     plan.solver = "milp";
   }
   for (size_t c = 0; c < p.classes.size(); ++c) {

@@ -97,7 +97,21 @@ int CountPeakRegions(const Program& p) {
   return n;
 }
 
+// Whether a peak-mode region holds another (in its body, at any depth).
+bool HasNestedPeak(const Program& p) {
+  for (const Op& op : p.ops) {
+    if (!op.body) continue;
+    if (op.kind == OpKind::kCheckpoint && op.policy.is_peak_budget() && HasPeak(*op.body)) {
+      return true;
+    }
+    if (HasNestedPeak(*op.body)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool PeakBudgetNested(const Program& program) { return HasNestedPeak(program); }
 
 bool HasPeakBudget(const Program& program) { return HasPeak(program); }
 
@@ -152,6 +166,13 @@ std::vector<double> PeakBudgetCandidates(const Program& program, const std::vect
   // a solver may return another save set of those FLOPs at a larger budget
   // (the MILP among ties; a plan with more bytes than it needs), with
   // another peak.
+  // Nested peak-mode regions: an outer region's recomputation re-runs an
+  // inner one that may save (f > 0), whose own plan is not in the outer's
+  // objective, so the total FLOPs are neither constant between the
+  // breakpoints nor monotone in f. A grid of 1/64 steps is added there.
+  if (HasNestedPeak(program)) {
+    for (int k = 0; k <= 64; ++k) out.insert(k / 64.0);
+  }
   std::vector<double> lower(out.begin(), out.end());
   for (size_t i = 1; i < lower.size(); ++i) {
     const double below = std::nextafter(lower[i], -1.0);
@@ -187,7 +208,12 @@ PeakBudgetResolution ResolvePeakBudget(const Program& program, const std::vector
   bool found = false;
   int64_t least_peak = -1;
   double least_at = 0;
-  // From the largest fraction down: the least recomputation first.
+  // Every candidate, from the largest fraction down. peak:B takes the least
+  // recomputation among those that fit (on ties the larger f, met first);
+  // peak:min the smallest peak (on ties the larger f). Every candidate is
+  // dry-run rather than stopping at the first that fits: recomputation
+  // falls with f for regions that do not nest (so the first fit would do),
+  // but not where peak-mode regions nest (see PeakBudgetCandidates).
   for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
     Program p = WithPeakFraction(program, *it);
     const Stats s = dry_run(p);
@@ -196,15 +222,15 @@ PeakBudgetResolution ResolvePeakBudget(const Program& program, const std::vector
       least_peak = s.peak_bytes;
       least_at = *it;
     }
-    const bool take = r.min ? (!found || s.peak_bytes < r.peak_bytes)
-                            : s.peak_bytes <= r.limit_bytes;
+    const bool take =
+        r.min ? (!found || s.peak_bytes < r.peak_bytes)
+              : (s.peak_bytes <= r.limit_bytes && (!found || s.flops_recomputed < r.recomputed_flops));
     if (take) {
       found = true;
       r.fraction = *it;
       r.program = std::move(p);
       r.peak_bytes = s.peak_bytes;
       r.recomputed_flops = s.flops_recomputed;
-      if (!r.min) break;
     }
   }
   if (!found) {

@@ -23,16 +23,21 @@
 //   later ones), s / E for each front point s (the smallest double f with
 //   floor(f * E) >= s). Between two consecutive candidates every region's
 //   least recomputation is constant; under the knapsack its plan is too.
-// - peak:B: candidates are dry-run from the largest f down, and the first
-//   whose predicted peak is at most B is taken. Recomputed FLOPs never rise
-//   with f (each region's least recomputation falls as its budget grows), so
-//   the largest f that fits is the least recomputation of the family; the
-//   peak is NOT monotone in f (a plan that keeps more of one value may free a
-//   larger one sooner, and the kernels' scratchpads move the moment of the
-//   peak), so bisection could miss the largest f that fits: the scan down
-//   costs at most one dry run per candidate, and stops at the first fit.
-// - peak:min: every candidate is dry-run; the smallest peak wins, and among
-//   equal peaks the largest f (the least recomputation).
+// - Peak-mode regions nested in peak-mode regions: an outer region's
+//   recomputation re-runs an inner one that may save (f > 0), and the
+//   inner's plan is not in the outer's objective, so the total FLOPs are
+//   neither constant between breakpoints nor monotone in f: a grid of 1/64
+//   steps joins the candidates there (PeakBudgetNested), and the answer is
+//   exact over the candidates only.
+// - Every candidate is dry-run (the peak is NOT monotone in f: a plan that
+//   keeps more of one value may free a larger one sooner, and the kernels'
+//   scratchpads move the moment of the peak, so bisection could miss the
+//   best f). peak:B: the least recomputed FLOPs among the candidates whose
+//   predicted peak is at most B (on ties the larger f). Without nesting,
+//   FLOPs never rise with f (each region's least recomputation falls as its
+//   budget grows), so that is the largest f that fits. peak:min: the
+//   smallest peak (on ties the larger f). One dry run per candidate, once
+//   per (program, wrt): PeakBudgetCache.
 // - No candidate fits B: remat::Error naming the policy text, the regions, B
 //   and the smallest peak reachable (with its fraction).
 // - Peak-mode regions must all name the same limit (one run has one peak):
@@ -77,6 +82,10 @@ namespace remat {
 // Whether any checkpoint region of `program` (nested, in scan bodies,
 // chains) is under memory_budget:peak:... .
 bool HasPeakBudget(const Program& program);
+
+// Whether a peak-mode region of `program` holds another in its body (at any
+// depth, scans included).
+bool PeakBudgetNested(const Program& program);
 
 // `program` with every memory_budget:peak:... region's policy replaced by
 // memory_budget:F, F written so that it reads back as `fraction` exactly.
