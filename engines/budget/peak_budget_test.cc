@@ -12,8 +12,10 @@
 // And, on tiny single-region programs, the family against every save set
 // (exhaustive): how often its best plan under B is the global best. Counted
 // and printed, not asserted (the family is one shared fraction, not every
-// save set; see peak_budget.h). At the last count (40 seeds, tiny
-// programs): see GlobalOptimality's output and results/REPORT.md.
+// save set; see peak_budget.h). At the last count (200 seeds: 159 programs
+// with 1 to 10 saveable classes, 205 limits, every peak some save set
+// reaches): the family's best is the global best at 202 limits, worse at 3
+// (at most 2x the FLOPs), and never infeasible where some save set fits.
 #include "engines/budget/peak_budget.h"
 
 #include <gtest/gtest.h>
@@ -73,6 +75,7 @@ TEST(PeakBudgetTest, ResolvedPlanFitsIsBestOfTheFamilyAndRunsAsPredicted) {
   std::unique_ptr<Engine> recompute = MakeEngine("recompute");
   std::unique_ptr<Engine> eager = MakeEngine("eager");
   int programs = 0, limits = 0, interesting = 0, tie_peaks = 0, nested_programs = 0;
+  int peak_not_monotone = 0;
   for (uint64_t seed = 0; seed < 150; ++seed) {
     RandomOptions options;
     options.max_ops = 8;
@@ -102,6 +105,16 @@ TEST(PeakBudgetTest, ResolvedPlanFitsIsBestOfTheFamilyAndRunsAsPredicted) {
           EXPECT_EQ(grid[f].flops, family[below].flops) << "f " << f << " candidate " << below;
         }
         if (grid[f].peak != family[below].peak) ++tie_peaks;
+      }
+      // The peak along the candidates, f ascending: does it ever fall?
+      {
+        bool falls = false;
+        int64_t last = -1;
+        for (const auto& [f, point] : family) {
+          falls = falls || (last >= 0 && point.peak < last);
+          last = point.peak;
+        }
+        peak_not_monotone += falls;
       }
       std::map<double, Point> all = family;
       all.insert(grid.begin(), grid.end());
@@ -158,8 +171,8 @@ TEST(PeakBudgetTest, ResolvedPlanFitsIsBestOfTheFamilyAndRunsAsPredicted) {
   std::printf(
       "peak_budget_test: %d programs (%d with nested peak regions), %d limits, %d with more than "
       "one plan; %d grid fractions whose plan has the FLOPs of the candidate below but another "
-      "peak (a save set of equal FLOPs)\n",
-      programs, nested_programs, limits, interesting, tie_peaks);
+      "peak (a save set of equal FLOPs); %d programs whose peak falls somewhere as f grows\n",
+      programs, nested_programs, limits, interesting, tie_peaks, peak_not_monotone);
   EXPECT_GE(interesting, 5);
 }
 
