@@ -21,8 +21,12 @@
 //   candidate fractions are 0, 1 and, for every peak-mode region (every
 //   differentiated needs it is planned under: a scan's first step and the
 //   later ones), s / E for each front point s (the smallest double f with
-//   floor(f * E) >= s). Between two consecutive candidates every region's
-//   least recomputation is constant; under the knapsack its plan is too.
+//   floor(f * E) >= s), and the upper end of each interval between two of
+//   these (the largest double below the next). Between two consecutive
+//   breakpoints every region's least recomputation is constant; under the
+//   knapsack its plan is too, but the MILP may return another save set of
+//   the same FLOPs (and another peak) inside an interval: its two ends are
+//   tried.
 // - Peak-mode regions nested in peak-mode regions: an outer region's
 //   recomputation re-runs an inner one that may save (f > 0), and the
 //   inner's plan is not in the outer's objective, so the total FLOPs are
@@ -47,9 +51,11 @@
 // - Exact: the chosen plan's peak is the run's peak (a dry run is the run
 //   without data), and within the family (one fraction shared by every
 //   peak-mode region, each region planned optimally for its bytes) no other
-//   f has fewer recomputed FLOPs with a peak at most B (every plan the
-//   family can produce is one of the candidates', up to the MILP's choice
-//   among save sets of equal FLOPs).
+//   f has fewer recomputed FLOPs with a peak at most B, for peak-mode
+//   regions that do not nest, up to the MILP's choice among save sets of
+//   equal FLOPs inside an interval (the test's 1/64 grid met such plans, 22
+//   of 15,730 grid points with another peak than the candidate below, and
+//   never one with fewer FLOPs that fits where no candidate did).
 // - Not exact: the family is not every save set. A global optimum would let
 //   each region (each instance) keep a different budget, and let the plan
 //   depend on the peak rather than on saved bytes (a value that is large but
@@ -61,8 +67,11 @@
 //   sets).
 // - The MILP's time limit: a region the MILP cannot prove optimal in its
 //   limit gives a feasible plan, as in the first mode; BudgetFront then
-//   lists that plan's bytes, and the candidates are still exact for the plans
-//   the engine will run.
+//   lists that plan's bytes, and a front of unproven plans may miss a
+//   breakpoint: the answer is then exact over the candidates only.
+// - The cache's key is the program's text, wrt and the element size, not how
+//   the arguments share storage (which can change the bytes counted): two
+//   runs that differ only there share a resolution.
 #ifndef REMAT_ENGINES_BUDGET_PEAK_BUDGET_H_
 #define REMAT_ENGINES_BUDGET_PEAK_BUDGET_H_
 
