@@ -558,6 +558,10 @@ const std::vector<std::string> kVariants = {
     "policy:memory_budget:0.5",
     "policy:memory_budget:1",
     "policy:memory_budget:8KiB",
+    // Its second mode (engines/budget/peak_budget.h): the smallest peak of
+    // the family, and a limit every test size fits (resolved to fraction 1).
+    "policy:memory_budget:peak:min",
+    "policy:memory_budget:peak:1GiB",
     "schedule:every:2",
     "schedule:checkpoint_every:2",
     "schedule:sqrt",

@@ -16,6 +16,7 @@
 #include "engines/api/policy.h"
 #include "engines/api/program_text.h"
 #include "engines/budget/budget_solver.h"
+#include "engines/budget/peak_budget.h"
 #include "engines/api/registry.h"
 #include "engines/onednn/platform.h"
 #include "harness/conformance.h"
@@ -29,6 +30,28 @@
 
 namespace remat {
 namespace {
+
+// memory_budget regions' plans, as `remat run` prints them. A program under
+// memory_budget:peak:... is resolved first (engines/budget/peak_budget.h) by
+// dry runs of `engine`, as the engine's own run resolves it: one line for the
+// resolution, then the plan of each region at the fraction chosen.
+std::vector<std::string> BudgetLines(Engine& engine, const Program& program,
+                                     const std::vector<int>& wrt) {
+  const int64_t dtype_bytes = DTypeSize(engine.dtype());
+  if (!HasPeakBudget(program)) return DescribeBudgetPlans(program, wrt, dtype_bytes);
+  const PeakBudgetResolution r =
+      ResolvePeakBudget(program, wrt, dtype_bytes, [&](const Program& p) {
+        RunOptions dry;
+        dry.plan_only = true;
+        return engine.ValueAndGrad(p, ShapeOnlyArguments(p), wrt, dry).stats;
+      });
+  std::vector<std::string> out = {DescribePeakResolution(r)};
+  for (const std::string& line : DescribeBudgetPlans(r.program, wrt, dtype_bytes)) {
+    out.push_back(line);
+  }
+  return out;
+}
+
 
 namespace po = boost::program_options;
 
@@ -357,7 +380,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (cap.bytes > 0) j["memory_cap_bytes"] = cap.bytes;
     if (engine->honours_checkpoints()) {
       const std::vector<std::string> plans =
-          DescribeBudgetPlans(c.program, c.wrt, DTypeSize(engine->dtype()));
+          BudgetLines(*engine, c.program, c.wrt);
       if (!plans.empty()) j["memory_budget_plans"] = plans;
     }
     j["grad_norms"] = nlohmann::json::object();
@@ -414,7 +437,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     // memory_budget regions: what each keeps, and whether the solver proved
     // its plan optimal (engines/budget).
     for (const std::string& line :
-         DescribeBudgetPlans(c.program, c.wrt, DTypeSize(engine->dtype()))) {
+         BudgetLines(*engine, c.program, c.wrt)) {
       out << "budget      " << line << "\n";
     }
   }

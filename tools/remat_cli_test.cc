@@ -665,6 +665,35 @@ TEST(RematCliTest, MemoryBudgetPrintsEachRegionsPlan) {
   EXPECT_NE(bad.err.find("memory_budget:lots"), std::string::npos) << bad.err;
 }
 
+// memory_budget:peak:... prints its resolution (the fraction, the peak
+// against the limit) and then each region's plan at that fraction; a limit
+// no plan fits is an error naming the policy and the smallest peak.
+TEST(RematCliTest, PeakBudgetPrintsItsResolution) {
+  const std::vector<std::string> small = {"--problem", "transformer_stack", "--param", "L=2",
+                                          "--param",   "D=16",              "--param", "H=2",
+                                          "--param",   "F=32",              "--param", "S=4",
+                                          "--param",   "B=1",               "--engine", "recompute"};
+  std::vector<std::string> args = {"run"};
+  args.insert(args.end(), small.begin(), small.end());
+  std::vector<std::string> min = args;
+  min.insert(min.end(), {"--policy", "memory_budget:peak:min"});
+  Output o = Remat(min);
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("budget      memory_budget:peak:min (the smallest peak): fraction "),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("budget      checkpoint at"), std::string::npos) << o.out;
+  std::vector<std::string> tiny = args;
+  tiny.insert(tiny.end(), {"--policy", "memory_budget:peak:10B"});
+  Output bad = Remat(tiny);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("'memory_budget:peak:10B'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("the smallest peak reachable is"), std::string::npos) << bad.err;
+  Output parse = Remat({"run", "--problem", "sin_chain", "--policy", "memory_budget:peak:0.5x"});
+  EXPECT_EQ(parse.status, 1);
+  EXPECT_NE(parse.err.find("memory_budget:peak:0.5x"), std::string::npos) << parse.err;
+}
+
 TEST(RematCliTest, ParseBytes) {
   EXPECT_EQ(ParseBytes("1000"), 1000);
   EXPECT_EQ(ParseBytes("256MiB"), 256ll << 20);

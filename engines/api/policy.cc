@@ -1,6 +1,7 @@
 #include "engines/api/policy.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "engines/api/error.h"
@@ -55,7 +56,10 @@ bool Contains(const std::vector<std::string>& names, const std::string& name) {
 // B of memory_budget:B: a fraction in [0, 1], or bytes in ParseBytes's forms
 // (engines/schedule, which this library cannot depend on: the grammar is
 // repeated here, with the fraction added).
+MemoryBudget ParsePeakBudget(const std::string& policy_text, const std::string& b);
+
 MemoryBudget ParseMemoryBudget(const std::string& policy_text, const std::string& b) {
+  if (b.rfind("peak:", 0) == 0 || b == "peak") return ParsePeakBudget(policy_text, b);
   auto fail = [&](const std::string& why) {
     throw Error(StrCat("policy '", policy_text, "': memory_budget:B ", why,
                        "; B is a fraction in [0, 1] of what everything_saveable saves "
@@ -89,7 +93,9 @@ MemoryBudget ParseMemoryBudget(const std::string& policy_text, const std::string
   }
   if (unit.empty() && number <= 1) {
     out.is_fraction = true;
-    out.fraction = static_cast<double>(number);
+    // strtod rounds correctly: a fraction printed with 17 digits reads back
+    // as the same double (engines/budget/peak_budget writes such fractions).
+    out.fraction = std::strtod(b.c_str(), nullptr);
     return out;
   }
   static const std::pair<const char*, long double> kUnits[] = {
@@ -105,6 +111,64 @@ MemoryBudget ParseMemoryBudget(const std::string& policy_text, const std::string
     return out;
   }
   fail(StrCat("cannot read '", b, "': unknown unit '", unit, "'"));
+  return out;
+}
+
+// memory_budget:peak:B (bytes, ParseBytes forms, positive) or
+// memory_budget:peak:min.
+MemoryBudget ParsePeakBudget(const std::string& policy_text, const std::string& b) {
+  const std::string limit = b.size() > 5 ? b.substr(5) : "";
+  auto fail = [&](const std::string& why) {
+    throw Error(StrCat("policy '", policy_text, "': memory_budget:peak:B ", why,
+                       "; B is the largest peak the whole run may reach, in bytes "
+                       "(memory_budget:peak:64MiB, 123B, 1.5GiB, 1GB, 1000000), or min "
+                       "(memory_budget:peak:min: the smallest peak reachable)"));
+  };
+  MemoryBudget out;
+  out.mode = BudgetMode::kPeak;
+  out.is_fraction = false;
+  out.text = b;
+  if (limit == "min") {
+    out.peak_min = true;
+    return out;
+  }
+  if (limit.empty()) fail("needs B");
+  size_t i = 0;
+  long double number = 0;
+  long double scale = 1;
+  bool any = false;
+  bool point = false;
+  for (; i < limit.size(); ++i) {
+    const char ch = limit[i];
+    if (ch >= '0' && ch <= '9') {
+      if (point) scale /= 10;
+      number = point ? number + (ch - '0') * scale : number * 10 + (ch - '0');
+      any = true;
+      if (number > 1e18L) fail(StrCat("cannot read '", limit, "': too large"));
+    } else if (ch == '.' && !point) {
+      point = true;
+    } else {
+      break;
+    }
+  }
+  if (!any) fail(StrCat("cannot read '", limit, "'"));
+  const std::string unit = limit.substr(i);
+  static const std::pair<const char*, long double> kUnits[] = {
+      {"", 1},          {"B", 1},           {"KB", 1e3L},         {"MB", 1e6L},
+      {"GB", 1e9L},     {"TB", 1e12L},      {"KiB", 1024.0L},     {"MiB", 1048576.0L},
+      {"GiB", 1073741824.0L}, {"TiB", 1099511627776.0L}};
+  for (const auto& u : kUnits) {
+    if (unit != u.first) continue;
+    if (unit.empty() && point) {
+      fail(StrCat("'", limit, "' is not whole bytes (a peak limit is bytes, not a fraction)"));
+    }
+    const long double bytes = number * u.second;
+    if (bytes > 9e18L) fail(StrCat("'", limit, "' overflows"));
+    out.peak_bytes = static_cast<int64_t>(bytes);  // rounds down to whole bytes
+    if (out.peak_bytes <= 0) fail(StrCat("'", limit, "' is not a positive number of bytes"));
+    return out;
+  }
+  fail(StrCat("cannot read '", limit, "': unknown unit '", unit, "'"));
   return out;
 }
 

@@ -47,11 +47,29 @@ struct ValueInfo {
 // region (torch.compile's meaning: 0 recomputes everything, 1 saves what no
 // checkpointing would). A byte budget applies to each region instance (each
 // step of a scan) as a policy does.
+//
+// The second mode, memory_budget:peak:B, bounds the whole run's peak instead
+// (the engine's predicted peak, every category: what the run measures): the
+// least recomputation whose peak is at most B bytes (ParseBytes forms:
+// "30MiB", "123B", a bare whole number; positive). memory_budget:peak:min:
+// the smallest peak reachable, and the least recomputation at that peak. A
+// peak depends on the whole program, not one region, so the engine resolves
+// it before planning (engines/budget/peak_budget.h): every peak-mode region
+// gets the same fraction f of its everything_saveable bytes, the largest
+// whose dry run fits under B (for min: the one with the smallest peak).
+enum class BudgetMode {
+  kSavedBytes,  // memory_budget:B
+  kPeak,        // memory_budget:peak:B and memory_budget:peak:min
+};
+
 struct MemoryBudget {
-  bool is_fraction = true;
-  double fraction = 0.0;    // is_fraction
-  int64_t bytes = 0;        // !is_fraction
-  std::string text;         // B as written
+  BudgetMode mode = BudgetMode::kSavedBytes;
+  bool is_fraction = true;  // kSavedBytes
+  double fraction = 0.0;    // kSavedBytes and is_fraction
+  int64_t bytes = 0;        // kSavedBytes and !is_fraction
+  bool peak_min = false;    // kPeak: memory_budget:peak:min
+  int64_t peak_bytes = 0;   // kPeak and !peak_min: the limit on the run's peak
+  std::string text;         // what follows "memory_budget:" as written
 };
 
 class Policy {
@@ -67,7 +85,8 @@ class Policy {
 
   // Parses "NAME", "NAME:a,b" (the names of a names-policy),
   // "save_and_offload_only_these_names:a,b/c,d" (saved / offloaded names) and
-  // "save_from_both_policies:P1+P2" and "memory_budget:B" (see MemoryBudget).
+  // "save_from_both_policies:P1+P2", "memory_budget:B",
+  // "memory_budget:peak:B" and "memory_budget:peak:min" (see MemoryBudget).
   // Unknown names throw remat::Error listing the valid ones; a bad B names
   // the text.
   static Policy Parse(const std::string& text);
@@ -83,6 +102,10 @@ class Policy {
   SaveDecision Decide(const ValueInfo& value) const;
   // The budget of a memory_budget policy (kind() == kMemoryBudget).
   const MemoryBudget& memory_budget() const { return budget_; }
+  // memory_budget:peak:... (kind() == kMemoryBudget, mode kPeak).
+  bool is_peak_budget() const {
+    return kind_ == PolicyKind::kMemoryBudget && budget_.mode == BudgetMode::kPeak;
+  }
   // The text Parse reads back.
   std::string ToString() const;
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "engines/api/error.h"
 
@@ -102,6 +103,52 @@ TEST(PolicyTest, MemoryBudgetErrorsNameTheText) {
       ADD_FAILURE() << bad << " parsed";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(PolicyTest, PeakBudgetReadsBytesOrMin) {
+  const Policy p = Policy::Parse("memory_budget:peak:30MiB");
+  EXPECT_EQ(p.kind(), PolicyKind::kMemoryBudget);
+  EXPECT_TRUE(p.is_peak_budget());
+  EXPECT_EQ(p.memory_budget().mode, BudgetMode::kPeak);
+  EXPECT_FALSE(p.memory_budget().peak_min);
+  EXPECT_EQ(p.memory_budget().peak_bytes, 30 << 20);
+  EXPECT_EQ(p.ToString(), "memory_budget:peak:30MiB");
+  EXPECT_EQ(Policy::Parse(p.ToString()).memory_budget().peak_bytes, 30 << 20);
+  EXPECT_EQ(Policy::Parse("memory_budget:peak:123B").memory_budget().peak_bytes, 123);
+  EXPECT_EQ(Policy::Parse("memory_budget:peak:1000").memory_budget().peak_bytes, 1000);
+  EXPECT_EQ(Policy::Parse("memory_budget:peak:1.5KB").memory_budget().peak_bytes, 1500);
+  const Policy min = Policy::Parse("memory_budget:peak:min");
+  EXPECT_TRUE(min.is_peak_budget());
+  EXPECT_TRUE(min.memory_budget().peak_min);
+  EXPECT_EQ(min.ToString(), "memory_budget:peak:min");
+  EXPECT_EQ(Policy::Parse(min.ToString()).ToString(), "memory_budget:peak:min");
+  EXPECT_EQ(min.Decide(Plain()), SaveDecision::kSave);
+  EXPECT_FALSE(Policy::Parse("memory_budget:0.5").is_peak_budget());
+  EXPECT_FALSE(Policy::Parse("dots_saveable").is_peak_budget());
+  // A fraction written with 17 digits reads back as the same double (what
+  // the peak mode's resolution writes).
+  const double f = 0.1 + 0.2;
+  char text[64];
+  std::snprintf(text, sizeof text, "memory_budget:%.17g", f);
+  EXPECT_EQ(Policy::Parse(text).memory_budget().fraction, f);
+}
+
+TEST(PolicyTest, PeakBudgetErrorsNameTheTextAndTheForms) {
+  for (const char* bad :
+       {"memory_budget:peak:", "memory_budget:peak", "memory_budget:peak:-3",
+        "memory_budget:peak:0.5x", "memory_budget:peak:0.5", "memory_budget:peak:0",
+        "memory_budget:peak:x", "memory_budget:peak:4XB", "memory_budget:peak:99999999999TiB",
+        "memory_budget:peak:mini"}) {
+    try {
+      Policy::Parse(bad);
+      ADD_FAILURE() << bad << " parsed";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(StrCat("'", bad, "'")), std::string::npos) << m;
+      EXPECT_NE(m.find("memory_budget:peak:64MiB"), std::string::npos) << m;
+      EXPECT_NE(m.find("memory_budget:peak:min"), std::string::npos) << m;
     }
   }
 }

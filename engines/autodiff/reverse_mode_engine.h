@@ -13,6 +13,7 @@
 #include "engines/api/kernels.h"
 #include "engines/autodiff/planner.h"
 #include "engines/autodiff/reverse_mode.h"
+#include "engines/budget/peak_budget.h"
 
 namespace remat {
 
@@ -30,9 +31,24 @@ class ReverseModeEngine : public Engine {
   DType dtype() const override { return kernels_->dtype(); }
   std::string kernels() const override { return kernels_->name(); }
   bool honours_checkpoints() const override { return planner_->honours_checkpoints(); }
+  // A program with memory_budget:peak:... regions runs resolved
+  // (engines/budget/peak_budget.h): dry runs of this executor choose the
+  // fraction every peak-mode region gets, once per (program, wrt). An engine
+  // that runs regions inline (eager, reference) ignores policies, this one
+  // included.
   Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                       const std::vector<int>& wrt, const RunOptions& options) override {
     ReverseMode reverse_mode(kernels_.get(), planner_.get(), fault_);
+    if (planner_->honours_checkpoints() && HasPeakBudget(program)) {
+      const std::shared_ptr<const PeakBudgetResolution> resolved = peak_budgets_.Resolve(
+          program, wrt, DTypeSize(kernels_->dtype()), [&](const Program& p) {
+            RunOptions dry;
+            dry.plan_only = true;
+            dry.on_tracker = options.on_tracker;
+            return reverse_mode.Run(p, args, wrt, dry).stats;
+          });
+      return reverse_mode.Run(resolved->program, args, wrt, options);
+    }
     return reverse_mode.Run(program, args, wrt, options);
   }
 
@@ -41,6 +57,7 @@ class ReverseModeEngine : public Engine {
   std::unique_ptr<Kernels> kernels_;
   std::unique_ptr<Planner> planner_;
   Fault fault_;
+  PeakBudgetCache peak_budgets_;
 };
 
 }  // namespace remat

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <utility>
 
 #include "engines/api/error.h"
@@ -157,7 +158,19 @@ std::vector<bool> Milp(const BudgetProblem& p, int64_t budget, double time_limit
     for (int u : k.inputs) add_row({{1 + u, 1}, {1 + n + u, 1}, {r, -1}}, GLP_LO, 0, 0);
     if (k.saveable && k.bytes <= budget) bytes_row.push_back({s, static_cast<double>(k.bytes)});
   }
-  if (!bytes_row.empty()) add_row(bytes_row, GLP_UP, 0, static_cast<double>(budget));
+  // The bytes row in units of the classes' greatest common divisor (tensor
+  // sizes share large powers of two): GLPK's feasibility tolerances are
+  // relative, and a row of 2 MiB coefficients under a bound of 2 MiB - 1
+  // used to come back 1 byte over (found by BudgetFront, which asks for
+  // exactly such budgets). SolveBudget also checks, and tightens.
+  int64_t unit = 0;
+  for (const auto& [col, coef] : bytes_row) unit = std::gcd(unit, static_cast<int64_t>(coef));
+  if (unit > 1) {
+    for (auto& [col, coef] : bytes_row) coef /= static_cast<double>(unit);
+  }
+  if (!bytes_row.empty()) {
+    add_row(bytes_row, GLP_UP, 0, static_cast<double>(budget / std::max<int64_t>(unit, 1)));
+  }
   glp_load_matrix(lp.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
 
   glp_iocp parm;
@@ -250,7 +263,21 @@ BudgetPlan SolveBudget(const BudgetProblem& p, const BudgetOptions& options) {
     plan.saved = Knapsack(p, options.budget_bytes);
     plan.solver = "knapsack";
   } else {
-    plan.saved = Milp(p, options.budget_bytes, options.time_limit_seconds, &plan.proven_optimal);
+    // GLPK's tolerances are relative: a solution may overshoot the bound by
+    // a little. Tighten the bound by the overshoot and solve again (the
+    // plan then stays within the budget; it is proven optimal for the
+    // tightened bound only, which is said).
+    int64_t bound = options.budget_bytes;
+    for (int attempt = 0;; ++attempt) {
+      plan.saved = Milp(p, bound, options.time_limit_seconds, &plan.proven_optimal);
+      for (size_t c = 0; c < p.classes.size(); ++c) {
+        if (!p.classes[c].saveable) plan.saved[c] = false;
+      }
+      const int64_t over = SavedBytes(p, plan.saved) - options.budget_bytes;
+      if (over <= 0 || attempt == 8) break;
+      bound = std::max<int64_t>(0, bound - over);
+      plan.proven_optimal = false;
+    }
     plan.solver = "milp";
   }
   for (size_t c = 0; c < p.classes.size(); ++c) {
@@ -289,6 +316,12 @@ int64_t EverythingSaveableBytes(const Program& body, const std::vector<bool>& pa
 
 int64_t BudgetBytes(const MemoryBudget& budget, const Program& body,
                     const std::vector<bool>& param_needs, const BudgetProblem& problem) {
+  if (budget.mode == BudgetMode::kPeak) {
+    throw Error(StrCat("memory_budget:", budget.text,
+                       ": a peak budget is resolved over the whole program before a region is "
+                       "planned (ResolvePeakBudget, engines/budget/peak_budget.h); this engine "
+                       "planned the region without resolving it"));
+  }
   if (!budget.is_fraction) return budget.bytes;
   const int64_t all = EverythingSaveableBytes(body, param_needs, problem);
   return static_cast<int64_t>(std::floor(budget.fraction * static_cast<double>(all)));
@@ -309,10 +342,26 @@ BudgetPlan PlanMemoryBudget(const Op& region, const std::vector<bool>& param_nee
   return SolveBudget(problem, options);
 }
 
+std::vector<int64_t> BudgetFront(const BudgetProblem& problem, int64_t most,
+                                 double time_limit_seconds) {
+  std::vector<int64_t> out;
+  BudgetOptions options;
+  options.time_limit_seconds = time_limit_seconds;
+  options.budget_bytes = most;
+  while (options.budget_bytes >= 0) {
+    const BudgetPlan plan = SolveBudget(problem, options);
+    out.push_back(plan.saved_bytes);
+    if (plan.saved_bytes == 0) break;
+    options.budget_bytes = plan.saved_bytes - 1;
+  }
+  return out;
+}
+
 bool PolicyMaySave(const Policy& policy) {
   if (policy.kind() == PolicyKind::kNothingSaveable) return false;
   if (policy.kind() != PolicyKind::kMemoryBudget) return true;
   const MemoryBudget& b = policy.memory_budget();
+  if (b.mode == BudgetMode::kPeak) return true;  // until resolved to a fraction
   return b.is_fraction ? b.fraction > 0 : b.bytes > 0;
 }
 
@@ -324,7 +373,13 @@ void DescribeIn(const Program& p, const std::vector<bool>& param_needs, int64_t 
   for (const Op& op : p.ops) {
     std::vector<bool> in_needs;
     for (int v : op.inputs) in_needs.push_back(needs[v]);
-    if (op.kind == OpKind::kCheckpoint && needs[op.output] &&
+    if (op.kind == OpKind::kCheckpoint && needs[op.output] && op.policy.is_peak_budget()) {
+      const std::string line =
+          StrCat(Program::Describe(op), ": ", op.policy.ToString(),
+                 " is not resolved yet (the engine resolves it with dry runs of the whole "
+                 "program: engines/budget/peak_budget.h)");
+      if (std::find(out->begin(), out->end(), line) == out->end()) out->push_back(line);
+    } else if (op.kind == OpKind::kCheckpoint && needs[op.output] &&
         op.policy.kind() == PolicyKind::kMemoryBudget) {
       const BudgetProblem problem = MakeBudgetProblem(
           *op.body, in_needs, dtype_bytes, [](const Op& o) { return PolicyMaySave(o.policy); });

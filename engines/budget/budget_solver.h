@@ -40,9 +40,13 @@
 // returns its best integer solution (or, if it found none, saving nothing,
 // which is always feasible) with proven_optimal false.
 //
-// One mode: the least recomputation within saved bytes B. A mode that
-// bounds the run's peak instead is not here (see results/REPORT.md,
-// memory_budget: it needs dry runs of the whole program, not one region).
+// This file's mode: the least recomputation within saved bytes B. The second
+// mode, memory_budget:peak:B (the least recomputation whose whole run's peak
+// is at most B), needs dry runs of the whole program, not one region: it is
+// engines/budget/peak_budget.h, which turns every peak-mode region's budget
+// into a fraction for this planner before the run (BudgetFront gives it the
+// fractions at which a region's plan changes). A peak-mode policy that
+// reaches BudgetBytes unresolved throws.
 //
 // After either solver, saved classes that save no FLOPs are dropped (one at
 // a time, while the FLOPs stay the same): the plan never keeps more bytes
@@ -115,7 +119,8 @@ int64_t EverythingSaveableBytes(const Program& body, const std::vector<bool>& pa
                                 const BudgetProblem& problem);
 
 // The byte budget memory_budget:B gives region `body`: B itself, or the
-// fraction B of EverythingSaveableBytes, rounded down.
+// fraction B of EverythingSaveableBytes, rounded down. Throws for an
+// unresolved memory_budget:peak:... (see peak_budget.h).
 int64_t BudgetBytes(const MemoryBudget& budget, const Program& body,
                     const std::vector<bool>& param_needs, const BudgetProblem& problem);
 
@@ -125,9 +130,20 @@ BudgetPlan PlanMemoryBudget(const Op& region, const std::vector<bool>& param_nee
                             int64_t dtype_bytes, const std::function<bool(const Op&)>& may_save,
                             double time_limit_seconds = 10);
 
+// The saved bytes of the plans SolveBudget returns as the budget falls from
+// `most` to 0: the first at `most`, each next at one byte less than the
+// previous plan keeps, down to a plan that keeps nothing. Between two of
+// these the least recomputation is constant (it only falls as the budget
+// grows, and the plan at the higher end is feasible down to its own bytes):
+// with the knapsack the plan itself is too; the MILP may return another
+// save set of the same FLOPs. One solve per point of the front.
+std::vector<int64_t> BudgetFront(const BudgetProblem& problem, int64_t most,
+                                 double time_limit_seconds = 10);
+
 // Whether a honoured region under `policy` may keep values
 // (RegionPlan::may_save of PolicyPlanner): false for nothing_saveable and for
-// a memory_budget of 0 (bytes or fraction), which keeps nothing either.
+// a memory_budget of 0 (bytes or fraction), which keeps nothing either; true
+// for an unresolved memory_budget:peak:... .
 bool PolicyMaySave(const Policy& policy);
 
 // One line per memory_budget region of `program` (nested ones and those in

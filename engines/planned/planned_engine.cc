@@ -256,17 +256,36 @@ std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
   return plan;
 }
 
-std::shared_ptr<const CompiledPlan> PlannedEngine::PlanFor(const Program& program,
+const Program& PlannedEngine::Resolved(
+    const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt,
+    const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker,
+    std::shared_ptr<const PeakBudgetResolution>* hold) {
+  if (!HasPeakBudget(program)) return program;
+  *hold = peak_budgets_.Resolve(program, wrt, DTypeSize(dtype()), [&](const Program& p) {
+    ReverseMode executor(kernels_.get(), planner_.get());
+    RunOptions dry;
+    dry.plan_only = true;
+    dry.on_tracker = on_tracker;
+    return executor.Run(p, args, wrt, dry).stats;
+  });
+  return (*hold)->program;
+}
+
+std::shared_ptr<const CompiledPlan> PlannedEngine::PlanFor(const Program& given,
                                                            const std::vector<Tensor>& args,
                                                            const std::vector<int>& wrt) {
-  ValidateArguments(program, args, wrt);
+  ValidateArguments(given, args, wrt);
+  std::shared_ptr<const PeakBudgetResolution> hold;
+  const Program& program = Resolved(given, args, wrt, nullptr, &hold);
   double seconds = 0;
   return Lookup(program, args, wrt, nullptr, &seconds);
 }
 
-Result PlannedEngine::ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+Result PlannedEngine::ValueAndGrad(const Program& given, const std::vector<Tensor>& args,
                                    const std::vector<int>& wrt, const RunOptions& options) {
-  ValidateArguments(program, args, wrt);
+  ValidateArguments(given, args, wrt);
+  std::shared_ptr<const PeakBudgetResolution> hold;
+  const Program& program = Resolved(given, args, wrt, options.on_tracker, &hold);
   if (options.plan_only || options.check_recompute_bits) {
     ReverseMode executor(kernels_.get(), planner_.get());
     return executor.Run(program, args, wrt, options);

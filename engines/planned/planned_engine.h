@@ -46,6 +46,7 @@
 #include "engines/api/engine.h"
 #include "engines/api/tensor.h"
 #include "engines/autodiff/planner.h"
+#include "engines/budget/peak_budget.h"
 #include "engines/planned/compiled_plan.h"
 #include "engines/planned/recording_kernels.h"
 
@@ -107,8 +108,16 @@ class PlannedEngine : public Engine {
     std::shared_ptr<const CompiledPlan> plan;
   };
 
+  // `program`, or its memory_budget:peak regions resolved (peak_budget.h,
+  // by dry runs of the executor this engine records), kept in *hold.
+  const Program& Resolved(const Program& program, const std::vector<Tensor>& args,
+                          const std::vector<int>& wrt,
+                          const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker,
+                          std::shared_ptr<const PeakBudgetResolution>* hold);
+
   std::unique_ptr<RecordingKernels> kernels_;
   std::unique_ptr<Planner> planner_;
+  PeakBudgetCache peak_budgets_;
   // By a hash of the key; a hit is confirmed by comparing the key itself.
   std::unordered_multimap<uint64_t, Entry> cache_;
   // The arena's storage, reused by every run (see above).
