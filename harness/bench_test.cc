@@ -995,7 +995,8 @@ TEST(BenchResults, MachineInfoHasEveryFieldAndThePlatform) {
   const nlohmann::json m = MachineInfo();
   for (const char* field : {"hostname", "cores", "cpu", "memory_bytes", "omp_num_threads",
                             "omp_wait_policy", "gomp_spincount", "onednn", "cpus",
-                            "onednn_isa", "isa_cap", "matmul_impl", "omp_threads"}) {
+                            "onednn_isa", "isa_cap", "matmul_impl", "omp_threads",
+                            "glibc_tunables", "transparent_hugepage"}) {
     EXPECT_TRUE(m.contains(field)) << field;
   }
   // The platform's fields as PlatformToJson writes them, so that `remat
@@ -1007,6 +1008,15 @@ TEST(BenchResults, MachineInfoHasEveryFieldAndThePlatform) {
   EXPECT_GE(m["cores"].get<int64_t>(), 1);
   EXPECT_GT(m["memory_bytes"].get<int64_t>(), 0);
   EXPECT_NE(m["onednn"].get<std::string>().find("oneDNN"), std::string::npos);
+}
+
+TEST(BenchResults, TheHeapGoesOnHugePagesUnlessTheUserSaidOtherwise) {
+  EXPECT_EQ(HeapOnHugePages(nullptr), "glibc.malloc.hugetlb=1");
+  EXPECT_EQ(HeapOnHugePages(""), "glibc.malloc.hugetlb=1");
+  EXPECT_EQ(HeapOnHugePages("glibc.malloc.arena_max=2"),
+            "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  EXPECT_FALSE(HeapOnHugePages("glibc.malloc.hugetlb=0"));
+  EXPECT_FALSE(HeapOnHugePages("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"));
 }
 
 TEST(BenchResults, CommandDateAndFiles) {
