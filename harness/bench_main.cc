@@ -121,6 +121,8 @@ double g_sampling_budget = 0;  // --sampling-budget; 0: none
 double g_sampled_seconds = 0;  // by every row so far
 int g_windows = 1;             // --windows
 int g_window = 1;              // the window being sampled, 1..g_windows
+int g_rows_per_window = 0;     // rows --benchmark_filter selects
+int g_rows_started = 0;        // rows whose sampling began in this window
 
 // The fewest samples (pairs) a row takes, whatever its time cap: a median
 // and a spread. Beyond them SamplingDone decides: rule.min_samples quiet
@@ -129,15 +131,23 @@ int g_window = 1;              // the window being sampled, 1..g_windows
 // the run: its rows stop early, flagged or with a wide spread.
 constexpr int64_t kFewestSamples = 3;
 
-// The rule for the next row: g_rule, its time cap cut to what is left of the
-// sampling budget (nothing left: the row stops at kFewestSamples). Window w
-// of N may have sampled w/N of the budget by its end: a window that ran
-// short leaves its time to the next.
+// The rule for the next row: g_rule, its time cap cut to its fair share of
+// what is left of the sampling budget: that left to the window, over the
+// rows the window has still to sample, this one included (nothing left: the
+// row stops at kFewestSamples). Window w of N may have sampled w/N of the
+// budget by its end: a window that ran short leaves its time to the next.
+// A fair share rather than first come, first served: the rows that settle
+// fast leave their time to the rows after them, and no row takes what the
+// rows after it need for their fewest samples (with the whole remainder on
+// offer, the first slow rows took all of it and the last problems of the
+// run were left 3 pairs).
 SamplingRule RuleNow() {
   SamplingRule rule = g_rule;
+  ++g_rows_started;
   if (g_sampling_budget <= 0) return rule;
   const double left = g_sampling_budget * g_window / g_windows - g_sampled_seconds;
-  rule.max_seconds = std::max(0.0, std::min(rule.max_seconds, left));
+  const int rows_left = std::max(1, g_rows_per_window - g_rows_started + 1);
+  rule.max_seconds = std::max(0.0, std::min(rule.max_seconds, left / rows_left));
   return rule;
 }
 
@@ -837,7 +847,10 @@ int Main(int argc, char** argv) {
     b->Iterations(1);
     // The name Google Benchmark filters: it appends the settings.
     const std::string full_name = row.name + "/iterations:1/manual_time";
-    if (FilterSelects(filter, full_name)) g_progress.total += flags.Windows();
+    if (FilterSelects(filter, full_name)) {
+      g_progress.total += flags.Windows();
+      ++g_rows_per_window;
+    }
     states.push_back(std::move(s));
   }
   g_progress.enabled = flags.sweep != Sweep::kNone;
@@ -847,6 +860,7 @@ int Main(int argc, char** argv) {
   // --benchmark_format); it is never freed, as the library's own is not.
   CollectingReporter reporter(benchmark::CreateDefaultDisplayReporter());
   for (g_window = 1; g_window <= g_windows; ++g_window) {
+    g_rows_started = 0;
     if (g_windows > 1) {
       std::cerr << "bench: window " << g_window << " of " << g_windows
                 << (g_window == 1 ? " (every row, then every row again: see --windows)"
