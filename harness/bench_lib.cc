@@ -941,27 +941,6 @@ StabilityCount CountStability(const std::vector<RowResult>& rows, double target)
   return count;
 }
 
-namespace {
-
-// The mode in force in /sys/kernel/mm/transparent_hugepage/enabled (the
-// bracketed word: always, madvise or never), or "unknown".
-std::string TransparentHugePageMode() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  std::getline(in, line);
-  const size_t open = line.find('['), close = line.find(']');
-  if (open == std::string::npos || close == std::string::npos || close < open) return "unknown";
-  return line.substr(open + 1, close - open - 1);
-}
-
-}  // namespace
-
-std::optional<std::string> HeapOnHugePages(const char* current) {
-  const std::string text = current ? current : "";
-  if (text.find("glibc.malloc.hugetlb") != std::string::npos) return std::nullopt;
-  return text.empty() ? std::string("glibc.malloc.hugetlb=1") : text + ":glibc.malloc.hugetlb=1";
-}
-
 nlohmann::json MachineInfo() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
@@ -981,9 +960,7 @@ nlohmann::json MachineInfo() {
       {"memory_bytes", memory_bytes},
       {"omp_num_threads", omp ? omp : "unset"},
       {"omp_wait_policy", wait_policy ? wait_policy : "unset"},
-      {"gomp_spincount", std::getenv("GOMP_SPINCOUNT") ? std::getenv("GOMP_SPINCOUNT") : "unset"},
-      {"glibc_tunables", std::getenv("GLIBC_TUNABLES") ? std::getenv("GLIBC_TUNABLES") : "unset"},
-      {"transparent_hugepage", TransparentHugePageMode()}};
+      {"gomp_spincount", std::getenv("GOMP_SPINCOUNT") ? std::getenv("GOMP_SPINCOUNT") : "unset"}};
   // cpu (the model name) and onednn (the version) are the platform's, in the
   // form stats.json and `remat compare` read.
   machine.update(PlatformToJson(DescribePlatform()));

@@ -505,20 +505,6 @@ struct StabilityCount {
 };
 StabilityCount CountStability(const std::vector<RowResult>& rows, double target);
 
-// The GLIBC_TUNABLES value (given the current one, null if unset) that puts
-// malloc's heap on transparent huge pages (glibc.malloc.hugetlb=1: madvise
-// each heap extension), or nothing when `current` already says
-// glibc.malloc.hugetlb (either way: a user's 0 is kept). Why: the L2 cache is
-// indexed by physical address; on 4 KiB pages which physical pages a
-// process's buffers got decides their cache conflicts, so a row's x eager
-// moved by up to 3% from one process to the next (mlp_chain recompute
-// as-written: 1.242 to 1.282 over five processes), and two runs of the job
-// could not agree. On 2 MiB pages the placement follows the virtual
-// addresses, which the same run repeats (1.284 to 1.292). bench re-runs
-// itself with it, as with GOMP_SPINCOUNT; with THP disabled it changes
-// nothing.
-std::optional<std::string> HeapOnHugePages(const char* current);
-
 // The machine the run is on: hostname, cores (CPUs this process may run on,
 // as `nproc` counts them), memory_bytes (MemTotal), omp_num_threads,
 // omp_wait_policy and gomp_spincount (the environment's, or "unset"), and the

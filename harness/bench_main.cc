@@ -783,18 +783,10 @@ int Main(int argc, char** argv) {
   // for whole time slices, and single rows ran 10-20 times slower at random.
   // A short spin (then sleep) keeps timings stable at little cost. libgomp
   // reads the variable at load, so it is set by re-running this binary.
-  bool rerun = false;
   if (std::getenv("GOMP_SPINCOUNT") == nullptr && std::getenv("OMP_WAIT_POLICY") == nullptr) {
     setenv("GOMP_SPINCOUNT", "20000", 1);
-    rerun = true;
+    execv("/proc/self/exe", argv);  // returns only on failure: run as is
   }
-  // The heap on transparent huge pages (HeapOnHugePages); glibc reads its
-  // tunables at load too.
-  if (std::optional<std::string> tunables = HeapOnHugePages(std::getenv("GLIBC_TUNABLES"))) {
-    setenv("GLIBC_TUNABLES", tunables->c_str(), 1);
-    rerun = true;
-  }
-  if (rerun) execv("/proc/self/exe", argv);  // returns only on failure: run as is
   const std::vector<std::string> args(argv, argv + argc);
   std::vector<std::string> rest;
   BenchFlags flags;

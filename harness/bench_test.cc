@@ -998,8 +998,7 @@ TEST(BenchResults, MachineInfoHasEveryFieldAndThePlatform) {
   const nlohmann::json m = MachineInfo();
   for (const char* field : {"hostname", "cores", "cpu", "memory_bytes", "omp_num_threads",
                             "omp_wait_policy", "gomp_spincount", "onednn", "cpus",
-                            "onednn_isa", "isa_cap", "matmul_impl", "omp_threads",
-                            "glibc_tunables", "transparent_hugepage"}) {
+                            "onednn_isa", "isa_cap", "matmul_impl", "omp_threads"}) {
     EXPECT_TRUE(m.contains(field)) << field;
   }
   // The platform's fields as PlatformToJson writes them, so that `remat
@@ -1011,15 +1010,6 @@ TEST(BenchResults, MachineInfoHasEveryFieldAndThePlatform) {
   EXPECT_GE(m["cores"].get<int64_t>(), 1);
   EXPECT_GT(m["memory_bytes"].get<int64_t>(), 0);
   EXPECT_NE(m["onednn"].get<std::string>().find("oneDNN"), std::string::npos);
-}
-
-TEST(BenchResults, TheHeapGoesOnHugePagesUnlessTheUserSaidOtherwise) {
-  EXPECT_EQ(HeapOnHugePages(nullptr), "glibc.malloc.hugetlb=1");
-  EXPECT_EQ(HeapOnHugePages(""), "glibc.malloc.hugetlb=1");
-  EXPECT_EQ(HeapOnHugePages("glibc.malloc.arena_max=2"),
-            "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
-  EXPECT_FALSE(HeapOnHugePages("glibc.malloc.hugetlb=0"));
-  EXPECT_FALSE(HeapOnHugePages("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"));
 }
 
 TEST(BenchResults, CommandDateAndFiles) {
