@@ -82,6 +82,13 @@ struct Instruction {
 struct Placement {
   int64_t bytes = 0;
   int64_t offset = -1;  // in the arena; -1: allocated apart (see CompiledPlan)
+  // In-place stacking: the buffer's storage is buffer alias_of's, at
+  // alias_offset_bytes (a kernel output whose copy into that slice of a stack
+  // was elided: the kernel writes the slice). Its own arena space (offset)
+  // stays reserved, so the arena and the memory accounting are the dry
+  // run's; only the copy is gone.
+  int alias_of = -1;
+  int64_t alias_offset_bytes = 0;
 };
 
 struct CompiledPlan {
@@ -97,6 +104,9 @@ struct CompiledPlan {
   std::vector<std::string> sites;
   std::vector<Placement> placements;  // by buffer
   int64_t arena_bytes = 0;
+  // kCopyInto instructions elided by in-place stacking, and their bytes.
+  int elided_copies = 0;
+  int64_t elided_copy_bytes = 0;
   // The packing's lower bound: the most arena bytes live at once.
   int64_t arena_live_bytes = 0;
   SlotRef value;

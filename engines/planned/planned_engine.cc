@@ -1,6 +1,7 @@
 #include "engines/planned/planned_engine.h"
 
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <utility>
 
@@ -101,11 +102,14 @@ bool SameStructure(const Program& a, const Program& b) {
 
 namespace {
 
-// Hands the run's buffers their planned storage, in creation order.
+// Hands the run's buffers their planned storage, in creation order: a place
+// in the arena, or in another buffer (Placement::alias_of: in-place
+// stacking), found by `data_of` (the buffer's storage; it exists by then).
 class ArenaStorage : public BufferStorage {
  public:
-  ArenaStorage(const MemoryTracker* tracker, const CompiledPlan& plan, char* arena)
-      : tracker_(tracker), plan_(plan), arena_(arena) {}
+  ArenaStorage(const MemoryTracker* tracker, const CompiledPlan& plan, char* arena,
+               std::function<char*(int)> data_of)
+      : tracker_(tracker), plan_(plan), arena_(arena), data_of_(std::move(data_of)) {}
   const MemoryTracker* tracker() const override { return tracker_; }
   void* Take(int64_t bytes, Category) override {
     const size_t k = next_++;
@@ -115,8 +119,16 @@ class ArenaStorage : public BufferStorage {
       diverged_ = true;
       return nullptr;
     }
-    const int64_t offset = plan_.placements[k].offset;
-    return offset < 0 ? nullptr : arena_ + offset;
+    const Placement& place = plan_.placements[k];
+    if (place.alias_of >= 0) {
+      char* base = data_of_(place.alias_of);
+      if (base == nullptr) {
+        diverged_ = true;
+        return nullptr;
+      }
+      return base + place.alias_offset_bytes;
+    }
+    return place.offset < 0 ? nullptr : arena_ + place.offset;
   }
   bool diverged() const { return diverged_ || next_ != plan_.placements.size(); }
 
@@ -124,6 +136,7 @@ class ArenaStorage : public BufferStorage {
   const MemoryTracker* tracker_;
   const CompiledPlan& plan_;
   char* arena_;
+  std::function<char*(int)> data_of_;
   size_t next_ = 0;
   bool diverged_ = false;
 };
@@ -332,10 +345,13 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
                                       /*zero=*/false);
   }
   tracker->AddStorage(plan.arena_bytes);
-  ArenaStorage storage(tracker, plan, static_cast<char*>(arena_->data()));
+  Slots slots(static_cast<size_t>(plan.num_buffers + plan.num_params));
+  ArenaStorage storage(tracker, plan, static_cast<char*>(arena_->data()), [&slots](int buffer) {
+    const Tensor& t = slots[buffer];
+    return t.defined() ? static_cast<char*>(t.raw()) : nullptr;
+  });
   const ScopedBufferStorage placed(&storage);
 
-  Slots slots(static_cast<size_t>(plan.num_buffers + plan.num_params));
   {
     std::vector<Tensor> inputs = memory.Arguments(program, args);
     std::vector<bool> cast(inputs.size(), false);

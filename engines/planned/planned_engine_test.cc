@@ -5,6 +5,7 @@
 // second run of the same shapes reuses the compiled plan.
 #include "engines/planned/planned_engine.h"
 
+#include <cstdio>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -78,6 +79,12 @@ TEST_P(PlannedProblemTest, EagerBitsPredictedPeakTightArena) {
     EXPECT_EQ(plan->arena_bytes, plan->arena_live_bytes);
   }
   EXPECT_GT(got.stats.seconds_compile, 0);
+  // In-place stacking: every step's stacked-gradient copy is elided where a
+  // scan stacks a gradient (scan_stack's weights, transformer_stack's).
+  std::printf("%s %s: %d copies elided (%lld bytes)\n", GetParam().problem.c_str(),
+              GetParam().variant.c_str(), plan->elided_copies,
+              static_cast<long long>(plan->elided_copy_bytes));
+  if (GetParam().problem == "scan_stack") EXPECT_GT(plan->elided_copies, 0);
   // The run's storage: the arena, the results and the host tier; nothing else.
   if (got.stats.host_peak_bytes == 0) {
     EXPECT_EQ(got.tracker->storage_bytes(), plan->arena_bytes + ResultBytes(got));
