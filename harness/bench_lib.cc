@@ -331,7 +331,7 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
   const std::vector<std::string> ours = {"engines",         "policies",        "problems",
                                          "program",         "sweep",           "out",
                                          "max-memory",      "max-row-seconds", "sampling-budget",
-                                         "memory-cap",      "windows"};
+                                         "memory-cap",      "windows",         "only-window"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -390,6 +390,13 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
         throw Error(StrCat("--windows=", value, ": not a number of windows from 1 to 8"));
       }
       flags.windows = static_cast<int>(windows);
+    } else if (name == "only-window") {
+      char* end = nullptr;
+      const long window = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || window < 1 || window > 8) {
+        throw Error(StrCat("--only-window=", value, ": not a window from 1 to 8"));
+      }
+      flags.only_window = static_cast<int>(window);
     } else if (name == "max-row-seconds" || name == "sampling-budget") {
       char* end = nullptr;
       const double seconds = std::strtod(value.c_str(), &end);
@@ -433,6 +440,10 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
                            "budget"));
       }
     }
+  }
+  if (flags.only_window > flags.Windows()) {
+    throw Error(StrCat("--only-window=", flags.only_window, ": the run has ", flags.Windows(),
+                       " window(s)"));
   }
   if (policies_given && (flags.sweep == Sweep::kSchedules || flags.sweep == Sweep::kScale ||
                          flags.sweep == Sweep::kDtr || flags.sweep == Sweep::kBudget)) {

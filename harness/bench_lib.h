@@ -164,7 +164,13 @@ inline constexpr double kDefaultSamplingBudgetSeconds = 150;
 // halves the weight of each state, and their disagreement is what a rerun
 // would see, so a row whose windows disagree by more than
 // kWindowAllowance is flagged (ComputeVsEager). Sweeps, whose big rows run
-// once, default to one window.
+// once, default to one window. Each window after the first runs in a
+// process of its own (bench starts itself with --only-window=K): which
+// physical pages a process's buffers got shifts a row's x eager by a few
+// percent for that process's whole life (two runs disagreed by 4-8% on every
+// transformer_stack row while each run's two in-process windows agreed), so
+// windows in one process would share that draw, and windows in two
+// processes average over two draws, and see when they differ.
 inline constexpr int kDefaultWindows = 2;
 inline constexpr double kWindowAllowance = 0.03;
 
@@ -197,6 +203,9 @@ struct BenchFlags {
   // run, 1 for a sweep (Windows()).
   int windows = 0;
   int Windows() const { return windows > 0 ? windows : sweep == Sweep::kNone ? kDefaultWindows : 1; }
+  // --only-window=K (internal): this process samples window K of Windows()
+  // only and writes its samples for the process that started it; 0: all.
+  int only_window = 0;
   // --memory-cap=BYTES|FRACx: the engines that honour memory caps run under
   // it (their rows become "cap:SPEC" instead of "as-written").
   std::string memory_cap;

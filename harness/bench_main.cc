@@ -12,6 +12,8 @@
 // runs the rows.
 
 #include <benchmark/benchmark.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +24,8 @@
 #include <cstdint>
 #include <ctime>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -41,6 +45,8 @@
 #include "harness/conformance.h"
 #include "problems/problem.h"
 #include "problems/program_file.h"
+
+extern char** environ;
 
 namespace remat::bench {
 namespace {
@@ -121,6 +127,7 @@ double g_sampling_budget = 0;  // --sampling-budget; 0: none
 double g_sampled_seconds = 0;  // by every row so far
 int g_windows = 1;             // --windows
 int g_window = 1;              // the window being sampled, 1..g_windows
+bool g_child = false;          // --only-window: a later window's own process
 int g_rows_per_window = 0;     // rows --benchmark_filter selects
 int g_rows_started = 0;        // rows whose sampling began in this window
 
@@ -506,8 +513,8 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
         state.SetIterationTime(0);
         continue;
       }
-      if (s->row.big && !s->timings.row_ms.empty()) {
-        // Its one run was taken in an earlier window.
+      if (s->row.big && (g_child || !s->timings.row_ms.empty())) {
+        // Its one run was taken in the first window.
       } else if (s->row.big) {
         // One run, no pairing (eager does not fit at that size).
         MatMulImplRecorder recorder;
@@ -721,6 +728,65 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   return r;
 }
 
+// Samples window `window` in a process of its own (this binary, with
+// --only-window=K and a scratch --out) and adds each row's samples to its
+// state as a window of its own (Timings::window_starts). Returns the
+// seconds the child sampled; throws remat::Error if it failed.
+double SampleWindowInChild(const std::vector<std::string>& args, int window,
+                           const std::vector<std::unique_ptr<RowState>>& states) {
+  char dir_template[] = "/tmp/remat-bench-window-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) throw Error("cannot create a scratch directory for the window's process");
+  std::vector<std::string> child_args = args;
+  child_args.push_back(StrCat("--only-window=", window));
+  child_args.push_back(StrCat("--out=", dir));
+  std::vector<char*> argv;
+  for (std::string& a : child_args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0) {
+    std::filesystem::remove_all(dir);
+    throw Error("cannot start the window's process");
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::filesystem::path latest = std::filesystem::path(dir) / "latest.json";
+  nlohmann::json run;
+  {
+    std::ifstream in(latest);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !in) {
+      std::filesystem::remove_all(dir);
+      throw Error(StrCat("its process failed (status ", status, ")"));
+    }
+    run = nlohmann::json::parse(in);
+  }
+  std::filesystem::remove_all(dir);
+  std::map<std::string, const nlohmann::json*> rows;
+  for (const nlohmann::json& row : run["rows"]) rows[row["name"].get<std::string>()] = &row;
+  double seconds = 0;
+  for (const auto& s : states) {
+    auto it = rows.find(s->row.name);
+    if (it == rows.end()) continue;
+    const nlohmann::json& row = *it->second;
+    const nlohmann::json& samples = row["samples_ms"];
+    if (samples["row"].empty()) continue;
+    Timings& t = s->timings;
+    if (!t.row_ms.empty()) t.window_starts.push_back(t.row_ms.size());
+    auto append = [&samples](const char* key, std::vector<double>* to) {
+      for (const nlohmann::json& v : samples[key]) to->push_back(v.get<double>());
+    };
+    append("row", &t.row_ms);
+    append("eager", &t.eager_ms);
+    append("row_delay", &t.row_delay);
+    append("eager_delay", &t.eager_delay);
+    s->window = window;
+    s->runs += row["iterations"].get<int64_t>();
+    s->sampling_seconds += row["sampling_seconds"].get<double>();
+    seconds += row["sampling_seconds"].get<double>();
+  }
+  return seconds;
+}
+
 // Runs tools/peer_pytorch.py on every scan_stack size of `results` and adds
 // its rows to `run`, each with vs_eager against eager's row in this run.
 // Optional: without Python or torch the run says so and goes on.
@@ -801,6 +867,7 @@ int Main(int argc, char** argv) {
     if (flags.max_row_seconds > 0) g_rule.max_seconds = flags.max_row_seconds;
     g_sampling_budget = flags.sampling_budget_seconds;
     g_windows = flags.Windows();
+    g_child = flags.only_window > 0;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << "\n";
     return 2;
@@ -851,19 +918,35 @@ int Main(int argc, char** argv) {
   // The default display reporter is the library's (it honours
   // --benchmark_format); it is never freed, as the library's own is not.
   CollectingReporter reporter(benchmark::CreateDefaultDisplayReporter());
-  for (g_window = 1; g_window <= g_windows; ++g_window) {
+  if (g_child) {
+    // Window K of N: the windows before it had their share of the budget.
+    g_window = flags.only_window;
+    g_sampled_seconds = g_sampling_budget * (g_window - 1) / g_windows;
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+  }
+  for (g_window = 1; !g_child && g_window <= g_windows; ++g_window) {
     g_rows_started = 0;
     if (g_windows > 1) {
       std::cerr << "bench: window " << g_window << " of " << g_windows
-                << (g_window == 1 ? " (every row, then every row again: see --windows)"
-                                  : " (each row's numbers pool its windows)")
+                << (g_window == 1 ? " (every row; then every row again, in a process of its own: "
+                                    "see --windows)"
+                                  : " (in a process of its own; each row's numbers pool its "
+                                    "windows)")
                 << std::endl;
     }
-    // The memory pass (one untimed run a row) once: its peak repeats exactly.
-    benchmark::RegisterMemoryManager(g_window == 1 ? &g_memory : nullptr);
-    benchmark::RunSpecifiedBenchmarks(&reporter);
+    if (g_window == 1) {
+      // The memory pass (one untimed run a row) once: its peak repeats exactly.
+      benchmark::RegisterMemoryManager(&g_memory);
+      benchmark::RunSpecifiedBenchmarks(&reporter);
+      benchmark::RegisterMemoryManager(nullptr);
+    } else {
+      try {
+        g_sampled_seconds += SampleWindowInChild(args, g_window, states);
+      } catch (const std::exception& e) {
+        std::cerr << "bench: window " << g_window << " left out: " << e.what() << "\n";
+      }
+    }
   }
-  benchmark::RegisterMemoryManager(nullptr);
   benchmark::Shutdown();
 
   std::vector<RowResult> results;
@@ -873,6 +956,18 @@ int Main(int argc, char** argv) {
   }
   if (results.empty()) {
     std::cerr << "bench: no benchmark ran (see --benchmark_filter); no results written\n";
+    return 0;
+  }
+  if (g_child) {
+    // Only the samples, for the process that started this one.
+    try {
+      WriteResults(ResultsDir(flags.out_dir), UtcStamp(started),
+                   ResultsJson(CommandLine(args), nlohmann::json::object(), UtcDate(started),
+                               results));
+    } catch (const std::exception& e) {
+      std::cerr << "bench: " << e.what() << "\n";
+      return 1;
+    }
     return 0;
   }
   ComputeVsEager(&results);
