@@ -275,6 +275,16 @@ RowEstimate Estimate(const Timings& t) {
   return e;
 }
 
+double SamplingWeight(int64_t eager_flops) {
+  return 2 * static_cast<double>(std::max<int64_t>(eager_flops, 0)) / kEstimateFlopsPerSecond +
+         kPairFloorSeconds;
+}
+
+double SampleShareSeconds(double left_seconds, double weight, double weight_left) {
+  if (!(left_seconds > 0) || !(weight > 0)) return 0;
+  return left_seconds * std::min(1.0, weight / std::max(weight, weight_left));
+}
+
 Timings SamplesFrom(const Timings& t, size_t begin) {
   auto tail = [begin](const std::vector<double>& v) {
     return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(std::min(begin, v.size())),

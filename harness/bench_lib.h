@@ -250,6 +250,22 @@ int64_t RunsPerSample(double run_seconds);
 // interference, which wall times only show indirectly.
 int64_t ProcessRunDelayNs();
 
+// A row's weight in the sampling budget: the seconds a pair of runs (the
+// row's and eager's) is estimated to take, from one eager run's FLOPs at
+// kEstimateFlopsPerSecond, plus kPairFloorSeconds (the scalar chains'
+// microsecond rows need a few hundred ms of samples to settle, whatever
+// their FLOPs). Each row's cap is its weight's share of what is left of the
+// window's budget (SampleShareSeconds): a budget split by seconds per row
+// left the expensive rows 3 pairs a window, and split first come, first
+// served, the last problems of the run.
+inline constexpr double kEstimateFlopsPerSecond = 100e9;
+inline constexpr double kPairFloorSeconds = 0.02;
+double SamplingWeight(int64_t eager_flops);
+// `weight`'s share of `left_seconds`, `weight_left` being the weights of the
+// rows still to sample in the window, this one included; 0 when nothing is
+// left.
+double SampleShareSeconds(double left_seconds, double weight, double weight_left);
+
 // A sample is quiet when the process's run delay (ProcessRunDelayNs) grew by
 // at most this share of the sample's wall time while it ran: no neighbour
 // took a CPU from it. (Waking an OpenMP thread costs a little delay too; on

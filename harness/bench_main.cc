@@ -128,8 +128,8 @@ double g_sampled_seconds = 0;  // by every row so far
 int g_windows = 1;             // --windows
 int g_window = 1;              // the window being sampled, 1..g_windows
 bool g_child = false;          // --only-window: a later window's own process
-int g_rows_per_window = 0;     // rows --benchmark_filter selects
-int g_rows_started = 0;        // rows whose sampling began in this window
+double g_window_weight = 0;    // SamplingWeight of the rows --benchmark_filter selects
+double g_weight_left = 0;      // of those not yet started in this window
 
 // The fewest samples (pairs) a row takes, whatever its time cap: a median
 // and a spread. Beyond them SamplingDone decides: rule.min_samples quiet
@@ -148,13 +148,13 @@ constexpr int64_t kFewestSamples = 3;
 // rows after it need for their fewest samples (with the whole remainder on
 // offer, the first slow rows took all of it and the last problems of the
 // run were left 3 pairs).
-SamplingRule RuleNow() {
+SamplingRule RuleNow(double weight) {
   SamplingRule rule = g_rule;
-  ++g_rows_started;
+  const double weight_left = g_weight_left;
+  g_weight_left = std::max(0.0, g_weight_left - weight);
   if (g_sampling_budget <= 0) return rule;
   const double left = g_sampling_budget * g_window / g_windows - g_sampled_seconds;
-  const int rows_left = std::max(1, g_rows_per_window - g_rows_started + 1);
-  rule.max_seconds = std::max(0.0, std::min(rule.max_seconds, left / rows_left));
+  rule.max_seconds = std::min(rule.max_seconds, SampleShareSeconds(left, weight, weight_left));
   return rule;
 }
 
@@ -226,6 +226,7 @@ struct RowState {
   int64_t runs = 0;  // timed runs of the row
   int64_t runs_per_sample = 1;
   int window = 1;  // the last window that sampled the row (--windows)
+  double weight = kPairFloorSeconds;  // SamplingWeight: its share of the budget
   // Paired with eager on the case as written (g_baselines', taken again at
   // every call: the cache holds one case, and repetitions may interleave).
   bool paired = false;
@@ -465,7 +466,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
   // each call takes kFewestSamples afresh, and judges all of them. A later
   // window (--windows) starts afresh too, and judges only its own samples:
   // it is a second measurement, not more of the first.
-  const SamplingRule rule = RuleNow();
+  const SamplingRule rule = RuleNow(s->weight);
   const size_t before = t.row_ms.size();
   if (g_window > s->window && before > 0) {
     t.window_starts.push_back(before);
@@ -562,7 +563,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
       // least kBoundMinSeconds: every row of its N and d is checked against
       // it, a bound taken while a neighbour ran would flag them all, and its
       // samples are milliseconds, so a second more costs little.
-      SamplingRule rule = RuleNow();
+      SamplingRule rule = RuleNow(s->weight);
       rule.min_seconds = std::max(rule.min_seconds, kBoundMinSeconds);
       rule.max_samples = std::max<int64_t>(rule.max_samples, 1000);
       const Clock::time_point start = Clock::now();
@@ -726,6 +727,37 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   if (r.real_time_ms > 0) r.gflops = static_cast<double>(r.total_flops()) / (r.real_time_ms * 1e6);
   if (s.timed_seconds > 0) r.overhead_fraction = 1 - s.timed_kernel_seconds / s.timed_seconds;
   return r;
+}
+
+// SamplingWeight of a row: from one eager run's FLOPs on its case, planned on
+// shapes alone (a dry run: milliseconds), once per case. A bound row weighs
+// its second of samples; big rows (one run) and program files (no problem to
+// build) weigh the floor.
+double RowWeight(const PlannedRow& row) {
+  static std::map<std::string, double> by_case;
+  if (row.kind == RowKind::kMatMulBound) return kBoundMinSeconds;
+  if (row.big || !row.program_file.empty()) {
+    return SamplingWeight(0);
+  }
+  auto it = by_case.find(row.case_key);
+  if (it != by_case.end()) return it->second;
+  double weight = SamplingWeight(0);
+  try {
+    const Problem& problem = FindProblem(row.problem);
+    const ParamValues values(row.params.begin(), row.params.end());
+    const Program program = problem.Build(values);
+    RunOptions options;
+    options.plan_only = true;
+    const Stats s = MakeEngine(kBaselineEngine)
+                        ->ValueAndGrad(program, ShapeOnlyArguments(program),
+                                       WrtIndices(problem, program), options)
+                        .stats;
+    weight = SamplingWeight(s.flops_forward + s.flops_recomputed + s.flops_backward);
+  } catch (const std::exception&) {
+    // The row reports its error when it runs; here it weighs the floor.
+  }
+  by_case.emplace(row.case_key, weight);
+  return weight;
 }
 
 // Samples window `window` in a process of its own (this binary, with
@@ -906,9 +938,10 @@ int Main(int argc, char** argv) {
     b->Iterations(1);
     // The name Google Benchmark filters: it appends the settings.
     const std::string full_name = row.name + "/iterations:1/manual_time";
+    raw->weight = RowWeight(row);
     if (FilterSelects(filter, full_name)) {
       g_progress.total += flags.Windows();
-      ++g_rows_per_window;
+      g_window_weight += raw->weight;
     }
     states.push_back(std::move(s));
   }
@@ -920,12 +953,13 @@ int Main(int argc, char** argv) {
   CollectingReporter reporter(benchmark::CreateDefaultDisplayReporter());
   if (g_child) {
     // Window K of N: the windows before it had their share of the budget.
+    g_weight_left = g_window_weight;
     g_window = flags.only_window;
     g_sampled_seconds = g_sampling_budget * (g_window - 1) / g_windows;
     benchmark::RunSpecifiedBenchmarks(&reporter);
   }
   for (g_window = 1; !g_child && g_window <= g_windows; ++g_window) {
-    g_rows_started = 0;
+    g_weight_left = g_window_weight;
     if (g_windows > 1) {
       std::cerr << "bench: window " << g_window << " of " << g_windows
                 << (g_window == 1 ? " (every row; then every row again, in a process of its own: "

@@ -563,6 +563,19 @@ TEST(BenchSampling, EachWindowIsEstimatedOnItsOwnAndTheRowPoolsThem) {
   EXPECT_DOUBLE_EQ(WindowEstimates(t)[0].value, Estimate(t).value);
 }
 
+TEST(BenchSampling, EachRowGetsItsWeightsShareOfWhatIsLeft) {
+  // scan_stack L=32: 12.8 GFLOP an eager run, a pair about 0.26 s; a scalar
+  // chain's row weighs the floor.
+  EXPECT_NEAR(SamplingWeight(12'800'000'000), 0.256 + kPairFloorSeconds, 1e-12);
+  EXPECT_DOUBLE_EQ(SamplingWeight(0), kPairFloorSeconds);
+  // 60 s left, the row 0.28 of the 7 still to sample: 2.4 s.
+  EXPECT_NEAR(SampleShareSeconds(60, 0.28, 7), 2.4, 1e-12);
+  // The last row takes what is left; nothing left, nothing.
+  EXPECT_DOUBLE_EQ(SampleShareSeconds(60, 0.28, 0.28), 60);
+  EXPECT_DOUBLE_EQ(SampleShareSeconds(60, 0.28, 0.1), 60);
+  EXPECT_DOUBLE_EQ(SampleShareSeconds(-1, 0.28, 7), 0);
+}
+
 TEST(BenchFlags, TheDefaultRunSamplesInTwoWindowsAndSweepsInOne) {
   std::vector<std::string> rest;
   EXPECT_EQ(ParseBenchFlags({"bench"}, &rest).Windows(), kDefaultWindows);
