@@ -56,7 +56,11 @@ class MemoryTracker {
   Category category() const { return category_; }
   void set_category(Category c) { category_ = c; }
   const std::string& site() const { return site_; }
-  void set_site(std::string site) { site_ = std::move(site); }
+  // By reference: assigning into the site's existing storage allocates
+  // nothing, where a by-value parameter allocated a copy on every call (an
+  // executor sets the site once per op).
+  void set_site(const std::string& site) { site_ = site; }
+  void set_site(std::string&& site) { site_ = std::move(site); }
 
   // A dry-run tracker counts allocations without making them: buffers it
   // counts have no storage, and kernels skip their arithmetic. Engines use it
