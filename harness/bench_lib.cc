@@ -393,20 +393,14 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       flags.programs.push_back(value);
     } else if (name == "out") {
       flags.out_dir = value;
-    } else if (name == "windows") {
+    } else if (name == "windows" || name == "only-window") {
       char* end = nullptr;
-      const long windows = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || windows < 1 || windows > 8) {
-        throw Error(StrCat("--windows=", value, ": not a number of windows from 1 to 8"));
+      const long number = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || number < 1 || number > 8) {
+        throw Error(StrCat("--", name, "=", value, ": not a ",
+                           name == "windows" ? "number of windows" : "window", " from 1 to 8"));
       }
-      flags.windows = static_cast<int>(windows);
-    } else if (name == "only-window") {
-      char* end = nullptr;
-      const long window = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || window < 1 || window > 8) {
-        throw Error(StrCat("--only-window=", value, ": not a window from 1 to 8"));
-      }
-      flags.only_window = static_cast<int>(window);
+      (name == "windows" ? flags.windows : flags.only_window) = static_cast<int>(number);
     } else if (name == "max-row-seconds" || name == "sampling-budget") {
       char* end = nullptr;
       const double seconds = std::strtod(value.c_str(), &end);

@@ -58,6 +58,53 @@ bool Contains(const std::vector<std::string>& names, const std::string& name) {
 // repeated here, with the fraction added).
 MemoryBudget ParsePeakBudget(const std::string& policy_text, const std::string& b);
 
+// A decimal number and its unit as the budgets write them ("0.5", "4MiB",
+// "1.5GiB", "123B", "1000000"): the number, whether it had a point, and the
+// unit's multiplier (1 for none or "B"). Calls fail(why) and does not
+// return for what it cannot read.
+struct BudgetNumber {
+  long double number = 0;
+  bool point = false;
+  bool has_unit = false;
+  long double multiplier = 1;
+};
+template <typename Fail>
+BudgetNumber ReadBudgetNumber(const std::string& text, const Fail& fail) {
+  if (text.empty()) fail("needs B");
+  BudgetNumber out;
+  long double scale = 1;
+  bool any = false;
+  size_t i = 0;
+  for (; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch >= '0' && ch <= '9') {
+      if (out.point) scale /= 10;
+      out.number = out.point ? out.number + (ch - '0') * scale : out.number * 10 + (ch - '0');
+      any = true;
+      if (out.number > 1e18L) fail(StrCat("cannot read '", text, "': too large"));
+    } else if (ch == '.' && !out.point) {
+      out.point = true;
+    } else {
+      break;
+    }
+  }
+  if (!any) fail(StrCat("cannot read '", text, "'"));
+  const std::string unit = text.substr(i);
+  static const std::pair<const char*, long double> kUnits[] = {
+      {"", 1},          {"B", 1},           {"KB", 1e3L},         {"MB", 1e6L},
+      {"GB", 1e9L},     {"TB", 1e12L},      {"KiB", 1024.0L},     {"MiB", 1048576.0L},
+      {"GiB", 1073741824.0L}, {"TiB", 1099511627776.0L}};
+  for (const auto& u : kUnits) {
+    if (unit != u.first) continue;
+    out.has_unit = !unit.empty();
+    out.multiplier = u.second;
+    if (out.number * out.multiplier > 9e18L) fail(StrCat("'", text, "' overflows"));
+    return out;
+  }
+  fail(StrCat("cannot read '", text, "': unknown unit '", unit, "'"));
+  return out;
+}
+
 MemoryBudget ParseMemoryBudget(const std::string& policy_text, const std::string& b) {
   if (b.rfind("peak:", 0) == 0 || b == "peak") return ParsePeakBudget(policy_text, b);
   auto fail = [&](const std::string& why) {
@@ -65,52 +112,21 @@ MemoryBudget ParseMemoryBudget(const std::string& policy_text, const std::string
                        "; B is a fraction in [0, 1] of what everything_saveable saves "
                        "(memory_budget:0.5) or bytes (memory_budget:4MiB, 123B, 1.5GiB, 1GB)"));
   };
-  if (b.empty()) fail("needs B");
-  size_t i = 0;
-  long double number = 0;
-  long double scale = 1;
-  bool any = false;
-  bool point = false;
-  for (; i < b.size(); ++i) {
-    const char ch = b[i];
-    if (ch >= '0' && ch <= '9') {
-      if (point) scale /= 10;
-      number = point ? number + (ch - '0') * scale : number * 10 + (ch - '0');
-      any = true;
-      if (number > 1e18L) fail(StrCat("cannot read '", b, "': too large"));
-    } else if (ch == '.' && !point) {
-      point = true;
-    } else {
-      break;
-    }
-  }
-  if (!any) fail(StrCat("cannot read '", b, "'"));
-  const std::string unit = b.substr(i);
+  const BudgetNumber n = ReadBudgetNumber(b, fail);
   MemoryBudget out;
   out.text = b;
-  if (unit.empty() && number > 1 && point) {
+  if (!n.has_unit && n.number > 1 && n.point) {
     fail(StrCat("'", b, "' is neither a fraction in [0, 1] nor whole bytes"));
   }
-  if (unit.empty() && number <= 1) {
+  if (!n.has_unit && n.number <= 1) {
     out.is_fraction = true;
     // strtod rounds correctly: a fraction printed with 17 digits reads back
     // as the same double (engines/budget/peak_budget writes such fractions).
     out.fraction = std::strtod(b.c_str(), nullptr);
     return out;
   }
-  static const std::pair<const char*, long double> kUnits[] = {
-      {"", 1},          {"B", 1},           {"KB", 1e3L},         {"MB", 1e6L},
-      {"GB", 1e9L},     {"TB", 1e12L},      {"KiB", 1024.0L},     {"MiB", 1048576.0L},
-      {"GiB", 1073741824.0L}, {"TiB", 1099511627776.0L}};
-  for (const auto& u : kUnits) {
-    if (unit != u.first) continue;
-    const long double bytes = number * u.second;
-    if (bytes > 9e18L) fail(StrCat("'", b, "' overflows"));
-    out.is_fraction = false;
-    out.bytes = static_cast<int64_t>(bytes);  // rounds down to whole bytes
-    return out;
-  }
-  fail(StrCat("cannot read '", b, "': unknown unit '", unit, "'"));
+  out.is_fraction = false;
+  out.bytes = static_cast<int64_t>(n.number * n.multiplier);  // rounds down to whole bytes
   return out;
 }
 
@@ -132,43 +148,12 @@ MemoryBudget ParsePeakBudget(const std::string& policy_text, const std::string& 
     out.peak_min = true;
     return out;
   }
-  if (limit.empty()) fail("needs B");
-  size_t i = 0;
-  long double number = 0;
-  long double scale = 1;
-  bool any = false;
-  bool point = false;
-  for (; i < limit.size(); ++i) {
-    const char ch = limit[i];
-    if (ch >= '0' && ch <= '9') {
-      if (point) scale /= 10;
-      number = point ? number + (ch - '0') * scale : number * 10 + (ch - '0');
-      any = true;
-      if (number > 1e18L) fail(StrCat("cannot read '", limit, "': too large"));
-    } else if (ch == '.' && !point) {
-      point = true;
-    } else {
-      break;
-    }
+  const BudgetNumber n = ReadBudgetNumber(limit, fail);
+  if (!n.has_unit && n.point) {
+    fail(StrCat("'", limit, "' is not whole bytes (a peak limit is bytes, not a fraction)"));
   }
-  if (!any) fail(StrCat("cannot read '", limit, "'"));
-  const std::string unit = limit.substr(i);
-  static const std::pair<const char*, long double> kUnits[] = {
-      {"", 1},          {"B", 1},           {"KB", 1e3L},         {"MB", 1e6L},
-      {"GB", 1e9L},     {"TB", 1e12L},      {"KiB", 1024.0L},     {"MiB", 1048576.0L},
-      {"GiB", 1073741824.0L}, {"TiB", 1099511627776.0L}};
-  for (const auto& u : kUnits) {
-    if (unit != u.first) continue;
-    if (unit.empty() && point) {
-      fail(StrCat("'", limit, "' is not whole bytes (a peak limit is bytes, not a fraction)"));
-    }
-    const long double bytes = number * u.second;
-    if (bytes > 9e18L) fail(StrCat("'", limit, "' overflows"));
-    out.peak_bytes = static_cast<int64_t>(bytes);  // rounds down to whole bytes
-    if (out.peak_bytes <= 0) fail(StrCat("'", limit, "' is not a positive number of bytes"));
-    return out;
-  }
-  fail(StrCat("cannot read '", limit, "': unknown unit '", unit, "'"));
+  out.peak_bytes = static_cast<int64_t>(n.number * n.multiplier);  // rounds down to whole bytes
+  if (out.peak_bytes <= 0) fail(StrCat("'", limit, "' is not a positive number of bytes"));
   return out;
 }
 
