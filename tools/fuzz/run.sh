@@ -23,7 +23,7 @@ text=(engines/api/program_text.cc engines/api/op_shape.cc engines/api/program.cc
 cli=(engines/api/*.cc engines/autodiff/*.cc engines/exec/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
      engines/onednn/platform.cc engines/oracle/oracle.cc engines/oracle/oracle_registration.cc
      engines/reference/reference_kernels.cc engines/reference/reference_engine.cc
-     engines/recompute/recompute_engine.cc engines/schedule/schedule.cc engines/budget/budget_solver.cc
+     engines/recompute/recompute_engine.cc engines/schedule/schedule.cc engines/budget/*.cc
      engines/dtr/cell_pool.cc engines/dtr/dtr_engine.cc engines/planned/*.cc problems/*.cc
      harness/conformance.cc harness/memory_caps.cc harness/rounding_depth.cc harness/stats_json.cc
      tools/npy.cc tools/conform.cc tools/remat_cli.cc)
