@@ -83,6 +83,19 @@ std::string ProcField(const std::string& file, const std::string& key) {
   return "";
 }
 
+// "91 ns", "1.03 us", "12.4 ms": three significant digits (integers of ns).
+std::string FormatNs(double ns) {
+  char buf[32];
+  if (ns < 1e3) {
+    std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+  } else if (ns < 1e6) {
+    std::snprintf(buf, sizeof buf, "%#.3g us", ns / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%#.3g ms", ns / 1e6);
+  }
+  return buf;
+}
+
 // "0.00423", "1.23", "12.3", "123": three significant digits, no exponent.
 std::string FormatMs(double ms) {
   char buf[32];
@@ -835,11 +848,12 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     int64_t flops;
     double spread;
     std::optional<double> overhead;  // eager's share of time outside kernels
+    std::optional<double> overhead_ns_per_call;
   };
   std::map<std::string, Baseline> baseline_ms_flops;
   for (const auto& [key, r] : baseline) {
     baseline_ms_flops[key] = {r->real_time_ms, r->total_flops(), r->spread.value_or(0),
-                              r->overhead_fraction};
+                              r->overhead_fraction, r->overhead_ns_per_call};
   }
   struct Bound {
     double gflops;
@@ -854,10 +868,15 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     r.vs_eager.reset();
     r.of_matmul_bound.reset();
     r.flop_floor.reset();
+    r.overhead_per_call_vs_eager.reset();
     r.noise.clear();
     if (!r.error.empty() || r.row.kind != RowKind::kValueAndGrad) continue;
     auto base = baseline_ms_flops.find(r.row.case_key);
     if (base != baseline_ms_flops.end()) r.vs_eager = r.real_time_ms / base->second.ms;
+    if (base != baseline_ms_flops.end() && base->second.overhead_ns_per_call &&
+        *base->second.overhead_ns_per_call > 0 && r.overhead_ns_per_call) {
+      r.overhead_per_call_vs_eager = *r.overhead_ns_per_call / *base->second.overhead_ns_per_call;
+    }
     // Matmul-dominated: the cases with a bound (N and d).
     const std::optional<std::string> key = BoundKey(r.row.params);
     const double spread = r.spread.value_or(0);
@@ -875,14 +894,24 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
       if (!key) {
         r.flop_floor = std::min(*r.flop_floor, 1.0);
         // Where time does not follow FLOPs (the scalar chains are mostly
-        // engine overhead), the floor holds for the time inside kernels: an
-        // engine with less overhead than eager's may take less time than
-        // eager's FLOPs alone allow. The floor is scaled by the kernel share
-        // of eager's time over the row's.
+        // engine overhead), the floor holds for the time in kernels'
+        // arithmetic: an engine with less overhead than eager's may take
+        // less time than eager's FLOPs alone allow. The floor is scaled by
+        // the kernel share of eager's time over the row's. Where kernels
+        // are a small share of either (kMinKernelShareForFloor), there is
+        // no floor: a kernel of tens of ns takes what the caches the engine
+        // leaves allow (planned's scalar sin measured 13 ns a call against
+        // eager's 16), not what its FLOPs do.
         const std::optional<double> eager_overhead =
             base != baseline_ms_flops.end() ? base->second.overhead : std::nullopt;
-        if (eager_overhead && r.overhead_fraction && *r.overhead_fraction < 1) {
-          *r.flop_floor *= std::min(1.0, (1 - *eager_overhead) / (1 - *r.overhead_fraction));
+        if (eager_overhead && r.overhead_fraction) {
+          const double eager_share = 1 - *eager_overhead;
+          const double row_share = 1 - *r.overhead_fraction;
+          if (eager_share < kMinKernelShareForFloor || row_share < kMinKernelShareForFloor) {
+            r.flop_floor.reset();
+          } else {
+            *r.flop_floor *= std::min(1.0, eager_share / row_share);
+          }
         }
       }
     }
@@ -1058,6 +1087,10 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (!r.noise.empty()) row["noise"] = r.noise;
     if (r.of_matmul_bound) row["of_matmul_bound"] = *r.of_matmul_bound;
     if (r.overhead_fraction) row["overhead_fraction"] = *r.overhead_fraction;
+    if (r.overhead_ns_per_call) row["overhead_ns_per_call"] = *r.overhead_ns_per_call;
+    if (r.overhead_per_call_vs_eager) {
+      row["overhead_per_call_vs_eager"] = *r.overhead_per_call_vs_eager;
+    }
     if (r.row.big) row["big"] = true;
     if (r.memory_cap_bytes > 0) row["memory_cap_bytes"] = r.memory_cap_bytes;
     if (r.budget_bytes > 0) row["budget_bytes"] = r.budget_bytes;
@@ -1073,7 +1106,7 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
   using Line = std::vector<std::string>;
   std::vector<Line> lines = {
       {"problem / size", "engine / policy", "time ms", "x eager", "spread", "peak", "activations",
-       "residual", "recomputed FLOP", "overhead"}};
+       "residual", "recomputed FLOP", "overhead", "per call"}};
   std::string last_case;
   std::vector<std::string> noise_lines;
   for (const RowResult& r : rows) {
@@ -1100,11 +1133,20 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
     if (r.spread) std::snprintf(spread, sizeof spread, "%.1f%%", 100 * *r.spread);
     char overhead[32] = "-";
     if (r.overhead_fraction) std::snprintf(overhead, sizeof overhead, "%.1f%%", 100 * *r.overhead_fraction);
+    std::string per_call = "-";
+    if (r.overhead_ns_per_call) {
+      per_call = FormatNs(*r.overhead_ns_per_call);
+      if (r.overhead_per_call_vs_eager && r.row.engine != kBaselineEngine) {
+        char vs[32];
+        std::snprintf(vs, sizeof vs, " (%.3f)", *r.overhead_per_call_vs_eager);
+        per_call += vs;
+      }
+    }
     lines.push_back({label, Variant(r.row), FormatMs(r.real_time_ms), ratio, spread,
                      FormatBytes(r.peak_bytes),
                      FormatBytes(r.peak_bytes_by_category[static_cast<int>(Category::kActivations)]),
                      FormatBytes(r.residual_bytes),
-                     FormatFlops(r.flops_recomputed), overhead});
+                     FormatFlops(r.flops_recomputed), overhead, per_call});
   }
   // Column widths from the content; text columns left-aligned, numbers right.
   std::vector<size_t> width(lines[0].size(), 0);
@@ -1134,7 +1176,8 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
          "peak = the MemoryTracker's high-water mark, activations = the "
          "activations live at that moment\n(the rest: arguments, gradients, scratchpad); "
          "residual = saved for the backward pass (arguments excluded);\n"
-         "overhead = the engine's time outside kernel calls.\n\n";
+         "overhead = the share of the engine's wall time outside kernels' arithmetic; per call = "
+         "that time\nper kernel call (in parentheses: / eager's on the same case).\n\n";
   for (const Line& line : lines) {
     std::string text;
     for (size_t c = 0; c < line.size(); ++c) {

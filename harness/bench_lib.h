@@ -23,6 +23,7 @@
 #ifndef REMAT_HARNESS_BENCH_LIB_H_
 #define REMAT_HARNESS_BENCH_LIB_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <ctime>
@@ -351,6 +352,9 @@ bool SamplingDone(const Timings& timings, const SamplingRule& rule, double secon
 // its floor). The bound's three matmuls on operands in cache are the fastest
 // this work runs; 3% covers its shapes not being exactly a problem's.
 inline constexpr double kFlopFloorAllowance = 0.08;
+// Off the matmul problems, the FLOP floor is checked only where kernels'
+// arithmetic is at least this share of both eager's time and the row's.
+inline constexpr double kMinKernelShareForFloor = 0.5;
 inline constexpr double kBoundAllowance = 0.03;
 
 // Takes this binary's own flags out of `args` (args[0] is the program name)
@@ -492,9 +496,13 @@ struct RowResult {
   std::vector<std::string> matmul_impls;
   // gflops / the matmul bound's on the same N and d; empty if none.
   std::optional<double> of_matmul_bound;
-  // The engine's overhead: the share of its time spent outside kernel calls
-  // (Stats::seconds_in_kernels, over the timed runs); empty for bound rows.
+  // The engine's overhead (EngineTime): the share of its wall time spent
+  // outside kernels' arithmetic, and that time per kernel call, in ns;
+  // empty for bound rows (and per call, for engines that report no calls).
   std::optional<double> overhead_fraction;
+  std::optional<double> overhead_ns_per_call;
+  // overhead_ns_per_call / eager's on the same case (the eager row's).
+  std::optional<double> overhead_per_call_vs_eager;
 
   // A cap row's RunOptions::memory_cap_bytes; a budget-under-cap row's cap
   // and the budget B it found (0 where none).
@@ -502,6 +510,26 @@ struct RowResult {
   int64_t budget_bytes = 0;
 
   int64_t total_flops() const { return flops_forward + flops_recomputed + flops_backward; }
+};
+
+// What an engine's timed runs took: their wall time (each call of
+// value_and_grad, the result's release included) and what it reports of its
+// kernels (Stats::seconds_in_kernels, Stats::kernel_calls). The overhead is
+// the wall time outside kernels' arithmetic: everything the engine does
+// around them (looking up a plan, allocating, bookkeeping) counts, whether
+// or not the engine's own clocks cover it.
+struct EngineTime {
+  double wall_seconds = 0;
+  double kernel_seconds = 0;
+  int64_t kernel_calls = 0;
+  std::optional<double> OverheadFraction() const {
+    if (wall_seconds <= 0) return std::nullopt;
+    return std::max(0.0, 1 - kernel_seconds / wall_seconds);
+  }
+  std::optional<double> OverheadNsPerCall() const {
+    if (wall_seconds <= 0 || kernel_calls <= 0) return std::nullopt;
+    return std::max(0.0, wall_seconds - kernel_seconds) * 1e9 / static_cast<double>(kernel_calls);
+  }
 };
 
 // Fills vs_eager, of_matmul_bound and flop_floor of every row from the other
@@ -552,7 +580,8 @@ std::string UtcStamp(std::time_t when);
 // "activations": ...}), max_bytes_used, predicted_peak_bytes,
 // residual_bytes, flops_forward, flops_recomputed, flops_backward, gflops,
 // vs_eager (null when unknown), matmul_impls, and when known or set:
-// vs_eager_paired, flop_floor, of_matmul_bound, overhead_fraction, noise, big
+// vs_eager_paired, flop_floor, of_matmul_bound, overhead_fraction,
+// overhead_ns_per_call, overhead_per_call_vs_eager, noise, big
 // (when true) and error (when failed).
 nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& machine,
                            const std::string& date, const std::vector<RowResult>& rows);

@@ -231,8 +231,7 @@ struct RowState {
   // every call: the cache holds one case, and repetitions may interleave).
   bool paired = false;
   int64_t eager_flops = 0;  // paired: one eager run's total
-  double timed_seconds = 0;       // engine time of the timed runs...
-  double timed_kernel_seconds = 0;  // ...and the part inside kernels
+  EngineTime timed;  // the row's own timed runs (first window)
   std::vector<std::string> matmul_impls;  // what the row's own runs executed
   double sampling_seconds = 0;
   // cap: rows, their RunOptions::memory_cap_bytes; budget-under-cap: rows,
@@ -415,18 +414,22 @@ Sample TimeSample(int64_t runs, Work work) {
 
 // `runs` runs of `engine` on the case, timed together. Each result is
 // released inside the timing (freeing is part of a run). `stats`, if given,
-// gets the last run's stats; `seconds` and `kernel_seconds`, if given, add up
-// the engine's own times.
+// gets the last run's stats; `time`, if given, adds up the runs' wall time
+// (the sample's) and what the engine reports of its kernels.
 Sample TimeRuns(Engine& engine, const Program& program, const Case& c,
                 const RunOptions& options, int64_t runs, Stats* stats = nullptr,
-                double* seconds = nullptr, double* kernel_seconds = nullptr) {
-  return TimeSample(runs, [&](int64_t i) {
+                EngineTime* time = nullptr) {
+  const Sample sample = TimeSample(runs, [&](int64_t i) {
     Result r = engine.ValueAndGrad(program, c.inputs, c.wrt, options);
     benchmark::DoNotOptimize(r.value.raw());
-    if (seconds) *seconds += r.stats.seconds_total();
-    if (kernel_seconds) *kernel_seconds += r.stats.seconds_in_kernels;
+    if (time) {
+      time->kernel_seconds += r.stats.seconds_in_kernels;
+      time->kernel_calls += r.stats.kernel_calls;
+    }
     if (stats && i + 1 == runs) *stats = std::move(r.stats);
   });
+  if (time) time->wall_seconds += sample.ms / 1e3 * static_cast<double>(runs);
+  return sample;
 }
 
 // Adds the impls `recorder` saw to `impls`, those not there yet.
@@ -449,7 +452,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
     // Only the row's own runs: eager's matmuls are not this row's.
     MatMulImplRecorder recorder;
     const Sample sample = TimeRuns(*s->engine, s->program, c, row_options, s->runs_per_sample,
-                                   nullptr, &s->timed_seconds, &s->timed_kernel_seconds);
+                                   nullptr, &s->timed);
     s->runs += s->runs_per_sample;
     AddImpls(recorder, &s->matmul_impls);
     t.row_ms.push_back(sample.ms);
@@ -520,7 +523,7 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
         // One run, no pairing (eager does not fit at that size).
         MatMulImplRecorder recorder;
         const Sample sample = TimeRuns(*s->engine, s->program, c, options, 1, &s->stats,
-                                       &s->timed_seconds, &s->timed_kernel_seconds);
+                                       &s->timed);
         s->timings.row_ms.push_back(sample.ms);
         s->timings.row_delay.push_back(sample.delay);
         s->runs += 1;
@@ -543,9 +546,8 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
   state.counters["samples"] = static_cast<double>(estimate.samples);
   if (estimate.spread) state.counters["spread_pct"] = 100 * *estimate.spread;
   if (s->timings.paired()) state.counters["vs_eager"] = estimate.value;
-  if (s->timed_seconds > 0) {
-    state.counters["overhead_pct"] =
-        100 * (1 - s->timed_kernel_seconds / s->timed_seconds);
+  if (const std::optional<double> overhead = s->timed.OverheadFraction()) {
+    state.counters["overhead_pct"] = 100 * *overhead;
   }
 }
 
@@ -725,7 +727,8 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   r.flops_recomputed = s.stats.flops_recomputed;
   r.flops_backward = s.stats.flops_backward;
   if (r.real_time_ms > 0) r.gflops = static_cast<double>(r.total_flops()) / (r.real_time_ms * 1e6);
-  if (s.timed_seconds > 0) r.overhead_fraction = 1 - s.timed_kernel_seconds / s.timed_seconds;
+  r.overhead_fraction = s.timed.OverheadFraction();
+  r.overhead_ns_per_call = s.timed.OverheadNsPerCall();
   return r;
 }
 

@@ -789,19 +789,54 @@ TEST(BenchPlausibility, PairedRowsCarryEagersFlopsAndScalarProblemsAreNotChecked
   EXPECT_EQ(rows[1].noise, "x eager 0.45 below the FLOP floor 1.00");
 
   // Unless the row's engine spends less of its time outside kernels: the
-  // floor holds for kernel time. Eager 90% overhead, planned 40%: kernels are
-  // 10% of eager's time and 60% of the row's, so the floor is 1.00 x 0.1/0.6.
-  rows[0].overhead_fraction = 0.9;
+  // floor holds for kernel time. Eager 40% overhead, planned 10%: kernels are
+  // 60% of eager's time and 90% of the row's, so the floor is 1.00 x 0.6/0.9.
+  rows[0].overhead_fraction = 0.4;
   rows[1].row.engine = "planned";
-  rows[1].overhead_fraction = 0.4;
-  rows[1].vs_eager_paired = 0.2;
+  rows[1].overhead_fraction = 0.1;
+  rows[1].vs_eager_paired = 0.7;
   ComputeVsEager(&rows);
   ASSERT_TRUE(rows[1].flop_floor);
-  EXPECT_NEAR(*rows[1].flop_floor, 1.0 / 6, 1e-12);
+  EXPECT_NEAR(*rows[1].flop_floor, 2.0 / 3, 1e-12);
   EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
-  rows[1].vs_eager_paired = 0.1;  // less than its kernels' share allows
+  rows[1].vs_eager_paired = 0.5;  // less than its kernels' share allows
   ComputeVsEager(&rows);
-  EXPECT_EQ(rows[1].noise, "x eager 0.10 below the FLOP floor 0.17");
+  EXPECT_EQ(rows[1].noise, "x eager 0.50 below the FLOP floor 0.67");
+
+  // Where kernels are under half of either's time (the chains: eager 99%
+  // overhead), no floor: a kernel of tens of ns is no FLOP rate.
+  rows[0].overhead_fraction = 0.99;
+  rows[1].overhead_fraction = 0.9;
+  rows[1].vs_eager_paired = 0.1;
+  ComputeVsEager(&rows);
+  EXPECT_FALSE(rows[1].flop_floor);
+  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+  rows[0].overhead_fraction = 0.4;
+  rows[1].overhead_fraction = 0.6;
+  ComputeVsEager(&rows);
+  EXPECT_FALSE(rows[1].flop_floor);
+}
+
+// The overhead per kernel call, and planned's against eager's on the case.
+TEST(BenchPlausibility, OverheadPerCallIsComparedWithEagers) {
+  EngineTime eager_time{/*wall_seconds=*/2e-3, /*kernel_seconds=*/0.5e-3, /*kernel_calls=*/1000};
+  EXPECT_NEAR(*eager_time.OverheadFraction(), 0.75, 1e-12);
+  EXPECT_NEAR(*eager_time.OverheadNsPerCall(), 1500, 1e-9);
+  EngineTime planned_time{0.6e-3, 0.5e-3, 1000};
+  EXPECT_NEAR(*planned_time.OverheadNsPerCall(), 100, 1e-9);
+  EXPECT_FALSE(EngineTime{}.OverheadFraction());
+  EXPECT_FALSE((EngineTime{1e-3, 0, 0}.OverheadNsPerCall()));  // no calls reported
+
+  std::vector<RowResult> rows = {Fake("sin_plain", "eager", "as-written", 2.0, {{"D", 8}}),
+                                 Fake("sin_plain", "planned", "as-written", 0.6, {{"D", 8}})};
+  rows[0].overhead_ns_per_call = eager_time.OverheadNsPerCall();
+  rows[1].overhead_ns_per_call = planned_time.OverheadNsPerCall();
+  ComputeVsEager(&rows);
+  ASSERT_TRUE(rows[1].overhead_per_call_vs_eager);
+  EXPECT_NEAR(*rows[1].overhead_per_call_vs_eager, 100.0 / 1500, 1e-12);
+  const std::string table = FormatSummary(rows, "test platform");
+  EXPECT_NE(table.find("1.50 us"), std::string::npos) << table;
+  EXPECT_NE(table.find("100 ns (0.067)"), std::string::npos) << table;
 }
 
 TEST(BenchPlausibility, AboveTheMatmulBoundIsNoise) {

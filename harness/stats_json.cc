@@ -62,6 +62,7 @@ nlohmann::json StatsToJson(const Stats& s) {
           {"seconds_forward", s.seconds_forward},
           {"seconds_backward", s.seconds_backward},
           {"seconds_in_kernels", s.seconds_in_kernels},
+          {"kernel_calls", s.kernel_calls},
           {"seconds_compile", s.seconds_compile},
           {"arena_bytes", s.arena_bytes}};
 }

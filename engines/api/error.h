@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 namespace remat {
 
@@ -17,11 +19,21 @@ class Error : public std::runtime_error {
 };
 
 // Builds a message from streamable parts: throw Error(StrCat("op ", name)).
+// Parts that are all strings are appended directly: engines name sites with
+// it on every run, and a stream's construction (its locale) costs more than
+// the ops it names on the scalar chains.
 template <typename... Parts>
 std::string StrCat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
+  if constexpr ((std::is_convertible_v<const Parts&, std::string_view> && ...)) {
+    std::string out;
+    out.reserve((std::string_view(parts).size() + ... + 0));
+    (out.append(std::string_view(parts)), ...);
+    return out;
+  } else {
+    std::ostringstream out;
+    (out << ... << parts);
+    return out.str();
+  }
 }
 
 // Joins strings with a separator: Join({"a", "b"}, ", ") == "a, b".

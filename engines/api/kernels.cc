@@ -51,34 +51,31 @@ void Kernels::CheckSameShape(const char* op, const Tensor& a, const Tensor& b) c
 }
 
 Tensor Kernels::MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("matmul", a);
   CheckOperand("matmul", b);
   Tensor out = NewTensor(MatMulShape(a.shape(), transpose_a, b.shape(), transpose_b));
   const int r = a.shape().rank() - 2;
   const int64_t k = transpose_a ? a.shape().dim(r) : a.shape().dim(r + 1);
   flops_ += 2 * out.num_elements() * k;
-  if (!dry_run() || AllocatesInDryRun()) DoMatMul(a, transpose_a, b, transpose_b, out);
+  if (Runs()) Timed([&] { DoMatMul(a, transpose_a, b, transpose_b, out); });
   return out;
 }
 
 // The unary and binary wrappers differ only in their checks and FLOP weight.
 #define REMAT_UNARY_KERNEL(Method, op_name, flops_per_element) \
   Tensor Kernels::Method(const Tensor& x) {                     \
-    const KernelTimer timer(&kernel_seconds_);                  \
     CheckOperand(op_name, x);                                   \
     Tensor out = NewTensor(x.shape());                          \
     flops_ += (flops_per_element) * x.num_elements();           \
-    if (!dry_run() || AllocatesInDryRun()) Do##Method(x, out);  \
+    if (Runs()) Timed([&] { Do##Method(x, out); });             \
     return out;                                                 \
   }
 #define REMAT_BINARY_KERNEL(Method, op_name, flops_per_element) \
   Tensor Kernels::Method(const Tensor& a, const Tensor& b) {    \
-    const KernelTimer timer(&kernel_seconds_);                  \
     CheckSameShape(op_name, a, b);                              \
     Tensor out = NewTensor(a.shape());                          \
     flops_ += (flops_per_element) * a.num_elements();           \
-    if (!dry_run() || AllocatesInDryRun()) Do##Method(a, b, out); \
+    if (Runs()) Timed([&] { Do##Method(a, b, out); });          \
     return out;                                                 \
   }
 
@@ -99,26 +96,23 @@ REMAT_UNARY_KERNEL(Gelu, "gelu", 1)
 #undef REMAT_BINARY_KERNEL
 
 Tensor Kernels::Softmax(const Tensor& x) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckHasLastAxis("softmax", x);
   Tensor out = NewTensor(x.shape());
   flops_ += 5 * x.num_elements();
-  if (Runs()) DoSoftmax(x, out);
+  if (Runs()) Timed([&] { DoSoftmax(x, out); });
   return out;
 }
 
 Tensor Kernels::SoftmaxBackward(const Tensor& y, const Tensor& dy) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckSameShape("softmax_backward", y, dy);
   CheckHasLastAxis("softmax_backward", y);
   Tensor out = NewTensor(y.shape());
   flops_ += 4 * y.num_elements();
-  if (Runs()) DoSoftmaxBackward(y, dy, out);
+  if (Runs()) Timed([&] { DoSoftmaxBackward(y, dy, out); });
   return out;
 }
 
 Tensor Kernels::LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("layer_norm", x);
   CheckOperand("layer_norm", gamma);
   CheckOperand("layer_norm", beta);
@@ -129,12 +123,11 @@ Tensor Kernels::LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& be
   }
   Tensor out = NewTensor(x.shape());
   flops_ += 7 * x.num_elements();
-  if (Runs()) DoLayerNorm(x, gamma, beta, out);
+  if (Runs()) Timed([&] { DoLayerNorm(x, gamma, beta, out); });
   return out;
 }
 
 Tensor Kernels::LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckSameShape("layer_norm_backward", x, dy);
   CheckOperand("layer_norm_backward", gamma);
   try {
@@ -144,31 +137,28 @@ Tensor Kernels::LayerNormBackward(const Tensor& x, const Tensor& gamma, const Te
   }
   Tensor out = NewTensor(x.shape());
   flops_ += 13 * x.num_elements();
-  if (Runs()) DoLayerNormBackward(x, gamma, dy, out);
+  if (Runs()) Timed([&] { DoLayerNormBackward(x, gamma, dy, out); });
   return out;
 }
 
 Tensor Kernels::LayerNormGammaGrad(const Tensor& x, const Tensor& dy) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckSameShape("layer_norm_gamma_grad", x, dy);
   CheckHasLastAxis("layer_norm_gamma_grad", x);
   Tensor out = NewTensor(Shape({x.shape().dim(x.shape().rank() - 1)}));
   flops_ += 7 * x.num_elements();
-  if (Runs()) DoLayerNormGammaGrad(x, dy, out);
+  if (Runs()) Timed([&] { DoLayerNormGammaGrad(x, dy, out); });
   return out;
 }
 
 Tensor Kernels::SumLeading(const Tensor& x) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckHasLastAxis("sum_leading", x);
   Tensor out = NewTensor(Shape({x.shape().dim(x.shape().rank() - 1)}));
   flops_ += x.num_elements();
-  if (Runs()) DoSumLeading(x, out);
+  if (Runs()) Timed([&] { DoSumLeading(x, out); });
   return out;
 }
 
 Tensor Kernels::BiasAdd(const Tensor& x, const Tensor& b) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("bias_add", x);
   CheckOperand("bias_add", b);
   try {
@@ -178,21 +168,19 @@ Tensor Kernels::BiasAdd(const Tensor& x, const Tensor& b) {
   }
   Tensor out = NewTensor(x.shape());
   flops_ += x.num_elements();
-  if (Runs()) DoBiasAdd(x, b, out);
+  if (Runs()) Timed([&] { DoBiasAdd(x, b, out); });
   return out;
 }
 
 Tensor Kernels::Scale(const Tensor& x, double c) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("scale", x);
   Tensor out = NewTensor(x.shape());
   flops_ += x.num_elements();
-  if (Runs()) DoScale(x, c, out);
+  if (Runs()) Timed([&] { DoScale(x, c, out); });
   return out;
 }
 
 Tensor Kernels::Transpose(const Tensor& x) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("transpose", x);
   Shape shape;
   try {
@@ -201,12 +189,11 @@ Tensor Kernels::Transpose(const Tensor& x) {
     throw Error(StrCat(name(), " kernel ", e.what()));
   }
   Tensor out = NewTensor(shape);
-  if (Runs()) DoTranspose(x, out);
+  if (Runs()) Timed([&] { DoTranspose(x, out); });
   return out;
 }
 
 Tensor Kernels::SplitHeads(const Tensor& x, int64_t batch, int64_t heads) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("split_heads", x);
   Shape shape;
   try {
@@ -215,12 +202,11 @@ Tensor Kernels::SplitHeads(const Tensor& x, int64_t batch, int64_t heads) {
     throw Error(StrCat(name(), " kernel ", e.what()));
   }
   Tensor out = NewTensor(shape);
-  if (Runs()) DoSplitHeads(x, batch, heads, out);
+  if (Runs()) Timed([&] { DoSplitHeads(x, batch, heads, out); });
   return out;
 }
 
 Tensor Kernels::MergeHeads(const Tensor& x, int64_t batch) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("merge_heads", x);
   Shape shape;
   try {
@@ -229,7 +215,7 @@ Tensor Kernels::MergeHeads(const Tensor& x, int64_t batch) {
     throw Error(StrCat(name(), " kernel ", e.what()));
   }
   Tensor out = NewTensor(shape);
-  if (Runs()) DoMergeHeads(x, batch, out);
+  if (Runs()) Timed([&] { DoMergeHeads(x, batch, out); });
   return out;
 }
 
@@ -239,7 +225,7 @@ Shape Kernels::TransposeShape(const Shape& x) {
     throw Error(StrCat("transpose swaps the last two axes of a rank-2 or rank-3 operand; got ",
                        x.ToString()));
   }
-  std::vector<int64_t> dims = x.dims();
+  std::vector<int64_t> dims(x.dims().begin(), x.dims().end());
   std::swap(dims[r - 2], dims[r - 1]);
   return Shape(dims);
 }
@@ -310,22 +296,20 @@ void Kernels::CheckHasLastAxis(const char* op, const Tensor& x) const {
 }
 
 Tensor Kernels::Sum(const Tensor& x) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("sum", x);
   Tensor out = NewTensor(Shape());
   flops_ += x.num_elements();
-  if (!dry_run() || AllocatesInDryRun()) DoSum(x, out);
+  if (Runs()) Timed([&] { DoSum(x, out); });
   return out;
 }
 
 Tensor Kernels::Broadcast(const Tensor& s, const Shape& shape) {
-  const KernelTimer timer(&kernel_seconds_);
   CheckOperand("broadcast", s);
   if (s.shape().rank() != 0) {
     throw Error(StrCat(name(), " kernel broadcast: operand is ", s.TypeString(), ", not a scalar"));
   }
   Tensor out = NewTensor(shape);
-  if (!dry_run() || AllocatesInDryRun()) DoBroadcast(s, out);
+  if (Runs()) Timed([&] { DoBroadcast(s, out); });
   return out;
 }
 

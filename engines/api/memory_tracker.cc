@@ -27,7 +27,7 @@ void MemoryTracker::Allocate(int64_t bytes, Category category) {
   if (in_pressure_hook_) {
     throw Error(StrCat("allocating ", bytes, " bytes of ", CategoryName(category),
                        " inside the memory tracker's pressure hook at ",
-                       site_.empty() ? "?" : site_,
+                       site().empty() ? "?" : site(),
                        ": a pressure hook frees memory, it must not allocate"));
   }
   if (soft_cap_bytes_ > 0 && live_total_ + bytes > soft_cap_bytes_) {
@@ -43,7 +43,7 @@ void MemoryTracker::Allocate(int64_t bytes, Category category) {
     }
     if (live_total_ + bytes > soft_cap_bytes_) {
       throw MemoryCapError(
-          StrCat("memory cap exceeded at ", site_.empty() ? "?" : site_, ": allocating ", bytes,
+          StrCat("memory cap exceeded at ", site().empty() ? "?" : site(), ": allocating ", bytes,
                  " bytes of ", CategoryName(category), " with ", live_total_,
                  " live (after evicting what could be) would pass the cap of ", soft_cap_bytes_,
                  " bytes (--memory-cap)"),
@@ -51,7 +51,7 @@ void MemoryTracker::Allocate(int64_t bytes, Category category) {
     }
   }
   if (limit_bytes_ > 0 && live_total_ + bytes > limit_bytes_) {
-    throw Error(StrCat("memory limit exceeded at ", site_.empty() ? "?" : site_,
+    throw Error(StrCat("memory limit exceeded at ", site().empty() ? "?" : site(),
                        ": allocating ", bytes, " bytes of ", CategoryName(category),
                        " with ", live_total_, " live would pass the limit of ",
                        limit_bytes_, " bytes (--max-memory)"));
@@ -63,7 +63,7 @@ void MemoryTracker::Allocate(int64_t bytes, Category category) {
   if (live_total_ > peak_total_) {
     peak_total_ = live_total_;
     at_peak_ = live_;
-    peak_site_ = site_;
+    peak_site_ = site();
   }
 }
 
@@ -79,7 +79,7 @@ void MemoryTracker::Release(int64_t bytes, Category category) {
 void MemoryTracker::ResetPeak() {
   peak_total_ = live_total_;
   at_peak_ = live_;
-  peak_site_ = site_;
+  peak_site_ = site();
   peak_host_ = live_host_;
   high_water_ = live_;
 }

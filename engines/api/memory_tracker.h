@@ -55,12 +55,22 @@ class MemoryTracker {
   // Engines set both as they walk the program (see ScopedSite).
   Category category() const { return category_; }
   void set_category(Category c) { category_ = c; }
-  const std::string& site() const { return site_; }
+  const std::string& site() const { return site_ref_ != nullptr ? *site_ref_ : site_; }
   // By reference: assigning into the site's existing storage allocates
   // nothing, where a by-value parameter allocated a copy on every call (an
   // executor sets the site once per op).
-  void set_site(const std::string& site) { site_ = site; }
-  void set_site(std::string&& site) { site_ = std::move(site); }
+  void set_site(const std::string& site) {
+    site_ = site;
+    site_ref_ = nullptr;
+  }
+  void set_site(std::string&& site) {
+    site_ = std::move(site);
+    site_ref_ = nullptr;
+  }
+  // The site without a copy: `site` must stay alive and unchanged until the
+  // next set_site or set_site_ref (a compiled plan's names, kept by the
+  // engine for the run). The peak's site is still copied (peak_site()).
+  void set_site_ref(const std::string& site) { site_ref_ = &site; }
 
   // A dry-run tracker counts allocations without making them: buffers it
   // counts have no storage, and kernels skip their arithmetic. Engines use it
@@ -121,6 +131,7 @@ class MemoryTracker {
   bool dry_run_ = false;
   Category category_ = Category::kActivations;
   std::string site_;
+  const std::string* site_ref_ = nullptr;  // set_site_ref's, instead of site_
   int64_t limit_bytes_ = 0;
   int64_t soft_cap_bytes_ = 0;
   PressureHook pressure_hook_;

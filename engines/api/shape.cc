@@ -4,40 +4,54 @@
 
 namespace remat {
 
-Shape::Shape(std::initializer_list<int64_t> dims) : dims_(dims) { Check(); }
+Shape::Shape(std::initializer_list<int64_t> dims) { Assign(dims.begin(), dims.size()); }
 
-Shape::Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) { Check(); }
+Shape::Shape(std::vector<int64_t> dims) { Assign(dims.data(), dims.size()); }
 
-void Shape::Check() const {
-  if (rank() > kMaxRank) {
-    throw Error(StrCat("shape ", ToString(), " has rank ", rank(),
-                       "; remat-bench supports rank 0 to ", kMaxRank));
+void Shape::Assign(const int64_t* dims, size_t n) {
+  auto text = [&] {
+    std::string out = "[";
+    for (size_t i = 0; i < n; ++i) out += (i ? "," : "") + std::to_string(dims[i]);
+    return out + "]";
+  };
+  if (n > static_cast<size_t>(kMaxRank)) {
+    throw Error(StrCat("shape ", text(), " has rank ", n, "; remat-bench supports rank 0 to ",
+                       kMaxRank));
   }
-  for (int64_t d : dims_) {
-    if (d < 0) throw Error(StrCat("shape ", ToString(), " has a negative dimension"));
+  for (size_t i = 0; i < n; ++i) {
+    if (dims[i] < 0) throw Error(StrCat("shape ", text(), " has a negative dimension"));
+    dims_[i] = dims[i];
   }
+  rank_ = static_cast<int>(n);
+}
+
+int64_t Shape::dim(int i) const {
+  if (i < 0 || i >= rank_) {
+    throw Error(StrCat("axis ", i, " of shape ", ToString(), ", which has rank ", rank_));
+  }
+  return dims_[i];
 }
 
 int64_t Shape::num_elements() const {
   int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
+  for (int i = 0; i < rank_; ++i) n *= dims_[i];
   return n;
 }
 
 Shape Shape::DropLeading() const {
-  if (dims_.empty()) throw Error("cannot drop the leading axis of a scalar");
-  return Shape(std::vector<int64_t>(dims_.begin() + 1, dims_.end()));
+  if (rank_ == 0) throw Error("cannot drop the leading axis of a scalar");
+  return Shape(std::vector<int64_t>(dims_.begin() + 1, dims_.begin() + rank_));
 }
 
 Shape Shape::PrependLeading(int64_t n) const {
   std::vector<int64_t> dims = {n};
-  dims.insert(dims.end(), dims_.begin(), dims_.end());
+  dims.insert(dims.end(), dims_.begin(), dims_.begin() + rank_);
   return Shape(std::move(dims));
 }
 
 std::string Shape::ToString() const {
   std::string out = "[";
-  for (size_t i = 0; i < dims_.size(); ++i) {
+  for (int i = 0; i < rank_; ++i) {
     if (i) out += ",";
     out += std::to_string(dims_[i]);
   }

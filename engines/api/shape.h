@@ -2,8 +2,10 @@
 #ifndef REMAT_ENGINES_API_SHAPE_H_
 #define REMAT_ENGINES_API_SHAPE_H_
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,9 +19,10 @@ class Shape {
   Shape(std::initializer_list<int64_t> dims);
   explicit Shape(std::vector<int64_t> dims);
 
-  int rank() const { return static_cast<int>(dims_.size()); }
-  int64_t dim(int i) const { return dims_.at(i); }
-  const std::vector<int64_t>& dims() const { return dims_; }
+  int rank() const { return rank_; }
+  // remat::Error for an axis out of range.
+  int64_t dim(int i) const;
+  std::span<const int64_t> dims() const { return {dims_.data(), static_cast<size_t>(rank_)}; }
   int64_t num_elements() const;
 
   // The shape without its leading axis: (L, d, d) -> (d, d).
@@ -30,12 +33,20 @@ class Shape {
   // "[5,4]", "[]" for a scalar.
   std::string ToString() const;
 
-  bool operator==(const Shape& other) const { return dims_ == other.dims_; }
-  bool operator!=(const Shape& other) const { return dims_ != other.dims_; }
+  bool operator==(const Shape& other) const {
+    return rank_ == other.rank_ && dims_ == other.dims_;
+  }
+  bool operator!=(const Shape& other) const { return !(*this == other); }
 
  private:
-  void Check() const;
-  std::vector<int64_t> dims_;
+  // Copies `dims` in, or throws remat::Error naming them.
+  void Assign(const int64_t* dims, size_t n);
+  // Inline, not on the heap: every tensor (a kernel's output, a view) has a
+  // shape, and a vector's allocation per tensor was a measurable part of a
+  // compiled engine's time per op. Axes past rank_ are zero (== compares
+  // them).
+  std::array<int64_t, kMaxRank> dims_{};
+  int rank_ = 0;
 };
 
 }  // namespace remat

@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -41,6 +42,91 @@ void TuneMalloc() {
 
 // The storage ledger (TensorStorageBytes).
 std::atomic<int64_t> storage_ledger{0};
+
+// Every kernel output is a Buffer, made by allocate_shared: one small block
+// (the Buffer and its reference counts) from malloc and back, per tensor.
+// On the scalar chains that was a tenth of a compiled engine's run (glibc's
+// per-thread cache holds 7 blocks; a forward pass keeps a thousand). The
+// blocks are recycled per thread instead, on a free list of at most
+// kMaxPooledBlocks, freed when the thread ends. A block freed by a thread
+// whose pool has ended goes back to malloc.
+constexpr int64_t kMaxPooledBlocks = 1 << 16;
+
+template <size_t kBytes>
+struct BlockPool {
+  struct Node {
+    Node* next;
+  };
+  Node* head = nullptr;
+  int64_t count = 0;
+  ~BlockPool();
+};
+
+// Trivially destructible: still readable while the thread's pools are
+// being destroyed and after.
+thread_local bool pools_ended = false;
+
+template <size_t kBytes>
+BlockPool<kBytes>::~BlockPool() {
+  pools_ended = true;
+  while (head != nullptr) {
+    Node* next = head->next;
+    std::free(head);
+    head = next;
+  }
+}
+
+template <size_t kBytes>
+BlockPool<kBytes>& Pool() {
+  thread_local BlockPool<kBytes> pool;
+  return pool;
+}
+
+template <typename T>
+struct PooledAllocator {
+  using value_type = T;
+  PooledAllocator() = default;
+  template <typename U>
+  PooledAllocator(const PooledAllocator<U>&) {}
+  static_assert(sizeof(T) >= sizeof(void*));
+
+  T* allocate(size_t n) {
+    if (n == 1 && !pools_ended) {
+      BlockPool<sizeof(T)>& pool = Pool<sizeof(T)>();
+      if (pool.head != nullptr) {
+        auto* block = pool.head;
+        pool.head = block->next;
+        --pool.count;
+        return reinterpret_cast<T*>(block);
+      }
+    }
+    static_assert(alignof(T) <= alignof(std::max_align_t));
+    void* p = std::malloc(n * sizeof(T));
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) {
+    if (n == 1 && !pools_ended) {
+      BlockPool<sizeof(T)>& pool = Pool<sizeof(T)>();
+      if (pool.count < kMaxPooledBlocks) {
+        auto* block = reinterpret_cast<typename BlockPool<sizeof(T)>::Node*>(p);
+        block->next = pool.head;
+        pool.head = block;
+        ++pool.count;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  template <typename U>
+  bool operator==(const PooledAllocator<U>&) const {
+    return true;
+  }
+  template <typename U>
+  bool operator!=(const PooledAllocator<U>&) const {
+    return false;
+  }
+};
 
 }  // namespace
 
@@ -96,7 +182,7 @@ Tensor Tensor::Zeros(DType dtype, const Shape& shape,
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = shape;
-  t.buffer_ = std::make_shared<Buffer>(shape.num_elements() * DTypeSize(dtype), tracker,
+  t.buffer_ = std::allocate_shared<Buffer>(PooledAllocator<Buffer>(), shape.num_elements() * DTypeSize(dtype), tracker,
                                        category);
   return t;
 }
@@ -106,7 +192,7 @@ Tensor Tensor::Uninitialized(DType dtype, const Shape& shape,
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = shape;
-  t.buffer_ = std::make_shared<Buffer>(shape.num_elements() * DTypeSize(dtype), tracker,
+  t.buffer_ = std::allocate_shared<Buffer>(PooledAllocator<Buffer>(), shape.num_elements() * DTypeSize(dtype), tracker,
                                        tracker ? tracker->category() : Category::kActivations,
                                        /*zero=*/false);
   return t;

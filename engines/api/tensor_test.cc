@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "engines/api/error.h"
@@ -46,6 +48,23 @@ TEST(MemoryTrackerTest, CountsLivePeakAndWhere) {
   EXPECT_EQ(tracker->peak_bytes(Category::kActivations), 400);
   EXPECT_EQ(tracker->peak_bytes(Category::kGradients), 80);
   EXPECT_EQ(tracker->peak_site(), "op b");
+}
+
+// set_site_ref names the site without copying it: the tracker reads the
+// caller's string; set_site takes a copy again; the peak's site is a copy.
+TEST(MemoryTrackerTest, SiteByReferenceReadsTheCallersString) {
+  MemoryTracker tracker;
+  std::string name = "plan op 1";
+  tracker.set_site_ref(name);
+  EXPECT_EQ(&tracker.site(), &name);
+  tracker.Allocate(100, Category::kActivations);
+  name = "changed";
+  EXPECT_EQ(tracker.site(), "changed");
+  EXPECT_EQ(tracker.peak_site(), "plan op 1");
+  tracker.set_site("own copy");
+  name = "changed again";
+  EXPECT_EQ(tracker.site(), "own copy");
+  tracker.Release(100, Category::kActivations);
 }
 
 // The high-water mark of one category is not what it held at the total
@@ -215,6 +234,36 @@ TEST(TensorTest, StorageLedgerCountsTrackedAndUntrackedStorage) {
   EXPECT_EQ(dry->storage_bytes(), 0);
   a = Tensor();
   EXPECT_EQ(tracker->storage_bytes(), 80) << "storage allocated, not live";
+}
+
+}  // namespace
+}  // namespace remat
+
+namespace remat {
+namespace {
+
+// Buffers' blocks are recycled per thread: tensors made in one thread and
+// released in another, or after their thread has ended, are freed (ASan's
+// leak check and use-after-free checks run this test in CI), and their
+// counts are right.
+TEST(TensorTest, TensorsOutliveAndCrossTheirThreads) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  std::vector<Tensor> made;
+  std::thread maker([&] {
+    for (int i = 0; i < 1000; ++i) made.push_back(Tensor::Zeros(DType::kF32, Shape({4}), tracker));
+  });
+  maker.join();  // the maker's pool has ended; its tensors live on
+  EXPECT_EQ(tracker->live_bytes(), 1000 * 16);
+  for (int round = 0; round < 3; ++round) {
+    std::thread freer([&] {
+      for (int i = 0; i < 500; ++i) made.pop_back();
+      for (int i = 0; i < 500; ++i) made.push_back(Tensor::Zeros(DType::kF32, Shape({4}), tracker));
+    });
+    freer.join();
+  }
+  made.clear();
+  EXPECT_EQ(tracker->live_bytes(), 0);
+  EXPECT_EQ(tracker->peak_bytes(), 1000 * 16);
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
       want_inputs(1);
       const int r = in[0].rank();
       if (r != 2 && r != 3) throw fail("swaps the last two axes of a rank-2 or rank-3 operand");
-      std::vector<int64_t> dims = in[0].dims();
+      std::vector<int64_t> dims(in[0].dims().begin(), in[0].dims().end());
       std::swap(dims[r - 2], dims[r - 1]);
       return Shape(dims);
     }

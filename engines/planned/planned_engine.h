@@ -120,8 +120,13 @@ class PlannedEngine : public Engine {
   PeakBudgetCache peak_budgets_;
   // By a hash of the key; a hit is confirmed by comparing the key itself.
   std::unordered_multimap<uint64_t, Entry> cache_;
+  // The entry the last run used (null after the cache is emptied).
+  const Entry* last_ = nullptr;
   // The arena's storage, reused by every run (see above).
   std::unique_ptr<Buffer> arena_;
+  // The slots of the running plan, kept with their capacity between runs
+  // (released at the end of each run).
+  std::vector<Tensor> slots_;
 };
 
 // Whether two programs are the same structure: ops, attributes, shapes,

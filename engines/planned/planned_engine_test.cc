@@ -256,6 +256,39 @@ TEST(PlannedEngineTest, TheCacheKeyIsTheStructureNotTheObject) {
   EXPECT_EQ(planned.cached_plans(), 2u);
 }
 
+// The cache's fast path confirms the last plan used against the program
+// it is given: a program changed in place between runs (the same object,
+// another structure) is compiled again, and its gradients are its own.
+TEST(PlannedEngineTest, AProgramChangedInPlaceIsCompiledAgain) {
+  const Problem& problem = FindProblem("sin_plain");
+  const ParamValues params = ResolveParams(problem, {}, /*test_sizes=*/true);
+  Program program = problem.Build(params);
+  const std::vector<Tensor> args = MakeInputs(problem, program, params, 1);
+  const std::vector<int> wrt = WrtIndices(problem, program);
+  PlannedEngine planned;
+  auto eager = MakeEngine("eager");
+  const Result first = planned.ValueAndGrad(program, args, wrt, {});
+  // sin -> cos on the first sin: another function of the same shapes.
+  bool changed = false;
+  for (Op& op : program.ops) {
+    if (op.kind == OpKind::kSin) {
+      op.kind = OpKind::kCos;
+      changed = true;
+      break;
+    }
+  }
+  ASSERT_TRUE(changed);
+  const Result second = planned.ValueAndGrad(program, args, wrt, {});
+  EXPECT_EQ(planned.cached_plans(), 2u);
+  const Result expected = eager->ValueAndGrad(program, args, wrt, {});
+  EXPECT_TRUE(BitwiseEqual(second.value, expected.value));
+  ASSERT_EQ(second.grads.size(), expected.grads.size());
+  for (size_t i = 0; i < expected.grads.size(); ++i) {
+    EXPECT_TRUE(BitwiseEqual(second.grads[i], expected.grads[i])) << "gradient " << i;
+  }
+  EXPECT_FALSE(BitwiseEqual(first.value, second.value));
+}
+
 // On the sin chains the arena holds everything of the run at its peak but
 // the argument and the returned value: measured peak = predicted = arena +
 // those, to the byte.
