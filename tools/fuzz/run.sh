@@ -17,7 +17,8 @@ fi
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 core=(engines/api/shape.cc engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc tools/npy.cc)
 text=(engines/api/program_text.cc engines/api/op_shape.cc engines/api/program.cc
-      engines/api/policy.cc engines/api/tracer.cc engines/api/kernels.cc engines/api/shape.cc
+      engines/api/policy.cc engines/api/tracer.cc engines/api/kernels.cc engines/api/kernel_clock.cc
+      engines/api/shape.cc
       engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc
       engines/schedule/schedule.cc)
 cli=(engines/api/*.cc engines/autodiff/*.cc engines/exec/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
