@@ -512,23 +512,41 @@ struct RowResult {
   int64_t total_flops() const { return flops_forward + flops_recomputed + flops_backward; }
 };
 
-// What an engine's timed runs took: their wall time (each call of
-// value_and_grad, the result's release included) and what it reports of its
-// kernels (Stats::seconds_in_kernels, Stats::kernel_calls). The overhead is
-// the wall time outside kernels' arithmetic: everything the engine does
+// What an engine's runs took: the wall time of the timed runs (each call of
+// value_and_grad, the result's release included; run without kernel timing,
+// RunOptions::time_kernels, whose clock reads would add tens of ns to every
+// kernel call), and what it reports of its kernels in probed runs of their
+// own (Stats::seconds_in_kernels, Stats::kernel_calls). The overhead is the
+// wall time outside kernels' arithmetic, per run: everything the engine does
 // around them (looking up a plan, allocating, bookkeeping) counts, whether
-// or not the engine's own clocks cover it.
+// or not the engine's own clocks cover it. Rows run once (big rows) have
+// only probed runs: their wall time is the probed runs'.
 struct EngineTime {
-  double wall_seconds = 0;
-  double kernel_seconds = 0;
+  double wall_seconds = 0;  // of the timed (unprobed) runs
+  int64_t runs = 0;
+  double probed_wall_seconds = 0;
+  double kernel_seconds = 0;  // of the probed runs
   int64_t kernel_calls = 0;
+  int64_t probed_runs = 0;
+
+  std::optional<double> WallPerRun() const {
+    if (runs > 0 && wall_seconds > 0) return wall_seconds / static_cast<double>(runs);
+    if (probed_runs > 0 && probed_wall_seconds > 0) {
+      return probed_wall_seconds / static_cast<double>(probed_runs);
+    }
+    return std::nullopt;
+  }
   std::optional<double> OverheadFraction() const {
-    if (wall_seconds <= 0) return std::nullopt;
-    return std::max(0.0, 1 - kernel_seconds / wall_seconds);
+    const std::optional<double> wall = WallPerRun();
+    if (!wall || probed_runs <= 0) return std::nullopt;
+    return std::max(0.0, 1 - kernel_seconds / static_cast<double>(probed_runs) / *wall);
   }
   std::optional<double> OverheadNsPerCall() const {
-    if (wall_seconds <= 0 || kernel_calls <= 0) return std::nullopt;
-    return std::max(0.0, wall_seconds - kernel_seconds) * 1e9 / static_cast<double>(kernel_calls);
+    const std::optional<double> wall = WallPerRun();
+    if (!wall || probed_runs <= 0 || kernel_calls <= 0) return std::nullopt;
+    const double runs_d = static_cast<double>(probed_runs);
+    return std::max(0.0, *wall - kernel_seconds / runs_d) * 1e9 /
+           (static_cast<double>(kernel_calls) / runs_d);
   }
 };
 

@@ -415,20 +415,30 @@ Sample TimeSample(int64_t runs, Work work) {
 // `runs` runs of `engine` on the case, timed together. Each result is
 // released inside the timing (freeing is part of a run). `stats`, if given,
 // gets the last run's stats; `time`, if given, adds up the runs' wall time
-// (the sample's) and what the engine reports of its kernels.
+// (the sample's) as timed or probed runs (options.time_kernels), and what
+// the engine reports of its kernels in probed ones.
 Sample TimeRuns(Engine& engine, const Program& program, const Case& c,
                 const RunOptions& options, int64_t runs, Stats* stats = nullptr,
                 EngineTime* time = nullptr) {
   const Sample sample = TimeSample(runs, [&](int64_t i) {
     Result r = engine.ValueAndGrad(program, c.inputs, c.wrt, options);
     benchmark::DoNotOptimize(r.value.raw());
-    if (time) {
+    if (time && options.time_kernels) {
       time->kernel_seconds += r.stats.seconds_in_kernels;
       time->kernel_calls += r.stats.kernel_calls;
     }
     if (stats && i + 1 == runs) *stats = std::move(r.stats);
   });
-  if (time) time->wall_seconds += sample.ms / 1e3 * static_cast<double>(runs);
+  if (time) {
+    const double seconds = sample.ms / 1e3 * static_cast<double>(runs);
+    if (options.time_kernels) {
+      time->probed_wall_seconds += seconds;
+      time->probed_runs += runs;
+    } else {
+      time->wall_seconds += seconds;
+      time->runs += runs;
+    }
+  }
   return sample;
 }
 
@@ -506,6 +516,9 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
   // (and refuses a row past --max-memory before allocating). The prediction
   // is a dry run, milliseconds against the row's minute.
   options.predict_memory = s->row.big;
+  // Samples are timed without kernel timing (EngineTime); a big row's one
+  // run is its probe too.
+  options.time_kernels = s->row.big;
   const bool memory_pass = g_memory.active();
   try {
     const Case& c = g_cases.Get(s->row);
@@ -532,6 +545,15 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
         SampleRow(s, c, options);
       }
       state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
+    }
+    if (!memory_pass && !s->row.big && !s->timings.row_ms.empty()) {
+      // The kernels' share: one sample's worth of probed runs, untimed as
+      // samples (EngineTime).
+      RunOptions probed = options;
+      probed.time_kernels = true;
+      if (IsCap(s->row.policy)) probed.memory_cap_bytes = s->memory_cap_bytes;
+      TimeRuns(*s->engine, s->program, c, probed, std::max<int64_t>(1, s->runs_per_sample),
+               nullptr, &s->timed);
     }
   } catch (const std::exception& e) {
     s->error = e.what();

@@ -55,6 +55,11 @@ struct RunOptions {
   bool plan_only = false;
   // Record the schedule as executed (Result::schedule).
   bool record_schedule = false;
+  // Time kernels' arithmetic (Stats::seconds_in_kernels): two clock reads a
+  // kernel call, tens of ns where a scalar kernel takes about as much. The
+  // bench times its samples without (false) and measures the kernels' share
+  // in runs of their own. Stats::kernel_calls is counted either way.
+  bool time_kernels = true;
   // Determinism check of recomputation (PyTorch's determinism_check): every
   // recomputed value must have the shape and dtype of the forward pass's; in
   // this debug mode, also the same bits. A mismatch throws remat::Error.

@@ -29,6 +29,16 @@ Shape Kernels::MatMulShape(const Shape& a, bool transpose_a, const Shape& b,
 }
 
 Tensor Kernels::NewTensor(const Shape& shape) const {
+  if (next_output_ != nullptr) {
+    Tensor* out = next_output_;
+    next_output_ = nullptr;
+    if (!out->defined() || out->dtype() != dtype() || out->shape() != shape) {
+      throw Error(StrCat(name(), " kernel: the output placed ahead is ",
+                         out->defined() ? out->TypeString() : "undefined", ", the call makes ",
+                         DTypeName(dtype()), shape.ToString()));
+    }
+    return std::move(*out);
+  }
   // Every kernel writes every element of its output.
   return Tensor::Uninitialized(dtype(), shape, tracker_);
 }

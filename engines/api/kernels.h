@@ -56,6 +56,15 @@ class Kernels {
   void Bind(std::shared_ptr<MemoryTracker> tracker) { tracker_ = std::move(tracker); }
   const std::shared_ptr<MemoryTracker>& tracker() const { return tracker_; }
 
+  // For engines that place outputs ahead of the run (engines/planned): the
+  // next kernel call writes into `*out` (its storage and shape) instead of a
+  // new tensor, and returns it, moved out of *out (no reference count
+  // touched; the engine moves it back). Neither the tracker nor any storage
+  // hook sees it: the engine counts it. Used by that call, or cleared by
+  // set_next_output(nullptr); a call whose output is of another shape or
+  // dtype throws remat::Error naming both (and leaves *out as it was).
+  void set_next_output(Tensor* out) { next_output_ = out; }
+
   // FLOPs of every kernel called since the last reset.
   int64_t flops() const { return flops_; }
   void reset_flops() { flops_ = 0; }
@@ -70,6 +79,9 @@ class Kernels {
     return static_cast<double>(kernel_ticks_) * KernelClock::SecondsPerTick();
   }
   int64_t kernel_calls() const { return kernel_calls_; }
+  // Whether calls are timed (RunOptions::time_kernels); calls are counted
+  // either way.
+  void set_timing(bool on) { timing_ = on; }
   void reset_kernel_seconds() {
     kernel_ticks_ = 0;
     kernel_calls_ = 0;
@@ -196,6 +208,11 @@ class Kernels {
   // call to the counters.
   template <typename F>
   void Timed(F&& arithmetic) {
+    if (!timing_) {
+      arithmetic();
+      ++kernel_calls_;
+      return;
+    }
     const int64_t start = KernelClock::Ticks();
     arithmetic();
     const int64_t ticks = KernelClock::Ticks() - start;
@@ -207,6 +224,8 @@ class Kernels {
   int64_t flops_ = 0;
   int64_t kernel_ticks_ = 0;
   int64_t kernel_calls_ = 0;
+  bool timing_ = true;
+  mutable Tensor* next_output_ = nullptr;  // set_next_output's
 };
 
 }  // namespace remat

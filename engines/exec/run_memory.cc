@@ -15,6 +15,7 @@ RunMemory::RunMemory(Kernels& kernels, const RunOptions& options, bool dry_run)
   // tracker the caller can check.
   if (options.on_tracker) options.on_tracker(tracker_);
   kernels_.Bind(tracker_);
+  kernels_.set_timing(options.time_kernels);
 }
 
 RunMemory::~RunMemory() {
@@ -46,12 +47,12 @@ std::vector<Tensor> RunMemory::Arguments(const Program& program, const std::vect
     } else {
       inputs.push_back(args[i]);
       // The caller's storage: counted, not owned; a shared buffer once.
-      if (arguments_.count(args[i].buffer()) == 0) {
+      if (!IsArgument(args[i].buffer())) {
         tracker_->Allocate(args[i].bytes(), Category::kInputs);
         counted_bytes_ += args[i].bytes();
       }
     }
-    arguments_.insert(inputs.back().buffer());
+    if (!IsArgument(inputs.back().buffer())) arguments_.push_back(inputs.back().buffer());
   }
   return inputs;
 }
@@ -78,11 +79,13 @@ void RunMemory::Finish(Result* result) {
   result->tracker = tracker_;
   // The books: what is still live is the Result, each buffer once; an
   // argument returned as the value (an identity program) is the caller's.
-  std::set<const Buffer*> held;
+  std::vector<const Buffer*> held;  // the value and the gradients: a handful
   int64_t held_bytes = 0;
   auto hold = [&](const Tensor& t) {
-    if (!t.defined() || arguments_.count(t.buffer()) > 0) return;
-    if (held.insert(t.buffer()).second) held_bytes += t.buffer()->bytes();
+    if (!t.defined() || IsArgument(t.buffer())) return;
+    if (std::find(held.begin(), held.end(), t.buffer()) != held.end()) return;
+    held.push_back(t.buffer());
+    held_bytes += t.buffer()->bytes();
   };
   hold(result->value);
   for (const Tensor& g : result->grads) hold(g);

@@ -20,7 +20,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <set>
+#include <algorithm>
 #include <vector>
 
 #include "engines/api/engine.h"
@@ -37,7 +37,8 @@ class RunMemory {
   // Creates the run's tracker (a dry-run tracker if `dry_run`: allocations
   // counted, none made, kernels skip their arithmetic), sets
   // options.max_memory_bytes as its hard limit (0: none), hands it to
-  // options.on_tracker as soon as it exists, and binds `kernels` to it.
+  // options.on_tracker as soon as it exists, binds `kernels` to it and sets
+  // their timing (options.time_kernels).
   RunMemory(Kernels& kernels, const RunOptions& options, bool dry_run);
   // Releases the arguments' counts if Finish did not (a run that threw),
   // removes the cap and the pressure hook, and unbinds the kernels. The
@@ -62,7 +63,9 @@ class RunMemory {
   std::vector<Tensor> Arguments(const Program& program, const std::vector<Tensor>& args);
   // Whether `buffer` is an argument's (in place or its copy): for the
   // residual listing, which lists arguments apart.
-  bool IsArgument(const Buffer* buffer) const { return arguments_.count(buffer) > 0; }
+  bool IsArgument(const Buffer* buffer) const {
+    return std::find(arguments_.begin(), arguments_.end(), buffer) != arguments_.end();
+  }
 
   // Stats' memory fields from the tracker: peak_bytes, peak_bytes_by_
   // category, peak_site, high_water_bytes_by_category, host_peak_bytes.
@@ -82,7 +85,9 @@ class RunMemory {
   Kernels& kernels_;
   std::shared_ptr<MemoryTracker> tracker_;
   int64_t counted_bytes_ = 0;  // arguments used in place
-  std::set<const Buffer*> arguments_;
+  // A handful (a program's parameters): searched, not a tree allocated per
+  // run.
+  std::vector<const Buffer*> arguments_;
 };
 
 // Shapes-only stand-ins for `args` (tensors of `tracker`, a dry-run

@@ -136,6 +136,9 @@ class ArenaStorage : public BufferStorage {
     }
     return place.offset < 0 ? nullptr : arena_ + place.offset;
   }
+  // The next buffer is one the engine placed itself (a bound buffer, see
+  // Binding): its place in the creation order is passed over.
+  void Skip() { ++next_; }
   bool diverged() const { return diverged_ || next_ != plan_.placements.size(); }
 
  private:
@@ -147,34 +150,32 @@ class ArenaStorage : public BufferStorage {
   bool diverged_ = false;
 };
 
-// The slots of a running plan, over storage the engine keeps from run to
-// run (a fresh vector of thousands of tensors, allocated, constructed and
+// The slots of a running plan, over the binding's storage (kept from run to
+// run: a fresh vector of thousands of tensors, allocated, constructed and
 // freed by every run, was a tenth of sin_plain D=1024's time outside
-// kernels). Whatever a run leaves in them, finished or thrown out of, is
-// released when the run's Slots go.
+// kernels). Bound slots keep their tensors; whatever a run leaves in the
+// others, finished or thrown out of, is released when the run's Slots go.
 class Slots {
  public:
-  Slots(std::vector<Tensor>* storage, size_t n) : slots_(*storage), n_(n) {
-    if (slots_.size() < n_) slots_.resize(n_);
-  }
+  explicit Slots(PlannedEngine::Binding* binding) : b_(*binding), n_(b_.slots.size()) {}
   ~Slots() { Clear(); }
-  Tensor& operator[](int slot) { return slots_[slot]; }
+  Tensor& operator[](int slot) { return b_.slots[slot]; }
   // The tensor a reference names: the slot's own, or a view made in `view`.
   const Tensor& Get(const SlotRef& r, Tensor* view) {
-    const Tensor& t = slots_[r.slot];
+    const Tensor& t = b_.slots[r.slot];
     if (r.whole) return t;
     *view = t.View(r.offset_bytes, r.shape);
     return *view;
   }
   void Clear() {
     for (size_t i = 0; i < n_; ++i) {
-      if (slots_[i].defined()) slots_[i] = Tensor();
+      if (!b_.bound[i] && b_.slots[i].defined()) b_.slots[i] = Tensor();
     }
     n_ = 0;
   }
 
  private:
-  std::vector<Tensor>& slots_;
+  PlannedEngine::Binding& b_;
   size_t n_;
 };
 
@@ -250,25 +251,35 @@ std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
     const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt,
     const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker, double* seconds) {
   *seconds = 0;
+  // Storage sharing changes what is counted (a shared buffer once).
+  auto first_sharer = [&args](size_t i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (args[j].buffer() == args[i].buffer()) return j;
+    }
+    return i;
+  };
+  auto same_args = [&](const std::vector<ArgSignature>& sig) {
+    if (sig.size() != args.size()) return false;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!(sig[i] == ArgSignature{args[i].dtype(), args[i].shape(), first_sharer(i),
+                                   args[i].offset_bytes()})) {
+        return false;
+      }
+    }
+    return true;
+  };
+  auto matches = [&](const Entry& e) {
+    return e.wrt == wrt && same_args(e.args) && SameStructure(e.program, program);
+  };
+  // Repeated runs of one case, the common use, confirm the last plan used
+  // in one pass over the program, without hashing it first (or building
+  // anything).
+  if (last_ != nullptr && matches(*last_)) return last_->plan;
   std::vector<ArgSignature> signature;
   signature.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    // Storage sharing changes what is counted (a shared buffer once).
-    size_t first = i;
-    for (size_t j = 0; j < i; ++j) {
-      if (args[j].buffer() == args[i].buffer()) {
-        first = j;
-        break;
-      }
-    }
-    signature.push_back({args[i].dtype(), args[i].shape(), first, args[i].offset_bytes()});
+    signature.push_back({args[i].dtype(), args[i].shape(), first_sharer(i), args[i].offset_bytes()});
   }
-  auto matches = [&](const Entry& e) {
-    return e.wrt == wrt && e.args == signature && SameStructure(e.program, program);
-  };
-  // Repeated runs of one case, the common use, confirm the last plan used
-  // in one pass over the program, without hashing it first.
-  if (last_ != nullptr && matches(*last_)) return last_->plan;
   Hasher h;
   h.Value(StructureHash(program));
   for (const ArgSignature& a : signature) {
@@ -294,6 +305,7 @@ std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
       Compile(kernels_.get(), planner_.get(), program, dry_args, wrt, on_tracker);
   if (cache_.size() >= kMaxCachedPlans) {
     cache_.clear();
+    bindings_.clear();
     last_ = nullptr;
   }
   last_ = &cache_.emplace(key, Entry{program, std::move(signature), wrt, plan})->second;
@@ -348,6 +360,60 @@ void PlannedEngine::PoisonArenaForTesting() {
   if (arena_ != nullptr) std::memset(arena_->data(), 0xff, static_cast<size_t>(arena_->bytes()));
 }
 
+// Bound buffers: those whose storage is the same place in the arena on
+// every run, made by an instruction (kernel, zeros, uninit) and never
+// returned. Their tensors are made once, over the arena (storage a binder
+// tracker of its own counts, not the run's), so a run creates no Buffer for
+// them: it counts their bytes in its tracker where the Buffer would have,
+// and the kernel writes into the tensor (Kernels::set_next_output). On the
+// scalar chains, making and destroying a Buffer per op was a third of
+// planned's time outside kernels. A binding lives as long as its plan is
+// cached and the arena block is the same.
+PlannedEngine::Binding& PlannedEngine::Bind(const CompiledPlan& plan) {
+  auto found = bindings_.find(&plan);
+  if (found != bindings_.end()) return found->second;
+  if (bindings_.size() >= kMaxCachedPlans) bindings_.clear();
+  Binding& b = bindings_[&plan];
+  const size_t n = static_cast<size_t>(plan.num_buffers + plan.num_params);
+  b.slots.resize(n);
+  b.bound.assign(n, false);
+  b.bytes.assign(n, 0);
+  b.live.assign(n, kNotLive);
+  std::vector<bool> returned(n, false);
+  returned[plan.value.slot] = true;
+  for (const SlotRef& g : plan.grads) returned[g.slot] = true;
+  b.binder = std::make_shared<MemoryTracker>();
+  char* arena = static_cast<char*>(arena_->data());
+  class At : public BufferStorage {
+   public:
+    explicit At(const MemoryTracker* t) : t_(t) {}
+    const MemoryTracker* tracker() const override { return t_; }
+    void* Take(int64_t, Category) override { return at; }
+    char* at = nullptr;
+
+   private:
+    const MemoryTracker* t_;
+  } at(b.binder.get());
+  const ScopedBufferStorage placed(&at);
+  for (const Instruction& in : plan.instructions) {
+    const bool makes = in.kind == Instruction::Kind::kKernel ||
+                       in.kind == Instruction::Kind::kZeros ||
+                       in.kind == Instruction::Kind::kUninit;
+    if (!makes || in.out < 0 || in.out >= plan.num_buffers || returned[in.out] ||
+        b.bound[in.out]) {
+      continue;
+    }
+    const Placement& place = plan.placements[in.out];
+    const int64_t bytes = in.out_shape.num_elements() * DTypeSize(kernels_->dtype());
+    if (place.offset < 0 || place.alias_of >= 0 || place.bytes != bytes) continue;
+    at.at = arena + place.offset;
+    b.slots[in.out] = Tensor::Uninitialized(kernels_->dtype(), in.out_shape, b.binder);
+    b.bound[in.out] = true;
+    b.bytes[in.out] = bytes;
+  }
+  return b;
+}
+
 Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
                               const std::vector<Tensor>& args, const RunOptions& options) {
   Kernels& k = *kernels_;
@@ -372,12 +438,27 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   // writing it (kZeros and kZeroFill zero what must start at zero), so
   // reusing it changes no bit.
   if (arena_ == nullptr || arena_->bytes() < plan.arena_bytes) {
+    bindings_.clear();  // their tensors are views of the old block
     arena_.reset();
     arena_ = std::make_unique<Buffer>(plan.arena_bytes, nullptr, Category::kActivations,
                                       /*zero=*/false);
   }
   tracker->AddStorage(plan.arena_bytes);
-  Slots slots(&slots_, static_cast<size_t>(plan.num_buffers + plan.num_params));
+  Binding& binding = Bind(plan);
+  // A run that throws may leave a bound tensor moved out or counted live:
+  // its binding is dropped (made again by the next run), before the Slots
+  // over it go.
+  struct DropOnThrow {
+    PlannedEngine* engine;
+    const CompiledPlan* plan;
+    bool finished = false;
+    ~DropOnThrow() {
+      if (finished) return;
+      engine->kernels_->set_next_output(nullptr);
+      engine->bindings_.erase(plan);
+    }
+  } drop_on_throw{this, &plan};
+  Slots slots(&binding);
   ArenaStorage storage(tracker, plan, static_cast<char*>(arena_->data()), [&slots](int buffer) {
     const Tensor& t = slots[buffer];
     return t.defined() ? static_cast<char*>(t.raw()) : nullptr;
@@ -400,12 +481,14 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   k.reset_flops();
   k.reset_kernel_seconds();
   int site = -1;
-  const Clock::time_point start = Clock::now();
-  Clock::time_point backward = start;
+  // The kernels' clock (a TSC read where there is one), not steady_clock's
+  // vDSO call: three reads a run were a twentieth of sin_plain D=8's.
+  const int64_t start = KernelClock::Ticks();
+  int64_t backward = start;
   const size_t n = plan.instructions.size();
   for (size_t i = 0; i < n; ++i) {
     const Instruction& in = plan.instructions[i];
-    if (i == plan.backward_start) backward = Clock::now();
+    if (i == plan.backward_start) backward = KernelClock::Ticks();
     if (in.site >= 0) {
       if (in.site != site) {
         site = in.site;
@@ -414,15 +497,35 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
       tracker->set_category(in.category);
     }
     Tensor view0, view1;
+    // A bound buffer is counted here, where its Buffer would have counted
+    // itself (before the kernel's scratchpad), and keeps its tensor.
+    const bool bound = in.out >= 0 && binding.bound[in.out];
+    if (bound && in.kind != Instruction::Kind::kFree) {
+      tracker->Allocate(binding.bytes[in.out], in.category);
+      binding.live[in.out] = in.category;
+      storage.Skip();
+    }
     switch (in.kind) {
       case Instruction::Kind::kKernel:
-        slots[in.out] = RunKernel(k, in, slots);
+        if (bound) {
+          // Moved out into the kernel and back: a bound tensor is taken
+          // from its slot for the call (a kernel that throws takes it with
+          // it: the binding is dropped, DropOnThrow).
+          k.set_next_output(&binding.slots[in.out]);
+          binding.slots[in.out] = RunKernel(k, in, slots);
+        } else {
+          slots[in.out] = RunKernel(k, in, slots);
+        }
         break;
       case Instruction::Kind::kZeros:
-        slots[in.out] = Tensor::Zeros(k.dtype(), in.out_shape, memory.tracker(), in.category);
+        if (bound) {
+          std::memset(binding.slots[in.out].raw(), 0, static_cast<size_t>(binding.bytes[in.out]));
+        } else {
+          slots[in.out] = Tensor::Zeros(k.dtype(), in.out_shape, memory.tracker(), in.category);
+        }
         break;
       case Instruction::Kind::kUninit:
-        slots[in.out] = Tensor::Uninitialized(k.dtype(), in.out_shape, memory.tracker());
+        if (!bound) slots[in.out] = Tensor::Uninitialized(k.dtype(), in.out_shape, memory.tracker());
         break;
       case Instruction::Kind::kCopy:
         slots[in.out] = Copy(slots.Get(in.operands[0], &view0), memory.tracker());
@@ -442,10 +545,22 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
         slots.Get(in.operands[0], &view0).f32()[0] = 1.0f;
         break;
       case Instruction::Kind::kFree:
-        slots[in.out] = Tensor();
+        if (bound) {
+          tracker->Release(binding.bytes[in.out], binding.live[in.out]);
+          binding.live[in.out] = kNotLive;
+        } else {
+          slots[in.out] = Tensor();
+        }
         break;
     }
   }
+  // Bound buffers the plan never frees are released with the run's own.
+  for (size_t i = 0; i < binding.live.size(); ++i) {
+    if (binding.live[i] == kNotLive) continue;
+    tracker->Release(binding.bytes[i], binding.live[i]);
+    binding.live[i] = kNotLive;
+  }
+  drop_on_throw.finished = true;
   const double seconds_in_kernels = k.kernel_seconds();
   const int64_t kernel_calls = k.kernel_calls();
   Tensor view;
@@ -453,7 +568,7 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   for (const SlotRef& g : plan.grads) result.grads.push_back(slots.Get(g, &view));
   view = Tensor();
   slots.Clear();
-  const Clock::time_point end = Clock::now();
+  const int64_t end = KernelClock::Ticks();
   if (storage.diverged()) {
     throw Error(StrCat("planned: program ", program.name,
                        ": the run's allocations differ from its compiled plan"));
@@ -468,8 +583,8 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   s.flops_recomputed = plan.stats.flops_recomputed;
   s.flops_backward = plan.stats.flops_backward;
   s.op_runs = plan.stats.op_runs;
-  s.seconds_forward = std::chrono::duration<double>(backward - start).count();
-  s.seconds_backward = std::chrono::duration<double>(end - backward).count();
+  s.seconds_forward = static_cast<double>(backward - start) * KernelClock::SecondsPerTick();
+  s.seconds_backward = static_cast<double>(end - backward) * KernelClock::SecondsPerTick();
   s.seconds_in_kernels = seconds_in_kernels;
   s.kernel_calls = kernel_calls;
   s.arena_bytes = plan.arena_bytes;

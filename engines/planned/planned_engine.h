@@ -72,13 +72,28 @@ class PlannedEngine : public Engine {
   // The arena storage held between runs (0 before the first run or after
   // ReleaseArena), and giving it back.
   int64_t arena_reserved_bytes() const { return arena_ ? arena_->bytes() : 0; }
-  void ReleaseArena() { arena_.reset(); }
+  void ReleaseArena() {
+    bindings_.clear();
+    arena_.reset();
+  }
   // Tests: fills the kept arena with 0xff bytes (NaNs), so that a run that
   // read arena memory before writing it would not give eager's bits.
   void PoisonArenaForTesting();
 
   // Plans kept at most; the cache is emptied when a new one would pass it.
   static constexpr size_t kMaxCachedPlans = 256;
+
+  // A plan's slots, bound to the arena block (planned_engine.cc, Bind).
+  static constexpr Category kNotLive = Category::kCount;
+  struct Binding {
+    std::vector<Tensor> slots;   // by slot: a bound buffer's tensor, kept
+    std::vector<bool> bound;     // by slot
+    std::vector<int64_t> bytes;  // by slot: a bound buffer's
+    // By slot: the category a bound buffer was counted in this run, or
+    // kNotLive.
+    std::vector<Category> live;
+    std::shared_ptr<MemoryTracker> binder;  // counts the bound tensors' storage
+  };
 
  private:
   // The cached plan, or a new one (its compile time in *seconds).
@@ -124,9 +139,9 @@ class PlannedEngine : public Engine {
   const Entry* last_ = nullptr;
   // The arena's storage, reused by every run (see above).
   std::unique_ptr<Buffer> arena_;
-  // The slots of the running plan, kept with their capacity between runs
-  // (released at the end of each run).
-  std::vector<Tensor> slots_;
+  // By plan (cleared with the cache, or when the arena block changes).
+  Binding& Bind(const CompiledPlan& plan);
+  std::unordered_map<const CompiledPlan*, Binding> bindings_;
 };
 
 // Whether two programs are the same structure: ops, attributes, shapes,
