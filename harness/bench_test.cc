@@ -819,13 +819,34 @@ TEST(BenchPlausibility, PairedRowsCarryEagersFlopsAndScalarProblemsAreNotChecked
 
 // The overhead per kernel call, and planned's against eager's on the case.
 TEST(BenchPlausibility, OverheadPerCallIsComparedWithEagers) {
-  EngineTime eager_time{/*wall_seconds=*/2e-3, /*kernel_seconds=*/0.5e-3, /*kernel_calls=*/1000};
+  // Eager: 10 timed runs of 2 ms (unprobed); 2 probed runs with 0.5 ms in
+  // kernels and 1000 calls each: 1.5 ms outside kernels a run, 1500 ns a call.
+  EngineTime eager_time;
+  eager_time.wall_seconds = 20e-3;
+  eager_time.runs = 10;
+  eager_time.probed_wall_seconds = 4.4e-3;  // probes cost time: not used
+  eager_time.kernel_seconds = 1e-3;
+  eager_time.kernel_calls = 2000;
+  eager_time.probed_runs = 2;
   EXPECT_NEAR(*eager_time.OverheadFraction(), 0.75, 1e-12);
   EXPECT_NEAR(*eager_time.OverheadNsPerCall(), 1500, 1e-9);
-  EngineTime planned_time{0.6e-3, 0.5e-3, 1000};
+  EngineTime planned_time = eager_time;
+  planned_time.wall_seconds = 6e-3;  // 0.6 ms a run
   EXPECT_NEAR(*planned_time.OverheadNsPerCall(), 100, 1e-9);
   EXPECT_FALSE(EngineTime{}.OverheadFraction());
-  EXPECT_FALSE((EngineTime{1e-3, 0, 0}.OverheadNsPerCall()));  // no calls reported
+  EngineTime no_probe = eager_time;
+  no_probe.probed_runs = 0;
+  EXPECT_FALSE(no_probe.OverheadFraction());
+  EngineTime no_calls = eager_time;
+  no_calls.kernel_calls = 0;  // an engine that reports none
+  EXPECT_FALSE(no_calls.OverheadNsPerCall());
+  // A big row: its one run is probed, and its wall time is that run's.
+  EngineTime big;
+  big.probed_wall_seconds = 0.1;
+  big.kernel_seconds = 0.09;
+  big.kernel_calls = 10;
+  big.probed_runs = 1;
+  EXPECT_NEAR(*big.OverheadFraction(), 0.1, 1e-12);
 
   std::vector<RowResult> rows = {Fake("sin_plain", "eager", "as-written", 2.0, {{"D", 8}}),
                                  Fake("sin_plain", "planned", "as-written", 0.6, {{"D", 8}})};

@@ -53,7 +53,7 @@ nlohmann::json StatsToJson(const Stats& s) {
           {"host_peak_bytes", s.host_peak_bytes},
           {"predicted_peak_bytes", s.predicted_peak_bytes},
           {"predicted_peak_site", s.predicted_peak_site},
-          {"op_runs", s.op_runs},
+          {"op_runs", s.op_runs.map()},
           {"residual_bytes", s.residual_bytes},
           {"residuals", residuals},
           {"flops_forward", s.flops_forward},

@@ -47,6 +47,42 @@ class ResidualList {
   std::shared_ptr<const std::vector<Residual>> lines_;
 };
 
+// How many times each op ran, by Program::Describe(op): a map shared
+// between copies of Stats until one of them changes it (a compiled engine
+// hands every run its plan's counts without copying a map of strings).
+class OpRuns {
+ public:
+  using Map = std::map<std::string, int64_t>;
+  OpRuns() = default;
+  OpRuns(Map runs)  // NOLINT: a map is the counts
+      : runs_(std::make_shared<Map>(std::move(runs))) {}
+
+  // The count of `op`, created at 0; copies the map first if it is shared.
+  int64_t& operator[](const std::string& op) { return Mutable()[op]; }
+  const Map& map() const {
+    static const Map kNone;
+    return runs_ ? *runs_ : kNone;
+  }
+  Map::const_iterator begin() const { return map().begin(); }
+  Map::const_iterator end() const { return map().end(); }
+  size_t size() const { return map().size(); }
+  bool empty() const { return map().empty(); }
+  size_t count(const std::string& op) const { return map().count(op); }
+  int64_t at(const std::string& op) const { return map().at(op); }
+  bool operator==(const OpRuns& other) const { return map() == other.map(); }
+
+ private:
+  Map& Mutable() {
+    if (!runs_) {
+      runs_ = std::make_shared<Map>();
+    } else if (runs_.use_count() > 1) {
+      runs_ = std::make_shared<Map>(*runs_);
+    }
+    return *runs_;
+  }
+  std::shared_ptr<Map> runs_;
+};
+
 struct Stats {
   // Device memory: the high-water mark of live bytes during the run, as the
   // MemoryTracker measured it (arguments, activations, gradients and oneDNN's
@@ -77,7 +113,7 @@ struct Stats {
 
   // How many times each op ran forward (recomputation included), by
   // Program::Describe(op); a scan body's ops count once per step.
-  std::map<std::string, int64_t> op_runs;
+  OpRuns op_runs;
 
   // Engines that compile a run ahead of it (engines/planned): the seconds
   // this run spent compiling (0 when a plan of the same program, shapes and
