@@ -1176,8 +1176,9 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
          "peak = the MemoryTracker's high-water mark, activations = the "
          "activations live at that moment\n(the rest: arguments, gradients, scratchpad); "
          "residual = saved for the backward pass (arguments excluded);\n"
-         "overhead = the share of the engine's wall time outside kernels' arithmetic; per call = "
-         "that time\nper kernel call (in parentheses: / eager's on the same case).\n\n";
+         "overhead = the share of the engine's wall time outside kernels' arithmetic (in runs "
+         "that time\nkernels); per call = the samples' time outside kernels per kernel call "
+         "(in parentheses:\n/ eager's on the same case).\n\n";
   for (const Line& line : lines) {
     std::string text;
     for (size_t c = 0; c < line.size(); ++c) {

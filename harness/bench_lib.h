@@ -515,12 +515,20 @@ struct RowResult {
 // What an engine's runs took: the wall time of the timed runs (each call of
 // value_and_grad, the result's release included; run without kernel timing,
 // RunOptions::time_kernels, whose clock reads would add tens of ns to every
-// kernel call), and what it reports of its kernels in probed runs of their
-// own (Stats::seconds_in_kernels, Stats::kernel_calls). The overhead is the
-// wall time outside kernels' arithmetic, per run: everything the engine does
-// around them (looking up a plan, allocating, bookkeeping) counts, whether
-// or not the engine's own clocks cover it. Rows run once (big rows) have
-// only probed runs: their wall time is the probed runs'.
+// kernel call), and the wall time and what it reports of its kernels in
+// probed runs of their own (Stats::seconds_in_kernels, Stats::kernel_calls).
+// Everything the engine does around its kernels (looking up a plan,
+// allocating, bookkeeping) is overhead, whether or not its own clocks cover
+// it:
+// - OverheadFraction: of the probed runs' wall time, the share outside
+//   kernels' arithmetic (both from the same runs: on the matrix problems a
+//   difference of a few percent between two means of runs taken apart would
+//   be noise);
+// - OverheadNsPerCall: the timed runs' mean wall time less the probed runs'
+//   mean kernel time, per kernel call (the probes' own cost, tens of ns a
+//   call, would otherwise be most of a compiled engine's on the scalar
+//   chains). Rows run once (big rows) have only probed runs: their wall
+//   time is the probed runs'.
 struct EngineTime {
   double wall_seconds = 0;  // of the timed (unprobed) runs
   int64_t runs = 0;
@@ -537,9 +545,8 @@ struct EngineTime {
     return std::nullopt;
   }
   std::optional<double> OverheadFraction() const {
-    const std::optional<double> wall = WallPerRun();
-    if (!wall || probed_runs <= 0) return std::nullopt;
-    return std::max(0.0, 1 - kernel_seconds / static_cast<double>(probed_runs) / *wall);
+    if (probed_runs <= 0 || probed_wall_seconds <= 0) return std::nullopt;
+    return std::max(0.0, 1 - kernel_seconds / probed_wall_seconds);
   }
   std::optional<double> OverheadNsPerCall() const {
     const std::optional<double> wall = WallPerRun();

@@ -547,12 +547,12 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
       state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
     }
     if (!memory_pass && !s->row.big && !s->timings.row_ms.empty()) {
-      // The kernels' share: one sample's worth of probed runs, untimed as
-      // samples (EngineTime).
+      // The kernels' share: one sample's worth of probed runs (two at
+      // least), untimed as samples (EngineTime).
       RunOptions probed = options;
       probed.time_kernels = true;
       if (IsCap(s->row.policy)) probed.memory_cap_bytes = s->memory_cap_bytes;
-      TimeRuns(*s->engine, s->program, c, probed, std::max<int64_t>(1, s->runs_per_sample),
+      TimeRuns(*s->engine, s->program, c, probed, std::max<int64_t>(2, s->runs_per_sample),
                nullptr, &s->timed);
     }
   } catch (const std::exception& e) {

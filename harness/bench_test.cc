@@ -824,7 +824,7 @@ TEST(BenchPlausibility, OverheadPerCallIsComparedWithEagers) {
   EngineTime eager_time;
   eager_time.wall_seconds = 20e-3;
   eager_time.runs = 10;
-  eager_time.probed_wall_seconds = 4.4e-3;  // probes cost time: not used
+  eager_time.probed_wall_seconds = 4e-3;
   eager_time.kernel_seconds = 1e-3;
   eager_time.kernel_calls = 2000;
   eager_time.probed_runs = 2;
@@ -832,7 +832,9 @@ TEST(BenchPlausibility, OverheadPerCallIsComparedWithEagers) {
   EXPECT_NEAR(*eager_time.OverheadNsPerCall(), 1500, 1e-9);
   EngineTime planned_time = eager_time;
   planned_time.wall_seconds = 6e-3;  // 0.6 ms a run
+  planned_time.probed_wall_seconds = 1.4e-3;  // the probes' cost is in these
   EXPECT_NEAR(*planned_time.OverheadNsPerCall(), 100, 1e-9);
+  EXPECT_NEAR(*planned_time.OverheadFraction(), 1 - 1.0 / 1.4, 1e-12);
   EXPECT_FALSE(EngineTime{}.OverheadFraction());
   EngineTime no_probe = eager_time;
   no_probe.probed_runs = 0;
