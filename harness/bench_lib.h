@@ -528,7 +528,11 @@ struct RowResult {
 //   mean kernel time, per kernel call (the probes' own cost, tens of ns a
 //   call, would otherwise be most of a compiled engine's on the scalar
 //   chains). Rows run once (big rows) have only probed runs: their wall
-//   time is the probed runs'.
+//   time is the probed runs'. Only where the overhead is at least
+//   kMinOverheadShareForPerCall of the time: below it (the matrix problems:
+//   0.3-7%) the difference of the two means is within their noise (it
+//   measured 0 to 27 us a call on scan_stack's rows of one run).
+inline constexpr double kMinOverheadShareForPerCall = 0.1;
 struct EngineTime {
   double wall_seconds = 0;  // of the timed (unprobed) runs
   int64_t runs = 0;
@@ -550,7 +554,10 @@ struct EngineTime {
   }
   std::optional<double> OverheadNsPerCall() const {
     const std::optional<double> wall = WallPerRun();
-    if (!wall || probed_runs <= 0 || kernel_calls <= 0) return std::nullopt;
+    const std::optional<double> share = OverheadFraction();
+    if (!wall || !share || *share < kMinOverheadShareForPerCall || kernel_calls <= 0) {
+      return std::nullopt;
+    }
     const double runs_d = static_cast<double>(probed_runs);
     return std::max(0.0, *wall - kernel_seconds / runs_d) * 1e9 /
            (static_cast<double>(kernel_calls) / runs_d);

@@ -845,10 +845,15 @@ TEST(BenchPlausibility, OverheadPerCallIsComparedWithEagers) {
   // A big row: its one run is probed, and its wall time is that run's.
   EngineTime big;
   big.probed_wall_seconds = 0.1;
-  big.kernel_seconds = 0.09;
+  big.kernel_seconds = 0.08;
   big.kernel_calls = 10;
   big.probed_runs = 1;
-  EXPECT_NEAR(*big.OverheadFraction(), 0.1, 1e-12);
+  EXPECT_NEAR(*big.OverheadFraction(), 0.2, 1e-12);
+  EXPECT_NEAR(*big.OverheadNsPerCall(), 2e6, 1e-3);
+  // Under a tenth of the time outside kernels: no per-call figure.
+  big.kernel_seconds = 0.095;
+  EXPECT_TRUE(big.OverheadFraction());
+  EXPECT_FALSE(big.OverheadNsPerCall());
 
   std::vector<RowResult> rows = {Fake("sin_plain", "eager", "as-written", 2.0, {{"D", 8}}),
                                  Fake("sin_plain", "planned", "as-written", 0.6, {{"D", 8}})};
