@@ -1,0 +1,115 @@
+// engine_loop: one problem on one engine, run back to back: an engine's time
+// outside its kernels, per run and per kernel call, without the bench's
+// sampling, and a process to profile (perf record -g
+// bazel-bin/harness/engine_loop ...).
+//
+//   tools/bazel run //harness:engine_loop -- --problem=sin_plain \
+//       --engine=planned --param=D=1024 --runs=2000
+//
+// Prints the least wall time of --runs runs made without kernel timing
+// (RunOptions::time_kernels off), the mean kernel time and calls of as many
+// probed runs after them, and the difference: what the bench's "per call"
+// is, with the least run instead of the samples' mean.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "engines/api/engine.h"
+#include "engines/api/error.h"
+#include "engines/api/registry.h"
+#include "problems/problem.h"
+
+namespace remat {
+namespace {
+
+namespace po = boost::program_options;
+
+int Main(int argc, char** argv) {
+  std::string problem_name;
+  std::string engine_name = "eager";
+  std::vector<std::string> param_flags;
+  int64_t runs = 1000;
+  po::options_description desc(
+      "engine_loop: an engine's time outside kernels on one problem, runs back to back");
+  desc.add_options()("problem", po::value(&problem_name)->required(), "problem name")(
+      "engine", po::value(&engine_name)->default_value(engine_name), "engine name")(
+      "param", po::value(&param_flags), "NAME=VALUE, repeatable: a problem parameter")(
+      "runs", po::value(&runs)->default_value(runs), "timed runs, and as many probed ones")(
+      "help", "this help");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, desc), vm);
+  if (vm.count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  po::notify(vm);
+  if (runs < 1) throw Error(StrCat("--runs=", runs, ": at least one run"));
+
+  const Problem& problem = FindProblem(problem_name);
+  std::map<std::string, int64_t> overrides;
+  for (const std::string& p : param_flags) {
+    const size_t eq = p.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error(StrCat("--param ", p, ": expected NAME=VALUE"));
+    }
+    try {
+      overrides[p.substr(0, eq)] = std::stoll(p.substr(eq + 1));
+    } catch (const std::exception&) {
+      throw Error(StrCat("--param ", p, ": the value is not an integer"));
+    }
+  }
+  const ParamValues params = ResolveParams(problem, overrides);
+  const Program program = problem.Build(params);
+  const std::vector<Tensor> inputs = MakeInputs(problem, program, params, /*seed=*/1);
+  const std::vector<int> wrt = WrtIndices(problem, program);
+  const std::unique_ptr<Engine> engine = MakeEngine(engine_name);
+
+  RunOptions options;
+  options.predict_memory = false;
+  options.time_kernels = false;
+  engine->ValueAndGrad(program, inputs, wrt, options);  // compiles, warms up
+  using Clock = std::chrono::steady_clock;
+  double best = 1e30;
+  for (int64_t i = 0; i < runs; ++i) {
+    const Clock::time_point start = Clock::now();
+    { Result r = engine->ValueAndGrad(program, inputs, wrt, options); }
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  options.time_kernels = true;
+  double kernel_seconds = 0;
+  int64_t calls = 0;
+  for (int64_t i = 0; i < runs; ++i) {
+    const Result r = engine->ValueAndGrad(program, inputs, wrt, options);
+    kernel_seconds += r.stats.seconds_in_kernels;
+    calls += r.stats.kernel_calls;
+  }
+  const double kernels = kernel_seconds / static_cast<double>(runs);
+  const double calls_per_run = static_cast<double>(calls) / static_cast<double>(runs);
+  const double outside = std::max(0.0, best - kernels);
+  std::printf("%s on %s %s: least of %lld runs %.2f us; kernels %.2f us in %.0f calls (probed "
+              "runs' mean); outside kernels %.2f us",
+              engine_name.c_str(), problem_name.c_str(), FormatParams(params).c_str(),
+              static_cast<long long>(runs), 1e6 * best, 1e6 * kernels, calls_per_run,
+              1e6 * outside);
+  if (calls_per_run > 0) std::printf(", %.1f ns a call", 1e9 * outside / calls_per_run);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  try {
+    return remat::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine_loop: %s\n", e.what());
+    return 2;
+  }
+}
