@@ -63,7 +63,7 @@ void MemoryTracker::Allocate(int64_t bytes, Category category) {
   if (live_total_ > peak_total_) {
     peak_total_ = live_total_;
     at_peak_ = live_;
-    peak_site_ = site();
+    SetPeakSite();
   }
 }
 
@@ -79,9 +79,29 @@ void MemoryTracker::Release(int64_t bytes, Category category) {
 void MemoryTracker::ResetPeak() {
   peak_total_ = live_total_;
   at_peak_ = live_;
-  peak_site_ = site();
+  SetPeakSite();
   peak_host_ = live_host_;
   high_water_ = live_;
+}
+
+void MemoryTracker::SetPeakSite() {
+  if (site_ref_ != nullptr) {
+    peak_site_ref_ = site_ref_;
+  } else {
+    peak_site_ = site_;
+    peak_site_ref_ = nullptr;
+  }
+}
+
+void MemoryTracker::DetachSiteRefs() {
+  if (peak_site_ref_ != nullptr) {
+    peak_site_ = *peak_site_ref_;
+    peak_site_ref_ = nullptr;
+  }
+  if (site_ref_ != nullptr) {
+    site_ = *site_ref_;
+    site_ref_ = nullptr;
+  }
 }
 
 ScopedSite::ScopedSite(MemoryTracker* tracker, Category category, std::string site)

@@ -67,10 +67,15 @@ class MemoryTracker {
     site_ = std::move(site);
     site_ref_ = nullptr;
   }
-  // The site without a copy: `site` must stay alive and unchanged until the
-  // next set_site or set_site_ref (a compiled plan's names, kept by the
-  // engine for the run). The peak's site is still copied (peak_site()).
+  // The site without a copy: `site` must stay alive and unchanged until
+  // DetachSiteRefs (a compiled plan's names, kept by the engine for the run;
+  // a new peak refers to it too, where a copy a peak cost a forward pass one
+  // per op).
   void set_site_ref(const std::string& site) { site_ref_ = &site; }
+  // Copies what set_site_ref named (the site, the peak's site) into the
+  // tracker: an engine calls it before those strings may go, and before the
+  // tracker leaves the run (Result::tracker, RunOptions::on_tracker).
+  void DetachSiteRefs();
 
   // A dry-run tracker counts allocations without making them: buffers it
   // counts have no storage, and kernels skip their arithmetic. Engines use it
@@ -114,7 +119,9 @@ class MemoryTracker {
   // The highest live bytes of one category alone, over the run (kHost's is
   // peak_host_bytes()). high_water_bytes(c) >= peak_bytes(c).
   int64_t high_water_bytes(Category c) const { return high_water_[static_cast<int>(c)]; }
-  const std::string& peak_site() const { return peak_site_; }
+  const std::string& peak_site() const {
+    return peak_site_ref_ != nullptr ? *peak_site_ref_ : peak_site_;
+  }
 
   // Forgets the high-water mark: the peak restarts from the live bytes now.
   void ResetPeak();
@@ -128,6 +135,8 @@ class MemoryTracker {
   void AddStorage(int64_t bytes) { storage_bytes_ += bytes; }
 
  private:
+  // The peak's site: the current one, by reference if it is one.
+  void SetPeakSite();
   bool dry_run_ = false;
   Category category_ = Category::kActivations;
   std::string site_;
@@ -146,6 +155,7 @@ class MemoryTracker {
   int64_t peak_host_ = 0;
   int64_t storage_bytes_ = 0;
   std::string peak_site_;
+  const std::string* peak_site_ref_ = nullptr;  // instead of peak_site_ (set_site_ref)
 };
 
 // Sets the tracker's category and site for a scope, then restores them.

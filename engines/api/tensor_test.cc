@@ -51,20 +51,28 @@ TEST(MemoryTrackerTest, CountsLivePeakAndWhere) {
 }
 
 // set_site_ref names the site without copying it: the tracker reads the
-// caller's string; set_site takes a copy again; the peak's site is a copy.
-TEST(MemoryTrackerTest, SiteByReferenceReadsTheCallersString) {
+// caller's string, for the site and a peak reached there, until
+// DetachSiteRefs copies both in; set_site takes a copy as before.
+TEST(MemoryTrackerTest, SiteByReferenceUntilDetached) {
   MemoryTracker tracker;
   std::string name = "plan op 1";
   tracker.set_site_ref(name);
   EXPECT_EQ(&tracker.site(), &name);
   tracker.Allocate(100, Category::kActivations);
+  EXPECT_EQ(&tracker.peak_site(), &name);
+  tracker.DetachSiteRefs();
   name = "changed";
-  EXPECT_EQ(tracker.site(), "changed");
+  EXPECT_EQ(tracker.site(), "plan op 1");
   EXPECT_EQ(tracker.peak_site(), "plan op 1");
+  std::string next = "plan op 2";
+  tracker.set_site_ref(next);
   tracker.set_site("own copy");
-  name = "changed again";
+  tracker.Allocate(50, Category::kActivations);  // a new peak, at a copied site
+  tracker.DetachSiteRefs();
+  next = "changed again";
   EXPECT_EQ(tracker.site(), "own copy");
-  tracker.Release(100, Category::kActivations);
+  EXPECT_EQ(tracker.peak_site(), "own copy");
+  tracker.Release(150, Category::kActivations);
 }
 
 // The high-water mark of one category is not what it held at the total

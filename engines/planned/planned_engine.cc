@@ -157,7 +157,7 @@ class ArenaStorage : public BufferStorage {
 // others, finished or thrown out of, is released when the run's Slots go.
 class Slots {
  public:
-  explicit Slots(PlannedEngine::Binding* binding) : b_(*binding), n_(b_.slots.size()) {}
+  explicit Slots(PlannedEngine::Binding* binding) : b_(*binding) {}
   ~Slots() { Clear(); }
   Tensor& operator[](int slot) { return b_.slots[slot]; }
   // The tensor a reference names: the slot's own, or a view made in `view`.
@@ -168,15 +168,16 @@ class Slots {
     return *view;
   }
   void Clear() {
-    for (size_t i = 0; i < n_; ++i) {
-      if (!b_.bound[i] && b_.slots[i].defined()) b_.slots[i] = Tensor();
+    if (cleared_) return;
+    for (const int i : b_.dynamic_slots) {
+      if (b_.slots[i].defined()) b_.slots[i] = Tensor();
     }
-    n_ = 0;
+    cleared_ = true;
   }
 
  private:
   PlannedEngine::Binding& b_;
-  size_t n_;
+  bool cleared_ = false;
 };
 
 Tensor RunKernel(Kernels& k, const Instruction& in, Slots& slots) {
@@ -411,6 +412,14 @@ PlannedEngine::Binding& PlannedEngine::Bind(const CompiledPlan& plan) {
     b.bound[in.out] = true;
     b.bytes[in.out] = bytes;
   }
+  // What a run walks instead of every slot.
+  for (size_t i = 0; i < n; ++i) (b.bound[i] ? b.bound_slots : b.dynamic_slots).push_back(i);
+  b.arg_cast.assign(plan.num_params, false);
+  for (int i = 0; i < plan.num_buffers; ++i) {
+    if (plan.cast_of[i] < 0) continue;
+    b.casts.emplace_back(i, plan.cast_of[i]);
+    b.arg_cast[plan.cast_of[i]] = true;
+  }
   return b;
 }
 
@@ -448,16 +457,19 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   // A run that throws may leave a bound tensor moved out or counted live:
   // its binding is dropped (made again by the next run), before the Slots
   // over it go.
+  // The tracker refers to the plan's sites (set_site_ref) until then.
   struct DropOnThrow {
     PlannedEngine* engine;
     const CompiledPlan* plan;
+    MemoryTracker* tracker;
     bool finished = false;
     ~DropOnThrow() {
       if (finished) return;
+      tracker->DetachSiteRefs();
       engine->kernels_->set_next_output(nullptr);
       engine->bindings_.erase(plan);
     }
-  } drop_on_throw{this, &plan};
+  } drop_on_throw{this, &plan, tracker};
   Slots slots(&binding);
   ArenaStorage storage(tracker, plan, static_cast<char*>(arena_->data()), [&slots](int buffer) {
     const Tensor& t = slots[buffer];
@@ -467,14 +479,9 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
 
   {
     std::vector<Tensor> inputs = memory.Arguments(program, args);
-    std::vector<bool> cast(inputs.size(), false);
-    for (int i = 0; i < plan.num_buffers; ++i) {
-      if (plan.cast_of[i] < 0) continue;
-      slots[i] = inputs[plan.cast_of[i]];
-      cast[plan.cast_of[i]] = true;
-    }
+    for (const auto& [buffer, arg] : binding.casts) slots[buffer] = inputs[arg];
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!cast[i]) slots[plan.num_buffers + static_cast<int>(i)] = inputs[i];
+      if (!binding.arg_cast[i]) slots[plan.num_buffers + static_cast<int>(i)] = inputs[i];
     }
   }
 
@@ -555,11 +562,12 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
     }
   }
   // Bound buffers the plan never frees are released with the run's own.
-  for (size_t i = 0; i < binding.live.size(); ++i) {
+  for (const int i : binding.bound_slots) {
     if (binding.live[i] == kNotLive) continue;
     tracker->Release(binding.bytes[i], binding.live[i]);
     binding.live[i] = kNotLive;
   }
+  tracker->DetachSiteRefs();
   drop_on_throw.finished = true;
   const double seconds_in_kernels = k.kernel_seconds();
   const int64_t kernel_calls = k.kernel_calls();

@@ -93,6 +93,9 @@ class PlannedEngine : public Engine {
     // kNotLive.
     std::vector<Category> live;
     std::shared_ptr<MemoryTracker> binder;  // counts the bound tensors' storage
+    std::vector<int> bound_slots, dynamic_slots;
+    std::vector<std::pair<int, int>> casts;  // (buffer, argument) a cast binds
+    std::vector<bool> arg_cast;              // by argument: bound by a cast
   };
 
  private:
