@@ -54,7 +54,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> problems = {"scan_stack", "mlp_chain"};
   std::vector<int64_t> depths = {16, 64, 256, 1024};
   int points = 5;
-  std::map<std::string, int64_t> overrides;
+  std::vector<std::string> param_flags;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* flag) -> std::optional<std::string> {
@@ -72,15 +72,14 @@ int Main(int argc, char** argv) {
     } else if (auto v = value("--points")) {
       points = std::stoi(*v);
     } else if (auto v = value("--param")) {
-      const size_t eq = v->find('=');
-      if (eq == std::string::npos) throw Error(StrCat("--param ", *v, ": expected NAME=VALUE"));
-      overrides[v->substr(0, eq)] = std::stoll(v->substr(eq + 1));
+      param_flags.push_back(*v);
     } else {
       throw Error(StrCat("dtr_sweep: unknown argument ", a,
                          " (--engine, --problems, --depths, --points, --param)"));
     }
   }
   if (points < 2) throw Error("--points: at least 2 (the smallest cap and eager's peak)");
+  const std::map<std::string, int64_t> overrides = ParseParamFlags(param_flags);
   DtrEngine dtr(engine == "dtr_eq" ? dtr::Heuristic::kDtrEqClass : dtr::Heuristic::kDtr);
   if (dtr.name() != engine) throw Error(StrCat("--engine: dtr or dtr_eq, not ", engine));
   std::unique_ptr<Engine> eager = MakeEngine("eager");

@@ -52,19 +52,7 @@ int Main(int argc, char** argv) {
   if (runs < 1) throw Error(StrCat("--runs=", runs, ": at least one run"));
 
   const Problem& problem = FindProblem(problem_name);
-  std::map<std::string, int64_t> overrides;
-  for (const std::string& p : param_flags) {
-    const size_t eq = p.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw Error(StrCat("--param ", p, ": expected NAME=VALUE"));
-    }
-    try {
-      overrides[p.substr(0, eq)] = std::stoll(p.substr(eq + 1));
-    } catch (const std::exception&) {
-      throw Error(StrCat("--param ", p, ": the value is not an integer"));
-    }
-  }
-  const ParamValues params = ResolveParams(problem, overrides);
+  const ParamValues params = ResolveParams(problem, ParseParamFlags(param_flags));
   const Program program = problem.Build(params);
   const std::vector<Tensor> inputs = MakeInputs(problem, program, params, /*seed=*/1);
   const std::vector<int> wrt = WrtIndices(problem, program);

@@ -78,6 +78,11 @@ const Problem& FindProblem(const std::string& name);
 // "d=16 N=8"
 std::string FormatParams(const ParamValues& params);
 
+// Command-line --param flags, "NAME=INTEGER" each, as overrides for
+// ResolveParams (which checks the names and ranges); remat::Error naming the
+// flag for anything else.
+std::map<std::string, int64_t> ParseParamFlags(const std::vector<std::string>& flags);
+
 }  // namespace remat
 
 #endif  // REMAT_PROBLEMS_PROBLEM_H_

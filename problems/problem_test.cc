@@ -98,3 +98,23 @@ TEST(ProblemTest, SelectInputsByNameAndPrefix) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+// The --param flags every command line takes (remat, engine_loop, dtr_sweep).
+TEST(ParseParamFlagsTest, IntegersByNameOrAnErrorNamingTheFlag) {
+  const std::map<std::string, int64_t> got = ParseParamFlags({"D=8", "L=-3"});
+  EXPECT_EQ(got, (std::map<std::string, int64_t>{{"D", 8}, {"L", -3}}));
+  for (const std::string bad : {"D", "=8", "D=", "D=8x", "D=x"}) {
+    try {
+      ParseParamFlags({bad});
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace remat

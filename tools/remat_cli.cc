@@ -67,28 +67,6 @@ constexpr char kUsage[] =
     "  conform     an engine outside remat (a command) against the float64 oracle\n"
     "`remat COMMAND --help` lists a command's options.\n";
 
-std::map<std::string, int64_t> ParseParamFlags(const std::vector<std::string>& flags) {
-  std::map<std::string, int64_t> out;
-  for (const std::string& f : flags) {
-    const size_t eq = f.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw Error(StrCat("--param '", f, "': expected NAME=INTEGER, e.g. --param d=16"));
-    }
-    const std::string value = f.substr(eq + 1);
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != value.size()) {
-      throw Error(StrCat("--param '", f, "': '", value, "' is not an integer"));
-    }
-    out[f.substr(0, eq)] = v;
-  }
-  return out;
-}
 
 // The engine `run` uses unless told: the store-everything baseline.
 constexpr char kRunEngine[] = "eager";
