@@ -29,16 +29,6 @@ Shape Kernels::MatMulShape(const Shape& a, bool transpose_a, const Shape& b,
 }
 
 Tensor Kernels::NewTensor(const Shape& shape) const {
-  if (next_output_ != nullptr) {
-    Tensor* out = next_output_;
-    next_output_ = nullptr;
-    if (!out->defined() || out->dtype() != dtype() || out->shape() != shape) {
-      throw Error(StrCat(name(), " kernel: the output placed ahead is ",
-                         out->defined() ? out->TypeString() : "undefined", ", the call makes ",
-                         DTypeName(dtype()), shape.ToString()));
-    }
-    return std::move(*out);
-  }
   // Every kernel writes every element of its output.
   return Tensor::Uninitialized(dtype(), shape, tracker_);
 }
@@ -321,6 +311,102 @@ Tensor Kernels::Broadcast(const Tensor& s, const Shape& shape) {
   Tensor out = NewTensor(shape);
   if (Runs()) Timed([&] { DoBroadcast(s, out); });
   return out;
+}
+
+int KernelArity(KernelOp op) {
+  switch (op) {
+    case KernelOp::kRelu:
+    case KernelOp::kSin:
+    case KernelOp::kCos:
+    case KernelOp::kSquare:
+    case KernelOp::kSum:
+    case KernelOp::kBroadcast:
+    case KernelOp::kSoftmax:
+    case KernelOp::kSumLeading:
+    case KernelOp::kGelu:
+    case KernelOp::kScale:
+    case KernelOp::kTranspose:
+    case KernelOp::kSplitHeads:
+    case KernelOp::kMergeHeads:
+      return 1;
+    case KernelOp::kLayerNorm:
+    case KernelOp::kLayerNormBackward:
+      return 3;
+    default:
+      return 2;
+  }
+}
+
+// One switch and one virtual call: what a compiled engine saves against the
+// entry points is their checks and the output's allocation (on the scalar
+// chains, most of a call's cost outside the arithmetic).
+void Kernels::RunInto(KernelOp op, std::span<const Tensor* const> operands,
+                      const KernelAttrs& attrs, Tensor& out) {
+#ifndef NDEBUG
+  if (static_cast<int>(operands.size()) != KernelArity(op)) {
+    throw Error(StrCat(name(), " kernel ", static_cast<int>(op), ": ", operands.size(),
+                       " operands, it takes ", KernelArity(op)));
+  }
+  for (const Tensor* t : operands) CheckOperand("(compiled call)", *t);
+  CheckOperand("(compiled call's output)", out);
+#endif
+  if (!Runs()) return;
+  const Tensor& a = *operands[0];
+  switch (op) {
+    case KernelOp::kMatMul:
+      return Timed([&] { DoMatMul(a, attrs.transpose_a, *operands[1], attrs.transpose_b, out); });
+    case KernelOp::kRelu:
+      return Timed([&] { DoRelu(a, out); });
+    case KernelOp::kReluBackward:
+      return Timed([&] { DoReluBackward(a, *operands[1], out); });
+    case KernelOp::kSin:
+      return Timed([&] { DoSin(a, out); });
+    case KernelOp::kCos:
+      return Timed([&] { DoCos(a, out); });
+    case KernelOp::kSinBackward:
+      return Timed([&] { DoSinBackward(a, *operands[1], out); });
+    case KernelOp::kCosBackward:
+      return Timed([&] { DoCosBackward(a, *operands[1], out); });
+    case KernelOp::kSquare:
+      return Timed([&] { DoSquare(a, out); });
+    case KernelOp::kSquareBackward:
+      return Timed([&] { DoSquareBackward(a, *operands[1], out); });
+    case KernelOp::kAdd:
+      return Timed([&] { DoAdd(a, *operands[1], out); });
+    case KernelOp::kMul:
+      return Timed([&] { DoMul(a, *operands[1], out); });
+    case KernelOp::kSum:
+      return Timed([&] { DoSum(a, out); });
+    case KernelOp::kBroadcast:
+      return Timed([&] { DoBroadcast(a, out); });
+    case KernelOp::kSoftmax:
+      return Timed([&] { DoSoftmax(a, out); });
+    case KernelOp::kSoftmaxBackward:
+      return Timed([&] { DoSoftmaxBackward(a, *operands[1], out); });
+    case KernelOp::kLayerNorm:
+      return Timed([&] { DoLayerNorm(a, *operands[1], *operands[2], out); });
+    case KernelOp::kLayerNormBackward:
+      return Timed([&] { DoLayerNormBackward(a, *operands[1], *operands[2], out); });
+    case KernelOp::kLayerNormGammaGrad:
+      return Timed([&] { DoLayerNormGammaGrad(a, *operands[1], out); });
+    case KernelOp::kSumLeading:
+      return Timed([&] { DoSumLeading(a, out); });
+    case KernelOp::kGelu:
+      return Timed([&] { DoGelu(a, out); });
+    case KernelOp::kGeluBackward:
+      return Timed([&] { DoGeluBackward(a, *operands[1], out); });
+    case KernelOp::kScale:
+      return Timed([&] { DoScale(a, attrs.scalar, out); });
+    case KernelOp::kTranspose:
+      return Timed([&] { DoTranspose(a, out); });
+    case KernelOp::kSplitHeads:
+      return Timed([&] { DoSplitHeads(a, attrs.int_a, attrs.int_b, out); });
+    case KernelOp::kMergeHeads:
+      return Timed([&] { DoMergeHeads(a, attrs.int_a, out); });
+    case KernelOp::kBiasAdd:
+      return Timed([&] { DoBiasAdd(a, *operands[1], out); });
+  }
+  throw Error(StrCat(name(), " kernel: unknown kernel ", static_cast<int>(op)));
 }
 
 }  // namespace remat

@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "engines/api/kernel_clock.h"
@@ -44,6 +45,45 @@
 #include "engines/api/tensor.h"
 
 namespace remat {
+
+// The kernels, one per public entry point of Kernels below.
+enum class KernelOp {
+  kMatMul,
+  kRelu,
+  kReluBackward,
+  kSin,
+  kCos,
+  kSinBackward,
+  kCosBackward,
+  kSquare,
+  kSquareBackward,
+  kAdd,
+  kMul,
+  kSum,
+  kBroadcast,
+  kSoftmax,
+  kSoftmaxBackward,
+  kLayerNorm,
+  kLayerNormBackward,
+  kLayerNormGammaGrad,
+  kSumLeading,
+  kGelu,
+  kGeluBackward,
+  kScale,
+  kTranspose,
+  kSplitHeads,
+  kMergeHeads,
+  kBiasAdd,
+};
+// How many tensors a call of `op` reads.
+int KernelArity(KernelOp op);
+
+// What a kernel call takes besides its operands (Kernels::RunInto).
+struct KernelAttrs {
+  bool transpose_a = false, transpose_b = false;  // MatMul
+  double scalar = 0;                              // Scale: c
+  int64_t int_a = 0, int_b = 0;                   // SplitHeads: batch, heads; MergeHeads: batch
+};
 
 class Kernels {
  public:
@@ -56,14 +96,20 @@ class Kernels {
   void Bind(std::shared_ptr<MemoryTracker> tracker) { tracker_ = std::move(tracker); }
   const std::shared_ptr<MemoryTracker>& tracker() const { return tracker_; }
 
-  // For engines that place outputs ahead of the run (engines/planned): the
-  // next kernel call writes into `*out` (its storage and shape) instead of a
-  // new tensor, and returns it, moved out of *out (no reference count
-  // touched; the engine moves it back). Neither the tracker nor any storage
-  // hook sees it: the engine counts it. Used by that call, or cleared by
-  // set_next_output(nullptr); a call whose output is of another shape or
-  // dtype throws remat::Error naming both (and leaves *out as it was).
-  void set_next_output(Tensor* out) { next_output_ = out; }
+  // For engines that compile their calls ahead of the run (engines/planned):
+  // the arithmetic of one call of `op` on `operands` (as many as the entry
+  // point above takes, in its order) into `out`, a tensor the engine made
+  // (a place in its arena, or a Buffer through the tracker) of the dtype and
+  // shape the entry point would have allocated. Nothing is checked (that is
+  // what compiling saves): the caller vouches that the same call, with
+  // operands of the same shapes and dtype, passed the entry point's checks
+  // when it compiled it. Nothing is allocated here but the kernel's own
+  // scratchpad; `out` is counted by whoever made it (CONTRACT.md section
+  // 4). The call is timed and counted as any; its FLOPs are not counted (a
+  // compiled plan has them). Debug builds (no NDEBUG) check the operands'
+  // number and dtype and out's dtype.
+  void RunInto(KernelOp op, std::span<const Tensor* const> operands, const KernelAttrs& attrs,
+               Tensor& out);
 
   // FLOPs of every kernel called since the last reset.
   int64_t flops() const { return flops_; }
@@ -225,7 +271,6 @@ class Kernels {
   int64_t kernel_ticks_ = 0;
   int64_t kernel_calls_ = 0;
   bool timing_ = true;
-  mutable Tensor* next_output_ = nullptr;  // set_next_output's
 };
 
 }  // namespace remat

@@ -181,6 +181,117 @@ TEST(OneDnnKernelsTest, RepeatedCallsGiveIdenticalBits) {
   EXPECT_TRUE(BitwiseEqual(sum, other.Sum(x)));
 }
 
+// A call of `op` through its checked entry point.
+Tensor CallEntryPoint(Kernels& k, KernelOp op, const std::vector<Tensor>& x, const KernelAttrs& at,
+                      const Shape& broadcast_to) {
+  switch (op) {
+    case KernelOp::kMatMul: return k.MatMul(x[0], at.transpose_a, x[1], at.transpose_b);
+    case KernelOp::kRelu: return k.Relu(x[0]);
+    case KernelOp::kReluBackward: return k.ReluBackward(x[0], x[1]);
+    case KernelOp::kSin: return k.Sin(x[0]);
+    case KernelOp::kCos: return k.Cos(x[0]);
+    case KernelOp::kSinBackward: return k.SinBackward(x[0], x[1]);
+    case KernelOp::kCosBackward: return k.CosBackward(x[0], x[1]);
+    case KernelOp::kSquare: return k.Square(x[0]);
+    case KernelOp::kSquareBackward: return k.SquareBackward(x[0], x[1]);
+    case KernelOp::kAdd: return k.Add(x[0], x[1]);
+    case KernelOp::kMul: return k.Mul(x[0], x[1]);
+    case KernelOp::kSum: return k.Sum(x[0]);
+    case KernelOp::kBroadcast: return k.Broadcast(x[0], broadcast_to);
+    case KernelOp::kSoftmax: return k.Softmax(x[0]);
+    case KernelOp::kSoftmaxBackward: return k.SoftmaxBackward(x[0], x[1]);
+    case KernelOp::kLayerNorm: return k.LayerNorm(x[0], x[1], x[2]);
+    case KernelOp::kLayerNormBackward: return k.LayerNormBackward(x[0], x[1], x[2]);
+    case KernelOp::kLayerNormGammaGrad: return k.LayerNormGammaGrad(x[0], x[1]);
+    case KernelOp::kSumLeading: return k.SumLeading(x[0]);
+    case KernelOp::kGelu: return k.Gelu(x[0]);
+    case KernelOp::kGeluBackward: return k.GeluBackward(x[0], x[1]);
+    case KernelOp::kScale: return k.Scale(x[0], at.scalar);
+    case KernelOp::kTranspose: return k.Transpose(x[0]);
+    case KernelOp::kSplitHeads: return k.SplitHeads(x[0], at.int_a, at.int_b);
+    case KernelOp::kMergeHeads: return k.MergeHeads(x[0], at.int_a);
+    case KernelOp::kBiasAdd: return k.BiasAdd(x[0], x[1]);
+  }
+  return Tensor();
+}
+
+// RunInto (a compiled engine's call: no checks, the output made by the
+// caller) gives the entry point's bits for every kernel, counts the call
+// and allocates nothing but the kernel's own scratchpad.
+TEST(OneDnnKernelsTest, RunIntoGivesTheEntryPointsBits) {
+  std::mt19937 rng(11);
+  const Shape x({6, 8}), c({8});
+  struct Case {
+    KernelOp op;
+    std::vector<Shape> shapes;
+    KernelAttrs attrs;
+  };
+  KernelAttrs transposed;
+  transposed.transpose_a = true;
+  transposed.transpose_b = true;
+  KernelAttrs scale;
+  scale.scalar = 0.37;
+  KernelAttrs split;
+  split.int_a = 2;
+  split.int_b = 2;
+  KernelAttrs merge;
+  merge.int_a = 2;
+  const std::vector<Case> cases = {
+      {KernelOp::kMatMul, {x, Shape({8, 5})}, {}},
+      {KernelOp::kMatMul, {Shape({8, 6}), Shape({5, 8})}, transposed},
+      {KernelOp::kRelu, {x}, {}},
+      {KernelOp::kReluBackward, {x, x}, {}},
+      {KernelOp::kSin, {x}, {}},
+      {KernelOp::kCos, {x}, {}},
+      {KernelOp::kSinBackward, {x, x}, {}},
+      {KernelOp::kCosBackward, {x, x}, {}},
+      {KernelOp::kSquare, {x}, {}},
+      {KernelOp::kSquareBackward, {x, x}, {}},
+      {KernelOp::kAdd, {x, x}, {}},
+      {KernelOp::kMul, {x, x}, {}},
+      {KernelOp::kSum, {x}, {}},
+      {KernelOp::kBroadcast, {Shape()}, {}},
+      {KernelOp::kSoftmax, {x}, {}},
+      {KernelOp::kSoftmaxBackward, {x, x}, {}},
+      {KernelOp::kLayerNorm, {x, c, c}, {}},
+      {KernelOp::kLayerNormBackward, {x, c, x}, {}},
+      {KernelOp::kLayerNormGammaGrad, {x, x}, {}},
+      {KernelOp::kSumLeading, {x}, {}},
+      {KernelOp::kGelu, {x}, {}},
+      {KernelOp::kGeluBackward, {x, x}, {}},
+      {KernelOp::kScale, {x}, scale},
+      {KernelOp::kTranspose, {x}, {}},
+      {KernelOp::kSplitHeads, {x}, split},
+      {KernelOp::kMergeHeads, {Shape({4, 3, 4})}, merge},
+      {KernelOp::kBiasAdd, {x, c}, {}},
+  };
+  std::vector<bool> covered(static_cast<int>(KernelOp::kBiasAdd) + 1, false);
+  OneDnnKernels onednn;
+  auto tracker = std::make_shared<MemoryTracker>();
+  onednn.Bind(tracker);
+  for (const Case& test : cases) {
+    SCOPED_TRACE(StrCat("kernel ", static_cast<int>(test.op)));
+    covered[static_cast<int>(test.op)] = true;
+    ASSERT_EQ(KernelArity(test.op), static_cast<int>(test.shapes.size()));
+    std::vector<Tensor> operands;
+    std::vector<const Tensor*> pointers;
+    for (const Shape& s : test.shapes) operands.push_back(Random(s, rng));
+    for (const Tensor& t : operands) pointers.push_back(&t);
+    const Tensor want = CallEntryPoint(onednn, test.op, operands, test.attrs, x);
+    Tensor out = Tensor::Uninitialized(DType::kF32, want.shape(), nullptr);
+    std::memset(out.raw(), 0xff, static_cast<size_t>(out.bytes()));
+    onednn.reset_flops();
+    onednn.reset_kernel_seconds();
+    const int64_t live = tracker->live_bytes();
+    onednn.RunInto(test.op, pointers, test.attrs, out);
+    EXPECT_TRUE(BitwiseEqual(out, want));
+    EXPECT_EQ(onednn.kernel_calls(), 1);
+    EXPECT_EQ(onednn.flops(), 0);  // a compiled plan counts them
+    EXPECT_EQ(tracker->live_bytes(), live);
+  }
+  for (size_t op = 0; op < covered.size(); ++op) EXPECT_TRUE(covered[op]) << "kernel " << op;
+}
+
 TEST(OneDnnKernelsTest, ReluDerivativeAtZeroIsZero) {
   OneDnnKernels onednn;
   const Tensor y = onednn.Relu(Tensor::FromF32({4}, {0.0f, -1.0f, 2.0f, -0.0f}));

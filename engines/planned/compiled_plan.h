@@ -9,41 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "engines/api/kernels.h"
 #include "engines/api/memory_tracker.h"
 #include "engines/api/shape.h"
 #include "engines/api/stats.h"
 
 namespace remat {
-
-// The kernels of engines/api/kernels.h, one per public entry point.
-enum class KernelOp {
-  kMatMul,
-  kRelu,
-  kReluBackward,
-  kSin,
-  kCos,
-  kSinBackward,
-  kCosBackward,
-  kSquare,
-  kSquareBackward,
-  kAdd,
-  kMul,
-  kSum,
-  kBroadcast,
-  kSoftmax,
-  kSoftmaxBackward,
-  kLayerNorm,
-  kLayerNormBackward,
-  kLayerNormGammaGrad,
-  kSumLeading,
-  kGelu,
-  kGeluBackward,
-  kScale,
-  kTranspose,
-  kSplitHeads,
-  kMergeHeads,
-  kBiasAdd,
-};
 
 // A tensor an instruction reads or writes: a view of a slot's buffer.
 struct SlotRef {
@@ -69,9 +40,7 @@ struct Instruction {
   std::vector<SlotRef> operands;
   int out = -1;  // the slot written (kKernel, kZeros, kUninit, kCopy) or freed (kFree)
   Shape out_shape;
-  bool transpose_a = false, transpose_b = false;
-  double scalar = 0;
-  int64_t int_a = 0, int_b = 0;
+  KernelAttrs attrs;  // kKernel's
   // Where the tracker stands when the instruction allocates: its site (an
   // index into CompiledPlan::sites) and category.
   int site = -1;

@@ -57,11 +57,7 @@ class Recorder : public BufferRecorder, public KernelObserver {
     for (const Tensor* t : call.operands) in.operands.push_back(Ref(*t));
     in.out = Claim(*call.out);
     in.out_shape = call.out->shape();
-    in.transpose_a = call.transpose_a;
-    in.transpose_b = call.transpose_b;
-    in.scalar = call.scalar;
-    in.int_a = call.int_a;
-    in.int_b = call.int_b;
+    in.attrs = call.attrs;
     Push(std::move(in));
   }
   void OnKernelEnd() override { --depth_; }

@@ -1,8 +1,9 @@
 #include "engines/planned/planned_engine.h"
 
 #include <chrono>
-#include <functional>
 #include <cstring>
+#include <functional>
+#include <span>
 #include <type_traits>
 #include <utility>
 
@@ -180,67 +181,16 @@ class Slots {
   bool cleared_ = false;
 };
 
-Tensor RunKernel(Kernels& k, const Instruction& in, Slots& slots) {
-  Tensor v0, v1, v2;
-  const auto& o = in.operands;
-  auto a = [&]() -> const Tensor& { return slots.Get(o[0], &v0); };
-  auto b = [&]() -> const Tensor& { return slots.Get(o[1], &v1); };
-  auto c = [&]() -> const Tensor& { return slots.Get(o[2], &v2); };
-  switch (in.op) {
-    case KernelOp::kMatMul:
-      return k.MatMul(a(), in.transpose_a, b(), in.transpose_b);
-    case KernelOp::kRelu:
-      return k.Relu(a());
-    case KernelOp::kReluBackward:
-      return k.ReluBackward(a(), b());
-    case KernelOp::kSin:
-      return k.Sin(a());
-    case KernelOp::kCos:
-      return k.Cos(a());
-    case KernelOp::kSinBackward:
-      return k.SinBackward(a(), b());
-    case KernelOp::kCosBackward:
-      return k.CosBackward(a(), b());
-    case KernelOp::kSquare:
-      return k.Square(a());
-    case KernelOp::kSquareBackward:
-      return k.SquareBackward(a(), b());
-    case KernelOp::kAdd:
-      return k.Add(a(), b());
-    case KernelOp::kMul:
-      return k.Mul(a(), b());
-    case KernelOp::kSum:
-      return k.Sum(a());
-    case KernelOp::kBroadcast:
-      return k.Broadcast(a(), in.out_shape);
-    case KernelOp::kSoftmax:
-      return k.Softmax(a());
-    case KernelOp::kSoftmaxBackward:
-      return k.SoftmaxBackward(a(), b());
-    case KernelOp::kLayerNorm:
-      return k.LayerNorm(a(), b(), c());
-    case KernelOp::kLayerNormBackward:
-      return k.LayerNormBackward(a(), b(), c());
-    case KernelOp::kLayerNormGammaGrad:
-      return k.LayerNormGammaGrad(a(), b());
-    case KernelOp::kSumLeading:
-      return k.SumLeading(a());
-    case KernelOp::kGelu:
-      return k.Gelu(a());
-    case KernelOp::kGeluBackward:
-      return k.GeluBackward(a(), b());
-    case KernelOp::kScale:
-      return k.Scale(a(), in.scalar);
-    case KernelOp::kTranspose:
-      return k.Transpose(a());
-    case KernelOp::kSplitHeads:
-      return k.SplitHeads(a(), in.int_a, in.int_b);
-    case KernelOp::kMergeHeads:
-      return k.MergeHeads(a(), in.int_a);
-    case KernelOp::kBiasAdd:
-      return k.BiasAdd(a(), b());
-  }
-  throw Error("planned: unknown kernel in a compiled plan");
+// A kernel instruction's call into `out`: its operands' shapes are the ones
+// the compiler's call passed the kernels' checks with (Lookup matched the
+// arguments' signature; every other operand is a buffer of the plan), so
+// the call goes straight to the arithmetic (Kernels::RunInto).
+void RunKernel(Kernels& k, const Instruction& in, Slots& slots, Tensor& out) {
+  Tensor views[3];
+  const Tensor* operands[3];
+  const size_t n = in.operands.size();
+  for (size_t i = 0; i < n; ++i) operands[i] = &slots.Get(in.operands[i], &views[i]);
+  k.RunInto(in.op, std::span<const Tensor* const>(operands, n), in.attrs, out);
 }
 
 }  // namespace
@@ -366,7 +316,7 @@ void PlannedEngine::PoisonArenaForTesting() {
 // returned. Their tensors are made once, over the arena (storage a binder
 // tracker of its own counts, not the run's), so a run creates no Buffer for
 // them: it counts their bytes in its tracker where the Buffer would have,
-// and the kernel writes into the tensor (Kernels::set_next_output). On the
+// and the kernel writes into the tensor (Kernels::RunInto). On the
 // scalar chains, making and destroying a Buffer per op was a third of
 // planned's time outside kernels. A binding lives as long as its plan is
 // cached and the arena block is the same.
@@ -426,6 +376,7 @@ PlannedEngine::Binding& PlannedEngine::Bind(const CompiledPlan& plan) {
 Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
                               const std::vector<Tensor>& args, const RunOptions& options) {
   Kernels& k = *kernels_;
+  const DType dtype = k.dtype();
   Result result;
   RunMemory memory(k, options, /*dry_run=*/false);
   MemoryTracker* tracker = memory.tracker().get();
@@ -454,10 +405,9 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   }
   tracker->AddStorage(plan.arena_bytes);
   Binding& binding = Bind(plan);
-  // A run that throws may leave a bound tensor moved out or counted live:
-  // its binding is dropped (made again by the next run), before the Slots
-  // over it go.
-  // The tracker refers to the plan's sites (set_site_ref) until then.
+  // A run that throws may leave a bound buffer counted live: its binding is
+  // dropped (made again by the next run), after the Slots over it go. The
+  // tracker refers to the plan's sites (set_site_ref) until then.
   struct DropOnThrow {
     PlannedEngine* engine;
     const CompiledPlan* plan;
@@ -466,7 +416,6 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
     ~DropOnThrow() {
       if (finished) return;
       tracker->DetachSiteRefs();
-      engine->kernels_->set_next_output(nullptr);
       engine->bindings_.erase(plan);
     }
   } drop_on_throw{this, &plan, tracker};
@@ -514,25 +463,21 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
     }
     switch (in.kind) {
       case Instruction::Kind::kKernel:
-        if (bound) {
-          // Moved out into the kernel and back: a bound tensor is taken
-          // from its slot for the call (a kernel that throws takes it with
-          // it: the binding is dropped, DropOnThrow).
-          k.set_next_output(&binding.slots[in.out]);
-          binding.slots[in.out] = RunKernel(k, in, slots);
-        } else {
-          slots[in.out] = RunKernel(k, in, slots);
-        }
+        // A bound buffer's tensor is there; any other output is allocated
+        // here, where the kernel's entry point would have (before its
+        // scratchpad), through the tracker and the arena's storage hook.
+        if (!bound) slots[in.out] = Tensor::Uninitialized(dtype, in.out_shape, memory.tracker());
+        RunKernel(k, in, slots, slots[in.out]);
         break;
       case Instruction::Kind::kZeros:
         if (bound) {
           std::memset(binding.slots[in.out].raw(), 0, static_cast<size_t>(binding.bytes[in.out]));
         } else {
-          slots[in.out] = Tensor::Zeros(k.dtype(), in.out_shape, memory.tracker(), in.category);
+          slots[in.out] = Tensor::Zeros(dtype, in.out_shape, memory.tracker(), in.category);
         }
         break;
       case Instruction::Kind::kUninit:
-        if (!bound) slots[in.out] = Tensor::Uninitialized(k.dtype(), in.out_shape, memory.tracker());
+        if (!bound) slots[in.out] = Tensor::Uninitialized(dtype, in.out_shape, memory.tracker());
         break;
       case Instruction::Kind::kCopy:
         slots[in.out] = Copy(slots.Get(in.operands[0], &view0), memory.tracker());

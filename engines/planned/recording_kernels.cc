@@ -8,8 +8,8 @@ void RecordingKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor&
                                 bool transpose_b, Tensor& out) {
   if (observer_ == nullptr) return OneDnnKernels::DoMatMul(a, transpose_a, b, transpose_b, out);
   KernelCall call = Call(KernelOp::kMatMul, {&a, &b}, out);
-  call.transpose_a = transpose_a;
-  call.transpose_b = transpose_b;
+  call.attrs.transpose_a = transpose_a;
+  call.attrs.transpose_b = transpose_b;
   const Observed observed(observer_, call);
   OneDnnKernels::DoMatMul(a, transpose_a, b, transpose_b, out);
 }
@@ -159,7 +159,7 @@ void RecordingKernels::DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor&
 void RecordingKernels::DoScale(const Tensor& x, double c, Tensor& out) {
   if (observer_ == nullptr) return OneDnnKernels::DoScale(x, c, out);
   KernelCall call = Call(KernelOp::kScale, {&x}, out);
-  call.scalar = c;
+  call.attrs.scalar = c;
   const Observed observed(observer_, call);
   OneDnnKernels::DoScale(x, c, out);
 }
@@ -174,8 +174,8 @@ void RecordingKernels::DoTranspose(const Tensor& x, Tensor& out) {
 void RecordingKernels::DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) {
   if (observer_ == nullptr) return OneDnnKernels::DoSplitHeads(x, batch, heads, out);
   KernelCall call = Call(KernelOp::kSplitHeads, {&x}, out);
-  call.int_a = batch;
-  call.int_b = heads;
+  call.attrs.int_a = batch;
+  call.attrs.int_b = heads;
   const Observed observed(observer_, call);
   OneDnnKernels::DoSplitHeads(x, batch, heads, out);
 }
@@ -183,7 +183,7 @@ void RecordingKernels::DoSplitHeads(const Tensor& x, int64_t batch, int64_t head
 void RecordingKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) {
   if (observer_ == nullptr) return OneDnnKernels::DoMergeHeads(x, batch, out);
   KernelCall call = Call(KernelOp::kMergeHeads, {&x}, out);
-  call.int_a = batch;
+  call.attrs.int_a = batch;
   const Observed observed(observer_, call);
   OneDnnKernels::DoMergeHeads(x, batch, out);
 }

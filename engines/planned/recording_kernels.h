@@ -19,9 +19,7 @@ struct KernelCall {
   KernelOp op = KernelOp::kAdd;
   std::vector<const Tensor*> operands;
   const Tensor* out = nullptr;
-  bool transpose_a = false, transpose_b = false;
-  double scalar = 0;
-  int64_t int_a = 0, int_b = 0;
+  KernelAttrs attrs;
 };
 
 class KernelObserver {
