@@ -186,9 +186,17 @@ class Slots {
 // arguments' signature; every other operand is a buffer of the plan), so
 // the call goes straight to the arithmetic (Kernels::RunInto).
 void RunKernel(Kernels& k, const Instruction& in, Slots& slots, Tensor& out) {
-  Tensor views[3];
   const Tensor* operands[3];
   const size_t n = in.operands.size();
+  bool whole = true;
+  for (size_t i = 0; i < n; ++i) {
+    operands[i] = &slots[in.operands[i].slot];
+    whole = whole && in.operands[i].whole;
+  }
+  // Views only where an operand needs one: three empty tensors made and
+  // destroyed by every call were a twentieth of sin_plain D=8's run.
+  if (whole) return k.RunInto(in.op, std::span<const Tensor* const>(operands, n), in.attrs, out);
+  Tensor views[3];
   for (size_t i = 0; i < n; ++i) operands[i] = &slots.Get(in.operands[i], &views[i]);
   k.RunInto(in.op, std::span<const Tensor* const>(operands, n), in.attrs, out);
 }
@@ -452,7 +460,6 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
       }
       tracker->set_category(in.category);
     }
-    Tensor view0, view1;
     // A bound buffer is counted here, where its Buffer would have counted
     // itself (before the kernel's scratchpad), and keeps its tensor.
     const bool bound = in.out >= 0 && binding.bound[in.out];
@@ -479,23 +486,29 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
       case Instruction::Kind::kUninit:
         if (!bound) slots[in.out] = Tensor::Uninitialized(dtype, in.out_shape, memory.tracker());
         break;
-      case Instruction::Kind::kCopy:
+      case Instruction::Kind::kCopy: {
+        Tensor view0;
         slots[in.out] = Copy(slots.Get(in.operands[0], &view0), memory.tracker());
         break;
+      }
       case Instruction::Kind::kCopyInto: {
+        Tensor view0, view1;
         const Tensor& src = slots.Get(in.operands[0], &view0);
         const Tensor& dst = slots.Get(in.operands[1], &view1);
         std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(dst.bytes()));
         break;
       }
       case Instruction::Kind::kZeroFill: {
+        Tensor view0;
         const Tensor& dst = slots.Get(in.operands[0], &view0);
         std::memset(dst.raw(), 0, static_cast<size_t>(dst.bytes()));
         break;
       }
-      case Instruction::Kind::kSetOne:
+      case Instruction::Kind::kSetOne: {
+        Tensor view0;
         slots.Get(in.operands[0], &view0).f32()[0] = 1.0f;
         break;
+      }
       case Instruction::Kind::kFree:
         if (bound) {
           tracker->Release(binding.bytes[in.out], binding.live[in.out]);

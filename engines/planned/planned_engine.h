@@ -87,7 +87,7 @@ class PlannedEngine : public Engine {
   static constexpr Category kNotLive = Category::kCount;
   struct Binding {
     std::vector<Tensor> slots;   // by slot: a bound buffer's tensor, kept
-    std::vector<bool> bound;     // by slot
+    std::vector<char> bound;     // by slot (a byte each: read by every instruction)
     std::vector<int64_t> bytes;  // by slot: a bound buffer's
     // By slot: the category a bound buffer was counted in this run, or
     // kNotLive.
