@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -272,6 +274,23 @@ TEST(TensorTest, TensorsOutliveAndCrossTheirThreads) {
   made.clear();
   EXPECT_EQ(tracker->live_bytes(), 0);
   EXPECT_EQ(tracker->peak_bytes(), 1000 * 16);
+}
+
+// Small blocks are recycled (by size class): a recycled block is 64-byte
+// aligned, holds the whole tensor, and is zero-filled when Zeros asks,
+// whatever the tensor before it left there.
+TEST(TensorTest, RecycledStorageIsAlignedAndZeroedWhenAsked) {
+  for (const int64_t n : {0, 1, 4, 16, 17, 100, 1024, 1025, 5000}) {
+    SCOPED_TRACE(n);
+    for (int round = 0; round < 3; ++round) {
+      Tensor dirty = Tensor::Uninitialized(DType::kF32, Shape({n}), nullptr);
+      if (n > 0) std::memset(dirty.raw(), 0xff, static_cast<size_t>(dirty.bytes()));
+      dirty = Tensor();
+      const Tensor clean = Tensor::Zeros(DType::kF32, Shape({n}), nullptr);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(clean.raw()) % 64, 0u);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(clean.f32()[i], 0.0f) << i;
+    }
+  }
 }
 
 }  // namespace
