@@ -16,7 +16,7 @@ const char* CategoryName(Category c) {
   return "?";
 }
 
-void MemoryTracker::Allocate(int64_t bytes, Category category) {
+void MemoryTracker::AllocateChecked(int64_t bytes, Category category) {
   if (category == Category::kHost) {
     live_host_ += bytes;
     live_[static_cast<int>(category)] += bytes;
@@ -56,24 +56,7 @@ void MemoryTracker::Allocate(int64_t bytes, Category category) {
                        " with ", live_total_, " live would pass the limit of ",
                        limit_bytes_, " bytes (--max-memory)"));
   }
-  live_total_ += bytes;
-  const int c = static_cast<int>(category);
-  live_[c] += bytes;
-  if (live_[c] > high_water_[c]) high_water_[c] = live_[c];
-  if (live_total_ > peak_total_) {
-    peak_total_ = live_total_;
-    at_peak_ = live_;
-    SetPeakSite();
-  }
-}
-
-void MemoryTracker::Release(int64_t bytes, Category category) {
-  live_[static_cast<int>(category)] -= bytes;
-  if (category == Category::kHost) {
-    live_host_ -= bytes;
-  } else {
-    live_total_ -= bytes;
-  }
+  Count(bytes, static_cast<int>(category));
 }
 
 void MemoryTracker::ResetPeak() {

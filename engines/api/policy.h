@@ -70,6 +70,7 @@ struct MemoryBudget {
   bool peak_min = false;    // kPeak: memory_budget:peak:min
   int64_t peak_bytes = 0;   // kPeak and !peak_min: the limit on the run's peak
   std::string text;         // what follows "memory_budget:" as written
+  bool operator==(const MemoryBudget&) const = default;
 };
 
 class Policy {
@@ -108,6 +109,9 @@ class Policy {
   }
   // The text Parse reads back.
   std::string ToString() const;
+  // Field by field (a compiled plan's cache compares the policies of a
+  // program it has seen on every run: no string is built).
+  bool operator==(const Policy&) const = default;
 
  private:
   PolicyKind kind_ = PolicyKind::kNothingSaveable;

@@ -100,7 +100,7 @@ bool SameStructure(const Program& a, const Program& b) {
         std::memcmp(&x.scalar, &y.scalar, sizeof(double)) != 0 || x.ints != y.ints) {
       return false;
     }
-    if (x.kind == OpKind::kCheckpoint && x.policy.ToString() != y.policy.ToString()) return false;
+    if (x.kind == OpKind::kCheckpoint && !(x.policy == y.policy)) return false;
     if ((x.body == nullptr) != (y.body == nullptr)) return false;
     if (x.body && x.body != y.body && !SameStructure(*x.body, *y.body)) return false;
   }
