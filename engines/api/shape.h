@@ -33,8 +33,14 @@ class Shape {
   // "[5,4]", "[]" for a scalar.
   std::string ToString() const;
 
+  // Axis by axis, inline (std::array's == is a memcmp call; a plan cache
+  // compares every value's shape on every run).
   bool operator==(const Shape& other) const {
-    return rank_ == other.rank_ && dims_ == other.dims_;
+    if (rank_ != other.rank_) return false;
+    for (int i = 0; i < kMaxRank; ++i) {
+      if (dims_[i] != other.dims_[i]) return false;
+    }
+    return true;
   }
   bool operator!=(const Shape& other) const { return !(*this == other); }
 
