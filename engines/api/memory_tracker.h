@@ -157,13 +157,16 @@ class MemoryTracker {
   // Counts a device allocation (category c is not kHost) that passed them.
   void Count(int64_t bytes, int c) {
     live_total_ += bytes;
-    live_[c] += bytes;
-    if (live_[c] > high_water_[c]) high_water_[c] = live_[c];
     if (live_total_ > peak_total_) {
       peak_total_ = live_total_;
+      // Copied before live_[c] is written: a vector load of live_ right
+      // after that store is not forwarded from it and stalls.
       at_peak_ = live_;
+      at_peak_[c] += bytes;
       SetPeakSite();
     }
+    live_[c] += bytes;
+    if (live_[c] > high_water_[c]) high_water_[c] = live_[c];
   }
   // The peak's site: the current one, by reference if it is one.
   void SetPeakSite();

@@ -79,16 +79,19 @@ void RunMemory::Finish(Result* result) {
   result->tracker = tracker_;
   // The books: what is still live is the Result, each buffer once; an
   // argument returned as the value (an identity program) is the caller's.
-  std::vector<const Buffer*> held;  // the value and the gradients: a handful
+  // A handful of tensors: each is compared with those before it (no set,
+  // no vector allocated per run).
   int64_t held_bytes = 0;
-  auto hold = [&](const Tensor& t) {
+  auto hold = [&](const Tensor& t, size_t index) {
     if (!t.defined() || IsArgument(t.buffer())) return;
-    if (std::find(held.begin(), held.end(), t.buffer()) != held.end()) return;
-    held.push_back(t.buffer());
+    if (index > 0 && result->value.buffer() == t.buffer()) return;
+    for (size_t j = 0; j + 1 < index; ++j) {
+      if (result->grads[j].buffer() == t.buffer()) return;
+    }
     held_bytes += t.buffer()->bytes();
   };
-  hold(result->value);
-  for (const Tensor& g : result->grads) hold(g);
+  hold(result->value, 0);
+  for (size_t i = 0; i < result->grads.size(); ++i) hold(result->grads[i], i + 1);
   const int64_t live = tracker_->live_bytes();
   if (live != held_bytes) {
     throw Error(StrCat("the run ended with ", live, " bytes live in its tracker where its Result "

@@ -531,6 +531,7 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   const int64_t kernel_calls = k.kernel_calls();
   Tensor view;
   result.value = slots.Get(plan.value, &view);
+  result.grads.reserve(plan.grads.size());
   for (const SlotRef& g : plan.grads) result.grads.push_back(slots.Get(g, &view));
   view = Tensor();
   slots.Clear();
