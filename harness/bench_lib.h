@@ -524,11 +524,15 @@ struct RowResult {
 //   kernels' arithmetic (both from the same runs: on the matrix problems a
 //   difference of a few percent between two means of runs taken apart would
 //   be noise);
-// - OverheadNsPerCall: the timed runs' mean wall time less the probed runs'
-//   mean kernel time, per kernel call (the probes' own cost, tens of ns a
-//   call, would otherwise be most of a compiled engine's on the scalar
-//   chains). Rows run once (big rows) have only probed runs: their wall
-//   time is the probed runs'. Only where the overhead is at least
+// - OverheadNsPerCall: a run's wall time less the probed runs' mean kernel
+//   time, per kernel call (the probes' own cost, tens of ns a call, would
+//   otherwise be most of a compiled engine's on the scalar chains). The
+//   run's wall time is the row's time (`run_seconds`: the bench passes the
+//   table's, its least quiet sample), else the timed runs' mean: a mean
+//   over every sample takes in the ones the process was preempted in (on
+//   sin_plain D=8, one run's mean put planned's per call at 63 ns where its
+//   quiet samples gave 44). Rows run once (big rows) have only probed runs:
+//   their wall time is the probed runs'. Only where the overhead is at least
 //   kMinOverheadShareForPerCall of the time: below it (the matrix problems:
 //   0.3-7%) the difference of the two means is within their noise (it
 //   measured 0 to 27 us a call on scan_stack's rows of one run).
@@ -552,8 +556,8 @@ struct EngineTime {
     if (probed_runs <= 0 || probed_wall_seconds <= 0) return std::nullopt;
     return std::max(0.0, 1 - kernel_seconds / probed_wall_seconds);
   }
-  std::optional<double> OverheadNsPerCall() const {
-    const std::optional<double> wall = WallPerRun();
+  std::optional<double> OverheadNsPerCall(std::optional<double> run_seconds = std::nullopt) const {
+    const std::optional<double> wall = run_seconds ? run_seconds : WallPerRun();
     const std::optional<double> share = OverheadFraction();
     if (!wall || !share || *share < kMinOverheadShareForPerCall || kernel_calls <= 0) {
       return std::nullopt;

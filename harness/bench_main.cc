@@ -750,7 +750,9 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   r.flops_backward = s.stats.flops_backward;
   if (r.real_time_ms > 0) r.gflops = static_cast<double>(r.total_flops()) / (r.real_time_ms * 1e6);
   r.overhead_fraction = s.timed.OverheadFraction();
-  r.overhead_ns_per_call = s.timed.OverheadNsPerCall();
+  // From the row's time (the least quiet sample), as x eager is.
+  r.overhead_ns_per_call = s.timed.OverheadNsPerCall(
+      r.real_time_ms > 0 ? std::optional<double>(r.real_time_ms / 1e3) : std::nullopt);
   return r;
 }
 

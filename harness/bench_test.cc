@@ -835,6 +835,9 @@ TEST(BenchPlausibility, OverheadPerCallIsComparedWithEagers) {
   planned_time.probed_wall_seconds = 1.4e-3;  // the probes' cost is in these
   EXPECT_NEAR(*planned_time.OverheadNsPerCall(), 100, 1e-9);
   EXPECT_NEAR(*planned_time.OverheadFraction(), 1 - 1.0 / 1.4, 1e-12);
+  // The row's time, where given, is the run's wall time (0.55 ms: 50 ns a
+  // call).
+  EXPECT_NEAR(*planned_time.OverheadNsPerCall(0.55e-3), 50, 1e-9);
   EXPECT_FALSE(EngineTime{}.OverheadFraction());
   EngineTime no_probe = eager_time;
   no_probe.probed_runs = 0;
