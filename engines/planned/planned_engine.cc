@@ -370,6 +370,14 @@ PlannedEngine::Binding& PlannedEngine::Bind(const CompiledPlan& plan) {
     b.bound[in.out] = true;
     b.bytes[in.out] = bytes;
   }
+  // A result whose slot no other result refers to, whole, is moved out.
+  std::vector<SlotRef> results = {plan.value};
+  results.insert(results.end(), plan.grads.begin(), plan.grads.end());
+  for (const SlotRef& r : results) {
+    int refs = 0;
+    for (const SlotRef& o : results) refs += o.slot == r.slot;
+    b.move_out.push_back(r.whole && refs == 1);
+  }
   // What a run walks instead of every slot.
   for (size_t i = 0; i < n; ++i) (b.bound[i] ? b.bound_slots : b.dynamic_slots).push_back(i);
   b.arg_cast.assign(plan.num_params, false);
@@ -438,7 +446,8 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
     std::vector<Tensor> inputs = memory.Arguments(program, args);
     for (const auto& [buffer, arg] : binding.casts) slots[buffer] = inputs[arg];
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!binding.arg_cast[i]) slots[plan.num_buffers + static_cast<int>(i)] = inputs[i];
+      // Moved: no reference count touched (atomic: oneDNN's threads exist).
+      if (!binding.arg_cast[i]) slots[plan.num_buffers + static_cast<int>(i)] = std::move(inputs[i]);
     }
   }
 
@@ -529,11 +538,18 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   drop_on_throw.finished = true;
   const double seconds_in_kernels = k.kernel_seconds();
   const int64_t kernel_calls = k.kernel_calls();
-  Tensor view;
-  result.value = slots.Get(plan.value, &view);
+  // The value and gradients: moved out of their slots where nothing else
+  // refers to them (Binding::move_out), copied otherwise.
+  auto take = [&](const SlotRef& r, bool move) {
+    if (move) return std::move(slots[r.slot]);
+    Tensor view;
+    return Tensor(slots.Get(r, &view));
+  };
+  result.value = take(plan.value, binding.move_out[0]);
   result.grads.reserve(plan.grads.size());
-  for (const SlotRef& g : plan.grads) result.grads.push_back(slots.Get(g, &view));
-  view = Tensor();
+  for (size_t i = 0; i < plan.grads.size(); ++i) {
+    result.grads.push_back(take(plan.grads[i], binding.move_out[i + 1]));
+  }
   slots.Clear();
   const int64_t end = KernelClock::Ticks();
   if (storage.diverged()) {

@@ -96,6 +96,8 @@ class PlannedEngine : public Engine {
     std::vector<int> bound_slots, dynamic_slots;
     std::vector<std::pair<int, int>> casts;  // (buffer, argument) a cast binds
     std::vector<bool> arg_cast;              // by argument: bound by a cast
+    // By result (the value, then the gradients): moved out of its slot.
+    std::vector<char> move_out;
   };
 
  private:
