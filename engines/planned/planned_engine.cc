@@ -185,17 +185,15 @@ class Slots {
 // the compiler's call passed the kernels' checks with (Lookup matched the
 // arguments' signature; every other operand is a buffer of the plan), so
 // the call goes straight to the arithmetic (Kernels::RunInto).
-void RunKernel(Kernels& k, const Instruction& in, Slots& slots, Tensor& out) {
-  const Tensor* operands[3];
-  const size_t n = in.operands.size();
-  bool whole = true;
-  for (size_t i = 0; i < n; ++i) {
-    operands[i] = &slots[in.operands[i].slot];
-    whole = whole && in.operands[i].whole;
+void RunKernel(Kernels& k, const PlannedEngine::Binding::Step& step, Slots& slots, Tensor& out) {
+  const Instruction& in = *step.in;
+  const auto n = static_cast<size_t>(step.num_operands);
+  if (step.whole) {
+    return k.RunInto(in.op, std::span<const Tensor* const>(step.operands, n), in.attrs, out);
   }
   // Views only where an operand needs one: three empty tensors made and
   // destroyed by every call were a twentieth of sin_plain D=8's run.
-  if (whole) return k.RunInto(in.op, std::span<const Tensor* const>(operands, n), in.attrs, out);
+  const Tensor* operands[3];
   Tensor views[3];
   for (size_t i = 0; i < n; ++i) operands[i] = &slots.Get(in.operands[i], &views[i]);
   k.RunInto(in.op, std::span<const Tensor* const>(operands, n), in.attrs, out);
@@ -370,6 +368,39 @@ PlannedEngine::Binding& PlannedEngine::Bind(const CompiledPlan& plan) {
     b.bound[in.out] = true;
     b.bytes[in.out] = bytes;
   }
+  // The steps. A kernel's whole operands are its slots' tensors, found
+  // here once (the slots do not move: sized above). A free joins the step
+  // before it, unless it opens the backward pass (its clock starts there).
+  for (size_t i = 0; i < plan.instructions.size(); ++i) {
+    const Instruction& in = plan.instructions[i];
+    if (i == plan.backward_start) b.backward_step = b.steps.size();
+    if (in.kind == Instruction::Kind::kFree) {
+      if (b.steps.empty() || i == plan.backward_start) {
+        Binding::Step only_frees;
+        only_frees.frees_begin = only_frees.frees_end = static_cast<int>(b.frees.size());
+        b.steps.push_back(only_frees);
+      }
+      b.frees.push_back(in.out);
+      b.steps.back().frees_end = static_cast<int>(b.frees.size());
+      continue;
+    }
+    Binding::Step step;
+    step.in = &in;
+    step.bound = in.out >= 0 && b.bound[in.out];
+    step.num_operands = static_cast<int>(in.operands.size());
+    step.whole = in.kind == Instruction::Kind::kKernel && step.num_operands <= 3;
+    for (int j = 0; step.whole && j < step.num_operands; ++j) {
+      step.whole = in.operands[j].whole;
+      step.operands[j] = &b.slots[in.operands[j].slot];
+    }
+    if (in.kind == Instruction::Kind::kKernel && step.num_operands > 3) {
+      throw Error(StrCat("planned: a kernel call with ", step.num_operands,
+                         " operands in a compiled plan (at most 3)"));
+    }
+    step.frees_begin = step.frees_end = static_cast<int>(b.frees.size());
+    b.steps.push_back(step);
+  }
+  if (plan.backward_start >= plan.instructions.size()) b.backward_step = b.steps.size();
   // A result whose slot no other result refers to, whole, is moved out.
   std::vector<SlotRef> results = {plan.value};
   results.insert(results.end(), plan.grads.begin(), plan.grads.end());
@@ -458,10 +489,23 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   // vDSO call: three reads a run were a twentieth of sin_plain D=8's.
   const int64_t start = KernelClock::Ticks();
   int64_t backward = start;
-  const size_t n = plan.instructions.size();
+  auto free = [&](int slot) {
+    if (binding.bound[slot]) {
+      tracker->Release(binding.bytes[slot], binding.live[slot]);
+      binding.live[slot] = kNotLive;
+    } else {
+      slots[slot] = Tensor();
+    }
+  };
+  const size_t n = binding.steps.size();
   for (size_t i = 0; i < n; ++i) {
-    const Instruction& in = plan.instructions[i];
-    if (i == plan.backward_start) backward = KernelClock::Ticks();
+    const Binding::Step& step = binding.steps[i];
+    if (i == binding.backward_step) backward = KernelClock::Ticks();
+    if (step.in == nullptr) {
+      for (int f = step.frees_begin; f < step.frees_end; ++f) free(binding.frees[f]);
+      continue;
+    }
+    const Instruction& in = *step.in;
     if (in.site >= 0) {
       if (in.site != site) {
         site = in.site;
@@ -471,8 +515,8 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
     }
     // A bound buffer is counted here, where its Buffer would have counted
     // itself (before the kernel's scratchpad), and keeps its tensor.
-    const bool bound = in.out >= 0 && binding.bound[in.out];
-    if (bound && in.kind != Instruction::Kind::kFree) {
+    const bool bound = step.bound;
+    if (bound) {
       tracker->Allocate(binding.bytes[in.out], in.category);
       binding.live[in.out] = in.category;
       storage.Skip();
@@ -483,7 +527,7 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
         // here, where the kernel's entry point would have (before its
         // scratchpad), through the tracker and the arena's storage hook.
         if (!bound) slots[in.out] = Tensor::Uninitialized(dtype, in.out_shape, memory.tracker());
-        RunKernel(k, in, slots, slots[in.out]);
+        RunKernel(k, step, slots, slots[in.out]);
         break;
       case Instruction::Kind::kZeros:
         if (bound) {
@@ -519,14 +563,10 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
         break;
       }
       case Instruction::Kind::kFree:
-        if (bound) {
-          tracker->Release(binding.bytes[in.out], binding.live[in.out]);
-          binding.live[in.out] = kNotLive;
-        } else {
-          slots[in.out] = Tensor();
-        }
+        free(in.out);  // not reached: frees are folded into steps (Bind)
         break;
     }
+    for (int f = step.frees_begin; f < step.frees_end; ++f) free(binding.frees[f]);
   }
   // Bound buffers the plan never frees are released with the run's own.
   for (const int i : binding.bound_slots) {

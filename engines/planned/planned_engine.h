@@ -98,6 +98,19 @@ class PlannedEngine : public Engine {
     std::vector<bool> arg_cast;              // by argument: bound by a cast
     // By result (the value, then the gradients): moved out of its slot.
     std::vector<char> move_out;
+    // The plan's instructions as a run walks them: each with what it needs
+    // at hand (Bind), and the frees that follow it folded in.
+    struct Step {
+      const Instruction* in = nullptr;  // null: frees only
+      bool bound = false;               // its output is a bound buffer
+      bool whole = false;               // every operand is a slot's tensor
+      int num_operands = 0;
+      const Tensor* operands[3] = {};  // where whole: the slots' tensors
+      int frees_begin = 0, frees_end = 0;  // into `frees`
+    };
+    std::vector<Step> steps;
+    std::vector<int> frees;   // slots
+    size_t backward_step = 0;  // the step of CompiledPlan::backward_start
   };
 
  private:
