@@ -86,6 +86,21 @@ uint64_t StructureHash(const Program& program) {
   return h.value();
 }
 
+namespace {
+
+// An op's inputs or ints: one to three numbers, compared inline (vector's ==
+// calls memcmp: a call per op on every cache hit).
+template <typename T>
+bool SameNumbers(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool SameStructure(const Program& a, const Program& b) {
   if (&a == &b) return true;
   if (a.name != b.name || a.output != b.output || a.shapes != b.shapes ||
@@ -95,9 +110,9 @@ bool SameStructure(const Program& a, const Program& b) {
   for (size_t i = 0; i < a.ops.size(); ++i) {
     const Op& x = a.ops[i];
     const Op& y = b.ops[i];
-    if (x.kind != y.kind || x.output != y.output || x.inputs != y.inputs || x.site != y.site ||
-        x.scope != y.scope || x.name != y.name || x.schedule != y.schedule ||
-        std::memcmp(&x.scalar, &y.scalar, sizeof(double)) != 0 || x.ints != y.ints) {
+    if (x.kind != y.kind || x.output != y.output || !SameNumbers(x.inputs, y.inputs) ||
+        x.site != y.site || x.scope != y.scope || x.name != y.name || x.schedule != y.schedule ||
+        std::memcmp(&x.scalar, &y.scalar, sizeof(double)) != 0 || !SameNumbers(x.ints, y.ints)) {
       return false;
     }
     if (x.kind == OpKind::kCheckpoint && !(x.policy == y.policy)) return false;
@@ -226,7 +241,7 @@ std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
     return true;
   };
   auto matches = [&](const Entry& e) {
-    return e.wrt == wrt && same_args(e.args) && SameStructure(e.program, program);
+    return SameNumbers(e.wrt, wrt) && same_args(e.args) && SameStructure(e.program, program);
   };
   // Repeated runs of one case, the common use, confirm the last plan used
   // in one pass over the program, without hashing it first (or building
