@@ -1,6 +1,7 @@
 #include "engines/api/engine.h"
 
-#include <set>
+#include <algorithm>
+#include <cstddef>
 
 #include "engines/api/error.h"
 
@@ -23,13 +24,16 @@ void ValidateArguments(const Program& program, const std::vector<Tensor>& args,
                          " should be ", program.shapes[i].ToString(), ", got ", a.TypeString()));
     }
   }
-  std::set<int> seen;
-  for (int w : wrt) {
+  // Every run validates: a handful of indices, each compared with those
+  // before it (a std::set allocated a node per index per run).
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    const int w = wrt[i];
     if (w < 0 || w >= program.num_params()) {
       throw Error(StrCat("program ", program.name, ": wrt index ", w, " is not a parameter (0..",
                          program.num_params() - 1, ")"));
     }
-    if (!seen.insert(w).second) {
+    if (std::find(wrt.begin(), wrt.begin() + static_cast<std::ptrdiff_t>(i), w) !=
+        wrt.begin() + static_cast<std::ptrdiff_t>(i)) {
       throw Error(StrCat("program ", program.name, ": wrt names ", program.param_names[w],
                          " twice"));
     }
