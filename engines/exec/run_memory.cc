@@ -39,6 +39,8 @@ std::vector<Tensor> RunMemory::Arguments(const Program& program, const std::vect
   }
   const DType dtype = kernels_.dtype();
   std::vector<Tensor> inputs;
+  inputs.reserve(args.size());
+  arguments_.reserve(args.size());
   for (int i = 0; i < program.num_params(); ++i) {
     const ScopedSite site(tracker_.get(), Category::kInputs,
                           StrCat("argument ", program.param_names[i]));
