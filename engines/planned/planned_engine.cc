@@ -203,7 +203,7 @@ class Slots {
 void RunKernel(Kernels& k, const PlannedEngine::Binding::Step& step, Slots& slots, Tensor& out) {
   const Instruction& in = *step.in;
   const auto n = static_cast<size_t>(step.num_operands);
-  if (step.whole) {
+  if (step.resolved) {
     return k.RunInto(in.op, std::span<const Tensor* const>(step.operands, n), in.attrs, out);
   }
   // Views only where an operand needs one: three empty tensors made and
@@ -383,9 +383,10 @@ PlannedEngine::Binding& PlannedEngine::Bind(const CompiledPlan& plan) {
     b.bound[in.out] = true;
     b.bytes[in.out] = bytes;
   }
-  // The steps. A kernel's whole operands are its slots' tensors, found
-  // here once (the slots do not move: sized above). A free joins the step
-  // before it, unless it opens the backward pass (its clock starts there).
+  // The steps. A kernel's operands are found here once where they can be:
+  // a whole slot's tensor (the slots do not move: sized above), or a view
+  // of a bound buffer (made here). A free joins the step before it, unless
+  // it opens the backward pass (its clock starts there).
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const Instruction& in = plan.instructions[i];
     if (i == plan.backward_start) b.backward_step = b.steps.size();
@@ -403,10 +404,17 @@ PlannedEngine::Binding& PlannedEngine::Bind(const CompiledPlan& plan) {
     step.in = &in;
     step.bound = in.out >= 0 && b.bound[in.out];
     step.num_operands = static_cast<int>(in.operands.size());
-    step.whole = in.kind == Instruction::Kind::kKernel && step.num_operands <= 3;
-    for (int j = 0; step.whole && j < step.num_operands; ++j) {
-      step.whole = in.operands[j].whole;
-      step.operands[j] = &b.slots[in.operands[j].slot];
+    step.resolved = step.num_operands <= 3;
+    for (int j = 0; step.resolved && j < step.num_operands; ++j) {
+      const SlotRef& r = in.operands[j];
+      if (r.whole) {
+        step.operands[j] = &b.slots[r.slot];
+      } else if (b.bound[r.slot]) {
+        b.views.push_back(b.slots[r.slot].View(r.offset_bytes, r.shape));
+        step.operands[j] = &b.views.back();
+      } else {
+        step.resolved = false;
+      }
     }
     if (in.kind == Instruction::Kind::kKernel && step.num_operands > 3) {
       throw Error(StrCat("planned: a kernel call with ", step.num_operands,
@@ -512,6 +520,11 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
       slots[slot] = Tensor();
     }
   };
+  // Operand j of a step: found at Bind, or its slot's tensor or a view of
+  // it made in `view`.
+  auto operand = [&slots](const Binding::Step& step, int j, Tensor* view) -> const Tensor& {
+    return step.resolved ? *step.operands[j] : slots.Get(step.in->operands[j], view);
+  };
   const size_t n = binding.steps.size();
   for (size_t i = 0; i < n; ++i) {
     const Binding::Step& step = binding.steps[i];
@@ -556,25 +569,25 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
         break;
       case Instruction::Kind::kCopy: {
         Tensor view0;
-        slots[in.out] = Copy(slots.Get(in.operands[0], &view0), memory.tracker());
+        slots[in.out] = Copy(operand(step, 0, &view0), memory.tracker());
         break;
       }
       case Instruction::Kind::kCopyInto: {
         Tensor view0, view1;
-        const Tensor& src = slots.Get(in.operands[0], &view0);
-        const Tensor& dst = slots.Get(in.operands[1], &view1);
+        const Tensor& src = operand(step, 0, &view0);
+        const Tensor& dst = operand(step, 1, &view1);
         std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(dst.bytes()));
         break;
       }
       case Instruction::Kind::kZeroFill: {
         Tensor view0;
-        const Tensor& dst = slots.Get(in.operands[0], &view0);
+        const Tensor& dst = operand(step, 0, &view0);
         std::memset(dst.raw(), 0, static_cast<size_t>(dst.bytes()));
         break;
       }
       case Instruction::Kind::kSetOne: {
         Tensor view0;
-        slots.Get(in.operands[0], &view0).f32()[0] = 1.0f;
+        operand(step, 0, &view0).f32()[0] = 1.0f;
         break;
       }
       case Instruction::Kind::kFree:

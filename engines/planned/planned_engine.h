@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -103,12 +104,15 @@ class PlannedEngine : public Engine {
     struct Step {
       const Instruction* in = nullptr;  // null: frees only
       bool bound = false;               // its output is a bound buffer
-      bool whole = false;               // every operand is a slot's tensor
+      bool resolved = false;            // every operand found at Bind
       int num_operands = 0;
-      const Tensor* operands[3] = {};  // where whole: the slots' tensors
+      const Tensor* operands[3] = {};  // where resolved
       int frees_begin = 0, frees_end = 0;  // into `frees`
     };
     std::vector<Step> steps;
+    // Views of bound buffers the steps read (made once; a deque: they do
+    // not move as it grows).
+    std::deque<Tensor> views;
     std::vector<int> frees;   // slots
     size_t backward_step = 0;  // the step of CompiledPlan::backward_start
   };
