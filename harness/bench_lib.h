@@ -515,56 +515,81 @@ struct RowResult {
 // What an engine's runs took: the wall time of the timed runs (each call of
 // value_and_grad, the result's release included; run without kernel timing,
 // RunOptions::time_kernels, whose clock reads would add tens of ns to every
-// kernel call), and the wall time and what it reports of its kernels in
-// probed runs of their own (Stats::seconds_in_kernels, Stats::kernel_calls).
-// Everything the engine does around its kernels (looking up a plan,
-// allocating, bookkeeping) is overhead, whether or not its own clocks cover
-// it:
-// - OverheadFraction: of the probed runs' wall time, the share outside
+// kernel call), and probes: samples of runs of their own, timed together,
+// with what the engine reports of its kernels in them
+// (Stats::seconds_in_kernels, Stats::kernel_calls). Everything the engine
+// does around its kernels (looking up a plan, allocating, bookkeeping) is
+// overhead, whether or not its own clocks cover it. The probe used is the
+// one whose runs spent the least time in kernels a run: a sample the
+// process was preempted in counts the preemption in whichever call it hit,
+// a kernel's as likely as any (one such probe put planned's kernels at
+// twice their time on sin_recursive D=8, and its per call at 0).
+// - OverheadFraction: of that probe's wall time, the share outside
 //   kernels' arithmetic (both from the same runs: on the matrix problems a
 //   difference of a few percent between two means of runs taken apart would
 //   be noise);
-// - OverheadNsPerCall: a run's wall time less the probed runs' mean kernel
-//   time, per kernel call (the probes' own cost, tens of ns a call, would
+// - OverheadNsPerCall: a run's wall time less the probe's kernel time a
+//   run, per kernel call (the probes' own cost, tens of ns a call, would
 //   otherwise be most of a compiled engine's on the scalar chains). The
 //   run's wall time is the row's time (`run_seconds`: the bench passes the
 //   table's, its least quiet sample), else the timed runs' mean: a mean
 //   over every sample takes in the ones the process was preempted in (on
 //   sin_plain D=8, one run's mean put planned's per call at 63 ns where its
-//   quiet samples gave 44). Rows run once (big rows) have only probed runs:
-//   their wall time is the probed runs'. Only where the overhead is at least
+//   quiet samples gave 44). Rows run once (big rows) have only a probe:
+//   their wall time is its. Only where the overhead is at least
 //   kMinOverheadShareForPerCall of the time: below it (the matrix problems:
-//   0.3-7%) the difference of the two means is within their noise (it
-//   measured 0 to 27 us a call on scan_stack's rows of one run).
+//   0.3-7%) the difference is within the noise (it measured 0 to 27 us a
+//   call on scan_stack's rows of one run).
 inline constexpr double kMinOverheadShareForPerCall = 0.1;
+// Probes a row takes (per window); the bench's are one sample's worth of
+// runs each.
+inline constexpr int kProbesPerRow = 3;
 struct EngineTime {
   double wall_seconds = 0;  // of the timed (unprobed) runs
   int64_t runs = 0;
-  double probed_wall_seconds = 0;
-  double kernel_seconds = 0;  // of the probed runs
-  int64_t kernel_calls = 0;
-  int64_t probed_runs = 0;
+  struct Probe {
+    double wall_seconds = 0;
+    double kernel_seconds = 0;
+    int64_t kernel_calls = 0;
+    int64_t runs = 0;
+  };
+  std::vector<Probe> probes;
 
+  void AddProbe(double wall, double kernel, int64_t calls, int64_t probe_runs) {
+    probes.push_back({wall, kernel, calls, probe_runs});
+  }
+  // The probe with the least kernel time a run (null: none with runs).
+  const Probe* Best() const {
+    const Probe* best = nullptr;
+    for (const Probe& p : probes) {
+      if (p.runs <= 0 || p.wall_seconds <= 0) continue;
+      if (best == nullptr || p.kernel_seconds / static_cast<double>(p.runs) <
+                                 best->kernel_seconds / static_cast<double>(best->runs)) {
+        best = &p;
+      }
+    }
+    return best;
+  }
   std::optional<double> WallPerRun() const {
     if (runs > 0 && wall_seconds > 0) return wall_seconds / static_cast<double>(runs);
-    if (probed_runs > 0 && probed_wall_seconds > 0) {
-      return probed_wall_seconds / static_cast<double>(probed_runs);
-    }
+    if (const Probe* p = Best()) return p->wall_seconds / static_cast<double>(p->runs);
     return std::nullopt;
   }
   std::optional<double> OverheadFraction() const {
-    if (probed_runs <= 0 || probed_wall_seconds <= 0) return std::nullopt;
-    return std::max(0.0, 1 - kernel_seconds / probed_wall_seconds);
+    const Probe* p = Best();
+    if (p == nullptr) return std::nullopt;
+    return std::max(0.0, 1 - p->kernel_seconds / p->wall_seconds);
   }
   std::optional<double> OverheadNsPerCall(std::optional<double> run_seconds = std::nullopt) const {
     const std::optional<double> wall = run_seconds ? run_seconds : WallPerRun();
     const std::optional<double> share = OverheadFraction();
-    if (!wall || !share || *share < kMinOverheadShareForPerCall || kernel_calls <= 0) {
+    const Probe* p = Best();
+    if (!wall || !share || *share < kMinOverheadShareForPerCall || p->kernel_calls <= 0) {
       return std::nullopt;
     }
-    const double runs_d = static_cast<double>(probed_runs);
-    return std::max(0.0, *wall - kernel_seconds / runs_d) * 1e9 /
-           (static_cast<double>(kernel_calls) / runs_d);
+    const double runs_d = static_cast<double>(p->runs);
+    return std::max(0.0, *wall - p->kernel_seconds / runs_d) * 1e9 /
+           (static_cast<double>(p->kernel_calls) / runs_d);
   }
 };
 

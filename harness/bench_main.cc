@@ -414,26 +414,27 @@ Sample TimeSample(int64_t runs, Work work) {
 
 // `runs` runs of `engine` on the case, timed together. Each result is
 // released inside the timing (freeing is part of a run). `stats`, if given,
-// gets the last run's stats; `time`, if given, adds up the runs' wall time
-// (the sample's) as timed or probed runs (options.time_kernels), and what
-// the engine reports of its kernels in probed ones.
+// gets the last run's stats; `time`, if given, adds the runs' wall time (the
+// sample's) to the timed runs, or, probed (options.time_kernels), adds them
+// as a probe with what the engine reports of its kernels.
 Sample TimeRuns(Engine& engine, const Program& program, const Case& c,
                 const RunOptions& options, int64_t runs, Stats* stats = nullptr,
                 EngineTime* time = nullptr) {
+  double kernel_seconds = 0;
+  int64_t kernel_calls = 0;
   const Sample sample = TimeSample(runs, [&](int64_t i) {
     Result r = engine.ValueAndGrad(program, c.inputs, c.wrt, options);
     benchmark::DoNotOptimize(r.value.raw());
-    if (time && options.time_kernels) {
-      time->kernel_seconds += r.stats.seconds_in_kernels;
-      time->kernel_calls += r.stats.kernel_calls;
+    if (options.time_kernels) {
+      kernel_seconds += r.stats.seconds_in_kernels;
+      kernel_calls += r.stats.kernel_calls;
     }
     if (stats && i + 1 == runs) *stats = std::move(r.stats);
   });
   if (time) {
     const double seconds = sample.ms / 1e3 * static_cast<double>(runs);
     if (options.time_kernels) {
-      time->probed_wall_seconds += seconds;
-      time->probed_runs += runs;
+      time->AddProbe(seconds, kernel_seconds, kernel_calls, runs);
     } else {
       time->wall_seconds += seconds;
       time->runs += runs;
@@ -547,13 +548,16 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
       state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
     }
     if (!memory_pass && !s->row.big && !s->timings.row_ms.empty()) {
-      // The kernels' share: one sample's worth of probed runs (two at
-      // least), untimed as samples (EngineTime).
+      // The kernels' share: kProbesPerRow probes of one sample's worth of
+      // runs (two at least), untimed as samples (EngineTime uses the one
+      // with the least kernel time).
       RunOptions probed = options;
       probed.time_kernels = true;
       if (IsCap(s->row.policy)) probed.memory_cap_bytes = s->memory_cap_bytes;
-      TimeRuns(*s->engine, s->program, c, probed, std::max<int64_t>(2, s->runs_per_sample),
-               nullptr, &s->timed);
+      for (int i = 0; i < kProbesPerRow; ++i) {
+        TimeRuns(*s->engine, s->program, c, probed, std::max<int64_t>(2, s->runs_per_sample),
+                 nullptr, &s->timed);
+      }
     }
   } catch (const std::exception& e) {
     s->error = e.what();

@@ -845,37 +845,40 @@ TEST(BenchPlausibility, OverheadPerCallIsComparedWithEagers) {
   EngineTime eager_time;
   eager_time.wall_seconds = 20e-3;
   eager_time.runs = 10;
-  eager_time.probed_wall_seconds = 4e-3;
-  eager_time.kernel_seconds = 1e-3;
-  eager_time.kernel_calls = 2000;
-  eager_time.probed_runs = 2;
+  eager_time.AddProbe(4e-3, 1e-3, 2000, 2);
   EXPECT_NEAR(*eager_time.OverheadFraction(), 0.75, 1e-12);
   EXPECT_NEAR(*eager_time.OverheadNsPerCall(), 1500, 1e-9);
-  EngineTime planned_time = eager_time;
+  EngineTime planned_time;
   planned_time.wall_seconds = 6e-3;  // 0.6 ms a run
-  planned_time.probed_wall_seconds = 1.4e-3;  // the probes' cost is in these
+  planned_time.runs = 10;
+  planned_time.AddProbe(1.4e-3, 1e-3, 2000, 2);  // the probes' cost is in these
   EXPECT_NEAR(*planned_time.OverheadNsPerCall(), 100, 1e-9);
   EXPECT_NEAR(*planned_time.OverheadFraction(), 1 - 1.0 / 1.4, 1e-12);
   // The row's time, where given, is the run's wall time (0.55 ms: 50 ns a
   // call).
   EXPECT_NEAR(*planned_time.OverheadNsPerCall(0.55e-3), 50, 1e-9);
+  // A probe preempted inside a kernel (its kernel time doubled) is not the
+  // one used, whichever order they come in.
+  EngineTime preempted = planned_time;
+  preempted.probes.insert(preempted.probes.begin(), {2.4e-3, 2e-3, 2000, 2});
+  EXPECT_NEAR(*preempted.OverheadNsPerCall(), 100, 1e-9);
+  EXPECT_NEAR(*preempted.OverheadFraction(), 1 - 1.0 / 1.4, 1e-12);
   EXPECT_FALSE(EngineTime{}.OverheadFraction());
   EngineTime no_probe = eager_time;
-  no_probe.probed_runs = 0;
+  no_probe.probes.clear();
   EXPECT_FALSE(no_probe.OverheadFraction());
-  EngineTime no_calls = eager_time;
-  no_calls.kernel_calls = 0;  // an engine that reports none
+  EngineTime no_calls;
+  no_calls.wall_seconds = 20e-3;
+  no_calls.runs = 10;
+  no_calls.AddProbe(4e-3, 1e-3, 0, 2);  // an engine that reports none
   EXPECT_FALSE(no_calls.OverheadNsPerCall());
   // A big row: its one run is probed, and its wall time is that run's.
   EngineTime big;
-  big.probed_wall_seconds = 0.1;
-  big.kernel_seconds = 0.08;
-  big.kernel_calls = 10;
-  big.probed_runs = 1;
+  big.AddProbe(0.1, 0.08, 10, 1);
   EXPECT_NEAR(*big.OverheadFraction(), 0.2, 1e-12);
   EXPECT_NEAR(*big.OverheadNsPerCall(), 2e6, 1e-3);
   // Under a tenth of the time outside kernels: no per-call figure.
-  big.kernel_seconds = 0.095;
+  big.probes[0].kernel_seconds = 0.095;
   EXPECT_TRUE(big.OverheadFraction());
   EXPECT_FALSE(big.OverheadNsPerCall());
 
