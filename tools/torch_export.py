@@ -6,8 +6,13 @@
 
 `export(module, example_inputs, out_dir, loss=None)` traces `module` with
 torch.fx and writes out_dir/program.txt and one .npy per input of the
-program: every parameter the forward reads (named by its path,
-"layers.0.fc1.weight") and every example input (named by forward's argument).
+program: every parameter, buffer and tensor attribute the forward reads,
+named by its full path in `module` ("layers.0.fc1.weight", "block.shift":
+never its last name alone, so tensors of the same name in different modules
+stay apart), and every example input (named by forward's argument). A tensor
+reachable by two paths (a tied weight) is one input, under the first path
+named_parameters() gives. Two inputs that would get one name are an
+ExportError, never merged.
 The program's value is the module's output, which must be a scalar; with
 loss="sum" or loss="sum_of_squares" that reduction is appended.
 
@@ -145,18 +150,78 @@ class _Writer:
         return "v%d" % self.count
 
 
-def _convert(gm, root, prefix, arg_ids, writer, lines, indent, params):
-    """Converts the fx GraphModule `gm` (a module at path `prefix` of `root`).
+def _tensor_names(root):
+    """id(tensor) -> its full path in `root`, for every parameter and buffer.
 
-    arg_ids: the program ids of gm's placeholders, in order. params: a dict,
-    qualified parameter name -> (id in this body, tensor): the parameters
-    this body reads, which its enclosing program passes in (added on first
-    use). Appends statements to `lines`; returns the id of the output.
+    A tensor reachable by two paths (a tied weight) has one name, the first
+    that named_parameters() or named_buffers() gives, so that it is one
+    input of the program and its gradient is the sum over its uses."""
+    names = {}
+    for n, t in list(root.named_parameters()) + list(root.named_buffers()):
+        names.setdefault(id(t), n)
+    return names
+
+
+class _Params:
+    """The tensors a program body reads from the model (parameters, buffers,
+    tensor attributes), keyed by the tensor's identity and whether it is read
+    transposed; each is one input of the body, named by its full path."""
+
+    def __init__(self):
+        self.by_key = {}  # (id(tensor), transposed) -> (ident, path, source tensor, transposed)
+
+    def get(self, path, tensor, transposed):
+        key = (id(tensor), transposed)
+        if key not in self.by_key:
+            name = path + (".T" if transposed else "")
+            self.by_key[key] = (_ident(name), name, tensor, transposed)
+        return self.by_key[key][0]
+
+    def items(self):
+        return list(self.by_key.values())
+
+
+def _resolve(traced, target, where):
+    """The module that owns attribute path `target` of the traced module
+    `traced` (walking the original modules, not the GraphModule's copies,
+    whose intermediate modules are fresh nn.Module()s with no path), and the
+    tensor itself."""
+    owner = traced
+    *owners, field = target.split(".")
+    for part in owners:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            raise ExportError("%s: get_attr %r: no submodule %r on the traced module" % (where, target, part))
+    return owner, getattr(owner, field)
+
+
+def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
+    """Converts the fx GraphModule `gm`, traced from the module `traced` (at
+    path `prefix` of `root`; a region checkpoint_sequential made has no path
+    of its own and is named by its first module's).
+
+    arg_ids: the program ids of gm's placeholders, in order. params: a
+    _Params, the tensors this body reads from the model, which its enclosing
+    program passes in (added on first use). Every tensor is named by its full
+    path in `root` (a buffer `shift` of block `a.b` is "a.b.shift", never
+    "shift"), found from the original modules: a path that cannot be found is
+    an ExportError, never a guess. Appends statements to `lines`; returns the
+    id of the output.
     """
     env = {}
     placeholders = iter(arg_ids)
     paths = {id(m): n for n, m in root.named_modules()}
+    names = _tensor_names(root)
     mods = dict(gm.named_modules())
+
+    def tensor_path(tensor, owner, attr, node):
+        path = names.get(id(tensor))
+        if path is not None:
+            return path
+        owner_path = paths.get(id(owner))
+        if owner_path is None:
+            fail(node, "a tensor attribute %r of a module that is not a submodule of the exported model" % attr)
+        return _join(owner_path, attr)
 
     def where(node):
         if node.op == "call_module":
@@ -165,11 +230,9 @@ def _convert(gm, root, prefix, arg_ids, writer, lines, indent, params):
             path = "%s (%s)" % (prefix, node.name) if prefix else node.name
         return path or "<root>"
 
-    def param(qualname, tensor, transposed=False):
-        key = qualname + (".T" if transposed else "")
-        if key not in params:
-            params[key] = (_ident(key), tensor.detach().t() if transposed else tensor.detach())
-        return params[key][0]
+    def param(module, attr, node, transposed=False):
+        tensor = getattr(module, attr)
+        return params.get(tensor_path(tensor, module, attr, node), tensor, transposed)
 
     def shape(node):
         meta = node.meta.get("tensor_meta")
@@ -245,22 +308,21 @@ def _convert(gm, root, prefix, arg_ids, writer, lines, indent, params):
         if node.op == "placeholder":
             env[node] = next(placeholders)
         elif node.op == "get_attr":
-            owner_name, _, attr = node.target.rpartition(".")
-            owner = gm.get_submodule(owner_name)
-            qual = _join(paths.get(id(owner), prefix), attr)
-            env[node] = param(qual, getattr(owner, attr))
+            owner, tensor = _resolve(traced, node.target, where(node))
+            if not isinstance(tensor, torch.Tensor):
+                fail(node, "get_attr %r of type %s (only tensors)" % (node.target, type(tensor).__name__))
+            env[node] = param(owner, node.target.rpartition(".")[2], node)
         elif node.op == "output":
             return env[node.args[0]]
         elif node.op == "call_module":
             m = mods[node.target]
-            qual = paths.get(id(m), _join(prefix, node.target))
             x = node.args[0]
             if isinstance(m, nn.Linear):
                 if shape(x) is None or len(shape(x)) != 2:
                     fail(node, "nn.Linear on a rank-%s input (remat's matmul needs (N, in))" % (len(shape(x)) if shape(x) else "?"))
-                y = emit("matmul", [env[x], param(qual + ".weight", m.weight, transposed=True)], node)
+                y = emit("matmul", [env[x], param(m, "weight", node, transposed=True)], node)
                 if m.bias is not None:
-                    y = emit("bias_add", [y, param(qual + ".bias", m.bias)], node)
+                    y = emit("bias_add", [y, param(m, "bias", node)], node)
                 env[node] = y
             elif isinstance(m, nn.ReLU):
                 env[node] = emit("relu", [env[x]], node)
@@ -272,7 +334,7 @@ def _convert(gm, root, prefix, arg_ids, writer, lines, indent, params):
                 if m.eps != 1e-5 or not m.elementwise_affine or len(m.normalized_shape) != 1:
                     fail(node, "nn.LayerNorm(eps=%g, elementwise_affine=%s, shape %s) (remat's: eps 1e-5, affine, last axis)"
                          % (m.eps, m.elementwise_affine, tuple(m.normalized_shape)))
-                env[node] = emit("layer_norm", [env[x], param(qual + ".weight", m.weight), param(qual + ".bias", m.bias)], node)
+                env[node] = emit("layer_norm", [env[x], param(m, "weight", node), param(m, "bias", node)], node)
             elif isinstance(m, nn.Softmax):
                 if m.dim not in (-1, len(shape(x)) - 1):
                     fail(node, "nn.Softmax(dim=%r) (remat's softmax is over the last axis)" % m.dim)
@@ -290,15 +352,15 @@ def _convert(gm, root, prefix, arg_ids, writer, lines, indent, params):
                 graph = _Tracer().trace(region)
             sub = torch.fx.GraphModule(region, graph)
             ShapeProp(sub).propagate(*[torch.zeros(shape(a)) for a in inner_args])
-            body_lines, body_params = [], {}
+            body_lines, body_params = [], _Params()
             body_ids = ["a%d" % i for i in range(len(inner_args))]
-            out = _convert(sub, root, sub_prefix, body_ids, writer,
+            out = _convert(sub, region, root, sub_prefix, body_ids, writer,
                            body_lines, indent + "  ", body_params)
             outer_inputs = [env[a] for a in inner_args]
             param_decls = ["%s: %s" % (i, _type(shape(a))) for i, a in zip(body_ids, inner_args)]
-            for key, (bid, t) in body_params.items():
-                outer_inputs.append(param(key[:-2], t.t(), True) if key.endswith(".T") else param(key, t))
-                param_decls.append("%s: %s" % (bid, _type(t.shape)))
+            for bid, path, t, transposed in body_params.items():
+                outer_inputs.append(params.get(path[:-2] if transposed else path, t, transposed))
+                param_decls.append("%s: %s" % (bid, _type(t.t().shape if transposed else t.shape)))
             y = writer.fresh()
             lines.append("%s%%%s: %s = checkpoint(%s) name=%s policy=\"nothing_saveable\" {"
                          % (indent, y, _type(shape(node)), ", ".join("%" + i for i in outer_inputs),
@@ -358,8 +420,8 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
     if len(placeholders) != len(example_inputs):
         raise ExportError("forward takes %d inputs, %d examples given" % (len(placeholders), len(example_inputs)))
     input_ids = [_ident(n.target) for n in placeholders]
-    writer, lines, params = _Writer(), [], {}
-    out = _convert(gm, module, "", input_ids, writer, lines, "  ", params)
+    writer, lines, params = _Writer(), [], _Params()
+    out = _convert(gm, module, module, "", input_ids, writer, lines, "  ", params)
     out_node = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     out_shape = tuple(out_node.meta["tensor_meta"].shape)
     if loss == "sum_of_squares":
@@ -374,7 +436,18 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
         raise ExportError("loss=%r: expected None, 'sum' or 'sum_of_squares'" % loss)
     elif out_shape != ():
         raise ExportError("the module returns %s, not a scalar: pass loss='sum' or 'sum_of_squares'" % (out_shape,))
-    decls = ["%s: %s" % (pid, _type(t.shape)) for pid, t in params.values()]
+    exported = [(pid, (t.detach().t() if tr else t.detach())) for pid, _, t, tr in params.items()]
+    # Two tensors under one name would be one input of the program: refuse
+    # rather than merge them (a parameter path equal to an argument's name,
+    # or two paths that differ only in characters _ident replaces).
+    owners = {}
+    for (pid, path, _, _), kind in [(p, "parameter or buffer") for p in params.items()] + \
+            [((i, n.target, None, False), "argument of forward") for i, n in zip(input_ids, placeholders)]:
+        if pid in owners:
+            raise ExportError("two inputs of the program would both be named %r: %s %r and %s %r; rename one"
+                              % (pid, owners[pid][0], owners[pid][1], kind, path))
+        owners[pid] = (kind, path)
+    decls = ["%s: %s" % (pid, _type(t.shape)) for pid, t in exported]
     decls += ["%s: %s" % (i, _type(x.shape)) for i, x in zip(input_ids, example_inputs)]
     text = "# exported from PyTorch %s by tools/torch_export.py\n" % torch.__version__
     text += "program %s(%s) {\n" % (_ident(name or type(module).__name__), ", ".join(decls))
@@ -382,8 +455,8 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "program.txt"), "w") as f:
         f.write(text)
-    for pid, t in params.values():
-        np.save(os.path.join(out_dir, pid + ".npy"), t.detach().contiguous().numpy().astype(np.float32))
+    for pid, t in exported:
+        np.save(os.path.join(out_dir, pid + ".npy"), t.contiguous().numpy().astype(np.float32))
     for i, x in zip(input_ids, example_inputs):
         np.save(os.path.join(out_dir, i + ".npy"), x.detach().numpy().astype(np.float32))
     return text
