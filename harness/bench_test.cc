@@ -417,8 +417,12 @@ TEST(BenchFlags, CapRowsGoToEnginesThatEvictAndBudgetRowsToThoseThatHonourRegion
     if (row.kind != RowKind::kValueAndGrad) continue;
     problems.insert(row.problem);
     ++by_variant[row.engine + "/" + row.policy.substr(0, row.policy.find(':'))];
-    if (row.engine == "dtr") EXPECT_TRUE(IsCap(row.policy)) << row.name;
-    if (row.engine == "recompute") EXPECT_TRUE(IsBudgetUnderCap(row.policy)) << row.name;
+    if (row.engine == "dtr") {
+      EXPECT_TRUE(IsCap(row.policy)) << row.name;
+    }
+    if (row.engine == "recompute") {
+      EXPECT_TRUE(IsBudgetUnderCap(row.policy)) << row.name;
+    }
   }
   EXPECT_EQ(problems, (std::set<std::string>{"scan_stack", "mlp_chain"}));
   // 2 problems x 3 depths, x 3 caps.

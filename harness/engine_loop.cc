@@ -3,7 +3,7 @@
 // sampling, and a process to profile (perf record -g
 // bazel-bin/harness/engine_loop ...).
 //
-//   tools/bazel run //harness:engine_loop -- --problem=sin_plain \
+//   tools/bazel run //harness:engine_loop -- --problem=sin_plain
 //       --engine=planned --param=D=1024 --runs=2000
 //
 // Prints the least wall time of --runs runs made without kernel timing

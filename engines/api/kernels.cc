@@ -332,9 +332,20 @@ int KernelArity(KernelOp op) {
     case KernelOp::kLayerNorm:
     case KernelOp::kLayerNormBackward:
       return 3;
-    default:
+    case KernelOp::kMatMul:
+    case KernelOp::kReluBackward:
+    case KernelOp::kSinBackward:
+    case KernelOp::kCosBackward:
+    case KernelOp::kSquareBackward:
+    case KernelOp::kAdd:
+    case KernelOp::kMul:
+    case KernelOp::kSoftmaxBackward:
+    case KernelOp::kLayerNormGammaGrad:
+    case KernelOp::kGeluBackward:
+    case KernelOp::kBiasAdd:
       return 2;
   }
+  throw Error(StrCat("KernelArity: unknown kernel ", static_cast<int>(op)));
 }
 
 // One switch and one virtual call: what a compiled engine saves against the

@@ -5,33 +5,20 @@
 #include <utility>
 
 #include "engines/api/error.h"
+#include "engines/api/op_def.h"
 
 namespace remat {
 
 const char* OpKindName(OpKind kind) {
   switch (kind) {
-    case OpKind::kMatMul: return "matmul";
-    case OpKind::kRelu: return "relu";
-    case OpKind::kSin: return "sin";
-    case OpKind::kCos: return "cos";
-    case OpKind::kSquare: return "square";
-    case OpKind::kAdd: return "add";
-    case OpKind::kMul: return "mul";
-    case OpKind::kSum: return "sum";
-    case OpKind::kName: return "name";
-    case OpKind::kSoftmax: return "softmax";
-    case OpKind::kLayerNorm: return "layer_norm";
-    case OpKind::kGelu: return "gelu";
-    case OpKind::kScale: return "scale";
-    case OpKind::kTranspose: return "transpose";
-    case OpKind::kSplitHeads: return "split_heads";
-    case OpKind::kMergeHeads: return "merge_heads";
-    case OpKind::kBiasAdd: return "bias_add";
     case OpKind::kCheckpoint: return "checkpoint";
     case OpKind::kScan: return "scan";
     case OpKind::kChain: return "chain";
+    default: break;  // a primitive: its OpDef names it
   }
-  return "?";
+  const size_t i = static_cast<size_t>(kind);
+  const std::span<const OpDef> defs = OpDefs();
+  return i < defs.size() ? defs[i].name : "unknown";
 }
 
 int Program::Producer(int value) const {

@@ -30,6 +30,8 @@
 
 namespace remat {
 
+// The primitives first, in the order of the OpDef registry (op_def.h, which
+// defines each: its name, shape, rules and FLOPs), then the structural ops.
 enum class OpKind {
   kMatMul,  // attrs: none; rank 2 or batched rank 3
   kRelu,

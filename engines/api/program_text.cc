@@ -16,19 +16,21 @@
 #include <vector>
 
 #include "engines/api/error.h"
+#include "engines/api/op_def.h"
 #include "engines/api/op_shape.h"
-#include "engines/schedule/schedule.h"
+#include "engines/api/schedule_spec.h"
 
 namespace remat {
 namespace {
 
-constexpr OpKind kAllKinds[] = {
-    OpKind::kMatMul,     OpKind::kRelu,       OpKind::kSin,        OpKind::kCos,
-    OpKind::kSquare,     OpKind::kAdd,        OpKind::kMul,        OpKind::kSum,
-    OpKind::kName,       OpKind::kSoftmax,    OpKind::kLayerNorm,  OpKind::kGelu,
-    OpKind::kScale,      OpKind::kTranspose,  OpKind::kSplitHeads, OpKind::kMergeHeads,
-    OpKind::kBiasAdd,    OpKind::kCheckpoint, OpKind::kScan,       OpKind::kChain,
-};
+// Every op the text names: the primitives of the OpDef registry, then the
+// structural ops.
+std::vector<OpKind> AllKinds() {
+  std::vector<OpKind> kinds;
+  for (const OpDef& def : OpDefs()) kinds.push_back(def.kind);
+  for (OpKind k : {OpKind::kCheckpoint, OpKind::kScan, OpKind::kChain}) kinds.push_back(k);
+  return kinds;
+}
 
 bool IsStructural(OpKind kind) {
   return kind == OpKind::kCheckpoint || kind == OpKind::kScan || kind == OpKind::kChain;
@@ -133,7 +135,8 @@ void PrintBody(const Program& p, const std::string& indent, std::string* out) {
     if (!op.name.empty() || op.kind == OpKind::kName) line += " name=" + Quote(op.name);
     if (op.kind == OpKind::kCheckpoint) line += " policy=" + Quote(op.policy.ToString());
     if (!op.schedule.empty()) line += " schedule=" + Quote(op.schedule);
-    if (op.kind == OpKind::kScale || op.scalar != 0.0 || std::signbit(op.scalar)) {
+    if ((!IsStructural(op.kind) && Def(op.kind).has_scalar) || op.scalar != 0.0 ||
+        std::signbit(op.scalar)) {
       line += " scalar=" + NumberText(op.scalar);
     }
     if (!op.ints.empty()) {
@@ -189,7 +192,7 @@ constexpr int64_t kMaxDim = int64_t{1} << 31;
 constexpr int64_t kMaxElements = int64_t{1} << 48;
 
 // Why `spec` cannot be the schedule of a `kind` op (a scan or a chain), or ""
-// when it can: its syntax, checked at load time (engines/schedule's
+// when it can: its syntax, checked at load time (schedule_spec.h's
 // ParseScheduleSpec, and checkpoint_every:K, a scan's only). What depends on
 // the chain's costs (a budget too small for it) shows when it runs.
 std::string ScheduleProblem(OpKind kind, const std::string& spec) {
@@ -577,12 +580,13 @@ class Parser {
 
   OpKind Kind(const Token& t) {
     if (t.kind == TokenKind::kWord) {
-      for (OpKind k : kAllKinds) {
+      if (const OpDef* def = FindOpDef(t.text)) return def->kind;
+      for (OpKind k : {OpKind::kCheckpoint, OpKind::kScan, OpKind::kChain}) {
         if (t.text == OpKindName(k)) return k;
       }
     }
     std::vector<std::string> names;
-    for (OpKind k : kAllKinds) names.push_back(OpKindName(k));
+    for (OpKind k : AllKinds()) names.push_back(OpKindName(k));
     Fail(t, StrCat(t.kind == TokenKind::kWord ? "unknown op " : "expected an op, got ",
                    Describe(t), "; expected one of ", Join(names, ", ")));
   }
@@ -593,8 +597,8 @@ class Parser {
     if (key == "name") return kind == OpKind::kName || IsStructural(kind);
     if (key == "policy") return kind == OpKind::kCheckpoint;
     if (key == "schedule") return kind == OpKind::kScan || kind == OpKind::kChain;
-    if (key == "scalar") return kind == OpKind::kScale;
-    if (key == "ints") return kind == OpKind::kSplitHeads || kind == OpKind::kMergeHeads;
+    if (key == "scalar") return !IsStructural(kind) && Def(kind).has_scalar;
+    if (key == "ints") return !IsStructural(kind) && Def(kind).num_ints > 0;
     return false;
   }
 
@@ -671,8 +675,8 @@ class Parser {
     if (op->kind == OpKind::kName && op->name.empty()) {
       Fail(op_token, "name needs a non-empty label: name=\"LABEL\"");
     }
-    if (op->kind == OpKind::kScale && !seen.count("scalar")) {
-      Fail(op_token, "scale needs its constant: scalar=C");
+    if (!IsStructural(op->kind) && Def(op->kind).has_scalar && !seen.count("scalar")) {
+      Fail(op_token, StrCat(OpKindName(op->kind), " needs its constant: scalar=C"));
     }
     if ((op->kind == OpKind::kSplitHeads || op->kind == OpKind::kMergeHeads) &&
         !seen.count("ints")) {

@@ -168,7 +168,7 @@ TEST(ProgramTextTest, EveryProblemRoundTripsToTheSameBits) {
             std::string("offload_dot_with_no_batch_dims")}) {
         variants.push_back({"policy " + spec, ApplyPolicy(base, Policy::Parse(spec))});
       }
-      for (const std::string& spec : {"every:2", "revolve:2", "checkpoint_every:2", "sqrt"}) {
+      for (const char* spec : {"every:2", "revolve:2", "checkpoint_every:2", "sqrt"}) {
         try {
           variants.push_back({std::string("schedule ") + spec, ApplySchedule(base, spec)});
         } catch (const Error&) {
@@ -408,7 +408,9 @@ TEST(ProgramTextTest, GoodSchedulesLoad) {
         "\" {\n    body(a: f32[2], x: f32[2])\n    %m = mul(%a, %x)\n    return %m\n  }\n"
         "  %s = sum(%y)\n  return %s\n}\n");
     EXPECT_EQ(ParseError(text), "") << spec;
-    if (ParseError(text).empty()) EXPECT_EQ(ParseProgram(text, "t").ops[0].schedule, spec);
+    if (ParseError(text).empty()) {
+      EXPECT_EQ(ParseProgram(text, "t").ops[0].schedule, spec);
+    }
   }
 }
 

@@ -1,4 +1,5 @@
-// Each primitive op's forward rule and backward (VJP) rule, side by side.
+// Each primitive op's forward rule and backward (VJP) rule, as its OpDef
+// (op_def.h, op_defs.cc) defines them: these are lookups in the registry.
 // Engines call these and never re-derive a gradient, so every engine that
 // runs the same rules on the same kernels computes the same bits.
 //
@@ -14,16 +15,11 @@
 #include <vector>
 
 #include "engines/api/kernels.h"
+#include "engines/api/op_def.h"
 #include "engines/api/program.h"
 #include "engines/api/tensor.h"
 
 namespace remat {
-
-// What a backward rule reads from the forward pass.
-struct Saves {
-  std::vector<bool> inputs;  // by input index
-  bool output = false;
-};
 
 // Which residuals the backward rule of `kind` reads when the cotangents of
 // inputs with needs[i] true are wanted.

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "engines/api/error.h"
-#include "engines/autodiff/save_plan.h"
+#include "engines/plan/save_plan.h"
 #include "engines/budget/budget_solver.h"
 
 namespace remat {

@@ -5,7 +5,7 @@
 #include "engines/api/error.h"
 #include "engines/api/program.h"
 #include "engines/api/tracer.h"
-#include "engines/autodiff/save_plan.h"
+#include "engines/plan/save_plan.h"
 
 namespace remat {
 namespace {

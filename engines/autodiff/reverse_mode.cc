@@ -10,7 +10,7 @@
 #include "engines/api/buffer_hooks.h"
 #include "engines/api/error.h"
 #include "engines/api/rules.h"
-#include "engines/autodiff/save_plan.h"
+#include "engines/plan/save_plan.h"
 #include "engines/exec/accumulate.h"
 #include "engines/exec/residual_listing.h"
 #include "engines/exec/run_memory.h"

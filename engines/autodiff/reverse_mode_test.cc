@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engines/autodiff/planners.h"
-#include "engines/autodiff/save_plan.h"
+#include "engines/plan/save_plan.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"

@@ -10,7 +10,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/rules.h"
-#include "engines/autodiff/save_plan.h"
+#include "engines/plan/save_plan.h"
 
 namespace remat {
 namespace {

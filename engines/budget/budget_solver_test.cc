@@ -16,7 +16,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/tracer.h"
-#include "engines/autodiff/save_plan.h"
+#include "engines/plan/save_plan.h"
 #include "harness/random_program.h"
 
 namespace remat {

@@ -9,7 +9,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/program_text.h"
-#include "engines/autodiff/save_plan.h"
+#include "engines/plan/save_plan.h"
 #include "engines/budget/budget_solver.h"
 
 namespace remat {

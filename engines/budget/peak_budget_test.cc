@@ -32,7 +32,7 @@
 #include "engines/api/registry.h"
 #include "engines/autodiff/planners.h"
 #include "engines/autodiff/reverse_mode.h"
-#include "engines/autodiff/save_plan.h"
+#include "engines/plan/save_plan.h"
 #include "engines/budget/budget_solver.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "harness/conformance.h"

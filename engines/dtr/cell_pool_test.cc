@@ -103,7 +103,7 @@ TEST(CellPoolTest, TheEvictedNeighbourhoodChangesTheChoice) {
 // Where h_DTR^eq's union-find estimate differs from the exact e*: classes
 // join evicted cells regardless of direction. Cells of 40 bytes:
 //
-//   a -> b (cost 10) --\
+//   a -> b (cost 10) --+
 //   a -> p (cost 1000) -+-> c (cost 10) -> d (cost 10);   e (cost 100)
 //
 // p's and c's uses end: both evicted (d needs c, c needs p). At clock 6:

@@ -355,6 +355,8 @@ int PlainReverseMode::Evaluate(const Program& p, const std::vector<int>& params)
         out = Scan(op, inputs);
         break;
       default:
+        // Every primitive; Primitive's own switch names each op, so a new
+        // op without an oracle rule fails to compile there (-Werror=switch).
         out = Primitive(p, op, inputs);
         break;
     }

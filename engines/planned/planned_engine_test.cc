@@ -84,7 +84,9 @@ TEST_P(PlannedProblemTest, EagerBitsPredictedPeakTightArena) {
   std::printf("%s %s: %d copies elided (%lld bytes)\n", GetParam().problem.c_str(),
               GetParam().variant.c_str(), plan->elided_copies,
               static_cast<long long>(plan->elided_copy_bytes));
-  if (GetParam().problem == "scan_stack") EXPECT_GT(plan->elided_copies, 0);
+  if (GetParam().problem == "scan_stack") {
+    EXPECT_GT(plan->elided_copies, 0);
+  }
   // The run's storage: the arena, the results and the host tier; nothing else.
   if (got.stats.host_peak_bytes == 0) {
     EXPECT_EQ(got.tracker->storage_bytes(), plan->arena_bytes + ResultBytes(got));

@@ -1,7 +1,6 @@
 #include "engines/schedule/schedule.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -1412,13 +1411,6 @@ Schedule Envelope(const ChainCosts& c, int64_t budget) {
   return schedule_internal::BudgetUniform(envelope, budget, kMaxUniformWork);
 }
 
-bool ParseInt(const std::string& text, int64_t& out) {
-  if (text.empty()) return false;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, out);
-  return ec == std::errc() && ptr == end;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -1695,98 +1687,6 @@ Schedule Budget(const ChainCosts& c, int64_t budget) {
   return std::move(candidates[best]);
 }
 
-int64_t ParseBytes(const std::string& text) {
-  auto fail = [&]() -> int64_t {
-    throw Error(StrCat("bytes: cannot read \"", text,
-                       "\": expected a number with an optional unit, like 123, 256KiB, 64MiB, 1.5GiB or 1GB"));
-  };
-  size_t i = 0;
-  Wide digits = 0;
-  Wide scale = 1;
-  bool any = false;
-  bool fraction = false;
-  for (; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (ch >= '0' && ch <= '9') {
-      digits = digits * 10 + (ch - '0');
-      if (fraction) scale *= 10;
-      any = true;
-      if (digits > kSaturated || scale > kSaturated) fail();
-    } else if (ch == '.' && !fraction) {
-      fraction = true;
-    } else {
-      break;
-    }
-  }
-  if (!any) fail();
-  const std::string unit = text.substr(i);
-  static const std::vector<std::pair<std::string, int64_t>> kUnits = {
-      {"", 1},
-      {"B", 1},
-      {"KB", 1000},
-      {"MB", 1000 * 1000},
-      {"GB", 1000 * 1000 * 1000},
-      {"TB", int64_t{1000} * 1000 * 1000 * 1000},
-      {"KiB", int64_t{1} << 10},
-      {"MiB", int64_t{1} << 20},
-      {"GiB", int64_t{1} << 30},
-      {"TiB", int64_t{1} << 40},
-  };
-  for (const auto& [name, factor] : kUnits) {
-    if (unit != name) continue;
-    const Wide bytes = digits * factor / scale;
-    if (bytes > std::numeric_limits<int64_t>::max()) {
-      throw Error(StrCat("bytes: \"", text, "\" is more than int64 holds"));
-    }
-    return static_cast<int64_t>(bytes);
-  }
-  return fail();
-}
-
-std::vector<std::string> ScheduleForms() {
-  return {"every:K", "segments:K", "sqrt", "bisect", "revolve:C", "budget:BYTES"};
-}
-
-ScheduleSpec ParseScheduleSpec(const std::string& spec) {
-  const size_t colon = spec.find(':');
-  ScheduleSpec out;
-  out.form = spec.substr(0, colon);
-  const bool has_arg = colon != std::string::npos;
-  const std::string arg = has_arg ? spec.substr(colon + 1) : std::string();
-  auto integer = [&]() {
-    int64_t v = 0;
-    if (!ParseInt(arg, v)) throw Error(StrCat("\"", arg, "\" is not an integer"));
-    return v;
-  };
-  const std::string& form = out.form;
-  if ((form == "every" || form == "segments") && has_arg) {
-    out.n = integer();
-    if (out.n < 1) {
-      throw Error(StrCat(form, " takes a number of ", form == "every" ? "steps" : "segments",
-                         " K >= 1, not ", out.n));
-    }
-    return out;
-  }
-  if ((form == "sqrt" || form == "bisect") && !has_arg) return out;
-  if (form == "revolve" && has_arg) {
-    out.n = integer();
-    if (out.n < 0 || out.n > std::numeric_limits<int>::max()) {
-      throw Error("the number of slots must be in 0..2^31-1");
-    }
-    return out;
-  }
-  if (form == "budget" && has_arg) {
-    out.n = ParseBytes(arg);
-    return out;
-  }
-  for (const std::string& f : ScheduleForms()) {
-    const size_t c = f.find(':');
-    if (f.substr(0, c) != form) continue;
-    throw Error(StrCat(form, c == std::string::npos ? " takes no argument" : " takes an argument",
-                       "; the forms are ", Join(ScheduleForms(), ", ")));
-  }
-  throw Error(StrCat("unknown schedule; the forms are ", Join(ScheduleForms(), ", ")));
-}
 
 Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs, int64_t held_bytes) {
   costs.Validate();

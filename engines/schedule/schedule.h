@@ -89,6 +89,9 @@
 #include <string>
 #include <vector>
 
+#include "engines/api/schedule_spec.h"
+#include "engines/api/units.h"
+
 namespace remat {
 
 enum class ActionKind { kAdvance, kSnapshot, kRestore, kDrop, kReverse, kAdvanceTaped, kReverseTaped };
@@ -236,11 +239,6 @@ Schedule Budget(const ChainCosts& costs, int64_t budget_bytes);
 // does).
 int64_t MinimumFeasibleBytes(const ChainCosts& costs);
 
-// "123", "123B", "256KiB", "64MiB", "1.5GiB", "1GB" (KB, MB, GB, TB: powers
-// of 1000; KiB, MiB, GiB, TiB: powers of 1024); fractions round down to whole
-// bytes. Throws remat::Error on anything else or on overflow.
-int64_t ParseBytes(const std::string& text);
-
 // "every:K", "segments:K", "sqrt", "bisect", "revolve:C", "budget:BYTES" for
 // the chain `costs` describes. Anything else throws remat::Error listing the
 // valid forms.
@@ -255,20 +253,8 @@ int64_t ParseBytes(const std::string& text);
 Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs,
                        int64_t held_bytes = 0);
 
-// A spec's syntax, without a chain: its form and argument, checked as far as
-// they can be before the chain's costs are known (a known form, an argument
-// where one is due and none where not, an integer K >= 1 for every: and
-// segments:, C in 0..2^31-1 for revolve:, BYTES in ParseBytes's forms).
-// ParseSchedule reads specs with it; a program file's loader checks its
-// schedules with it. Throws remat::Error saying why, without the spec
-// (ParseSchedule prefixes 'schedule "SPEC": ').
-struct ScheduleSpec {
-  std::string form;  // "every", "segments", "sqrt", "bisect", "revolve", "budget"
-  int64_t n = 0;     // every, segments: K; revolve: C; budget: bytes
-};
-ScheduleSpec ParseScheduleSpec(const std::string& spec);
-// The forms ParseSchedule accepts, as listed above.
-std::vector<std::string> ScheduleForms();
+// ParseBytes (engines/api/units.h) and ParseScheduleSpec, ScheduleForms
+// (engines/api/schedule_spec.h) are included for the specs above.
 
 namespace schedule_internal {
 // Budget's solvers, for tests. max_work bounds a DP's inner-loop count:

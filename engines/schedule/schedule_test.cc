@@ -799,7 +799,9 @@ TEST(BudgetTest, RecomputationFallsInProportionToMemory) {
       SCOPED_TRACE("L=" + std::to_string(length) + " budget=" + std::to_string(budget));
       const int64_t steps = Simulate(Budget(c, budget), c).recomputed_steps;
       EXPECT_LE(steps, ProportionalSteps(length, 16, 40, budget));
-      if (i == 16) EXPECT_EQ(steps, 0);
+      if (i == 16) {
+        EXPECT_EQ(steps, 0);
+      }
     }
   }
 }

@@ -18,12 +18,12 @@ flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-r
 core=(engines/api/shape.cc engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc tools/npy.cc)
 text=(engines/api/program_text.cc engines/api/op_shape.cc engines/api/program.cc
       engines/api/policy.cc engines/api/tracer.cc engines/api/kernels.cc engines/api/kernel_clock.cc
-      engines/api/shape.cc
+      engines/api/shape.cc engines/api/units.cc engines/api/schedule_spec.cc engines/api/op_defs.cc
       engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc
       engines/schedule/schedule.cc)
-cli=(engines/api/*.cc engines/autodiff/*.cc engines/exec/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
+cli=(engines/api/*.cc engines/plan/*.cc engines/autodiff/*.cc engines/exec/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
      engines/onednn/platform.cc engines/oracle/oracle.cc engines/oracle/oracle_registration.cc
-     engines/reference/reference_kernels.cc engines/reference/reference_engine.cc
+     engines/reference/reference_kernels.cc engines/eager/reference_registration.cc
      engines/recompute/recompute_engine.cc engines/schedule/schedule.cc engines/budget/*.cc
      engines/dtr/cell_pool.cc engines/dtr/dtr_engine.cc engines/planned/*.cc problems/*.cc
      harness/conformance.cc harness/memory_caps.cc harness/rounding_depth.cc harness/stats_json.cc

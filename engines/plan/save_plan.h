@@ -2,8 +2,8 @@
 // a policy keeps (CONTRACT.md sections 2 and 3; JAX's policies). Static
 // analysis of a Program: no tensors. Shared by ReverseMode (the executor)
 // and the policy planner (planners.h).
-#ifndef REMAT_ENGINES_AUTODIFF_SAVE_PLAN_H_
-#define REMAT_ENGINES_AUTODIFF_SAVE_PLAN_H_
+#ifndef REMAT_ENGINES_PLAN_SAVE_PLAN_H_
+#define REMAT_ENGINES_PLAN_SAVE_PLAN_H_
 
 #include <vector>
 
@@ -45,4 +45,4 @@ std::vector<bool> ParamsRead(const Program& body, const std::vector<bool>& param
 
 }  // namespace remat
 
-#endif  // REMAT_ENGINES_AUTODIFF_SAVE_PLAN_H_
+#endif  // REMAT_ENGINES_PLAN_SAVE_PLAN_H_

@@ -1,4 +1,4 @@
-#include "engines/autodiff/save_plan.h"
+#include "engines/plan/save_plan.h"
 
 #include "engines/api/rules.h"
 

@@ -1,0 +1,84 @@
+// OpDef: one definition per primitive op, MLX-style. Each op declares, side
+// by side in engines/api/op_defs.cc, everything the rest of remat-bench
+// derives from it: its name in programs, its arity and attributes, its shape
+// rule, what its backward rule reads, its forward and backward rules (on
+// the Kernels of the engine running it) and its FLOP count. The registry
+// below is the only table of ops: OpKindName, Arity, OutputShape, SavesFor,
+// Forward, Backward and ForwardFlops (op_shape.h, rules.h) are lookups in
+// it, and the program text reader finds ops by name here.
+//
+// Structural ops (checkpoint, scan, chain) have bodies and no OpDef: their
+// forward and backward are the engines' business.
+//
+// The float64 oracle (engines/oracle) keeps its own rules on purpose: it is
+// the independent judge of these.
+#ifndef REMAT_ENGINES_API_OP_DEF_H_
+#define REMAT_ENGINES_API_OP_DEF_H_
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "engines/api/kernels.h"
+#include "engines/api/program.h"
+#include "engines/api/shape.h"
+#include "engines/api/tensor.h"
+
+namespace remat {
+
+// What a backward rule reads from the forward pass.
+struct Saves {
+  std::vector<bool> inputs;  // by input index
+  bool output = false;
+};
+
+// What a backward rule is given: the inputs and output it saved (per
+// Saves; the others undefined), the output's cotangent, the inputs' shapes
+// and which input cotangents are wanted.
+struct BackwardArgs {
+  const std::vector<Tensor>& saved_inputs;
+  const Tensor& saved_output;
+  const Tensor& dout;
+  const std::vector<Shape>& input_shapes;
+  const std::vector<bool>& needs;
+};
+
+struct OpDef {
+  OpKind kind;
+  const char* name;  // in program text and listings: "matmul"
+  int arity;         // number of inputs
+  bool has_scalar;   // reads Op::scalar (scale's c)
+  int num_ints;      // reads Op::ints[0..num_ints)
+  // The output shape on inputs of these shapes (arity and attribute count
+  // already checked); throws remat::Error naming the shapes.
+  Shape (*shape)(const Op& op, const std::vector<Shape>& inputs);
+  // What the backward rule reads when the inputs with needs[i] true want
+  // cotangents.
+  void (*saves)(const std::vector<bool>& needs, Saves& saves);
+  // The forward rule: a new tensor, except an op that returns its input
+  // itself (name): an engine that frees values one buffer at a time must
+  // treat the two as one.
+  Tensor (*forward)(Kernels& k, const Op& op, const std::vector<Tensor>& inputs);
+  // The backward rule: d[i] for each i with needs[i] true (others left
+  // undefined). A cotangent may alias dout (add and name pass it through).
+  void (*backward)(Kernels& k, const Op& op, const BackwardArgs& args, std::vector<Tensor>& d);
+  // FLOPs of one forward call, as Kernels counts them (kernels.h's model).
+  int64_t (*flops)(const std::vector<Shape>& inputs, const Shape& output);
+  // A small valid use of the op, for tests that walk every op (the
+  // completeness test, gradchecks): its attributes set on `op` and its
+  // inputs' shapes returned. Inputs that make its gradient well defined
+  // (no ties, no zero for relu) are the test's business.
+  std::vector<Shape> (*example)(Op& op);
+};
+
+// The primitive ops, in OpKind order.
+std::span<const OpDef> OpDefs();
+// The definition of primitive `kind`; throws remat::Error for a structural op.
+const OpDef& Def(OpKind kind);
+// The op named `name` ("matmul"), or null.
+const OpDef* FindOpDef(std::string_view name);
+
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_OP_DEF_H_

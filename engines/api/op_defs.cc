@@ -1,0 +1,351 @@
+// Every primitive op's definition, one entry each (op_def.h). An entry reads
+// top to bottom as the op's whole story: name and signature, shape rule,
+// what the backward rule saves and why, forward rule, backward rule, FLOPs
+// (kernels.h's model), and an example use for the tests that walk every op.
+//
+// Rules call the engine's Kernels and never re-derive a gradient, so every
+// engine that runs the same rules on the same kernels computes the same bits.
+#include "engines/api/op_def.h"
+
+#include <array>
+#include <string_view>
+
+#include "engines/api/error.h"
+
+namespace remat {
+namespace {
+
+using Shapes = std::vector<Shape>;
+using Tensors = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+// The integer attribute i of `op`, or an error naming the op.
+int64_t Int(const Op& op, size_t i) {
+  if (op.ints.size() <= i) {
+    throw Error(StrCat(Program::Describe(op), ": missing integer attribute ", i, " (has ",
+                       op.ints.size(), ")"));
+  }
+  return op.ints[i];
+}
+
+Shape SameAsFirst(const Op&, const Shapes& in) { return in[0]; }
+
+Shape SameShapes(const Op& op, const Shapes& in) {
+  if (in[0] != in[1]) {
+    throw Error(StrCat("operand shapes differ: ", in[0].ToString(), " and ", in[1].ToString(), " (",
+                       OpKindName(op.kind), " takes operands of one shape)"));
+  }
+  return in[0];
+}
+
+void SavesNothing(const Needs&, Saves&) {}
+// The backward rule reads input 0 (the elementwise ops' x).
+void SavesInput0(const Needs& needs, Saves& s) { s.inputs[0] = needs[0]; }
+// Each input's cotangent reads the other input (matmul, mul).
+void SavesOther(const Needs& needs, Saves& s) {
+  s.inputs[1] = needs[0];
+  s.inputs[0] = needs[1];
+}
+
+int64_t NoFlops(const Shapes&, const Shape&) { return 0; }
+int64_t OnePerOutput(const Shapes&, const Shape& out) { return out.num_elements(); }
+
+Shapes Unary34(Op&) { return {Shape({3, 4})}; }
+Shapes Binary34(Op&) { return {Shape({3, 4}), Shape({3, 4})}; }
+
+// clang-format off
+const OpDef kOps[] = {
+    // matmul  y = a @ b (rank 2, or rank 3 with one batch)
+    //         saves b for da, a for db; da = dy @ b^T, db = a^T @ dy
+    //         FLOPs 2mkn (times the batch)
+    {.kind = OpKind::kMatMul, .name = "matmul", .arity = 2, .has_scalar = false, .num_ints = 0,
+     .shape = [](const Op&, const Shapes& in) { return Kernels::MatMulShape(in[0], false, in[1], false); },
+     .saves = SavesOther,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.MatMul(in[0], false, in[1], false); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.MatMul(a.dout, false, a.saved_inputs[1], true);
+       if (a.needs[1]) d[1] = k.MatMul(a.saved_inputs[0], true, a.dout, false);
+     },
+     .flops = [](const Shapes& in, const Shape& out) {
+       return 2 * out.num_elements() * in[0].dim(in[0].rank() - 1);
+     },
+     .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4, 5})}; }},
+
+    // relu    y = relu(x); saves x (as JAX saves x > 0; PyTorch saves y,
+    //         which would make every pre-activation free)
+    //         dx = dy where x > 0 (relu'(0) = 0)
+    {.kind = OpKind::kRelu, .name = "relu", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesInput0,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Relu(in[0]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.ReluBackward(a.saved_inputs[0], a.dout);
+     },
+     .flops = OnePerOutput,
+     .example = Unary34},
+
+    // sin     y = sin(x); saves x; dx = dy * cos(x)
+    {.kind = OpKind::kSin, .name = "sin", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesInput0,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Sin(in[0]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.SinBackward(a.saved_inputs[0], a.dout);
+     },
+     .flops = OnePerOutput,
+     .example = Unary34},
+
+    // cos     y = cos(x); saves x; dx = -(dy * sin(x))
+    {.kind = OpKind::kCos, .name = "cos", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesInput0,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Cos(in[0]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.CosBackward(a.saved_inputs[0], a.dout);
+     },
+     .flops = OnePerOutput,
+     .example = Unary34},
+
+    // square  y = x^2; saves x; dx = dy * 2x
+    {.kind = OpKind::kSquare, .name = "square", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesInput0,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Square(in[0]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.SquareBackward(a.saved_inputs[0], a.dout);
+     },
+     .flops = OnePerOutput,
+     .example = Unary34},
+
+    // add     y = a + b (one shape); saves nothing; da = dy, db = dy
+    {.kind = OpKind::kAdd, .name = "add", .arity = 2, .has_scalar = false, .num_ints = 0,
+     .shape = SameShapes,
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Add(in[0], in[1]); },
+     .backward = [](Kernels&, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = a.dout;
+       if (a.needs[1]) d[1] = a.dout;
+     },
+     .flops = OnePerOutput,
+     .example = Binary34},
+
+    // mul     y = a * b (one shape); saves b for da, a for db
+    //         da = dy * b, db = dy * a
+    {.kind = OpKind::kMul, .name = "mul", .arity = 2, .has_scalar = false, .num_ints = 0,
+     .shape = SameShapes,
+     .saves = SavesOther,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Mul(in[0], in[1]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Mul(a.dout, a.saved_inputs[1]);
+       if (a.needs[1]) d[1] = k.Mul(a.dout, a.saved_inputs[0]);
+     },
+     .flops = OnePerOutput,
+     .example = Binary34},
+
+    // sum     y = sum(x), rank 0; saves nothing (x's shape is static)
+    //         dx = broadcast(dy); FLOPs one per element of x
+    {.kind = OpKind::kSum, .name = "sum", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = [](const Op&, const Shapes&) { return Shape(); },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Sum(in[0]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Broadcast(a.dout, a.input_shapes[0]);
+     },
+     .flops = [](const Shapes& in, const Shape&) { return in[0].num_elements(); },
+     .example = Unary34},
+
+    // name    y = x, labelled (attr name: checkpoint_name); saves nothing
+    //         dx = dy; its output is its input's buffer
+    {.kind = OpKind::kName, .name = "name", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesNothing,
+     .forward = [](Kernels&, const Op&, const Tensors& in) { return in[0]; },
+     .backward = [](Kernels&, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = a.dout;
+     },
+     .flops = NoFlops,
+     .example = [](Op& op) {
+       op.name = "label";
+       return Shapes{Shape({3, 4})};
+     }},
+
+    // softmax over the last axis; saves y (as JAX's custom JVP)
+    //         dx = y * (dy - sum(dy * y, last axis)); FLOPs 5 per element
+    {.kind = OpKind::kSoftmax, .name = "softmax", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = [](const Op&, const Shapes& in) {
+       if (in[0].rank() == 0) {
+         throw Error(StrCat("works over the last axis; got the scalar ", in[0].ToString()));
+       }
+       return in[0];
+     },
+     .saves = [](const Needs& needs, Saves& s) { s.output = needs[0]; },
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Softmax(in[0]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.SoftmaxBackward(a.saved_output, a.dout);
+     },
+     .flops = [](const Shapes&, const Shape& out) { return 5 * out.num_elements(); },
+     .example = Unary34},
+
+    // layer_norm  y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + 1e-5),
+    //         over the last axis; inputs x (..., C), gamma (C), beta (C)
+    //         saves x for dx and dgamma, gamma for dx; mean and rstd are
+    //         recomputed from x by the backward kernels rather than saved (the
+    //         IR has one output per op, and two (rows) vectors would be
+    //         residuals no policy could name)
+    //         dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma
+    //         dgamma = sum over rows of dy xhat, dbeta = sum over rows of dy
+    //         FLOPs 7 per element
+    {.kind = OpKind::kLayerNorm, .name = "layer_norm", .arity = 3, .has_scalar = false,
+     .num_ints = 0,
+     .shape = [](const Op&, const Shapes& in) {
+       Kernels::CheckLayerNormShapes(in[0], in[1], in[2]);
+       return in[0];
+     },
+     .saves = [](const Needs& needs, Saves& s) {
+       s.inputs[0] = needs[0] || needs[1];
+       s.inputs[1] = needs[0];
+     },
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.LayerNorm(in[0], in[1], in[2]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.LayerNormBackward(a.saved_inputs[0], a.saved_inputs[1], a.dout);
+       if (a.needs[1]) d[1] = k.LayerNormGammaGrad(a.saved_inputs[0], a.dout);
+       if (a.needs[2]) d[2] = k.SumLeading(a.dout);
+     },
+     .flops = [](const Shapes&, const Shape& out) { return 7 * out.num_elements(); },
+     .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4}), Shape({4})}; }},
+
+    // gelu    y = gelu(x), tanh form; saves x; dx = dy * gelu'(x)
+    {.kind = OpKind::kGelu, .name = "gelu", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesInput0,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Gelu(in[0]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.GeluBackward(a.saved_inputs[0], a.dout);
+     },
+     .flops = OnePerOutput,
+     .example = Unary34},
+
+    // scale   y = c x (attr scalar = c); saves nothing; dx = c dy
+    {.kind = OpKind::kScale, .name = "scale", .arity = 1, .has_scalar = true, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) { return k.Scale(in[0], op.scalar); },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Scale(a.dout, op.scalar);
+     },
+     .flops = OnePerOutput,
+     .example = [](Op& op) {
+       op.scalar = 0.5;
+       return Shapes{Shape({3, 4})};
+     }},
+
+    // transpose  y = x with the last two axes swapped (rank 2 or 3)
+    //         saves nothing; dx = transpose(dy); a copy: no FLOPs
+    {.kind = OpKind::kTranspose, .name = "transpose", .arity = 1, .has_scalar = false,
+     .num_ints = 0,
+     .shape = [](const Op&, const Shapes& in) { return Kernels::TransposeShape(in[0]); },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Transpose(in[0]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Transpose(a.dout);
+     },
+     .flops = NoFlops,
+     .example = [](Op&) { return Shapes{Shape({2, 3, 4})}; }},
+
+    // split_heads  (B*S, D) -> (B*H, S, D/H) (attrs ints = {B, H})
+    //         out[b*H + h, s, j] = x[b*S + s, h*(D/H) + j]
+    //         saves nothing; dx = merge_heads(dy, B); a copy: no FLOPs
+    {.kind = OpKind::kSplitHeads, .name = "split_heads", .arity = 1, .has_scalar = false,
+     .num_ints = 2,
+     .shape = [](const Op& op, const Shapes& in) {
+       return Kernels::SplitHeadsShape(in[0], op.ints[0], op.ints[1]);
+     },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.SplitHeads(in[0], Int(op, 0), Int(op, 1));
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.MergeHeads(a.dout, Int(op, 0));
+     },
+     .flops = NoFlops,
+     .example = [](Op& op) {
+       op.ints = {2, 2};
+       return Shapes{Shape({6, 8})};
+     }},
+
+    // merge_heads  (B*H, S, Dh) -> (B*S, H*Dh) (attr ints = {B})
+    //         saves nothing; dx = split_heads(dy, B, H), H = (B*H) / B from
+    //         x's shape; a copy: no FLOPs
+    {.kind = OpKind::kMergeHeads, .name = "merge_heads", .arity = 1, .has_scalar = false,
+     .num_ints = 1,
+     .shape = [](const Op& op, const Shapes& in) { return Kernels::MergeHeadsShape(in[0], op.ints[0]); },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) { return k.MergeHeads(in[0], Int(op, 0)); },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (!a.needs[0]) return;
+       const int64_t batch = Int(op, 0);
+       d[0] = k.SplitHeads(a.dout, batch, a.input_shapes[0].dim(0) / batch);
+     },
+     .flops = NoFlops,
+     .example = [](Op& op) {
+       op.ints = {2};
+       return Shapes{Shape({4, 3, 4})};
+     }},
+
+    // bias_add  y[r, j] = x[r, j] + b[j], x (..., C), b (C); saves nothing
+    //         dx = dy; db = SumLeading(dy): db[j] = sum over rows r of dy[r, j],
+    //         summed in row order from zero, ((0 + dy[0, j]) + dy[1, j]) + ...,
+    //         one running sum per column in the kernels' dtype (part of the
+    //         bit-for-bit contract: every engine gets these bits for db)
+    {.kind = OpKind::kBiasAdd, .name = "bias_add", .arity = 2, .has_scalar = false, .num_ints = 0,
+     .shape = [](const Op&, const Shapes& in) {
+       Kernels::CheckBiasAddShapes(in[0], in[1]);
+       return in[0];
+     },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.BiasAdd(in[0], in[1]); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = a.dout;
+       if (a.needs[1]) d[1] = k.SumLeading(a.dout);
+     },
+     .flops = OnePerOutput,
+     .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4})}; }},
+};
+// clang-format on
+
+constexpr size_t kNumPrimitives = sizeof(kOps) / sizeof(kOps[0]);
+
+// The table is indexed by OpKind: checked once, at first use.
+const OpDef* Checked() {
+  static const OpDef* table = [] {
+    for (size_t i = 0; i < kNumPrimitives; ++i) {
+      if (static_cast<size_t>(kOps[i].kind) != i) {
+        throw Error(StrCat("op_defs.cc: entry ", i, " (", kOps[i].name,
+                           ") is out of OpKind order"));
+      }
+    }
+    return kOps;
+  }();
+  return table;
+}
+
+}  // namespace
+
+std::span<const OpDef> OpDefs() { return {Checked(), kNumPrimitives}; }
+
+const OpDef& Def(OpKind kind) {
+  const size_t i = static_cast<size_t>(kind);
+  if (i >= kNumPrimitives) {
+    throw Error(StrCat(OpKindName(kind), " is not a primitive op: it has no OpDef"));
+  }
+  return Checked()[i];
+}
+
+const OpDef* FindOpDef(std::string_view name) {
+  for (const OpDef& def : OpDefs()) {
+    if (name == def.name) return &def;
+  }
+  return nullptr;
+}
+
+}  // namespace remat

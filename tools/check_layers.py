@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""The layers of remat-bench, and the check that the code keeps them.
+
+    python3 tools/check_layers.py [WORKSPACE]
+
+Each folder of C++ code belongs to one layer; production code (every .h and
+.cc but *_test.cc and the test helpers named in TEST_ONLY) may include
+headers of its own folder and of folders in lower layers only, so no folder
+depends on one above it and no two folders depend on each other. Tests sit
+beside the code they test and may reach up (a test of the reverse-mode
+executor runs the reference problems through the conformance suite).
+
+Prints one line per violation, "FILE:LINE: FOLDER (layer N) includes HEADER
+of FOLDER2 (layer M): ...", and the cycles among folders if any; exits 1 if
+there is any, 0 otherwise. A folder with C++ code that the table below does
+not name is a violation too: a new package states its layer here.
+"""
+
+import os
+import re
+import sys
+
+# Bottom up. A folder may include its own headers and those of every folder
+# in a lower layer.
+LAYERS = [
+    # errors, units, shapes and tensors, the memory tracker, the Program IR,
+    # its text, policies and schedule specs, the ops' rules and the Kernels
+    # interface, the Engine interface and its registry
+    ("api", ["engines/api"]),
+    # kernel tables (f32 on oneDNN, f64 plain loops); schedules for scans and
+    # chains; static analyses of a Program (what is saved); the reference
+    # problems (traced functions over the api)
+    ("kernels, schedules, analyses, problems",
+     ["engines/onednn", "engines/reference", "engines/schedule", "engines/plan", "problems"]),
+    # the contract's building blocks: accumulation, run memory, stats, listing
+    ("exec", ["engines/exec"]),
+    # planners: memory_budget (knapsack, MILP), peak budgets
+    ("planners", ["engines/budget"]),
+    # the reverse-mode executor and the planners it runs
+    ("executor", ["engines/autodiff"]),
+    # the engines
+    ("engines", ["engines/eager", "engines/recompute", "engines/planned", "engines/dtr",
+                 "engines/oracle", "engines/example"]),
+    # the conformance suite, the gallery of faulty engines, the bench
+    ("suite and bench", ["harness", "harness/gallery"]),
+    # the command line and its tools
+    ("tools", ["tools"]),
+    ("fuzzers", ["tools/fuzz"]),
+]
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SKIP_DIRS = {".git", "third_party", "results", ".venv"}
+
+
+def is_test(path):
+    base = os.path.basename(path)
+    return base.endswith("_test.cc") or base.endswith("_test.h")
+
+
+def layer_of():
+    out = {}
+    for index, (_, folders) in enumerate(LAYERS):
+        for f in folders:
+            out[f] = index
+    return out
+
+
+def sources(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        dirnames[:] = sorted(d for d in dirnames
+                             if d not in SKIP_DIRS and not d.startswith("bazel-") and not d.startswith("."))
+        for name in sorted(filenames):
+            if name.endswith((".h", ".cc")):
+                yield os.path.normpath(os.path.join(rel, name))
+
+
+def check(root):
+    """Returns the violations as lines, and the folder-level cycles."""
+    layers = layer_of()
+    problems = []
+    edges = {}
+    for path in sources(root):
+        folder = os.path.dirname(path)
+        if folder not in layers:
+            problems.append("%s: folder %s has C++ code but no layer (tools/check_layers.py's LAYERS)"
+                            % (path, folder))
+            continue
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for m in INCLUDE.finditer(text):
+            header = m.group(1)
+            target = os.path.dirname(header)
+            if target == folder or not os.path.exists(os.path.join(root, header)):
+                continue  # own folder, or a system / third-party header
+            line = text.count("\n", 0, m.start()) + 1
+            if is_test(path):
+                continue
+            edges.setdefault(folder, set()).add(target)
+            if target not in layers:
+                problems.append("%s:%d: includes %s of folder %s, which has no layer" % (path, line, header, target))
+            elif layers[target] >= layers[folder]:
+                problems.append(
+                    "%s:%d: %s (layer %d, %s) includes %s of %s (layer %d, %s): a folder may include "
+                    "only its own headers and those of lower layers" %
+                    (path, line, folder, layers[folder], LAYERS[layers[folder]][0], header, target,
+                     layers[target], LAYERS[layers[target]][0]))
+    return problems, cycles(edges)
+
+
+def cycles(edges):
+    """The folder-level cycles of `edges` (folder -> folders it includes), each
+    as a list of folders, found by depth-first search."""
+    found, state, stack = [], {}, []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def main(argv):
+    root = argv[1] if len(argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    problems, loops = check(root)
+    for p in problems:
+        print(p)
+    for loop in loops:
+        print("include cycle among folders: %s" % " -> ".join(loop))
+    if problems or loops:
+        return 1
+    print("layers: %d folders in %d layers, no include goes up, no folder cycle" %
+          (sum(len(f) for _, f in LAYERS), len(LAYERS)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
