@@ -1,0 +1,205 @@
+// Every op the OpDef registry defines (engines/api/op_def.h) has every piece
+// an op needs, and the pieces agree. For each op, on a program built from
+// its OpDef's example alone (op(x...) * r, summed, so that no gradient is a
+// constant):
+//   shape rule     OutputShape accepts the example
+//   program text   PrintProgram / ParseProgram round trip, op by name
+//   FLOPs          the OpDef's count equals what both kernel tables count
+//   oneDNN kernel  eager (f32 on oneDNN) runs it and agrees with the oracle
+//   reference      the reference engine (f64 loops) runs it and agrees
+//   oracle rule    the float64 oracle (its own rules) runs it
+//   gradcheck      the oracle's gradient agrees with central differences
+//   rounding depth the suite's tolerance model counts it
+// A failure names the op and the missing or disagreeing piece, so that an op
+// added half-way fails here, not in some engine's run later.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engines/api/error.h"
+#include "engines/api/op_def.h"
+#include "engines/api/op_shape.h"
+#include "engines/api/program_text.h"
+#include "engines/api/registry.h"
+#include "engines/onednn/onednn_kernels.h"
+#include "engines/reference/reference_kernels.h"
+#include "gtest/gtest.h"
+#include "harness/conformance.h"
+#include "harness/rounding_depth.h"
+#include "problems/program_file.h"
+
+namespace remat {
+namespace {
+
+// op(x0, ..., xn-1) * r, summed: parameters x0.. (the example's shapes) and
+// r (the op's output shape); gradients wanted for every x.
+Program OneOpProgram(const OpDef& def) {
+  Op op;
+  op.kind = def.kind;
+  op.site = StrCat("harness/op_completeness_test.cc (", def.name, ")");
+  const std::vector<Shape> in = def.example(op);
+  Program p;
+  p.name = StrCat("op_", def.name);
+  for (size_t i = 0; i < in.size(); ++i) {
+    p.shapes.push_back(in[i]);
+    p.param_names.push_back(StrCat("x", i));
+    op.inputs.push_back(static_cast<int>(i));
+  }
+  const Shape out = OutputShape(op, in);
+  const int r = static_cast<int>(p.shapes.size());
+  p.shapes.push_back(out);
+  p.param_names.push_back("r");
+  op.output = static_cast<int>(p.shapes.size());
+  p.shapes.push_back(out);
+  p.ops.push_back(op);
+  Op mul;
+  mul.kind = OpKind::kMul;
+  mul.inputs = {op.output, r};
+  mul.output = static_cast<int>(p.shapes.size());
+  mul.site = op.site;
+  p.shapes.push_back(out);
+  p.ops.push_back(mul);
+  Op sum;
+  sum.kind = OpKind::kSum;
+  sum.inputs = {mul.output};
+  sum.output = static_cast<int>(p.shapes.size());
+  sum.site = op.site;
+  p.shapes.push_back(Shape());
+  p.ops.push_back(sum);
+  p.output = sum.output;
+  return p;
+}
+
+class OpCompletenessTest : public ::testing::TestWithParam<OpKind> {};
+
+TEST_P(OpCompletenessTest, HasEveryPiece) {
+  const OpDef& def = Def(GetParam());
+  SCOPED_TRACE(StrCat("op ", def.name));
+  Program program;
+  try {
+    program = OneOpProgram(def);
+  } catch (const Error& e) {
+    FAIL() << def.name << ": shape rule rejects its own example: " << e.what();
+  }
+  const int n = def.arity;
+
+  // Program text: printed, read back by name, printed again the same.
+  try {
+    const std::string text = PrintProgram(program);
+    const Program back = ParseProgram(text, "op_completeness_test");
+    EXPECT_EQ(PrintProgram(back), text) << def.name << ": program text does not round-trip";
+  } catch (const Error& e) {
+    ADD_FAILURE() << def.name << ": program text: " << e.what();
+  }
+
+  // FLOPs: the OpDef's model is what both kernel tables count.
+  {
+    std::vector<Shape> in(program.shapes.begin(), program.shapes.begin() + n);
+    const int64_t want = def.flops(in, program.shapes[program.ops[0].output]);
+    OneDnnKernels onednn;
+    ReferenceKernels reference;
+    for (Kernels* k : std::vector<Kernels*>{&onednn, &reference}) {
+      std::vector<Tensor> args;
+      for (const Shape& s : in) {
+        args.push_back(k->dtype() == DType::kF32 ? Tensor::Zeros(DType::kF32, s)
+                                                 : Tensor::Zeros(DType::kF64, s));
+      }
+      try {
+        k->reset_flops();
+        def.forward(*k, program.ops[0], args);
+        EXPECT_EQ(k->flops(), want) << def.name << ": the " << k->name()
+                                    << " kernels count other FLOPs than the OpDef's model";
+      } catch (const Error& e) {
+        ADD_FAILURE() << def.name << ": no " << k->name() << " kernel for its forward: " << e.what();
+      }
+    }
+  }
+
+  ProgramFileProblem problem(program, "op_completeness_test");
+  const Case c = MakeCase(problem, {}, /*seed=*/7);
+  Result oracle;
+  try {
+    oracle = MakeEngine("oracle")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  } catch (const Error& e) {
+    FAIL() << def.name << ": no oracle rule: " << e.what();
+  }
+
+  for (const char* engine : {"eager", "reference"}) {
+    try {
+      const Result got = MakeEngine(engine)->ValueAndGrad(c.program, c.inputs, c.wrt);
+      const Agreement a = CompareWithOracle(
+          c, got, oracle, std::string(engine) == "eager" ? DType::kF32 : DType::kF64);
+      EXPECT_TRUE(a.ok) << def.name << ": " << engine << " (" << (std::string(engine) == "eager"
+                                                                      ? "oneDNN kernels"
+                                                                      : "reference kernels")
+                        << ") disagrees with the oracle: " << a.detail;
+    } catch (const Error& e) {
+      ADD_FAILURE() << def.name << ": " << engine << " cannot run it: " << e.what();
+    }
+  }
+
+  // Gradcheck of the oracle: central differences in the f32 inputs, each
+  // step the difference the two rounded points really are.
+  auto value = [&](const std::vector<Tensor>& args) {
+    const Result r = MakeEngine("oracle")->ValueAndGrad(c.program, args, {});
+    return r.value.f64()[0];
+  };
+  double largest = 0;
+  for (const Tensor& g : oracle.grads) {
+    for (int64_t j = 0; j < g.num_elements(); ++j) largest = std::max(largest, std::abs(g.f64()[j]));
+  }
+  for (size_t w = 0; w < c.wrt.size(); ++w) {
+    const int input = c.wrt[w];
+    const int64_t size = c.inputs[input].num_elements();
+    for (int64_t j = 0; j < size; j += std::max<int64_t>(1, size / 5)) {
+      std::vector<Tensor> plus = c.inputs, minus = c.inputs;
+      plus[input] = Copy(c.inputs[input]);
+      minus[input] = Copy(c.inputs[input]);
+      const float x = c.inputs[input].f32()[j];
+      plus[input].f32()[j] = x + 1e-2f;
+      minus[input].f32()[j] = x - 1e-2f;
+      const double step = static_cast<double>(plus[input].f32()[j]) - minus[input].f32()[j];
+      const double numeric = (value(plus) - value(minus)) / step;
+      const double analytic = oracle.grads[w].f64()[j];
+      EXPECT_NEAR(numeric, analytic, 1e-3 * std::max(1.0, largest))
+          << def.name << ": the oracle's gradient of x" << input << "[" << j
+          << "] disagrees with central differences";
+    }
+  }
+
+  // The suite's tolerance model counts the op.
+  try {
+    const std::vector<double> depths = RoundingDepths(c.program, c.wrt);
+    ASSERT_EQ(depths.size(), c.wrt.size() + 1) << def.name;
+    for (double k : depths) EXPECT_TRUE(std::isfinite(k) && k >= 0) << def.name << ": rounding depth " << k;
+  } catch (const Error& e) {
+    ADD_FAILURE() << def.name << ": no rounding depth: " << e.what();
+  }
+}
+
+std::vector<OpKind> AllPrimitives() {
+  std::vector<OpKind> out;
+  for (const OpDef& def : OpDefs()) out.push_back(def.kind);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOp, OpCompletenessTest, ::testing::ValuesIn(AllPrimitives()),
+                         [](const ::testing::TestParamInfo<OpKind>& info) {
+                           return std::string(OpKindName(info.param));
+                         });
+
+TEST(OpRegistryTest, NamesAreUniqueAndFindable) {
+  for (const OpDef& def : OpDefs()) {
+    const OpDef* found = FindOpDef(def.name);
+    ASSERT_NE(found, nullptr) << def.name;
+    EXPECT_EQ(found->kind, def.kind) << def.name << " names two ops";
+    EXPECT_STREQ(OpKindName(def.kind), def.name);
+  }
+  EXPECT_EQ(FindOpDef("checkpoint"), nullptr);
+  EXPECT_EQ(FindOpDef("no_such_op"), nullptr);
+  EXPECT_THROW(Def(OpKind::kScan), Error);
+}
+
+}  // namespace
+}  // namespace remat
