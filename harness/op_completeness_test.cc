@@ -10,11 +10,13 @@
 //   oracle rule    the float64 oracle (its own rules) runs it
 //   gradcheck      the oracle's gradient agrees with central differences
 //   rounding depth the suite's tolerance model counts it
+// and every kernel of the table has an implementation on both backends.
 // A failure names the op and the missing or disagreeing piece, so that an op
 // added half-way fails here, not in some engine's run later.
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engines/api/error.h"
@@ -76,6 +78,24 @@ class OpCompletenessTest : public ::testing::TestWithParam<OpKind> {};
 TEST_P(OpCompletenessTest, HasEveryPiece) {
   const OpDef& def = Def(GetParam());
   SCOPED_TRACE(StrCat("op ", def.name));
+  // Every piece of the definition is there (a field left out of an entry
+  // is null).
+  const std::pair<const char*, bool> pieces[] = {
+      {"shape rule", def.shape != nullptr},
+      {"saves rule", def.saves != nullptr},
+      {"forward rule", def.forward != nullptr},
+      {"backward rule", def.backward != nullptr},
+      {"FLOP count", def.flops != nullptr},
+      {"forward rounding depth", def.forward_depth != nullptr},
+      {"backward rounding depth", def.backward_depth != nullptr},
+      {"example", def.example != nullptr},
+  };
+  bool whole = def.name != nullptr && def.arity > 0;
+  for (const auto& [piece, present] : pieces) {
+    EXPECT_TRUE(present) << def.name << ": its OpDef has no " << piece;
+    whole = whole && present;
+  }
+  if (!whole) return;
   Program program;
   try {
     program = OneOpProgram(def);
@@ -188,6 +208,19 @@ INSTANTIATE_TEST_SUITE_P(EveryOp, OpCompletenessTest, ::testing::ValuesIn(AllPri
                          [](const ::testing::TestParamInfo<OpKind>& info) {
                            return std::string(OpKindName(info.param));
                          });
+
+// Every kernel of the table has an implementation on both backends.
+TEST(KernelTableTest, BothBackendsImplementEveryKernel) {
+  for (KernelOp op : TableKernels()) {
+    const KernelDef& def = TableKernel(op);
+    EXPECT_NE(KernelImpls<OneDnnKernels>::Get().Find(def.name), nullptr)
+        << "kernel " << def.name << ": no oneDNN implementation (REMAT_KERNEL_IMPL in "
+        << "engines/onednn/onednn_kernels.cc)";
+    EXPECT_NE(KernelImpls<ReferenceKernels>::Get().Find(def.name), nullptr)
+        << "kernel " << def.name << ": no reference implementation (REMAT_KERNEL_IMPL in "
+        << "engines/reference/reference_kernels.cc)";
+  }
+}
 
 TEST(OpRegistryTest, NamesAreUniqueAndFindable) {
   for (const OpDef& def : OpDefs()) {

@@ -3,15 +3,10 @@
 #include <algorithm>
 
 #include "engines/api/error.h"
+#include "engines/api/op_def.h"
 
 namespace remat {
 namespace {
-
-int64_t LastDim(const Shape& s) { return s.rank() == 0 ? 1 : s.dim(s.rank() - 1); }
-int64_t Rows(const Shape& s) {
-  const int64_t c = LastDim(s);
-  return c == 0 ? 0 : s.num_elements() / c;
-}
 
 // The forward depths of every value of `p`, from its parameters'.
 std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& params);
@@ -31,32 +26,8 @@ std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& p
   std::vector<double> kf(p.num_values(), 0.0);
   for (int i = 0; i < p.num_params(); ++i) kf[i] = params[i];
   for (const Op& op : p.ops) {
-    double in = 0;
-    for (int v : op.inputs) in = std::max(in, kf[v]);
-    const Shape& x = p.shapes[op.inputs.empty() ? op.output : op.inputs[0]];
     double& out = kf[op.output];
     switch (op.kind) {
-      case OpKind::kMatMul: {
-        const Shape& a = p.shapes[op.inputs[0]];
-        out = in + static_cast<double>(LastDim(a));
-        break;
-      }
-      case OpKind::kSum: out = in + static_cast<double>(x.num_elements()); break;
-      case OpKind::kRelu:
-      case OpKind::kName:
-      case OpKind::kTranspose:
-      case OpKind::kSplitHeads:
-      case OpKind::kMergeHeads: out = in; break;
-      case OpKind::kSin:
-      case OpKind::kCos:
-      case OpKind::kSquare:
-      case OpKind::kGelu:
-      case OpKind::kScale:
-      case OpKind::kAdd:
-      case OpKind::kBiasAdd:
-      case OpKind::kMul: out = in + 1; break;
-      case OpKind::kSoftmax: out = in + static_cast<double>(LastDim(x)) + 3; break;
-      case OpKind::kLayerNorm: out = in + 2.0 * static_cast<double>(LastDim(x)) + 4; break;
       case OpKind::kCheckpoint:
       case OpKind::kChain: {
         std::vector<double> body_params;
@@ -65,6 +36,15 @@ std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& p
         break;
       }
       case OpKind::kScan: out = ScanForward(p, op, kf); break;
+      default: {  // a primitive: its OpDef's rule (Def throws for anything else)
+        std::vector<Shape> shapes;
+        std::vector<double> kf_in;
+        for (int v : op.inputs) {
+          shapes.push_back(p.shapes[v]);
+          kf_in.push_back(kf[v]);
+        }
+        out = Def(op.kind).forward_depth(DepthArgs{shapes, p.shapes[op.output], kf_in, 0.0});
+      }
     }
   }
   return kf;
@@ -94,51 +74,7 @@ std::vector<double> BackwardDepths(const Program& p, const std::vector<double>& 
     if (!reached[op.output]) continue;
     const double dy = kb[op.output];
     const auto& in = op.inputs;
-    const Shape& x = p.shapes[in.empty() ? op.output : in[0]];
     switch (op.kind) {
-      case OpKind::kMatMul: {
-        const Shape& c = p.shapes[op.output];
-        const int r = c.rank() - 2;
-        const double m = static_cast<double>(c.dim(r)), n = static_cast<double>(c.dim(r + 1));
-        Contribute(&kb, &reached, in[0], std::max(dy, kf[in[1]]) + n);
-        Contribute(&kb, &reached, in[1], std::max(dy, kf[in[0]]) + m);
-        break;
-      }
-      case OpKind::kSum:
-      case OpKind::kRelu:
-      case OpKind::kName:
-      case OpKind::kTranspose:
-      case OpKind::kSplitHeads:
-      case OpKind::kMergeHeads: Contribute(&kb, &reached, in[0], dy); break;
-      case OpKind::kSin:
-      case OpKind::kCos:
-      case OpKind::kSquare:
-      case OpKind::kGelu:
-      case OpKind::kScale: Contribute(&kb, &reached, in[0], std::max(dy, kf[in[0]]) + 2); break;
-      case OpKind::kAdd:
-        Contribute(&kb, &reached, in[0], dy);
-        Contribute(&kb, &reached, in[1], dy);
-        break;
-      case OpKind::kBiasAdd:
-        // db sums dy over the rows: one rounding per row.
-        Contribute(&kb, &reached, in[0], dy);
-        Contribute(&kb, &reached, in[1], dy + static_cast<double>(Rows(x)));
-        break;
-      case OpKind::kMul:
-        Contribute(&kb, &reached, in[0], std::max(dy, kf[in[1]]) + 1);
-        Contribute(&kb, &reached, in[1], std::max(dy, kf[in[0]]) + 1);
-        break;
-      case OpKind::kSoftmax:
-        Contribute(&kb, &reached, in[0],
-                   std::max(dy, kf[op.output]) + static_cast<double>(LastDim(x)) + 3);
-        break;
-      case OpKind::kLayerNorm: {
-        const double c = static_cast<double>(LastDim(x)), rows = static_cast<double>(Rows(x));
-        Contribute(&kb, &reached, in[0], std::max({dy, kf[in[0]], kf[in[1]]}) + 3 * c + 6);
-        Contribute(&kb, &reached, in[1], std::max(dy, kf[in[0]]) + 2 * c + rows + 4);
-        Contribute(&kb, &reached, in[2], dy + rows);
-        break;
-      }
       case OpKind::kCheckpoint:
       case OpKind::kChain: {
         std::vector<double> body_params;
@@ -184,6 +120,18 @@ std::vector<double> BackwardDepths(const Program& p, const std::vector<double>& 
           if (xs_reached[j]) Contribute(&kb, &reached, in[j], xs[j]);
         }
         break;
+      }
+      default: {  // a primitive: its OpDef's rule, one contribution per input
+        std::vector<Shape> shapes;
+        std::vector<double> kf_in;
+        for (int v : in) {
+          shapes.push_back(p.shapes[v]);
+          kf_in.push_back(kf[v]);
+        }
+        std::vector<double> k(in.size(), 0.0);
+        Def(op.kind).backward_depth(DepthArgs{shapes, p.shapes[op.output], kf_in, kf[op.output]},
+                                    dy, k);
+        for (size_t j = 0; j < in.size(); ++j) Contribute(&kb, &reached, in[j], k[j]);
       }
     }
   }

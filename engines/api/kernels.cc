@@ -28,6 +28,82 @@ Shape Kernels::MatMulShape(const Shape& a, bool transpose_a, const Shape& b,
   return rank == 2 ? Shape({m, n}) : Shape({a.dim(0), m, n});
 }
 
+namespace {
+
+std::vector<KernelDef>& Table() {
+  static std::vector<KernelDef> table;
+  return table;
+}
+
+size_t TableIndex(KernelOp op) {
+  return static_cast<size_t>(op) - static_cast<size_t>(KernelOp::kFirstTableKernel);
+}
+
+}  // namespace
+
+KernelOp DefineKernel(const KernelDef& def) {
+  for (const KernelDef& d : Table()) {
+    if (std::string(d.name) == def.name) {
+      throw Error(StrCat("kernel '", def.name, "' is defined twice"));
+    }
+  }
+  Table().push_back(def);
+  return static_cast<KernelOp>(static_cast<int>(KernelOp::kFirstTableKernel) +
+                               static_cast<int>(Table().size()) - 1);
+}
+
+bool IsTableKernel(KernelOp op) {
+  return op >= KernelOp::kFirstTableKernel && TableIndex(op) < Table().size();
+}
+
+const KernelDef& TableKernel(KernelOp op) {
+  if (!IsTableKernel(op)) {
+    throw Error(StrCat("kernel ", static_cast<int>(op), " is not a kernel of the table"));
+  }
+  return Table()[TableIndex(op)];
+}
+
+std::vector<KernelOp> TableKernels() {
+  std::vector<KernelOp> out;
+  for (size_t i = 0; i < Table().size(); ++i) {
+    out.push_back(static_cast<KernelOp>(static_cast<int>(KernelOp::kFirstTableKernel) +
+                                        static_cast<int>(i)));
+  }
+  return out;
+}
+
+Shape SameShapeOperands(std::span<const Tensor* const> operands, const KernelAttrs&) {
+  for (const Tensor* t : operands) {
+    if (t->shape() != operands[0]->shape()) {
+      throw Error(StrCat("shapes differ: ", operands[0]->TypeString(), " and ", t->TypeString()));
+    }
+  }
+  return operands[0]->shape();
+}
+
+int64_t OneFlopPerElement(std::span<const Tensor* const>, const Shape& out) {
+  return out.num_elements();
+}
+
+Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const KernelAttrs& attrs) {
+  const KernelDef& def = TableKernel(op);
+  if (static_cast<int>(in.size()) != def.arity) {
+    throw Error(StrCat(name(), " kernel ", def.name, ": ", in.size(), " operands, it takes ",
+                       def.arity));
+  }
+  for (const Tensor* t : in) CheckOperand(def.name, *t);
+  Shape shape;
+  try {
+    shape = def.shape(in, attrs);
+  } catch (const Error& e) {
+    throw Error(StrCat(name(), " kernel ", def.name, ": ", e.what()));
+  }
+  Tensor out = NewTensor(shape);
+  flops_ += def.flops(in, shape);
+  if (Runs()) Timed([&] { RunTableKernel(op, in, attrs, out); });
+  return out;
+}
+
 Tensor Kernels::NewTensor(const Shape& shape) const {
   // Every kernel writes every element of its output.
   return Tensor::Uninitialized(dtype(), shape, tracker_);
@@ -314,6 +390,7 @@ Tensor Kernels::Broadcast(const Tensor& s, const Shape& shape) {
 }
 
 int KernelArity(KernelOp op) {
+  if (op >= KernelOp::kFirstTableKernel) return TableKernel(op).arity;
   switch (op) {
     case KernelOp::kRelu:
     case KernelOp::kSin:
@@ -344,6 +421,8 @@ int KernelArity(KernelOp op) {
     case KernelOp::kGeluBackward:
     case KernelOp::kBiasAdd:
       return 2;
+    case KernelOp::kFirstTableKernel:
+      break;
   }
   throw Error(StrCat("KernelArity: unknown kernel ", static_cast<int>(op)));
 }
@@ -362,6 +441,9 @@ void Kernels::RunInto(KernelOp op, std::span<const Tensor* const> operands,
   CheckOperand("(compiled call's output)", out);
 #endif
   if (!Runs()) return;
+  if (op >= KernelOp::kFirstTableKernel) {
+    return Timed([&] { RunTableKernel(op, operands, attrs, out); });
+  }
   const Tensor& a = *operands[0];
   switch (op) {
     case KernelOp::kMatMul:
@@ -416,6 +498,8 @@ void Kernels::RunInto(KernelOp op, std::span<const Tensor* const> operands,
       return Timed([&] { DoMergeHeads(a, attrs.int_a, out); });
     case KernelOp::kBiasAdd:
       return Timed([&] { DoBiasAdd(a, *operands[1], out); });
+    case KernelOp::kFirstTableKernel:
+      break;
   }
   throw Error(StrCat(name(), " kernel: unknown kernel ", static_cast<int>(op)));
 }

@@ -39,8 +39,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engines/api/kernel_clock.h"
+#include "engines/api/error.h"
 #include "engines/api/memory_tracker.h"
 #include "engines/api/tensor.h"
 
@@ -74,6 +77,9 @@ enum class KernelOp {
   kSplitHeads,
   kMergeHeads,
   kBiasAdd,
+  // The table's kernels (KernelDef below) take the ids from here on, in the
+  // order DefineKernel hands them out: no entry here per table kernel.
+  kFirstTableKernel,
 };
 // How many tensors a call of `op` reads.
 int KernelArity(KernelOp op);
@@ -84,6 +90,79 @@ struct KernelAttrs {
   double scalar = 0;                              // Scale: c
   int64_t int_a = 0, int_b = 0;                   // SplitHeads: batch, heads; MergeHeads: batch
 };
+
+// The kernel table. A kernel of the table is defined once, next to the op
+// that calls it (engines/api/op_defs.cc), by its KernelDef: its name, its
+// arity, its output shape and its FLOPs, all backend-independent. Each
+// backend implements it under the same name, in its own source file
+// (REMAT_KERNEL_IMPL, below), and Kernels::Call checks, allocates, counts
+// and times every call of every table kernel in one place. A backend that
+// lacks a kernel fails the call with an error naming both (and
+// harness/op_completeness_test fails first).
+//
+// The kernels listed in KernelOp above kMatMul..kBiasAdd predate the table:
+// they keep their entry points and Do* virtuals until they move into it.
+struct KernelDef {
+  const char* name;  // "exp": what backends implement and errors name
+  int arity;
+  // The output's shape, or remat::Error saying what is wrong with the
+  // operands (their dtype is checked already).
+  Shape (*shape)(std::span<const Tensor* const> operands, const KernelAttrs& attrs);
+  // FLOPs of one call (kernels.h's model above).
+  int64_t (*flops)(std::span<const Tensor* const> operands, const Shape& out);
+};
+// Adds `def` to the table and returns its id; a name defined twice throws.
+// Call at static initialization: `const KernelOp kExp = DefineKernel({...})`.
+KernelOp DefineKernel(const KernelDef& def);
+// Whether `op` is a table kernel, and its definition (throws if it is not).
+bool IsTableKernel(KernelOp op);
+const KernelDef& TableKernel(KernelOp op);
+// Every table kernel's id, in order.
+std::vector<KernelOp> TableKernels();
+
+// Shape and FLOP rules most table kernels share.
+Shape SameShapeOperands(std::span<const Tensor* const> operands, const KernelAttrs& attrs);
+int64_t OneFlopPerElement(std::span<const Tensor* const> operands, const Shape& out);
+
+class Kernels;
+// A backend's implementation of one table kernel: the arithmetic of the
+// call into `out`, already allocated with the KernelDef's shape; operands
+// checked. `Backend` is the concrete Kernels class.
+template <typename Backend>
+using KernelImplFn = void (*)(Backend& backend, std::span<const Tensor* const> operands,
+                              const KernelAttrs& attrs, Tensor& out);
+
+// The implementations one backend registered, by kernel name.
+template <typename Backend>
+class KernelImpls {
+ public:
+  static KernelImpls& Get() {
+    static KernelImpls impls;
+    return impls;
+  }
+  bool Add(const char* name, KernelImplFn<Backend> fn) {
+    for (const auto& [n, f] : entries_) {
+      if (std::string(n) == name) return false;
+    }
+    entries_.emplace_back(name, fn);
+    return true;
+  }
+  KernelImplFn<Backend> Find(const char* name) const {
+    for (const auto& [n, f] : entries_) {
+      if (std::string(n) == name) return f;
+    }
+    return nullptr;
+  }
+
+ private:
+  std::vector<std::pair<const char*, KernelImplFn<Backend>>> entries_;
+};
+
+// In a backend's source file: REMAT_KERNEL_IMPL(OneDnnKernels, exp, fn)
+// registers fn as OneDnnKernels' implementation of the table kernel "exp".
+#define REMAT_KERNEL_IMPL(Backend, kernel_name, fn)                          \
+  [[maybe_unused]] static const bool remat_kernel_impl_##Backend##_##kernel_name = \
+      ::remat::KernelImpls<Backend>::Get().Add(#kernel_name, fn)
 
 class Kernels {
  public:
@@ -110,6 +189,15 @@ class Kernels {
   // number and dtype and out's dtype.
   void RunInto(KernelOp op, std::span<const Tensor* const> operands, const KernelAttrs& attrs,
                Tensor& out);
+
+  // A call of table kernel `op` (DefineKernel): operands checked (count,
+  // dtype), the output allocated with the KernelDef's shape and counted,
+  // FLOPs counted, the backend's implementation run and timed.
+  Tensor Call(KernelOp op, std::initializer_list<const Tensor*> operands,
+              const KernelAttrs& attrs = {}) {
+    return Call(op, std::span<const Tensor* const>(operands.begin(), operands.size()), attrs);
+  }
+  Tensor Call(KernelOp op, std::span<const Tensor* const> operands, const KernelAttrs& attrs = {});
 
   // FLOPs of every kernel called since the last reset.
   int64_t flops() const { return flops_; }
@@ -236,6 +324,25 @@ class Kernels {
 
   // A new output tensor of this dtype, counted by the bound tracker.
   Tensor NewTensor(const Shape& shape) const;
+
+  // Runs table kernel `op`'s implementation into `out` (nothing checked or
+  // counted here). Backends implement it with RunImpl<Backend>; a wrapper
+  // that observes calls (planned's recording) overrides it.
+  virtual void RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
+                              const KernelAttrs& attrs, Tensor& out) = 0;
+  // The implementation `Backend` registered for table kernel `op`, run, or
+  // remat::Error naming the kernel and the backend when it has none.
+  template <typename Backend>
+  void RunImpl(Backend& backend, KernelOp op, std::span<const Tensor* const> operands,
+               const KernelAttrs& attrs, Tensor& out) {
+    const KernelDef& def = TableKernel(op);
+    const KernelImplFn<Backend> fn = KernelImpls<Backend>::Get().Find(def.name);
+    if (fn == nullptr) {
+      throw Error(StrCat(name(), " kernels have no '", def.name,
+                         "' kernel (REMAT_KERNEL_IMPL in the backend's source)"));
+    }
+    fn(backend, operands, attrs, out);
+  }
 
   // Under a dry-run tracker the wrappers skip Do* (no arithmetic), unless
   // this returns true: then Do* runs and must itself skip the arithmetic

@@ -44,6 +44,18 @@ struct BackwardArgs {
   const std::vector<bool>& needs;
 };
 
+// What a rounding-depth rule is given (harness/rounding_depth.h: K, the
+// most roundings any path from the inputs to an element passes through):
+// the shapes, and the forward depths of the inputs and of the output.
+struct DepthArgs {
+  const std::vector<Shape>& inputs;
+  const Shape& output;
+  const std::vector<double>& kf_inputs;
+  double kf_output;
+  // The deepest input: max of kf_inputs.
+  double deepest() const;
+};
+
 struct OpDef {
   OpKind kind;
   const char* name;  // in program text and listings: "matmul"
@@ -65,6 +77,11 @@ struct OpDef {
   void (*backward)(Kernels& k, const Op& op, const BackwardArgs& args, std::vector<Tensor>& d);
   // FLOPs of one forward call, as Kernels counts them (kernels.h's model).
   int64_t (*flops)(const std::vector<Shape>& inputs, const Shape& output);
+  // Rounding depths (harness/rounding_depth.h): the output's K from the
+  // inputs', and, given the output cotangent's K `dy`, the K of the
+  // contribution to each input's cotangent (k[i], for every input).
+  double (*forward_depth)(const DepthArgs& a);
+  void (*backward_depth)(const DepthArgs& a, double dy, std::vector<double>& k);
   // A small valid use of the op, for tests that walk every op (the
   // completeness test, gradchecks): its attributes set on `op` and its
   // inputs' shapes returned. Inputs that make its gradient well defined

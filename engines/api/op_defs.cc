@@ -7,6 +7,7 @@
 // engine that runs the same rules on the same kernels computes the same bits.
 #include "engines/api/op_def.h"
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -50,6 +51,24 @@ void SavesOther(const Needs& needs, Saves& s) {
 int64_t NoFlops(const Shapes&, const Shape&) { return 0; }
 int64_t OnePerOutput(const Shapes&, const Shape& out) { return out.num_elements(); }
 
+int64_t LastDim(const Shape& s) { return s.rank() == 0 ? 1 : s.dim(s.rank() - 1); }
+int64_t Rows(const Shape& s) {
+  const int64_t c = LastDim(s);
+  return c == 0 ? 0 : s.num_elements() / c;
+}
+
+// Rounding depths shared by several ops (harness/rounding_depth.h).
+// Exact ops (copies, relu, name): no rounding, the cotangent passes through.
+double ExactDepth(const DepthArgs& a) { return a.deepest(); }
+void PassThrough(const DepthArgs&, double dy, std::vector<double>& k) {
+  for (double& x : k) x = dy;
+}
+// One rounding forward; dx = dy * f'(x): max(dy, Kf(x)) + 2.
+double OneRounding(const DepthArgs& a) { return a.deepest() + 1; }
+void TimesDerivative(const DepthArgs& a, double dy, std::vector<double>& k) {
+  k[0] = std::max(dy, a.kf_inputs[0]) + 2;
+}
+
 Shapes Unary34(Op&) { return {Shape({3, 4})}; }
 Shapes Binary34(Op&) { return {Shape({3, 4}), Shape({3, 4})}; }
 
@@ -69,6 +88,14 @@ const OpDef kOps[] = {
      .flops = [](const Shapes& in, const Shape& out) {
        return 2 * out.num_elements() * in[0].dim(in[0].rank() - 1);
      },
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + static_cast<double>(LastDim(a.inputs[0])); },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       // dA = dC B^T sums n terms, dB = A^T dC sums m.
+       const int r = a.output.rank() - 2;
+       const double m = static_cast<double>(a.output.dim(r)), n = static_cast<double>(a.output.dim(r + 1));
+       k[0] = std::max(dy, a.kf_inputs[1]) + n;
+       k[1] = std::max(dy, a.kf_inputs[0]) + m;
+     },
      .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4, 5})}; }},
 
     // relu    y = relu(x); saves x (as JAX saves x > 0; PyTorch saves y,
@@ -82,6 +109,8 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.ReluBackward(a.saved_inputs[0], a.dout);
      },
      .flops = OnePerOutput,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
      .example = Unary34},
 
     // sin     y = sin(x); saves x; dx = dy * cos(x)
@@ -93,6 +122,8 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.SinBackward(a.saved_inputs[0], a.dout);
      },
      .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = TimesDerivative,
      .example = Unary34},
 
     // cos     y = cos(x); saves x; dx = -(dy * sin(x))
@@ -104,6 +135,8 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.CosBackward(a.saved_inputs[0], a.dout);
      },
      .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = TimesDerivative,
      .example = Unary34},
 
     // square  y = x^2; saves x; dx = dy * 2x
@@ -115,6 +148,8 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.SquareBackward(a.saved_inputs[0], a.dout);
      },
      .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = TimesDerivative,
      .example = Unary34},
 
     // add     y = a + b (one shape); saves nothing; da = dy, db = dy
@@ -127,6 +162,8 @@ const OpDef kOps[] = {
        if (a.needs[1]) d[1] = a.dout;
      },
      .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = PassThrough,
      .example = Binary34},
 
     // mul     y = a * b (one shape); saves b for da, a for db
@@ -140,6 +177,11 @@ const OpDef kOps[] = {
        if (a.needs[1]) d[1] = k.Mul(a.dout, a.saved_inputs[0]);
      },
      .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy, a.kf_inputs[1]) + 1;
+       k[1] = std::max(dy, a.kf_inputs[0]) + 1;
+     },
      .example = Binary34},
 
     // sum     y = sum(x), rank 0; saves nothing (x's shape is static)
@@ -152,18 +194,25 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.Broadcast(a.dout, a.input_shapes[0]);
      },
      .flops = [](const Shapes& in, const Shape&) { return in[0].num_elements(); },
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + static_cast<double>(a.inputs[0].num_elements()); },
+     .backward_depth = PassThrough,
      .example = Unary34},
 
     // name    y = x, labelled (attr name: checkpoint_name); saves nothing
     //         dx = dy; its output is its input's buffer
     {.kind = OpKind::kName, .name = "name", .arity = 1, .has_scalar = false, .num_ints = 0,
-     .shape = SameAsFirst,
+     .shape = [](const Op& op, const Shapes& in) {
+       if (op.name.empty()) throw Error("name needs a non-empty label (checkpoint_name's)");
+       return in[0];
+     },
      .saves = SavesNothing,
      .forward = [](Kernels&, const Op&, const Tensors& in) { return in[0]; },
      .backward = [](Kernels&, const Op&, const BackwardArgs& a, Tensors& d) {
        if (a.needs[0]) d[0] = a.dout;
      },
      .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
      .example = [](Op& op) {
        op.name = "label";
        return Shapes{Shape({3, 4})};
@@ -184,6 +233,10 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.SoftmaxBackward(a.saved_output, a.dout);
      },
      .flops = [](const Shapes&, const Shape& out) { return 5 * out.num_elements(); },
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + static_cast<double>(LastDim(a.inputs[0])) + 3; },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy, a.kf_output) + static_cast<double>(LastDim(a.inputs[0])) + 3;
+     },
      .example = Unary34},
 
     // layer_norm  y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + 1e-5),
@@ -212,6 +265,14 @@ const OpDef kOps[] = {
        if (a.needs[2]) d[2] = k.SumLeading(a.dout);
      },
      .flops = [](const Shapes&, const Shape& out) { return 7 * out.num_elements(); },
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + 2.0 * static_cast<double>(LastDim(a.inputs[0])) + 4; },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       const double c = static_cast<double>(LastDim(a.inputs[0]));
+       const double rows = static_cast<double>(Rows(a.inputs[0]));
+       k[0] = std::max({dy, a.kf_inputs[0], a.kf_inputs[1]}) + 3 * c + 6;
+       k[1] = std::max(dy, a.kf_inputs[0]) + 2 * c + rows + 4;
+       k[2] = dy + rows;
+     },
      .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4}), Shape({4})}; }},
 
     // gelu    y = gelu(x), tanh form; saves x; dx = dy * gelu'(x)
@@ -223,6 +284,8 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.GeluBackward(a.saved_inputs[0], a.dout);
      },
      .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = TimesDerivative,
      .example = Unary34},
 
     // scale   y = c x (attr scalar = c); saves nothing; dx = c dy
@@ -234,6 +297,8 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.Scale(a.dout, op.scalar);
      },
      .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = TimesDerivative,
      .example = [](Op& op) {
        op.scalar = 0.5;
        return Shapes{Shape({3, 4})};
@@ -250,6 +315,8 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.Transpose(a.dout);
      },
      .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
      .example = [](Op&) { return Shapes{Shape({2, 3, 4})}; }},
 
     // split_heads  (B*S, D) -> (B*H, S, D/H) (attrs ints = {B, H})
@@ -268,6 +335,8 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.MergeHeads(a.dout, Int(op, 0));
      },
      .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
      .example = [](Op& op) {
        op.ints = {2, 2};
        return Shapes{Shape({6, 8})};
@@ -287,6 +356,8 @@ const OpDef kOps[] = {
        d[0] = k.SplitHeads(a.dout, batch, a.input_shapes[0].dim(0) / batch);
      },
      .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
      .example = [](Op& op) {
        op.ints = {2};
        return Shapes{Shape({4, 3, 4})};
@@ -309,6 +380,12 @@ const OpDef kOps[] = {
        if (a.needs[1]) d[1] = k.SumLeading(a.dout);
      },
      .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       // db sums dy over the rows: one rounding per row.
+       k[0] = dy;
+       k[1] = dy + static_cast<double>(Rows(a.inputs[0]));
+     },
      .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4})}; }},
 };
 // clang-format on
@@ -330,6 +407,12 @@ const OpDef* Checked() {
 }
 
 }  // namespace
+
+double DepthArgs::deepest() const {
+  double d = 0;
+  for (double k : kf_inputs) d = std::max(d, k);
+  return d;
+}
 
 std::span<const OpDef> OpDefs() { return {Checked(), kNumPrimitives}; }
 

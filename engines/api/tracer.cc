@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "engines/api/error.h"
+#include "engines/api/op_def.h"
 #include "engines/api/op_shape.h"
 
 namespace remat {
@@ -225,6 +226,23 @@ Var name(Var x, const std::string& label, Loc loc) {
   if (label.empty()) throw Error(StrCat(Program::Describe(op), ": empty checkpoint_name label"));
   op.name = label;
   return internal::Primitive(std::move(op), {x});
+}
+
+Var apply(const std::string& op_name, const std::vector<Var>& inputs, const OpAttrs& attrs,
+          Loc loc) {
+  internal::Builder* b = internal::Require(op_name.c_str());
+  const OpDef* def = FindOpDef(op_name);
+  if (def == nullptr) {
+    std::vector<std::string> names;
+    for (const OpDef& d : OpDefs()) names.push_back(d.name);
+    throw Error(StrCat(loc.file_name(), ":", loc.line_number(), ": apply: unknown op '", op_name,
+                       "'; the ops are ", Join(names, ", ")));
+  }
+  Op op = b->NewOp(def->kind, loc);
+  op.scalar = attrs.scalar;
+  op.ints = attrs.ints;
+  op.name = attrs.name;
+  return internal::Primitive(std::move(op), inputs);
 }
 
 Var softmax(Var x, Loc loc) { return internal::Unary(OpKind::kSoftmax, x, loc); }

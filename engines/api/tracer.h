@@ -93,6 +93,20 @@ Var split_heads(Var x, int64_t batch, int64_t heads, Loc loc = Loc::current());
 // The inverse: (batch*heads, seq, Dh) -> (batch*seq, heads*Dh).
 Var merge_heads(Var x, int64_t batch, Loc loc = Loc::current());
 
+// Any primitive of the OpDef registry (engines/api/op_def.h) by its name,
+// with its attributes: apply("exp", {x}), apply("scale", {x}, {.scalar = 2}).
+// An op needs no function of its own here; the named ones above are
+// shorthands. An unknown name, a wrong number of inputs or attributes, or
+// shapes the op does not take is remat::Error naming the op and where it was
+// traced.
+struct OpAttrs {
+  double scalar = 0;
+  std::vector<int64_t> ints;
+  std::string name;  // the label of `name`
+};
+Var apply(const std::string& op, const std::vector<Var>& inputs, const OpAttrs& attrs = {},
+          Loc loc = Loc::current());
+
 namespace internal {
 using BodyFn = std::function<Var(const std::vector<Var>&)>;
 Var TraceCheckpoint(const std::vector<Var>& args, const BodyFn& body, const Policy& policy,

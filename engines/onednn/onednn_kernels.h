@@ -61,6 +61,11 @@ class OneDnnKernels : public Kernels {
   bool AllocatesInDryRun() const override { return true; }
 
  protected:
+  // The table's kernels: REMAT_KERNEL_IMPL(OneDnnKernels, name, fn) in engines/onednn/onednn_kernels.cc.
+  void RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
+                      const KernelAttrs& attrs, Tensor& out) override {
+    RunImpl(*this, op, operands, attrs, out);
+  }
   void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
                 Tensor& out) override;
   void DoRelu(const Tensor& x, Tensor& out) override;

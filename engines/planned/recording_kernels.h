@@ -65,6 +65,8 @@ class RecordingKernels : public OneDnnKernels {
   void DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) override;
   void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) override;
   void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) override;
+  void RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
+                      const KernelAttrs& attrs, Tensor& out) override;
 
  private:
   // Tells the observer of the call for its scope.
@@ -82,7 +84,7 @@ class RecordingKernels : public OneDnnKernels {
    private:
     KernelObserver* observer_;
   };
-  KernelCall Call(KernelOp op, std::vector<const Tensor*> operands, const Tensor& out) const {
+  KernelCall Describe(KernelOp op, std::vector<const Tensor*> operands, const Tensor& out) const {
     KernelCall call;
     call.op = op;
     call.operands = std::move(operands);

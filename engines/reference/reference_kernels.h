@@ -35,6 +35,11 @@ class ReferenceKernels : public Kernels {
   std::string name() const override { return "reference"; }
 
  protected:
+  // The table's kernels: REMAT_KERNEL_IMPL(ReferenceKernels, name, fn) in engines/reference/reference_kernels.cc.
+  void RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
+                      const KernelAttrs& attrs, Tensor& out) override {
+    RunImpl(*this, op, operands, attrs, out);
+  }
   void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
                 Tensor& out) override;
   void DoRelu(const Tensor& x, Tensor& out) override;
