@@ -7,6 +7,7 @@
 //   FLOPs          the OpDef's count equals what both kernel tables count
 //   oneDNN kernel  eager (f32 on oneDNN) runs it and agrees with the oracle
 //   reference      the reference engine (f64 loops) runs it and agrees
+//   every engine   on eager's kernels: eager's bits, inline and recomputed
 //   oracle rule    the float64 oracle (its own rules) runs it
 //   gradcheck      the oracle's gradient agrees with central differences
 //   rounding depth the suite's tolerance model counts it
@@ -15,6 +16,7 @@
 // added half-way fails here, not in some engine's run later.
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -156,6 +158,31 @@ TEST_P(OpCompletenessTest, HasEveryPiece) {
                         << ") disagrees with the oracle: " << a.detail;
     } catch (const Error& e) {
       ADD_FAILURE() << def.name << ": " << engine << " cannot run it: " << e.what();
+    }
+  }
+
+  // Every engine on eager's kernels gives eager's bits, on the program as
+  // it is and inside a checkpoint region that saves nothing (the op then
+  // runs again in the backward pass: recomputed, compiled, evicted).
+  {
+    const Result eager = MakeEngine("eager")->ValueAndGrad(c.program, c.inputs, c.wrt);
+    const Program wrapped =
+        WrapInCheckpoint(c.program, Policy::Parse("nothing_saveable"), "op_completeness_test");
+    for (const std::string& name : EngineNames()) {
+      std::unique_ptr<Engine> engine = MakeEngine(name);
+      if (engine->kernels() != "onednn") continue;
+      for (const Program* p : {&c.program, &wrapped}) {
+        try {
+          const Result got = engine->ValueAndGrad(*p, c.inputs, c.wrt);
+          const std::optional<std::string> diff = FirstBitDifference(eager, got);
+          EXPECT_FALSE(diff.has_value())
+              << def.name << ": " << name << (p == &wrapped ? " (in a checkpoint region)" : "")
+              << " differs from eager's bits in " << *diff;
+        } catch (const Error& e) {
+          ADD_FAILURE() << def.name << ": " << name << " cannot run it"
+                        << (p == &wrapped ? " in a checkpoint region: " : ": ") << e.what();
+        }
+      }
     }
   }
 

@@ -100,6 +100,9 @@ Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const Kerne
   }
   Tensor out = NewTensor(shape);
   flops_ += def.flops(in, shape);
+  // In a dry run RunTableKernel is still called where Runs() (an observer,
+  // planned's compiler, records the call then), and RunImpl skips the
+  // arithmetic: a table kernel allocates nothing of its own.
   if (Runs()) Timed([&] { RunTableKernel(op, in, attrs, out); });
   return out;
 }

@@ -100,6 +100,10 @@ struct KernelAttrs {
 // lacks a kernel fails the call with an error naming both (and
 // harness/op_completeness_test fails first).
 //
+// A table kernel allocates nothing but its output (no scratchpad): under a
+// dry-run tracker its implementation is not run (RunTableKernel still is,
+// where the backend AllocatesInDryRun, so that an observer sees the call).
+//
 // The kernels listed in KernelOp above kMatMul..kBiasAdd predate the table:
 // they keep their entry points and Do* virtuals until they move into it.
 struct KernelDef {
@@ -335,6 +339,7 @@ class Kernels {
   template <typename Backend>
   void RunImpl(Backend& backend, KernelOp op, std::span<const Tensor* const> operands,
                const KernelAttrs& attrs, Tensor& out) {
+    if (dry_run()) return;  // no data; a table kernel allocates nothing of its own
     const KernelDef& def = TableKernel(op);
     const KernelImplFn<Backend> fn = KernelImpls<Backend>::Get().Find(def.name);
     if (fn == nullptr) {
