@@ -72,6 +72,11 @@ void TimesDerivative(const DepthArgs& a, double dy, std::vector<double>& k) {
 Shapes Unary34(Op&) { return {Shape({3, 4})}; }
 Shapes Binary34(Op&) { return {Shape({3, 4}), Shape({3, 4})}; }
 
+// The table's kernels the ops below call (kernels.h: each backend
+// implements them by name).
+const KernelOp kNegKernel = DefineKernel(
+    {.name = "neg", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
+
 // clang-format off
 const OpDef kOps[] = {
     // matmul  y = a @ b (rank 2, or rank 3 with one batch)
@@ -387,6 +392,19 @@ const OpDef kOps[] = {
        k[1] = dy + static_cast<double>(Rows(a.inputs[0]));
      },
      .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4})}; }},
+
+    // neg     y = -x; saves nothing; dx = -dy; exact (a sign flip)
+    {.kind = OpKind::kNeg, .name = "neg", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Call(kNegKernel, {&in[0]}); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kNegKernel, {&a.dout});
+     },
+     .flops = OnePerOutput,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
+     .example = Unary34},
 };
 // clang-format on
 

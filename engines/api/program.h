@@ -50,6 +50,7 @@ enum class OpKind {
   kSplitHeads,  // (B*S, D) -> (B*H, S, D/H); attr `ints` = {B, H}
   kMergeHeads,  // (B*H, S, Dh) -> (B*S, H*Dh); attr `ints` = {B}
   kBiasAdd,     // inputs x (..., C), b (C): y = x + b on every row (a layer's bias)
+  kNeg,         // y = -x
   kCheckpoint,
   kScan,
   kChain,

@@ -641,4 +641,13 @@ void OneDnnKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// The table's kernels (kernels.h's KernelDef; defined beside their ops in
+// engines/api/op_defs.cc). Plain f32 loops where the result is exact or
+// std:: gives the f32-rounded function.
+
+REMAT_KERNEL_IMPL(OneDnnKernels, neg,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { UnaryLoop(*in[0], out, [](float v) { return -v; }); });
+
 }  // namespace remat

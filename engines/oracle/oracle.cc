@@ -57,6 +57,7 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
     case OpKind::kName:
     case OpKind::kGelu:
     case OpKind::kScale:
+    case OpKind::kNeg:
       want_inputs(1);
       return in[0];
     case OpKind::kAdd:
@@ -551,6 +552,10 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
       for (int64_t i = 0; i < n; ++i) y[i] = op.scalar * x[i];
       flops_forward_ += n;
       return;
+    case OpKind::kNeg:
+      for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
+      flops_forward_ += n;
+      return;
     case OpKind::kTranspose: {
       // y[b,j,i] = x[b,i,j].
       const Shape& s = in[0]->shape();
@@ -815,6 +820,14 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
         dx.f64()[i] = dy[i] * (0.5 * (1.0 + t) + 0.5 * x[i] * (1.0 - t * t) * du);
       }
       flops_backward_ += 2 * n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kNeg: {
+      // y = -x: dx = -dy.
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = -dy[i];
+      flops_backward_ += n;
       Contribute(e, 0, std::move(dx));
       return;
     }
