@@ -76,6 +76,8 @@ Shapes Binary34(Op&) { return {Shape({3, 4}), Shape({3, 4})}; }
 // implements them by name).
 const KernelOp kNegKernel = DefineKernel(
     {.name = "neg", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
+const KernelOp kSubKernel = DefineKernel(
+    {.name = "sub", .arity = 2, .shape = SameShapeOperands, .flops = OneFlopPerElement});
 
 // clang-format off
 const OpDef kOps[] = {
@@ -405,6 +407,22 @@ const OpDef kOps[] = {
      .forward_depth = ExactDepth,
      .backward_depth = PassThrough,
      .example = Unary34},
+
+    // sub     y = a - b (one shape); saves nothing; da = dy, db = -dy
+    {.kind = OpKind::kSub, .name = "sub", .arity = 2, .has_scalar = false, .num_ints = 0,
+     .shape = SameShapes,
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) {
+       return k.Call(kSubKernel, {&in[0], &in[1]});
+     },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = a.dout;
+       if (a.needs[1]) d[1] = k.Call(kNegKernel, {&a.dout});
+     },
+     .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = PassThrough,  // a negation is exact
+     .example = Binary34},
 };
 // clang-format on
 

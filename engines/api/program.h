@@ -51,6 +51,7 @@ enum class OpKind {
   kMergeHeads,  // (B*H, S, Dh) -> (B*S, H*Dh); attr `ints` = {B}
   kBiasAdd,     // inputs x (..., C), b (C): y = x + b on every row (a layer's bias)
   kNeg,         // y = -x
+  kSub,         // y = a - b (one shape)
   kCheckpoint,
   kScan,
   kChain,

@@ -649,5 +649,10 @@ void OneDnnKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) {
 REMAT_KERNEL_IMPL(OneDnnKernels, neg,
                   [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
                      Tensor& out) { UnaryLoop(*in[0], out, [](float v) { return -v; }); });
+REMAT_KERNEL_IMPL(OneDnnKernels, sub,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) {
+                    BinaryLoop(*in[0], *in[1], out, [](float a, float b) { return a - b; });
+                  });
 
 }  // namespace remat

@@ -62,6 +62,7 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
       return in[0];
     case OpKind::kAdd:
     case OpKind::kMul:
+    case OpKind::kSub:
       want_inputs(2);
       if (in[0] != in[1]) throw fail("operand shapes differ");
       return in[0];
@@ -556,6 +557,12 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
       for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
       flops_forward_ += n;
       return;
+    case OpKind::kSub: {
+      const double* b = in[1]->f64();
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] - b[i];
+      flops_forward_ += n;
+      return;
+    }
     case OpKind::kTranspose: {
       // y[b,j,i] = x[b,i,j].
       const Shape& s = in[0]->shape();
@@ -821,6 +828,19 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
       }
       flops_backward_ += 2 * n;
       Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kSub: {
+      // y = a - b: da = dy, db = -dy.
+      Tensor da = NewGradient(xs);
+      Tensor db = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) {
+        da.f64()[i] = dy[i];
+        db.f64()[i] = -dy[i];
+      }
+      flops_backward_ += n;
+      Contribute(e, 0, std::move(da));
+      Contribute(e, 1, std::move(db));
       return;
     }
     case OpKind::kNeg: {

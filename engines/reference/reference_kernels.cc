@@ -310,5 +310,10 @@ void ReferenceKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out)
 REMAT_KERNEL_IMPL(ReferenceKernels, neg,
                   [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
                      Tensor& out) { Unary(*in[0], out, [](double v) { return -v; }); });
+REMAT_KERNEL_IMPL(ReferenceKernels, sub,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) {
+                    Binary(*in[0], *in[1], out, [](double a, double b) { return a - b; });
+                  });
 
 }  // namespace remat
