@@ -78,6 +78,8 @@ const KernelOp kNegKernel = DefineKernel(
     {.name = "neg", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
 const KernelOp kSubKernel = DefineKernel(
     {.name = "sub", .arity = 2, .shape = SameShapeOperands, .flops = OneFlopPerElement});
+const KernelOp kExpKernel = DefineKernel(
+    {.name = "exp", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
 
 // clang-format off
 const OpDef kOps[] = {
@@ -423,6 +425,22 @@ const OpDef kOps[] = {
      .forward_depth = OneRounding,
      .backward_depth = PassThrough,  // a negation is exact
      .example = Binary34},
+
+    // exp     y = e^x; saves y (the derivative is the output, as JAX's and
+    //         PyTorch's exp save it); dx = dy * y
+    {.kind = OpKind::kExp, .name = "exp", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = [](const Needs& needs, Saves& s) { s.output = needs[0]; },
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Call(kExpKernel, {&in[0]}); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Mul(a.dout, a.saved_output);
+     },
+     .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy, a.kf_output) + 1;  // one multiply by y
+     },
+     .example = Unary34},
 };
 // clang-format on
 

@@ -52,6 +52,7 @@ enum class OpKind {
   kBiasAdd,     // inputs x (..., C), b (C): y = x + b on every row (a layer's bias)
   kNeg,         // y = -x
   kSub,         // y = a - b (one shape)
+  kExp,         // y = e^x
   kCheckpoint,
   kScan,
   kChain,

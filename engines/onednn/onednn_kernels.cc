@@ -654,5 +654,10 @@ REMAT_KERNEL_IMPL(OneDnnKernels, sub,
                      Tensor& out) {
                     BinaryLoop(*in[0], *in[1], out, [](float a, float b) { return a - b; });
                   });
+// std::exp's float overload: f32 in, f32 out (oneDNN's eltwise_exp is
+// faster but its bits differ by ISA; the loop is the same everywhere).
+REMAT_KERNEL_IMPL(OneDnnKernels, exp,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { UnaryLoop(*in[0], out, [](float v) { return std::exp(v); }); });
 
 }  // namespace remat

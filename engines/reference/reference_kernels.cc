@@ -315,5 +315,8 @@ REMAT_KERNEL_IMPL(ReferenceKernels, sub,
                      Tensor& out) {
                     Binary(*in[0], *in[1], out, [](double a, double b) { return a - b; });
                   });
+REMAT_KERNEL_IMPL(ReferenceKernels, exp,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { Unary(*in[0], out, [](double v) { return std::exp(v); }); });
 
 }  // namespace remat
