@@ -87,6 +87,9 @@ struct OpDef {
   // inputs' shapes returned. Inputs that make its gradient well defined
   // (no ties, no zero for relu) are the test's business.
   std::vector<Shape> (*example)(Op& op);
+  // The op's domain: true when its inputs must be positive (log), so that
+  // tests that draw inputs for every op draw them there.
+  bool positive_inputs = false;
 };
 
 // The primitive ops, in OpKind order.
