@@ -80,6 +80,10 @@ const KernelOp kSubKernel = DefineKernel(
     {.name = "sub", .arity = 2, .shape = SameShapeOperands, .flops = OneFlopPerElement});
 const KernelOp kExpKernel = DefineKernel(
     {.name = "exp", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
+const KernelOp kLogKernel = DefineKernel(
+    {.name = "log", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
+const KernelOp kDivKernel = DefineKernel(
+    {.name = "div", .arity = 2, .shape = SameShapeOperands, .flops = OneFlopPerElement});
 
 // clang-format off
 const OpDef kOps[] = {
@@ -441,6 +445,23 @@ const OpDef kOps[] = {
        k[0] = std::max(dy, a.kf_output) + 1;  // one multiply by y
      },
      .example = Unary34},
+
+    // log     y = ln x, for x > 0 (NaN below 0, -inf at 0, as std::log);
+    //         saves x; dx = dy / x
+    {.kind = OpKind::kLog, .name = "log", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesInput0,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Call(kLogKernel, {&in[0]}); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kDivKernel, {&a.dout, &a.saved_inputs[0]});
+     },
+     .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy, a.kf_inputs[0]) + 1;  // one division by x
+     },
+     .example = Unary34,
+     .positive_inputs = true},
 };
 // clang-format on
 

@@ -53,6 +53,7 @@ enum class OpKind {
   kNeg,         // y = -x
   kSub,         // y = a - b (one shape)
   kExp,         // y = e^x
+  kLog,         // y = ln x (x > 0)
   kCheckpoint,
   kScan,
   kChain,

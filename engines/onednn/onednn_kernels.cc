@@ -659,5 +659,13 @@ REMAT_KERNEL_IMPL(OneDnnKernels, sub,
 REMAT_KERNEL_IMPL(OneDnnKernels, exp,
                   [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
                      Tensor& out) { UnaryLoop(*in[0], out, [](float v) { return std::exp(v); }); });
+REMAT_KERNEL_IMPL(OneDnnKernels, log,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { UnaryLoop(*in[0], out, [](float v) { return std::log(v); }); });
+REMAT_KERNEL_IMPL(OneDnnKernels, div,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) {
+                    BinaryLoop(*in[0], *in[1], out, [](float a, float b) { return a / b; });
+                  });
 
 }  // namespace remat

@@ -59,6 +59,7 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
     case OpKind::kScale:
     case OpKind::kNeg:
     case OpKind::kExp:
+    case OpKind::kLog:
       want_inputs(1);
       return in[0];
     case OpKind::kAdd:
@@ -562,6 +563,10 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
       for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
       flops_forward_ += n;
       return;
+    case OpKind::kLog:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]);
+      flops_forward_ += n;
+      return;
     case OpKind::kSub: {
       const double* b = in[1]->f64();
       for (int64_t i = 0; i < n; ++i) y[i] = x[i] - b[i];
@@ -846,6 +851,14 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
       flops_backward_ += n;
       Contribute(e, 0, std::move(da));
       Contribute(e, 1, std::move(db));
+      return;
+    }
+    case OpKind::kLog: {
+      // y = ln x: dx = dy / x.
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[i] / x[i];
+      flops_backward_ += n;
+      Contribute(e, 0, std::move(dx));
       return;
     }
     case OpKind::kExp: {

@@ -318,5 +318,13 @@ REMAT_KERNEL_IMPL(ReferenceKernels, sub,
 REMAT_KERNEL_IMPL(ReferenceKernels, exp,
                   [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
                      Tensor& out) { Unary(*in[0], out, [](double v) { return std::exp(v); }); });
+REMAT_KERNEL_IMPL(ReferenceKernels, log,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { Unary(*in[0], out, [](double v) { return std::log(v); }); });
+REMAT_KERNEL_IMPL(ReferenceKernels, div,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) {
+                    Binary(*in[0], *in[1], out, [](double a, double b) { return a / b; });
+                  });
 
 }  // namespace remat
