@@ -431,7 +431,7 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       try {
         flags.max_memory_bytes = ParseBytes(value);
       } catch (const Error& e) {
-        throw Error(StrCat("--max-memory=", value, ": ", e.what()));
+        throw Error(StrCat("--max-memory=", value, ": ", e.what()), e);
       }
     } else if (name == "sweep") {
       if (value == "depth") {

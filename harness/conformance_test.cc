@@ -352,19 +352,11 @@ TEST_P(ConformanceTest, MemoryLimitIsAnErrorAndLeaksNothing) {
   EXPECT_EQ(exact.stats.peak_bytes, r.stats.peak_bytes);
 }
 
-// The N of "the smallest cap that worked is N bytes" in an error message
-// (CONTRACT.md section 4), or -1.
-int64_t SmallestCapIn(const std::string& message) {
-  const std::string phrase = "the smallest cap that worked is ";
-  const size_t at = message.find(phrase);
-  if (at == std::string::npos) return -1;
-  size_t used = 0;
-  try {
-    const int64_t n = std::stoll(message.substr(at + phrase.size()), &used);
-    return used > 0 ? n : -1;
-  } catch (const std::exception&) {
-    return -1;
-  }
+// The smallest cap that worked, as a run refused under a cap reports it
+// (ErrorKind::kCapTooSmall's facts, CONTRACT.md section 4), or -1.
+int64_t SmallestCapIn(const Error& e) {
+  if (e.kind() != ErrorKind::kCapTooSmall) return -1;
+  return e.facts().smallest_feasible_bytes;
 }
 
 // An engine that honours RunOptions::memory_cap_bytes stays under it and
@@ -386,8 +378,9 @@ TEST_P(ConformanceTest, StaysUnderAMemoryCapWithTheSameBits) {
     Run(one_byte);
     ADD_FAILURE() << EngineUnderTest() << " ran " << case_.ToString() << " under a 1-byte cap";
   } catch (const Error& e) {
-    smallest = SmallestCapIn(e.what());
-    EXPECT_GT(smallest, 0) << "no \"the smallest cap that worked is N bytes\" in: " << e.what();
+    smallest = SmallestCapIn(e);
+    EXPECT_GT(smallest, 0) << "no smallest cap that worked (ErrorKind::kCapTooSmall) in: "
+                           << e.what();
     EXPECT_NE(std::string(e.what()).find("--memory-cap"), std::string::npos) << e.what();
   }
   ASSERT_GT(smallest, 0);
@@ -419,7 +412,7 @@ TEST_P(ConformanceTest, StaysUnderAMemoryCapWithTheSameBits) {
     ADD_FAILURE() << EngineUnderTest() << " ran under " << smallest - 1
                   << " bytes, below the smallest cap that worked (" << smallest << ")";
   } catch (const Error& e) {
-    EXPECT_EQ(SmallestCapIn(e.what()), smallest) << e.what();
+    EXPECT_EQ(SmallestCapIn(e), smallest) << e.what();
   }
 }
 
@@ -676,7 +669,7 @@ TEST_P(VariantTest, KeepsEagersBitsUnderAMemoryCap) {
   try {
     engine_->ValueAndGrad(program_, case_.inputs, case_.wrt, options);
   } catch (const Error& e) {
-    smallest = SmallestCapIn(e.what());
+    smallest = SmallestCapIn(e);
   }
   ASSERT_GT(smallest, 0) << What() << ": a 1-byte cap did not fail naming the smallest that works";
   options.memory_cap_bytes =

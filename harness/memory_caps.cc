@@ -33,7 +33,7 @@ ResolvedCap ResolveMemoryCap(const std::string& text, const Program& program,
     try {
       cap.bytes = ParseBytes(text);
     } catch (const Error& e) {
-      throw Error(StrCat(flag, " '", text, "': ", e.what()));
+      throw Error(StrCat(flag, " '", text, "': ", e.what()), e);
     }
     return cap;
   }
@@ -75,13 +75,10 @@ std::optional<Stats> PlanBudget(const Program& program, const std::vector<int>& 
                        ShapeOnlyArguments(program), wrt, plan)
         .stats;
   } catch (const Error& e) {
-    // The schedule's refusal names the smallest feasible budget; anything
+    // The schedule's refusal carries the smallest feasible budget; anything
     // else is not ours to absorb.
-    const std::string m = e.what();
-    const std::string phrase = "the smallest feasible is ";
-    const size_t at = m.find(phrase);
-    if (at == std::string::npos) throw;
-    *smallest = std::stoll(m.substr(at + phrase.size()));
+    if (e.kind() != ErrorKind::kBudgetTooSmall || e.facts().smallest_feasible_bytes < 0) throw;
+    *smallest = e.facts().smallest_feasible_bytes;
     return std::nullopt;
   }
 }

@@ -96,7 +96,7 @@ Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const Kerne
   try {
     shape = def.shape(in, attrs);
   } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", def.name, ": ", e.what()));
+    throw Error(StrCat(name(), " kernel ", def.name, ": ", e.what()), e);
   }
   Tensor out = NewTensor(shape);
   flops_ += def.flops(in, shape);
@@ -198,7 +198,7 @@ Tensor Kernels::LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& be
   try {
     CheckLayerNormShapes(x.shape(), gamma.shape(), beta.shape());
   } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()));
+    throw Error(StrCat(name(), " kernel ", e.what()), e);
   }
   Tensor out = NewTensor(x.shape());
   flops_ += 7 * x.num_elements();
@@ -212,7 +212,7 @@ Tensor Kernels::LayerNormBackward(const Tensor& x, const Tensor& gamma, const Te
   try {
     CheckLayerNormShapes(x.shape(), gamma.shape(), gamma.shape());
   } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()));
+    throw Error(StrCat(name(), " kernel ", e.what()), e);
   }
   Tensor out = NewTensor(x.shape());
   flops_ += 13 * x.num_elements();
@@ -243,7 +243,7 @@ Tensor Kernels::BiasAdd(const Tensor& x, const Tensor& b) {
   try {
     CheckBiasAddShapes(x.shape(), b.shape());
   } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()));
+    throw Error(StrCat(name(), " kernel ", e.what()), e);
   }
   Tensor out = NewTensor(x.shape());
   flops_ += x.num_elements();
@@ -265,7 +265,7 @@ Tensor Kernels::Transpose(const Tensor& x) {
   try {
     shape = TransposeShape(x.shape());
   } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()));
+    throw Error(StrCat(name(), " kernel ", e.what()), e);
   }
   Tensor out = NewTensor(shape);
   if (Runs()) Timed([&] { DoTranspose(x, out); });
@@ -278,7 +278,7 @@ Tensor Kernels::SplitHeads(const Tensor& x, int64_t batch, int64_t heads) {
   try {
     shape = SplitHeadsShape(x.shape(), batch, heads);
   } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()));
+    throw Error(StrCat(name(), " kernel ", e.what()), e);
   }
   Tensor out = NewTensor(shape);
   if (Runs()) Timed([&] { DoSplitHeads(x, batch, heads, out); });
@@ -291,7 +291,7 @@ Tensor Kernels::MergeHeads(const Tensor& x, int64_t batch) {
   try {
     shape = MergeHeadsShape(x.shape(), batch);
   } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()));
+    throw Error(StrCat(name(), " kernel ", e.what()), e);
   }
   Tensor out = NewTensor(shape);
   if (Runs()) Timed([&] { DoMergeHeads(x, batch, out); });

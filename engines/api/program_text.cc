@@ -279,7 +279,12 @@ class Parser {
 
  private:
   [[noreturn]] void Fail(int line, int column, const std::string& message) const {
-    throw Error(StrCat(filename_, ":", line, ":", column, ": ", message));
+    ErrorFacts facts;
+    facts.kind = ErrorKind::kParse;
+    facts.file = filename_;
+    facts.line = line;
+    facts.column = column;
+    throw Error(StrCat(filename_, ":", line, ":", column, ": ", message), facts);
   }
   [[noreturn]] void Fail(const Token& at, const std::string& message) const {
     Fail(at.line, at.column, message);

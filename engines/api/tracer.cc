@@ -122,7 +122,7 @@ Var Primitive(Op op, const std::vector<Var>& inputs) {
   try {
     out = OutputShape(op, shapes);
   } catch (const Error& e) {
-    throw Error(StrCat(Program::Describe(op), ": ", e.what()));
+    throw Error(StrCat(Program::Describe(op), ": ", e.what()), e);
   }
   return b->Emit(std::move(op), inputs, out);
 }

@@ -651,9 +651,13 @@ Result DtrEngine::ValueAndGrad(const Program& program, const std::vector<Tensor>
     // The run stopped at the cap, before allocating past it, and gave back
     // everything. Which cap would have worked is found without storage.
     const int64_t smallest = SmallestFeasibleCap(program, args, wrt, cap);
+    ErrorFacts facts;
+    facts.kind = ErrorKind::kCapTooSmall;
+    facts.smallest_feasible_bytes = smallest;
     throw Error(StrCat(name(), ": program ", program.name, " does not run under a memory cap of ",
                        cap, " bytes (--memory-cap): ", e.what(),
-                       "; the smallest cap that worked is ", smallest, " bytes"));
+                       "; the smallest cap that worked is ", smallest, " bytes"),
+                facts);
   }
 }
 

@@ -515,12 +515,21 @@ bool IsUniform(const ChainCosts& c) {
 
 std::string BudgetName(int64_t budget) { return StrCat("budget:", budget); }
 
+// The facts of a budget:B refusal: the smallest feasible B.
+ErrorFacts BudgetTooSmall(int64_t smallest) {
+  ErrorFacts facts;
+  facts.kind = ErrorKind::kBudgetTooSmall;
+  facts.smallest_feasible_bytes = smallest;
+  return facts;
+}
+
 void CheckBudget(const ChainCosts& c, int64_t budget) {
   c.Validate();
   const int64_t need = MinimumFeasibleBytes(c);
   if (budget < need) {
     throw Error(StrCat("budget ", budget, " bytes is too small for this chain: the smallest feasible is ",
-                       need, " bytes"));
+                       need, " bytes"),
+                BudgetTooSmall(need));
   }
 }
 
@@ -1695,7 +1704,7 @@ Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs, int64_t
   try {
     s = ParseScheduleSpec(spec);
   } catch (const Error& e) {
-    throw Error(StrCat("schedule \"", spec, "\": ", e.what()));
+    throw Error(StrCat("schedule \"", spec, "\": ", e.what()), e);
   }
   if (s.form == "every") return EveryK(l, s.n);
   if (s.form == "segments") return Segments(l, s.n);
@@ -1710,7 +1719,8 @@ Schedule ParseSchedule(const std::string& spec, const ChainCosts& costs, int64_t
   if (budget - held_bytes < need) {
     throw Error(StrCat("budget ", budget, " bytes is too small for this chain: the smallest feasible is ",
                        need + held_bytes, " bytes (", need, " for the chain, ", held_bytes,
-                       " held outside it while it runs)"));
+                       " held outside it while it runs)"),
+                BudgetTooSmall(need + held_bytes));
   }
   Schedule schedule = Budget(costs, budget - held_bytes);
   schedule.name = BudgetName(budget);
