@@ -6,10 +6,17 @@
 DIR holds program.txt (engines/api/program_text.h's format, read by
 tools/program_text.py), one <input>.npy per parameter and case.json
 ({"wrt": [names]}; without it, every input). The engine builds the program
-as one JAX function (float32, CPU, x64 off, matmuls at full f32 precision),
-differentiates it with JAX's own autodiff (jax.value_and_grad over the whole
-function, the inputs not in wrt held constant), runs it jitted, and writes
-DIR/loss.npy, DIR/grad_<input>.npy for each name in wrt, and DIR/stats.json.
+as one JAX function f (float32, CPU, x64 off, matmuls at full f32
+precision) and differentiates it with JAX's own autodiff, jax.vjp over the
+whole function in the wrt inputs (the others passed, not differentiated).
+It runs in two compiled phases, as remat's engines run a gradient:
+  forward   jax.jit(jax.vjp(f, ...)): the loss and the pullback, whose
+            leaves are the residuals, materialized as the forward's outputs
+  backward  jax.jit(pullback(1.0)): the gradients from the residuals
+(One jit of value_and_grad would let XLA fuse the forward into the backward
+and keep fewer bytes than the residuals saved_residuals lists: its peak is
+not the peak of the program that saves them.) It writes DIR/loss.npy,
+DIR/grad_<input>.npy for each name in wrt, and DIR/stats.json.
 
 The ops are jnp code that computes each op's forward definition
 (engines/api/rules.cc, engines/api/kernels.h); their gradients are JAX's:
@@ -49,21 +56,26 @@ stats.json:
                   or "from a constant" (the inputs, wrt and not: remat
                   excludes arguments too). Every residual saved_residuals
                   lists is a distinct value of the jaxpr, so none is counted
-                  twice.
-  peak_bytes      from memory_analysis() of the compiled gradient (the
-                  jitted value_and_grad that produced loss.npy and the
-                  gradients): argument_size_in_bytes + output_size_in_bytes
-                  + temp_size_in_bytes - alias_size_in_bytes, XLA's bytes
-                  of every buffer it allocates for the call (arguments
-                  and outputs included, as remat's peak includes them);
-                  host_* fields (offloaded buffers) are not in it.
-  memory_analysis every field memory_analysis() reported, as reported
+                  twice. Offloaded residuals (f32<host>[...], an offload
+                  policy's) are in it, and in host_residual_bytes too.
+  peak_bytes      max(forward_peak_bytes, backward_peak_bytes), each from
+                  memory_analysis() of that compiled phase:
+                  argument_size_in_bytes + output_size_in_bytes
+                  + temp_size_in_bytes - alias_size_in_bytes, XLA's bytes of
+                  every buffer the call uses, its arguments and outputs
+                  included (remat's peak includes them). The forward's
+                  arguments are the inputs and its outputs the loss and the
+                  residuals, so peak_bytes >= residual_bytes. The backward's
+                  arguments are the residuals (inputs among them); inputs
+                  the backward does not read, and the loss, are not in its
+                  number. host_* fields (offloaded buffers) are in neither.
+                  XLA's output size counts an output tuple's table of
+                  pointers too (8 B an output: sin_plain's forward, 9
+                  outputs of 4 B, is 108 B).
+  memory_analysis every field of both phases' memory_analysis(), as reported
   residuals       saved_residuals' listing: "f32[8,16] output of dot_general
-                  from ..." per residual, the excluded arguments included
+                  from ..." per residual, the excluded inputs included
   engine          "jax VERSION (jaxlib VERSION)"; jax_version: VERSION
-If the compiled peak is below the residual bytes (XLA fused or rematerialized
-what the jaxpr saves), peak_bytes is still XLA's number: remat conform then
-fails the case, naming both, rather than get a number made up to pass.
 """
 
 import json
@@ -338,7 +350,8 @@ class Builder:
 # --------------------------------------------------------------------- main
 
 def residual_stats(jax, f, args, wrt_idx):
-    """(residual_bytes, listing) of saved_residuals for f differentiated with
+    """(residual_bytes, host_residual_bytes, listing) of saved_residuals for f
+    differentiated with
     respect to args[i], i in wrt_idx: a function of those inputs alone, the
     others closed over (saved_residuals reports them "from a constant").
     Residuals "from the argument" or "from a constant" are inputs: not
@@ -354,12 +367,15 @@ def residual_stats(jax, f, args, wrt_idx):
             a[i] = v
         return f(*a)
 
-    total, listing = 0, []
+    total, host, listing = 0, 0, []
     for aval, src in saved_residuals(g, *[args[i] for i in wrt_idx]):
         listing.append("%s %s" % (aval.str_short(short_dtypes=True), src))
         if not src.startswith(("from the argument", "from a constant")):
-            total += int(aval.size) * aval.dtype.itemsize
-    return total, listing
+            nbytes = int(aval.size) * aval.dtype.itemsize
+            total += nbytes
+            if "host" in str(getattr(aval, "memory_space", "")).lower():
+                host += nbytes
+    return total, host, listing
 
 
 def peak_stats(compiled):
@@ -378,6 +394,7 @@ def run(d):
     import numpy as np
     try:
         import jax
+        import jax.ad_checkpoint  # checkpoint_name: `import jax` alone does not load it
         import jaxlib
     except ImportError as e:
         print("unsupported: JAX is not installed (%s; tools/python_env.sh makes .venv with it)" % e)
@@ -408,21 +425,37 @@ def run(d):
     if shape.shape != () or shape.dtype != jax.numpy.float32:
         raise ProgramError("program %s returns %s %s, not a float32 scalar" % (program.name, shape.dtype, shape.shape))
 
-    if wrt_idx:
-        grad_fn = jax.jit(jax.value_and_grad(f, argnums=wrt_idx))
-    else:
-        grad_fn = jax.jit(lambda *a: (f(*a), ()))
+    wrt_set = set(wrt_idx)
+    fixed_idx = tuple(i for i in range(len(args)) if i not in wrt_set)
+
+    def forward(w, fixed):
+        """jax.vjp of f in the wrt inputs `w`, the `fixed` ones held."""
+        def of_wrt(*w_):
+            a = [None] * len(args)
+            for i, v in zip(wrt_idx, w_):
+                a[i] = v
+            for i, v in zip(fixed_idx, fixed):
+                a[i] = v
+            return f(*a)
+        return jax.vjp(of_wrt, *w)
+
+    w = tuple(args[i] for i in wrt_idx)
+    fixed = tuple(args[i] for i in fixed_idx)
     try:
-        compiled = grad_fn.lower(*args).compile()
-    except Exception as e:  # noqa: BLE001 - only where an offload policy is the likely cause
+        fwd = jax.jit(forward).lower(w, fixed).compile()
+        loss, pullback = fwd(w, fixed)
+        bwd = jax.jit(lambda p: p(jax.numpy.ones((), jax.numpy.float32))).lower(pullback).compile()
+    except Exception as e:  # noqa: BLE001 - re-raised unless an offload policy is the likely cause
         if not builder.offloads:
             raise
         print("unsupported: an offload policy (device -> pinned_host) that JAX %s cannot compile on CPU: %s"
               % (jax.__version__, str(e).splitlines()[0] if str(e) else type(e).__name__))
         return UNSUPPORTED_EXIT
-    loss, grads = compiled(*args)
-    residual, listing = residual_stats(jax, f, args, wrt_idx)
-    peak, fields = peak_stats(compiled)
+    grads = bwd(pullback)
+    residual, host_residual, listing = residual_stats(jax, f, args, wrt_idx)
+    fwd_peak, fwd_fields = peak_stats(fwd)
+    bwd_peak, bwd_fields = peak_stats(bwd)
+    peak = max(fwd_peak, bwd_peak)
 
     np.save(os.path.join(d, "loss.npy"), np.asarray(loss, dtype=np.float32))
     for n, g in zip(wrt, grads):
@@ -431,8 +464,11 @@ def run(d):
         json.dump({"engine": "jax %s (jaxlib %s)" % (jax.__version__, jaxlib.__version__),
                    "jax_version": jax.__version__,
                    "residual_bytes": residual,
+                   "host_residual_bytes": host_residual,
                    "peak_bytes": peak,
-                   "memory_analysis": fields,
+                   "forward_peak_bytes": fwd_peak,
+                   "backward_peak_bytes": bwd_peak,
+                   "memory_analysis": {"forward": fwd_fields, "backward": bwd_fields},
                    "residuals": listing}, out, indent=1)
     return 0
 

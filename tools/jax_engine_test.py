@@ -1,0 +1,149 @@
+"""remat conform over every problem with tools/jax_engine.py as the engine.
+
+Needs the virtual environment that tools/python_env.sh makes (.venv/ in the
+workspace, with JAX): $REMAT_VENV when set, otherwise the workspace's .venv,
+the workspace found from this file's real path (Bazel's runfiles are
+symlinks to the sources). Without it the test prints SKIPPED and passes:
+JAX is optional, and Bazel's test installs nothing (.ci/run runs
+tools/python_env.sh first).
+
+Every problem runs as written and under the policies JAX and remat share;
+the problems with checkpoint_name labels run under the names-policies too,
+and transformer_stack under the offload policies and policies JAX has no
+namesake for. No case may fail; the unsupported ones must be exactly
+EXPECTED_UNSUPPORTED, each with its reason.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REMAT = os.path.join(HERE, "remat")
+ENGINE = os.path.join(HERE, "jax_engine.py")
+
+# Every problem under each of these (as_written: the problem as it is).
+POLICIES = ["as_written", "nothing_saveable", "everything_saveable", "dots_saveable",
+            "dots_with_no_batch_dims_saveable"]
+# Per problem, more policies: the names-policies over its checkpoint_name
+# labels (one name each: remat's --policies splits at commas), the offload
+# policies, and what JAX has no namesake for.
+MORE_POLICIES = {
+    # The labels a, b, c are outside the checkpoint regions: the policies
+    # change nothing there, as in JAX.
+    "sin_chain": ["save_only_these_names:a", "save_any_names_but_these:b",
+                  "save_anything_except_these_names:c"],
+    "transformer_stack": [
+        "save_only_these_names:attn_probs",
+        "save_only_these_names:ffn_hidden",
+        "save_any_names_but_these:attn_out",
+        "save_anything_except_these_names:attn_probs",
+        "save_from_both_policies:dots_with_no_batch_dims_saveable+save_only_these_names:attn_probs",
+        "save_and_offload_only_these_names:attn_probs/ffn_hidden",
+        "offload_dot_with_no_batch_dims",
+        "memory_budget:0.5",
+    ],
+}
+# (problem, policy) -> what the engine's "unsupported:" reason must say.
+EXPECTED_UNSUPPORTED = {
+    ("transformer_stack", "memory_budget:0.5"):
+        "program transformer_stack: %12 = scan: %11 = checkpoint: checkpoint policy 'memory_budget:0.5' "
+        "(remat's own planner; JAX has no memory_budget policy)",
+}
+
+# "PASS  layer_loss N=8 d=16 policy=dots_saveable: worst ..." (conform.cc).
+CASE_LINE = re.compile(r"^(PASS |FAIL |UNSUP) ([^\s:]+)(?: [^:]*?)?(?: policy=(\S+))?: (.*)$")
+
+
+def venv_python():
+    """The venv's python, or (None, why not)."""
+    venv = os.environ.get("REMAT_VENV")
+    if not venv:
+        workspace = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+        venv = os.path.join(workspace, ".venv")
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.exists(py):
+        return None, "no %s (tools/python_env.sh makes it)" % py
+    r = subprocess.run([py, "-c", "import jax, numpy"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, "%s cannot import jax: %s" % (py, (r.stderr.strip().splitlines() or ["?"])[-1])
+    return py, ""
+
+
+PY, WHY_NOT = venv_python()
+
+
+def problems():
+    """The problem names `remat list` prints."""
+    r = subprocess.run([REMAT, "list"], capture_output=True, text=True, check=True)
+    names, section = [], None
+    for line in r.stdout.splitlines():
+        if line and not line.startswith(" "):
+            section = line.rstrip(":")
+        elif section == "problems" and re.match(r"^  \S", line):
+            names.append(line.split()[0])
+    return names
+
+
+def conform(problem_names, policies):
+    """Runs remat conform; returns (its output, [(outcome, problem, policy, detail)])."""
+    cmd = [REMAT, "conform", "--engine-cmd", "%s %s" % (PY, ENGINE), "--timeout", "120",
+           "--problems", ",".join(problem_names), "--policies", ",".join(policies)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    print("$ %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+    cases = []
+    lines = r.stdout.splitlines()
+    for line in lines[:-1]:
+        m = CASE_LINE.match(line)
+        if not m:
+            raise AssertionError("remat conform printed %r, not a case line" % line)
+        cases.append((m.group(1).strip(), m.group(2), m.group(3) or "as_written", m.group(4)))
+    return r, cases
+
+
+@unittest.skipIf(PY is None, "JAX is not installed: %s: skipped" % WHY_NOT)
+class JaxEngineConformTest(unittest.TestCase):
+
+    def check(self, problem_names, policies):
+        r, cases = conform(problem_names, policies)
+        out = r.stdout + r.stderr
+        want = {(p, q) for p in problem_names for q in policies}
+        got = {(p, q) for _, p, q, _ in cases}
+        self.assertEqual(got, want, "remat conform ran other cases than asked:\n" + out)
+        failed = ["%s %s: %s" % (p, q, d) for o, p, q, d in cases if o == "FAIL"]
+        self.assertEqual(failed, [], "cases failed:\n" + "\n".join(failed))
+        self.assertEqual(r.returncode, 0, "remat conform exited %d with no FAIL line:\n%s" % (r.returncode, out))
+        for o, p, q, d in cases:
+            expected = EXPECTED_UNSUPPORTED.get((p, q))
+            if o == "UNSUP":
+                self.assertIsNotNone(expected, "%s %s: unsupported, expected to pass: %s" % (p, q, d))
+                self.assertIn("unsupported: " + expected, d, "%s %s: the reason" % (p, q))
+            else:
+                self.assertIsNone(expected, "%s %s: passed, expected unsupported (%s)" % (p, q, expected))
+                # The engine measured its bytes, and remat conform checked them.
+                self.assertRegex(d, r"; residuals \d+ B \(remat recompute: \d+ B\)$", "%s %s" % (p, q))
+        summary = r.stdout.splitlines()[-1]
+        n_unsup = sum(o == "UNSUP" for o, _, _, _ in cases)
+        self.assertEqual(summary, "%d passed, 0 failed, %d unsupported" % (len(cases) - n_unsup, n_unsup))
+        return cases
+
+    def test_every_problem_under_the_shared_policies(self):
+        names = problems()
+        self.assertGreaterEqual(len(names), 8, "remat list printed too few problems: %s" % names)
+        for p in MORE_POLICIES:
+            self.assertIn(p, names, "MORE_POLICIES names %s, which remat list does not" % p)
+        self.check(names, POLICIES)
+
+    def test_names_offload_and_unmapped_policies(self):
+        for problem, policies in sorted(MORE_POLICIES.items()):
+            with self.subTest(problem=problem):
+                self.check([problem], policies)
+
+
+if __name__ == "__main__":
+    if PY is None:
+        print("SKIPPED: JAX is not installed (%s); tools/jax_engine.py is not tested" % WHY_NOT)
+    unittest.main()
