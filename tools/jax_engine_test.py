@@ -54,7 +54,7 @@ EXPECTED_UNSUPPORTED = {
 }
 
 # "PASS  layer_loss N=8 d=16 policy=dots_saveable: worst ..." (conform.cc).
-CASE_LINE = re.compile(r"^(PASS |FAIL |UNSUP) ([^\s:]+)(?: [^:]*?)?(?: policy=(\S+))?: (.*)$")
+CASE_LINE = re.compile(r"^(PASS |FAIL |UNSUP) ([^\s:]+)(?: (?!policy=)[^\s:]+)*(?: policy=(\S+))?: (.*)$")
 
 
 def venv_python():
