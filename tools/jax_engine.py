@@ -39,9 +39,15 @@ The regions:
                  theirs with offload_src="device", offload_dst="pinned_host"
                  (unsupported if this JAX cannot compile that on CPU);
                  memory_budget: unsupported (JAX has no such policy)
-  scan         lax.scan over the xs, the body (its checkpoints inside) per step
+  scan         lax.scan over the xs, the body (its checkpoints inside) per step;
+               schedule="checkpoint_every:K" (PyTorch's checkpoint_every, the one
+               schedule JAX code writes as it is): step i as written when
+               (i + 1) % K == 0, its regions inline (storing everything) at the
+               others, as remat's engines run it: a lax.scan over groups of K
+               steps, then one over the L % K left
   chain        its checkpoint blocks in order (a Python loop)
-  scan, chain with a schedule: unsupported (JAX has no schedules)
+  scan, chain with another schedule (every:K, sqrt, revolve:C, budget:B, ...):
+               unsupported (remat's own reversal schedules; JAX has none)
 Anything else the program has (an op, an attribute, a policy this engine
 does not know) is refused, never guessed: "unsupported: WHY" on stdout and
 exit status 77 (tools/conform.h's kUnsupportedExit); no JAX installed is
@@ -117,6 +123,16 @@ _ARITY = {
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
+CHECKPOINT_EVERY = "checkpoint_every:"
+
+
+def checkpoint_every(schedule, where):
+    """K of a "checkpoint_every:K" schedule (K >= 1), as engines/api's
+    CheckpointEvery reads it."""
+    k = schedule[len(CHECKPOINT_EVERY):]
+    if not (k.isdigit() and k.isascii() and len(k) <= 9 and int(k) >= 1):
+        raise ProgramError("%s: schedule %r: checkpoint_every takes a number of blocks >= 1" % (where, schedule))
+    return int(k)
 
 
 def configure_runtime(environ):
@@ -192,6 +208,7 @@ class Builder:
         self.program = program
         self.offloads = False  # whether some region's policy offloads
         self._policies = {}    # id(op) -> the jax policy of a checkpoint op
+        self._every = {}       # id(op) -> K of a checkpoint_every:K scan
         self._check_body(program, "program %s" % program.name)
 
     def _check_body(self, body, where):
@@ -207,9 +224,15 @@ class Builder:
                 raise ProgramError("%s: %d inputs, expected %d" % (at, len(op.inputs), _ARITY[op.kind]))
             if (op.body is None) != (op.kind not in ("checkpoint", "scan", "chain")):
                 raise ProgramError("%s: %s" % (at, "a body on a primitive op" if op.body else "no body"))
-            if op.kind in ("scan", "chain") and op.attrs.get("schedule"):
-                raise Unsupported("%s: schedule %r (JAX has no schedules for a %s; remat's "
-                                  "schedules are its own)" % (at, op.attrs["schedule"], op.kind))
+            schedule = op.attrs.get("schedule", "")
+            if op.kind == "scan" and schedule.startswith(CHECKPOINT_EVERY):
+                self._every[id(op)] = checkpoint_every(schedule, at)
+            elif op.kind == "chain" and schedule.startswith(CHECKPOINT_EVERY):
+                raise ProgramError("%s: schedule %r: checkpoint_every:K is a scan's schedule, not a chain's "
+                                   "(engines/api/program_text.cc)" % (at, schedule))
+            elif op.kind in ("scan", "chain") and schedule:
+                raise Unsupported("%s: schedule %r (remat's own schedule of a %s's steps; JAX has none "
+                                  "to map it to)" % (at, schedule, op.kind))
             if op.kind == "checkpoint":
                 policy, offloads = jax_policy(self.jax, op.attrs.get("policy", "nothing_saveable"), at)
                 self._policies[id(op)] = policy
@@ -221,7 +244,10 @@ class Builder:
         """f(*inputs) -> the loss, traceable by JAX."""
         return lambda *args: self._run(self.program, list(args), "program %s" % self.program.name)
 
-    def _run(self, body, values, where):
+    def _run(self, body, values, where, inline=False):
+        """The value of `body` on `values`. inline: its checkpoint regions
+        (nested ones too) run as plain code, storing everything, as remat's
+        engines run the steps a checkpoint_every:K scan does not checkpoint."""
         jnp = self.jax.numpy
         if len(values) != len(body.params):
             raise ProgramError("%s: called with %d values for %d parameters"
@@ -238,7 +264,7 @@ class Builder:
                 x = [env[v] for v in op.inputs]
             except KeyError as e:
                 raise ProgramError("%s: reads %%%s, which is not a value of this body" % (at, e.args[0]))
-            y = self._op(op, x, at)
+            y = self._op(op, x, at, inline)
             if op.type is not None and tuple(y.shape) != op.type:
                 raise ProgramError("%s: gives %s, declared f32%s" % (at, tuple(y.shape), list(op.type)))
             if y.dtype != jnp.float32:
@@ -248,7 +274,7 @@ class Builder:
             raise ProgramError("%s: returns %%%s, which is not a value of this body" % (where, body.result))
         return env[body.result]
 
-    def _op(self, op, x, at):
+    def _op(self, op, x, at, inline):
         jax = self.jax
         jnp = jax.numpy
         k = op.kind
@@ -324,6 +350,8 @@ class Builder:
             return x[0].reshape(batch, heads, s, dh).transpose(0, 2, 1, 3).reshape(batch * s, heads * dh)
         if k == "checkpoint":
             body = op.body
+            if inline:
+                return self._run(body, x, at, inline=True)
             fn = jax.checkpoint(lambda *a: self._run(body, list(a), at), policy=self._policies[id(op)])
             return fn(*x)
         if k == "scan":
@@ -331,11 +359,32 @@ class Builder:
             length = x[1].shape[0] if x[1].ndim else -1
             need(all(t.ndim >= 1 and t.shape[0] == length for t in x[1:]), "xs with different leading axes")
             body = op.body
+            every = self._every.get(id(op), 0)
+            carry, xs = x[0], tuple(x[1:])
+            if every == 0 or inline:
+                def step(c, xs_i):
+                    return self._run(body, [c] + list(xs_i), at, inline), None
 
-            def step(carry, xs):
-                return self._run(body, [carry] + list(xs), at), None
+                return jax.lax.scan(step, carry, xs)[0]
+            # checkpoint_every:K: step i runs as written (its regions
+            # honoured) when (i + 1) % K == 0, inline otherwise: one
+            # lax.scan over the L // K groups of K steps, then one over the
+            # L % K steps left (none of them checkpointed).
+            groups, left = divmod(length, every)
 
-            carry, _ = jax.lax.scan(step, x[0], tuple(x[1:]))
+            def group(c, xs_g):
+                for j in range(every):
+                    c = self._run(body, [c] + [t[j] for t in xs_g], at, inline=(j + 1) % every != 0)
+                return c, None
+
+            def tail(c, xs_i):
+                return self._run(body, [c] + list(xs_i), at, inline=True), None
+
+            if groups:
+                grouped = tuple(t[:groups * every].reshape((groups, every) + t.shape[1:]) for t in xs)
+                carry = jax.lax.scan(group, carry, grouped)[0]
+            if left:
+                carry = jax.lax.scan(tail, carry, tuple(t[groups * every:] for t in xs))[0]
             return carry
         if k == "chain":
             # The body's ops are the blocks, each a checkpoint op: running the
@@ -343,7 +392,7 @@ class Builder:
             for block in op.body.ops:
                 if block.kind != "checkpoint":
                     raise ProgramError("%s: block %%%s is a %s, not a checkpoint" % (at, block.out, block.kind))
-            return self._run(op.body, x, at)
+            return self._run(op.body, x, at, inline)
         raise Unsupported("%s: op %r" % (at, k))
 
 

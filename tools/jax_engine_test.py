@@ -12,12 +12,21 @@ the problems with checkpoint_name labels run under the names-policies too,
 and transformer_stack under the offload policies and policies JAX has no
 namesake for. No case may fail; the unsupported ones must be exactly
 EXPECTED_UNSUPPORTED, each with its reason.
+
+remat conform runs no schedules: scheduled programs (`remat program
+--schedule`) run here directly, against `remat run --engine oracle --dump`'s
+value and gradients: a checkpoint_every:K scan (which the engine maps to
+lax.scan) and a chain without a schedule must agree; a chain or a scan with
+one of remat's reversal schedules must be unsupported, with the reason.
 """
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,6 +113,64 @@ def conform(problem_names, policies):
     return r, cases
 
 
+# Compares DIR/loss.npy and DIR/grad_*.npy with DIR/ref/'s: prints one line
+# per disagreeing tensor and exits 1 if there is one, 2 if a file is missing.
+COMPARE = r"""
+import glob, os, sys
+import numpy as np
+d = sys.argv[1]
+bad = []
+refs = sorted(glob.glob(os.path.join(d, "ref", "*.npy")))
+if not refs:
+    print("no reference files in %s/ref" % d)
+    sys.exit(2)
+for ref_path in refs:
+    name = os.path.basename(ref_path)
+    got_path = os.path.join(d, name)
+    if not os.path.exists(got_path):
+        print("%s: the engine wrote no %s" % (d, name))
+        sys.exit(2)
+    ref = np.load(ref_path).astype(np.float64)
+    got = np.load(got_path).astype(np.float64)
+    if got.shape != ref.shape:
+        bad.append("%s: shape %s, the oracle's %s" % (name, got.shape, ref.shape))
+        continue
+    err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
+    limit = 1e-4 * max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
+    if not err <= limit:
+        bad.append("%s: max |engine - oracle| %.3g > %.3g" % (name, err, limit))
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+"""
+
+
+def scheduled_case(d, problem, params, schedule, strip_schedule=False):
+    """Writes DIR/program.txt (`remat program` under `schedule`; with
+    strip_schedule, the schedule attribute removed), the inputs, case.json,
+    and DIR/ref/ with the oracle's loss and gradients."""
+    sizes = [a for kv in params for a in ("--param", kv)]
+    subprocess.run([REMAT, "run", "--problem", problem, "--engine", "oracle", "--schedule", schedule,
+                    "--dump", d] + sizes, capture_output=True, text=True, check=True)
+    os.makedirs(os.path.join(d, "ref"))
+    wrt = []
+    for name in sorted(os.listdir(d)):
+        if name == "loss.npy" or name.startswith("grad_"):
+            shutil.move(os.path.join(d, name), os.path.join(d, "ref", name))
+            if name.startswith("grad_"):
+                wrt.append(name[len("grad_"):-len(".npy")])
+    text = subprocess.run([REMAT, "program", "--problem", problem, "--schedule", schedule] + sizes,
+                          capture_output=True, text=True, check=True).stdout
+    attr = ' schedule="%s"' % schedule
+    if attr not in text:
+        raise AssertionError("remat program --schedule %s printed no %s:\n%s" % (schedule, attr, text))
+    if strip_schedule:
+        text = text.replace(attr, "")
+    with open(os.path.join(d, "program.txt"), "w") as f:
+        f.write(text)
+    with open(os.path.join(d, "case.json"), "w") as f:
+        json.dump({"problem": problem, "wrt": wrt}, f)
+
+
 @unittest.skipIf(PY is None, "JAX is not installed: %s: skipped" % WHY_NOT)
 class JaxEngineConformTest(unittest.TestCase):
 
@@ -136,6 +203,48 @@ class JaxEngineConformTest(unittest.TestCase):
         for p in MORE_POLICIES:
             self.assertIn(p, names, "MORE_POLICIES names %s, which remat list does not" % p)
         self.check(names, POLICIES)
+
+    def run_scheduled(self, problem, params, schedule, strip_schedule=False):
+        """Runs the engine on the scheduled program; returns (case, the run)."""
+        d = tempfile.mkdtemp(prefix="jax_engine_test.")
+        self.addCleanup(shutil.rmtree, d)
+        scheduled_case(d, problem, params, schedule, strip_schedule)
+        r = subprocess.run([PY, ENGINE, d], capture_output=True, text=True,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        case = "%s %s schedule=%s%s" % (problem, " ".join(params), schedule,
+                                        " (stripped: a chain without a schedule)" if strip_schedule else "")
+        return d, case, r
+
+    def test_scheduled_programs_that_map(self):
+        for problem, params, schedule, strip in [
+                ("scan_stack", ["L=5", "N=4", "d=8"], "checkpoint_every:2", False),
+                ("scan_stack", ["L=4", "N=4", "d=8"], "checkpoint_every:1", False),
+                ("transformer_stack", ["L=3", "D=8", "H=2", "F=16", "S=4", "B=2"], "checkpoint_every:2", False),
+                ("mlp_chain", ["L=3", "N=4", "d=8"], "every:2", True)]:
+            with self.subTest(problem=problem, schedule=schedule):
+                d, case, r = self.run_scheduled(problem, params, schedule, strip)
+                self.assertEqual(r.returncode, 0, "%s: the engine exited %d:\n%s%s"
+                                 % (case, r.returncode, r.stdout, r.stderr))
+                c = subprocess.run([PY, "-c", COMPARE, d], capture_output=True, text=True)
+                self.assertEqual(c.returncode, 0, "%s: disagrees with remat's oracle:\n%s%s"
+                                 % (case, c.stdout, c.stderr))
+                with open(os.path.join(d, "stats.json")) as f:
+                    stats = json.load(f)
+                self.assertGreater(stats["residual_bytes"], 0, "%s: stats.json %s" % (case, stats))
+                self.assertGreaterEqual(stats["peak_bytes"], stats["residual_bytes"], "%s: stats.json" % case)
+
+    def test_reversal_schedules_are_unsupported(self):
+        for problem, params, schedule in [("mlp_chain", ["L=3", "N=4", "d=8"], "every:2"),
+                                          ("scan_stack", ["L=4", "N=4", "d=8"], "revolve:2")]:
+            with self.subTest(problem=problem, schedule=schedule):
+                d, case, r = self.run_scheduled(problem, params, schedule)
+                self.assertEqual(r.returncode, 77, "%s: exit %d, expected 77 (unsupported):\n%s%s"
+                                 % (case, r.returncode, r.stdout, r.stderr))
+                kind = "chain" if problem == "mlp_chain" else "scan"
+                self.assertIn("unsupported: program %s: %%" % problem, r.stdout, case)
+                self.assertIn(": schedule '%s' (remat's own schedule of a %s's steps; JAX has none to map it to)"
+                              % (schedule, kind), r.stdout, case)
+                self.assertFalse(os.path.exists(os.path.join(d, "loss.npy")), "%s: wrote loss.npy" % case)
 
     def test_names_offload_and_unmapped_policies(self):
         for problem, policies in sorted(MORE_POLICIES.items()):
