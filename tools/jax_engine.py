@@ -400,11 +400,11 @@ class Builder:
 
 def residual_stats(jax, f, args, wrt_idx):
     """(residual_bytes, host_residual_bytes, listing) of saved_residuals for f
-    differentiated with
-    respect to args[i], i in wrt_idx: a function of those inputs alone, the
-    others closed over (saved_residuals reports them "from a constant").
-    Residuals "from the argument" or "from a constant" are inputs: not
-    counted."""
+    differentiated with respect to args[i], i in wrt_idx: f as a function of
+    those inputs alone, the others closed over (saved_residuals reports them
+    "from a constant"). Residuals "from the argument" or "from a constant"
+    are inputs: not counted. host_residual_bytes: those in host memory (an
+    offload policy's), counted in residual_bytes too."""
     try:
         from jax.ad_checkpoint import saved_residuals
     except ImportError:  # jax >= 0.8 keeps it private; print_saved_residuals is its public face
