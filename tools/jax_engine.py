@@ -319,10 +319,14 @@ class Builder:
         if k == "scale":
             if "scalar" not in op.attrs:
                 raise ProgramError("%s: a scale op without its scalar=" % at)
+            text = op.attrs["scalar"]
             try:
-                c = float(op.attrs["scalar"])
+                c = float(text)  # PrintProgram's %.17g forms, inf and nan included
             except ValueError:
-                raise ProgramError("%s: scalar=%r is not a number" % (at, op.attrs["scalar"]))
+                try:
+                    c = float.fromhex(text)  # strtod's hex floats, which ParseProgram reads too
+                except ValueError:
+                    raise ProgramError("%s: scalar=%r is not a number" % (at, text))
             return x[0] * jnp.float32(c)  # c rounded to f32, as Kernels::Scale
         if k == "transpose":
             need(x[0].ndim in (2, 3), "transpose of a rank-2 or rank-3 tensor")
