@@ -1,0 +1,545 @@
+#!/usr/bin/env python3
+"""A JAX engine for remat programs: `remat conform --engine-cmd` runs it.
+
+    .venv/bin/python tools/jax_engine.py DIR      (tools/python_env.sh makes .venv)
+
+DIR holds program.txt (engines/api/program_text.h's format, read by
+tools/program_text.py), one <input>.npy per parameter and case.json
+({"wrt": [names]}; without it, every input). The engine builds the program
+as one JAX function f (float32, CPU, x64 off, matmuls at full f32
+precision) and differentiates it with JAX's own autodiff, jax.vjp over the
+whole function in the wrt inputs (the others passed, not differentiated).
+It runs in two compiled phases, as remat's engines run a gradient:
+  forward   jax.jit(jax.vjp(f, ...)): the loss and the pullback, whose
+            leaves are the residuals, materialized as the forward's outputs
+  backward  jax.jit(pullback(1.0)): the gradients from the residuals
+(One jit of value_and_grad would let XLA fuse the forward into the backward
+and keep fewer bytes than the residuals saved_residuals lists: its peak is
+not the peak of the program that saves them.) It writes DIR/loss.npy,
+DIR/grad_<input>.npy for each name in wrt, and DIR/stats.json.
+
+The ops are jnp code that computes each op's forward definition
+(engines/api/rules.cc, engines/api/kernels.h); their gradients are JAX's:
+  matmul       jnp.matmul, precision HIGHEST (rank 3: batched dot_general)
+  relu         jax.nn.relu (its custom JVP: relu'(0) = 0, as remat's)
+  softmax      jax.nn.softmax over the last axis (max-subtracted; custom JVP)
+  layer_norm   (x - mean) * rsqrt(biased var + 1e-5) * gamma + beta
+  gelu         jax.nn.gelu(approximate=True), the tanh form
+  scale        x * float32(c)
+  name         jax.ad_checkpoint.checkpoint_name(x, label)
+  the rest     jnp's elementwise ops, sum, swapaxes, reshape/transpose
+The regions:
+  checkpoint   jax.checkpoint(body, policy=P), P from the region's policy:
+                 everything_saveable, nothing_saveable, dots_saveable
+                 (checkpoint_dots), dots_with_no_batch_dims_saveable
+                 (checkpoint_dots_with_no_batch_dims), save_only_these_names,
+                 save_any_names_but_these, save_anything_except_these_names,
+                 save_from_both_policies: jax.checkpoint_policies' namesakes;
+                 save_and_offload_only_these_names, offload_dot_with_no_batch_dims:
+                 theirs with offload_src="device", offload_dst="pinned_host"
+                 (unsupported if this JAX cannot compile that on CPU);
+                 memory_budget: unsupported (JAX has no such policy)
+  scan         lax.scan over the xs, the body (its checkpoints inside) per step;
+               schedule="checkpoint_every:K" (PyTorch's checkpoint_every, the one
+               schedule JAX code writes as it is): step i as written when
+               (i + 1) % K == 0, its regions inline (storing everything) at the
+               others, as remat's engines run it: a lax.scan over groups of K
+               steps, then one over the L % K left
+  chain        its checkpoint blocks in order (a Python loop)
+  scan, chain with another schedule (every:K, sqrt, revolve:C, budget:B, ...):
+               unsupported (remat's own reversal schedules; JAX has none)
+Anything else the program has (an op, an attribute, a policy this engine
+does not know) is refused, never guessed: "unsupported: WHY" on stdout and
+exit status 77 (tools/conform.h's kUnsupportedExit); no JAX installed is
+unsupported too. A malformed program or input (bad text, a wrong shape, a
+missing file) is an error: a message on stderr and exit status 1.
+
+stats.json:
+  residual_bytes  the bytes jax.ad_checkpoint's saved_residuals lists for the
+                  function as run (f as a function of the wrt inputs, the
+                  others closed over), each residual's size times its
+                  itemsize, except those it reports "from the argument ..."
+                  or "from a constant" (the inputs, wrt and not: remat
+                  excludes arguments too). Every residual saved_residuals
+                  lists is a distinct value of the jaxpr, so none is counted
+                  twice. Offloaded residuals (f32<host>[...], an offload
+                  policy's) are in it, and in host_residual_bytes too.
+  peak_bytes      max(forward_peak_bytes, backward_peak_bytes), each from
+                  memory_analysis() of that compiled phase:
+                  argument_size_in_bytes + output_size_in_bytes
+                  + temp_size_in_bytes - alias_size_in_bytes, XLA's bytes of
+                  every buffer the call uses, its arguments and outputs
+                  included (remat's peak includes them). The forward's
+                  arguments are the inputs and its outputs the loss and the
+                  residuals, so peak_bytes >= residual_bytes. The backward's
+                  arguments are the residuals (inputs among them); inputs
+                  the backward does not read, and the loss, are not in its
+                  number. host_* fields (offloaded buffers) are in neither.
+                  XLA's output size counts an output tuple's table of
+                  pointers too (8 B an output: sin_plain's forward, 9
+                  outputs of 4 B, is 108 B).
+  memory_analysis every field of both phases' memory_analysis(), as reported
+  residuals       saved_residuals' listing: "f32[8,16] output of dot_general
+                  from ..." per residual, the excluded inputs included
+  engine          "jax VERSION (jaxlib VERSION)"; jax_version: VERSION
+"""
+
+import json
+import os
+import sys
+
+from program_text import ParseError, parse_program  # tools/program_text.py, beside this file
+
+UNSUPPORTED_EXIT = 77
+ERROR_EXIT = 1
+
+
+class Unsupported(Exception):
+    """What the program asks that this engine cannot express in JAX."""
+
+
+class ProgramError(Exception):
+    """A program or input that is malformed: the message names where."""
+
+
+# The attributes each op may carry besides "site" and "scope" (where it was
+# traced, and its enclosing function: labels that change no arithmetic).
+_ATTRS = {
+    "name": {"name"},
+    "scale": {"scalar"},
+    "split_heads": {"ints"},
+    "merge_heads": {"ints"},
+    "checkpoint": {"name", "policy"},
+    "scan": {"name", "schedule"},
+    "chain": {"name", "schedule"},
+}
+_METADATA = {"site", "scope"}
+
+# How many inputs each primitive op takes.
+_ARITY = {
+    "matmul": 2, "relu": 1, "sin": 1, "cos": 1, "square": 1, "add": 2, "mul": 2, "sum": 1,
+    "name": 1, "softmax": 1, "layer_norm": 3, "gelu": 1, "scale": 1, "transpose": 1,
+    "split_heads": 1, "merge_heads": 1, "bias_add": 2,
+}
+
+LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
+CHECKPOINT_EVERY = "checkpoint_every:"
+
+
+def checkpoint_every(schedule, where):
+    """K of a "checkpoint_every:K" schedule (K >= 1), as engines/api's
+    CheckpointEvery reads it."""
+    k = schedule[len(CHECKPOINT_EVERY):]
+    if not (k.isdigit() and k.isascii() and len(k) <= 9 and int(k) >= 1):
+        raise ProgramError("%s: schedule %r: checkpoint_every takes a number of blocks >= 1" % (where, schedule))
+    return int(k)
+
+
+def configure_runtime(environ):
+    """Sets, where the caller has not, what jax reads when it is imported:
+    the CPU platform, and one thread for XLA's CPU kernels (remat's CI
+    machines have 2 cores, shared with Bazel)."""
+    environ.setdefault("JAX_PLATFORMS", "cpu")
+    environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+# ------------------------------------------------------------------- policies
+
+def jax_policy(jax, spec, where):
+    """The jax.checkpoint policy for remat's policy text `spec` (Policy::Parse's
+    forms: "NAME", "NAME:a,b", "save_from_both_policies:P+Q",
+    "save_and_offload_only_these_names:a,b/c,d"). Returns (policy, offloads):
+    offloads is True when the policy moves residuals to the host."""
+    cp = jax.checkpoint_policies
+    head, _, args = spec.partition(":")
+    names = [n for n in args.split(",") if n]  # Policy's SplitNames: empty items dropped
+    plain = {
+        "everything_saveable": cp.everything_saveable,
+        "nothing_saveable": cp.nothing_saveable,
+        "dots_saveable": cp.dots_saveable,
+        "checkpoint_dots": cp.dots_saveable,
+        "dots_with_no_batch_dims_saveable": cp.dots_with_no_batch_dims_saveable,
+        "checkpoint_dots_with_no_batch_dims": cp.dots_with_no_batch_dims_saveable,
+    }
+    if head in plain:
+        if args:
+            raise ProgramError("%s: policy %r: %s takes no names" % (where, spec, head))
+        return plain[head], False
+    if head == "save_only_these_names":
+        return cp.save_only_these_names(*names), False
+    if head == "save_any_names_but_these":
+        return cp.save_any_names_but_these(*names), False
+    if head == "save_anything_except_these_names":
+        return cp.save_anything_except_these_names(*names), False
+    if head == "save_from_both_policies":
+        first, plus, second = args.partition("+")  # Policy::Parse splits at the first '+'
+        if not plus:
+            raise ProgramError("%s: policy %r: expected save_from_both_policies:P+Q" % (where, spec))
+        a, a_offloads = jax_policy(jax, first, where)
+        b, b_offloads = jax_policy(jax, second, where)
+        return cp.save_from_both_policies(a, b), a_offloads or b_offloads
+    if head == "save_and_offload_only_these_names":
+        saved, _, offloaded = args.partition("/")
+        return cp.save_and_offload_only_these_names(
+            names_which_can_be_saved=[n for n in saved.split(",") if n],
+            names_which_can_be_offloaded=[n for n in offloaded.split(",") if n],
+            offload_src="device", offload_dst="pinned_host"), True
+    if head == "offload_dot_with_no_batch_dims":
+        if args:
+            raise ProgramError("%s: policy %r: %s takes no names" % (where, spec, head))
+        return cp.offload_dot_with_no_batch_dims(offload_src="device", offload_dst="pinned_host"), True
+    if head == "memory_budget":
+        raise Unsupported("%s: checkpoint policy %r (remat's own planner; JAX has no memory_budget policy)"
+                          % (where, spec))
+    raise Unsupported("%s: checkpoint policy %r (not one of jax.checkpoint_policies)" % (where, spec))
+
+
+# ------------------------------------------------------------- the program
+
+class Builder:
+    """Turns a parsed program into a JAX function of its inputs.
+
+    build() checks every op's attributes and resolves every policy before
+    anything is traced, so that an Unsupported is raised before JAX runs."""
+
+    def __init__(self, jax, program):
+        self.jax = jax
+        self.program = program
+        self.offloads = False  # whether some region's policy offloads
+        self._policies = {}    # id(op) -> the jax policy of a checkpoint op
+        self._every = {}       # id(op) -> K of a checkpoint_every:K scan
+        self._check_body(program, "program %s" % program.name)
+
+    def _check_body(self, body, where):
+        for op in body.ops:
+            at = "%s: %%%s = %s" % (where, op.out, op.kind)
+            if op.kind not in _ARITY and op.kind not in ("checkpoint", "scan", "chain"):
+                raise Unsupported("%s: op %r (not an op of engines/api/program_text.h)" % (at, op.kind))
+            extra = set(op.attrs) - _METADATA - _ATTRS.get(op.kind, set())
+            if extra:
+                raise Unsupported("%s: attribute(s) %s (not one this engine maps)"
+                                  % (at, ", ".join(sorted(extra))))
+            if op.kind in _ARITY and len(op.inputs) != _ARITY[op.kind]:
+                raise ProgramError("%s: %d inputs, expected %d" % (at, len(op.inputs), _ARITY[op.kind]))
+            if (op.body is None) != (op.kind not in ("checkpoint", "scan", "chain")):
+                raise ProgramError("%s: %s" % (at, "a body on a primitive op" if op.body else "no body"))
+            schedule = op.attrs.get("schedule", "")
+            if op.kind == "scan" and schedule.startswith(CHECKPOINT_EVERY):
+                self._every[id(op)] = checkpoint_every(schedule, at)
+            elif op.kind == "chain" and schedule.startswith(CHECKPOINT_EVERY):
+                raise ProgramError("%s: schedule %r: checkpoint_every:K is a scan's schedule, not a chain's "
+                                   "(engines/api/program_text.cc)" % (at, schedule))
+            elif op.kind in ("scan", "chain") and schedule:
+                raise Unsupported("%s: schedule %r (remat's own schedule of a %s's steps; JAX has none "
+                                  "to map it to)" % (at, schedule, op.kind))
+            if op.kind == "checkpoint":
+                policy, offloads = jax_policy(self.jax, op.attrs.get("policy", "nothing_saveable"), at)
+                self._policies[id(op)] = policy
+                self.offloads |= offloads
+            if op.body is not None:
+                self._check_body(op.body, at)
+
+    def function(self):
+        """f(*inputs) -> the loss, traceable by JAX."""
+        return lambda *args: self._run(self.program, list(args), "program %s" % self.program.name)
+
+    def _run(self, body, values, where, inline=False):
+        """The value of `body` on `values`. inline: its checkpoint regions
+        (nested ones too) run as plain code, storing everything, as remat's
+        engines run the steps a checkpoint_every:K scan does not checkpoint."""
+        jnp = self.jax.numpy
+        if len(values) != len(body.params):
+            raise ProgramError("%s: called with %d values for %d parameters"
+                               % (where, len(values), len(body.params)))
+        env = {}
+        for (pid, _, shape), v in zip(body.params, values):
+            if tuple(v.shape) != shape:
+                raise ProgramError("%s: parameter %s is %s, declared f32%s"
+                                   % (where, pid, tuple(v.shape), list(shape)))
+            env[pid] = v
+        for op in body.ops:
+            at = "%s: %%%s = %s" % (where, op.out, op.kind)
+            try:
+                x = [env[v] for v in op.inputs]
+            except KeyError as e:
+                raise ProgramError("%s: reads %%%s, which is not a value of this body" % (at, e.args[0]))
+            y = self._op(op, x, at, inline)
+            if op.type is not None and tuple(y.shape) != op.type:
+                raise ProgramError("%s: gives %s, declared f32%s" % (at, tuple(y.shape), list(op.type)))
+            if y.dtype != jnp.float32:
+                raise ProgramError("%s: gives %s, not float32" % (at, y.dtype))
+            env[op.out] = y
+        if body.result not in env:
+            raise ProgramError("%s: returns %%%s, which is not a value of this body" % (where, body.result))
+        return env[body.result]
+
+    def _op(self, op, x, at, inline):
+        jax = self.jax
+        jnp = jax.numpy
+        k = op.kind
+
+        def need(cond, what):
+            if not cond:
+                raise ProgramError("%s: %s (inputs %s)" % (at, what, [tuple(t.shape) for t in x]))
+
+        if k == "matmul":
+            a, b = x
+            need(a.ndim == b.ndim and a.ndim in (2, 3), "expected (m,k)x(k,n) or (B,m,k)x(B,k,n)")
+            return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+        if k == "relu":
+            return jax.nn.relu(x[0])
+        if k == "sin":
+            return jnp.sin(x[0])
+        if k == "cos":
+            return jnp.cos(x[0])
+        if k == "square":
+            return jnp.square(x[0])
+        if k in ("add", "mul"):
+            need(x[0].shape == x[1].shape, "operands of different shapes")
+            return x[0] + x[1] if k == "add" else x[0] * x[1]
+        if k == "sum":
+            return jnp.sum(x[0])
+        if k == "name":
+            label = op.attrs.get("name")
+            need(label, "a name op without its name=")
+            return jax.ad_checkpoint.checkpoint_name(x[0], label)
+        if k == "softmax":
+            need(x[0].ndim >= 1, "softmax of a scalar")
+            return jax.nn.softmax(x[0], axis=-1)
+        if k == "layer_norm":
+            v, gamma, beta = x
+            need(v.ndim >= 1 and gamma.shape == beta.shape == v.shape[-1:], "expected x (..., C), gamma and beta (C)")
+            mean = jnp.mean(v, axis=-1, keepdims=True)
+            centered = v - mean
+            var = jnp.mean(jnp.square(centered), axis=-1, keepdims=True)
+            return centered * jax.lax.rsqrt(var + jnp.float32(LAYER_NORM_EPS)) * gamma + beta
+        if k == "gelu":
+            return jax.nn.gelu(x[0], approximate=True)
+        if k == "scale":
+            if "scalar" not in op.attrs:
+                raise ProgramError("%s: a scale op without its scalar=" % at)
+            text = op.attrs["scalar"]
+            try:
+                c = float(text)  # PrintProgram's %.17g forms, inf and nan included
+            except ValueError:
+                try:
+                    c = float.fromhex(text)  # strtod's hex floats, which ParseProgram reads too
+                except ValueError:
+                    raise ProgramError("%s: scalar=%r is not a number" % (at, text))
+            return x[0] * jnp.float32(c)  # c rounded to f32, as Kernels::Scale
+        if k == "transpose":
+            need(x[0].ndim in (2, 3), "transpose of a rank-2 or rank-3 tensor")
+            return jnp.swapaxes(x[0], -1, -2)
+        if k == "bias_add":
+            need(x[0].ndim >= 1 and x[1].shape == x[0].shape[-1:], "expected x (..., C), b (C)")
+            return x[0] + x[1]
+        if k == "split_heads":
+            ints = op.attrs.get("ints", [])
+            need(len(ints) == 2, "split_heads needs ints=[B,H]")
+            batch, heads = ints
+            need(x[0].ndim == 2 and batch > 0 and heads > 0 and x[0].shape[0] % batch == 0
+                 and x[0].shape[1] % heads == 0, "expected (B*S, D) with H dividing D, B=%d H=%d" % (batch, heads))
+            rows, d = x[0].shape
+            s, dh = rows // batch, d // heads
+            # out[b*H + h, s, j] = x[b*S + s, h*Dh + j]
+            return x[0].reshape(batch, s, heads, dh).transpose(0, 2, 1, 3).reshape(batch * heads, s, dh)
+        if k == "merge_heads":
+            ints = op.attrs.get("ints", [])
+            need(len(ints) == 1, "merge_heads needs ints=[B]")
+            (batch,) = ints
+            need(x[0].ndim == 3 and batch > 0 and x[0].shape[0] % batch == 0, "expected (B*H, S, Dh), B=%d" % batch)
+            bh, s, dh = x[0].shape
+            heads = bh // batch
+            return x[0].reshape(batch, heads, s, dh).transpose(0, 2, 1, 3).reshape(batch * s, heads * dh)
+        if k == "checkpoint":
+            body = op.body
+            if inline:
+                return self._run(body, x, at, inline=True)
+            fn = jax.checkpoint(lambda *a: self._run(body, list(a), at), policy=self._policies[id(op)])
+            return fn(*x)
+        if k == "scan":
+            need(len(x) >= 2, "a scan needs a carry and at least one xs")
+            length = x[1].shape[0] if x[1].ndim else -1
+            need(all(t.ndim >= 1 and t.shape[0] == length for t in x[1:]), "xs with different leading axes")
+            body = op.body
+            every = self._every.get(id(op), 0)
+            carry, xs = x[0], tuple(x[1:])
+            if every == 0 or inline:
+                def step(c, xs_i):
+                    return self._run(body, [c] + list(xs_i), at, inline), None
+
+                return jax.lax.scan(step, carry, xs)[0]
+            # checkpoint_every:K: step i runs as written (its regions
+            # honoured) when (i + 1) % K == 0, inline otherwise: one
+            # lax.scan over the L // K groups of K steps, then one over the
+            # L % K steps left (none of them checkpointed).
+            groups, left = divmod(length, every)
+
+            def group(c, xs_g):
+                for j in range(every):
+                    c = self._run(body, [c] + [t[j] for t in xs_g], at, inline=(j + 1) % every != 0)
+                return c, None
+
+            def tail(c, xs_i):
+                return self._run(body, [c] + list(xs_i), at, inline=True), None
+
+            if groups:
+                grouped = tuple(t[:groups * every].reshape((groups, every) + t.shape[1:]) for t in xs)
+                carry = jax.lax.scan(group, carry, grouped)[0]
+            if left:
+                carry = jax.lax.scan(tail, carry, tuple(t[groups * every:] for t in xs))[0]
+            return carry
+        if k == "chain":
+            # The body's ops are the blocks, each a checkpoint op: running the
+            # body runs them in order, each under its own policy.
+            for block in op.body.ops:
+                if block.kind != "checkpoint":
+                    raise ProgramError("%s: block %%%s is a %s, not a checkpoint" % (at, block.out, block.kind))
+            return self._run(op.body, x, at, inline)
+        raise Unsupported("%s: op %r" % (at, k))
+
+
+# --------------------------------------------------------------------- main
+
+def residual_stats(jax, f, args, wrt_idx):
+    """(residual_bytes, host_residual_bytes, listing) of saved_residuals for f
+    differentiated with respect to args[i], i in wrt_idx: f as a function of
+    those inputs alone, the others closed over (saved_residuals reports them
+    "from a constant"). Residuals "from the argument" or "from a constant"
+    are inputs: not counted. host_residual_bytes: those in host memory (an
+    offload policy's), counted in residual_bytes too."""
+    try:
+        from jax.ad_checkpoint import saved_residuals
+    except ImportError:  # jax >= 0.8 keeps it private; print_saved_residuals is its public face
+        from jax._src.ad_checkpoint import saved_residuals
+
+    def g(*w):
+        a = list(args)
+        for i, v in zip(wrt_idx, w):
+            a[i] = v
+        return f(*a)
+
+    total, host, listing = 0, 0, []
+    for aval, src in saved_residuals(g, *[args[i] for i in wrt_idx]):
+        listing.append("%s %s" % (aval.str_short(short_dtypes=True), src))
+        if not src.startswith(("from the argument", "from a constant")):
+            nbytes = int(aval.size) * aval.dtype.itemsize
+            total += nbytes
+            if "host" in str(getattr(aval, "memory_space", "")).lower():
+                host += nbytes
+    return total, host, listing
+
+
+def peak_stats(compiled):
+    """(peak_bytes, every field) of a compiled function's memory_analysis()."""
+    m = compiled.memory_analysis()
+    if m is None:
+        raise ProgramError("memory_analysis() returned None for the compiled gradient")
+    fields = {k: int(getattr(m, k)) for k in dir(m)
+              if k.endswith("_in_bytes") and isinstance(getattr(m, k), int)}
+    peak = (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+            - m.alias_size_in_bytes)
+    return int(peak), fields
+
+
+def run(d):
+    import numpy as np
+    try:
+        import jax
+        import jax.ad_checkpoint  # checkpoint_name: `import jax` alone does not load it
+        import jaxlib
+    except ImportError as e:
+        print("unsupported: JAX is not installed (%s; tools/python_env.sh makes .venv with it)" % e)
+        return UNSUPPORTED_EXIT
+    jax.config.update("jax_enable_x64", False)
+    jax.config.update("jax_default_matmul_precision", "highest")
+    with open(os.path.join(d, "program.txt")) as f:
+        program = parse_program(f.read())
+    names = [name for _, name, _ in program.params]
+    wrt = list(names)
+    if os.path.exists(os.path.join(d, "case.json")):
+        with open(os.path.join(d, "case.json")) as f:
+            wrt = json.load(f).get("wrt", wrt)
+    for n in wrt:
+        if n not in names:
+            raise ProgramError("case.json: wrt names %r, which is not a parameter (%s)" % (n, ", ".join(names)))
+    args = []
+    for _, name, shape in program.params:
+        a = np.load(os.path.join(d, name + ".npy"))
+        if a.dtype != np.float32 or tuple(a.shape) != shape:
+            raise ProgramError("%s.npy is %s %s, the program says float32 %s" % (name, a.dtype, a.shape, shape))
+        args.append(jax.numpy.asarray(a))
+    wrt_idx = tuple(names.index(n) for n in wrt)
+
+    builder = Builder(jax, program)  # raises Unsupported before anything runs
+    f = builder.function()
+    shape = jax.eval_shape(f, *args)
+    if shape.shape != () or shape.dtype != jax.numpy.float32:
+        raise ProgramError("program %s returns %s %s, not a float32 scalar" % (program.name, shape.dtype, shape.shape))
+
+    wrt_set = set(wrt_idx)
+    fixed_idx = tuple(i for i in range(len(args)) if i not in wrt_set)
+
+    def forward(w, fixed):
+        """jax.vjp of f in the wrt inputs `w`, the `fixed` ones held."""
+        def of_wrt(*w_):
+            a = [None] * len(args)
+            for i, v in zip(wrt_idx, w_):
+                a[i] = v
+            for i, v in zip(fixed_idx, fixed):
+                a[i] = v
+            return f(*a)
+        return jax.vjp(of_wrt, *w)
+
+    w = tuple(args[i] for i in wrt_idx)
+    fixed = tuple(args[i] for i in fixed_idx)
+    try:
+        fwd = jax.jit(forward).lower(w, fixed).compile()
+        loss, pullback = fwd(w, fixed)
+        bwd = jax.jit(lambda p: p(jax.numpy.ones((), jax.numpy.float32))).lower(pullback).compile()
+    except Exception as e:  # noqa: BLE001 - re-raised unless an offload policy is the likely cause
+        if not builder.offloads:
+            raise
+        print("unsupported: an offload policy (device -> pinned_host) that JAX %s cannot compile on CPU: %s"
+              % (jax.__version__, str(e).splitlines()[0] if str(e) else type(e).__name__))
+        return UNSUPPORTED_EXIT
+    grads = bwd(pullback)
+    residual, host_residual, listing = residual_stats(jax, f, args, wrt_idx)
+    fwd_peak, fwd_fields = peak_stats(fwd)
+    bwd_peak, bwd_fields = peak_stats(bwd)
+    peak = max(fwd_peak, bwd_peak)
+
+    np.save(os.path.join(d, "loss.npy"), np.asarray(loss, dtype=np.float32))
+    for n, g in zip(wrt, grads):
+        np.save(os.path.join(d, "grad_%s.npy" % n), np.asarray(g, dtype=np.float32))
+    with open(os.path.join(d, "stats.json"), "w") as out:
+        json.dump({"engine": "jax %s (jaxlib %s)" % (jax.__version__, jaxlib.__version__),
+                   "jax_version": jax.__version__,
+                   "residual_bytes": residual,
+                   "host_residual_bytes": host_residual,
+                   "peak_bytes": peak,
+                   "forward_peak_bytes": fwd_peak,
+                   "backward_peak_bytes": bwd_peak,
+                   "memory_analysis": {"forward": fwd_fields, "backward": bwd_fields},
+                   "residuals": listing}, out, indent=1)
+    return 0
+
+
+def main(argv):
+    if len(argv) != 2:
+        print("usage: jax_engine.py DIR", file=sys.stderr)
+        return 2
+    configure_runtime(os.environ)
+    try:
+        return run(argv[1])
+    except Unsupported as e:
+        print("unsupported: %s" % e)
+        return UNSUPPORTED_EXIT
+    except (ParseError, ProgramError, OSError, ValueError) as e:
+        print("jax_engine: %s: %s" % (argv[1], e), file=sys.stderr)
+        return ERROR_EXIT
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
