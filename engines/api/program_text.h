@@ -48,9 +48,10 @@
 //   NAME      := ID | STRING
 //   ID        := [A-Za-z0-9_.]+
 //   STRING    := '"' ... '"' with \" \\ \n \t \xHH escapes, on one line
-//   OP        := matmul relu sin cos square add mul sum name softmax layer_norm
-//                gelu scale transpose split_heads merge_heads bias_add
-//                checkpoint scan chain
+//   OP        := a primitive's name in the OpDef registry (engines/api/op_defs.cc:
+//                matmul relu sin cos square add mul sum name softmax layer_norm
+//                gelu scale transpose split_heads merge_heads bias_add neg sub
+//                exp log), or checkpoint scan chain
 //
 // Values: a parameter is named by its ID (its name in the program, unless
 // `name=` gives another, e.g. "" for a chain's unnamed inputs); an op's
