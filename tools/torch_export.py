@@ -25,6 +25,8 @@ Mapped (all float32, remat's ops; program.h):
   torch.sin, torch.cos          sin, cos     x * x, x ** 2, torch.square  square
   matmul, @ (rank 2 or 3)       matmul       .transpose(-2, -1), .t(), .mT  transpose
   +  (same shapes)              add          +  (a (C,) vector on (..., C))  bias_add
+  -  (same shapes), torch.sub   sub          unary -, torch.neg      neg
+  torch.exp                     exp          torch.log               log
   *  (same shapes)              mul          * or / by a Python number  scale
   .sum(), torch.sum (all axes)  sum          .mean() (all axes)  sum, then scale 1/n
   torch.utils.checkpoint.checkpoint(module, ...)   a checkpoint region (nothing_saveable)
@@ -261,7 +263,7 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
             return emit("scale", [tensor_arg(node, a)], node, " scalar=%r" % c)
         if isinstance(a, (int, float)) and name == "mul":
             return emit("scale", [tensor_arg(node, b)], node, " scalar=%r" % float(a))
-        if name in ("add", "mul") and isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node):
+        if name in ("add", "mul", "sub") and isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node):
             sa, sb = shape(a), shape(b)
             if sa == sb:
                 if name == "mul" and a is b:
@@ -373,15 +375,19 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
         elif node.op in ("call_function", "call_method"):
             t, args, kwargs = node.target, node.args, node.kwargs
             names = {operator.add: "add", torch.add: "add", "add": "add", operator.mul: "mul", torch.mul: "mul",
-                     "mul": "mul", operator.truediv: "div", torch.div: "div", "div": "div"}
+                     "mul": "mul", operator.truediv: "div", torch.div: "div", "div": "div",
+                     operator.sub: "sub", torch.sub: "sub", "sub": "sub"}
             if t in names:
                 env[node] = binary(node, args[0], args[1], names[t])
             elif t in (operator.matmul, torch.matmul, torch.mm, torch.bmm, "matmul"):
                 env[node] = emit("matmul", [env[args[0]], env[args[1]]], node)
             elif t in (operator.pow, torch.pow, "pow") and args[1] == 2:
                 env[node] = emit("square", [env[args[0]]], node)
-            elif t in ("relu", "sin", "cos", "square"):
+            elif t in ("relu", "sin", "cos", "square", "neg", "exp", "log"):
                 env[node] = emit(t, [env[args[0]]], node)
+            elif t in (operator.neg, torch.neg, torch.exp, torch.log):
+                env[node] = emit({operator.neg: "neg", torch.neg: "neg", torch.exp: "exp",
+                                  torch.log: "log"}[t], [env[args[0]]], node)
             elif t in ("sum", torch.sum, "mean", torch.mean):
                 kind = "mean" if t in ("mean", torch.mean) else "sum"
                 env[node] = reduce_all(node, args[0], kind, list(args[1:]) + list(kwargs.items()))

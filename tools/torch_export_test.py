@@ -317,6 +317,24 @@ class TorchExportTest(unittest.TestCase):
             with self.subTest(trial=trial, tree=str(m)):
                 self.check(Loss(m), x, params_only=True)
 
+    def test_sub_neg_exp_log(self):
+        class Elementwise(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(16, 16)
+
+            def forward(self, x):
+                y = self.fc(x)
+                z = torch.exp(-y) - torch.log(torch.exp(y) + torch.exp(-y))
+                return (z * z).sum()
+
+        torch.manual_seed(7)
+        m = Elementwise()
+        text = export(m, (torch.randn(4, 16),), tempfile.mkdtemp())
+        for op in ("neg(", "exp(", "log(", "sub("):
+            self.assertIn(op, text)
+        self.check(m, torch.randn(4, 16))
+
     def test_name_clash_is_an_error(self):
         class Clash(nn.Module):
             def __init__(self):
