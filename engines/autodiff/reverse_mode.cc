@@ -314,6 +314,7 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
           for (Tensor& t : op_tape->inputs) flatten(t);
         }
       }
+      Tensor offloaded;  // the host copy of `out`, if the plan offloads it
       if (capture) {
         if (run_options_.check_recompute_bits && !out.dry()) {
           capture->into->hashes[op.output] = Fingerprint(out);
@@ -328,7 +329,8 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
           capture->into->saved[op.output] = out;
         } else if (d == SaveDecision::kOffload) {
           ScopedSite host(tracker_.get(), Category::kHost, site);
-          capture->into->saved[op.output] = Copy(out, tracker_);
+          offloaded = Copy(out, tracker_);
+          capture->into->saved[op.output] = offloaded;
         }
       }
       // A checkpoint's or scan's output keeps its producer's name inside the
@@ -338,6 +340,14 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
       } else if (saved == nullptr && IsPrimitive(op.kind)) {
         origin_[out.buffer()] = StrCat("output of ", site);
         producer_[out.buffer()] = &op;
+      }
+      // An offloaded copy is its value on the host: the listing names the
+      // op it comes from, as for the value itself.
+      if (offloaded.defined()) {
+        auto from = origin_.find(out.buffer());
+        if (from != origin_.end()) origin_[offloaded.buffer()] = from->second;
+        auto producer = producer_.find(out.buffer());
+        if (producer != producer_.end()) producer_[offloaded.buffer()] = producer->second;
       }
     } else if (op_tape && IsPrimitive(op.kind)) {
       op_tape->inputs.resize(in.size());
