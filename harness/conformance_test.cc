@@ -226,6 +226,44 @@ TEST_P(ConformanceTest, GradientsFollowTheOrderOfWrt) {
                     << case_.program.param_names[last.wrt[0]] << "} alone: worst error is "
                     << a.worst_ratio << "x the tolerance: " << a.detail
                     << " (gradients follow wrt)";
+  // On eager's kernels, the same run as eager's with the same wrt, to the bit.
+  std::unique_ptr<Engine> eager = MakeEngine("eager");
+  if (engine_->kernels() == eager->kernels()) {
+    const Result want = eager->ValueAndGrad(last.program, last.inputs, last.wrt);
+    const std::optional<std::string> diff = FirstBitDifference(want, one);
+    EXPECT_FALSE(diff.has_value()) << EngineUnderTest() << " with wrt = {"
+                                   << case_.program.param_names[last.wrt[0]]
+                                   << "} alone: the " << diff.value_or("")
+                                   << " differs from eager's with the same wrt";
+  }
+}
+
+// Arguments in float64 are accepted and converted to the engine's dtype
+// (CONTRACT.md: what numpy.save writes by default): an f32 engine given the
+// f64 images of its f32 inputs computes exactly what it computes from them.
+TEST_P(ConformanceTest, Float64ArgumentsAreConverted) {
+  if (engine_->dtype() != DType::kF32) return;
+  const Result want = Run();
+  std::vector<Tensor> wide;
+  for (const Tensor& t : case_.inputs) {
+    std::vector<double> v(static_cast<size_t>(t.num_elements()));
+    for (int64_t i = 0; i < t.num_elements(); ++i) v[i] = t.f32()[i];
+    wide.push_back(Tensor::FromF64(t.shape(), v));
+  }
+  Result got;
+  try {
+    got = engine_->ValueAndGrad(case_.program, wide, case_.wrt);
+  } catch (const Error& e) {
+    FAIL() << EngineUnderTest() << " on " << case_.ToString()
+           << " refused float64 arguments: " << e.what();
+  }
+  const std::optional<std::string> diff = FirstBitDifference(want, got);
+  EXPECT_FALSE(diff.has_value()) << EngineUnderTest() << " on " << case_.ToString()
+                                 << " with float64 arguments: the " << diff.value_or("")
+                                 << " differs from the run on their float32 values";
+  for (const Tensor& g : got.grads) {
+    EXPECT_EQ(g.dtype(), DType::kF32) << "gradients are in the engine's dtype";
+  }
 }
 
 // One NaN, or one Inf, in one input at a time: the engine's gradients are
@@ -307,6 +345,17 @@ TEST_P(ConformanceTest, BadArgumentsAreClearErrors) {
   }
   EXPECT_THROW(engine_->ValueAndGrad(case_.program, case_.inputs, {case_.program.num_params()}),
                Error);
+  EXPECT_THROW(engine_->ValueAndGrad(case_.program, case_.inputs, {-1}), Error);
+  // A repeated index in wrt (jax.grad's argnums may not repeat one).
+  try {
+    engine_->ValueAndGrad(case_.program, case_.inputs, {case_.wrt[0], case_.wrt[0]});
+    ADD_FAILURE() << EngineUnderTest() << " accepted wrt = {" << case_.wrt[0] << ", "
+                  << case_.wrt[0] << "}";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(case_.program.param_names[case_.wrt[0]]),
+              std::string::npos)
+        << "the error names the repeated input: " << e.what();
+  }
 }
 
 // A limit one byte under the peak: refused, before allocating when the

@@ -1,5 +1,6 @@
 #include "engines/exec/run_memory.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -49,9 +50,10 @@ std::vector<Tensor> RunMemory::Arguments(const Program& program, const std::vect
     } else {
       inputs.push_back(args[i]);
       // The caller's storage: counted, not owned; a shared buffer once.
-      if (!IsArgument(args[i].buffer())) {
+      if (std::find(in_place_.begin(), in_place_.end(), args[i].buffer()) == in_place_.end()) {
         tracker_->Allocate(args[i].bytes(), Category::kInputs);
         counted_bytes_ += args[i].bytes();
+        in_place_.push_back(args[i].buffer());
       }
     }
     if (!IsArgument(inputs.back().buffer())) arguments_.push_back(inputs.back().buffer());
@@ -84,8 +86,14 @@ void RunMemory::Finish(Result* result) {
   // A handful of tensors: each is compared with those before it (no set,
   // no vector allocated per run).
   int64_t held_bytes = 0;
+  // Only the caller's buffers are skipped: a cast's copy may be gone by
+  // now, and its address reused by a tensor the Result holds (a float64
+  // argument's f32 copy freed, then a gradient allocated at the same place).
   auto hold = [&](const Tensor& t, size_t index) {
-    if (!t.defined() || IsArgument(t.buffer())) return;
+    if (!t.defined() ||
+        std::find(in_place_.begin(), in_place_.end(), t.buffer()) != in_place_.end()) {
+      return;
+    }
     if (index > 0 && result->value.buffer() == t.buffer()) return;
     for (size_t j = 0; j + 1 < index; ++j) {
       if (result->grads[j].buffer() == t.buffer()) return;

@@ -88,6 +88,10 @@ class RunMemory {
   // A handful (a program's parameters): searched, not a tree allocated per
   // run.
   std::vector<const Buffer*> arguments_;
+  // The caller's buffers among them (in place, counted, not owned): they
+  // outlive the run, unlike a cast's copy, whose address may be reused once
+  // it is freed.
+  std::vector<const Buffer*> in_place_;
 };
 
 // Shapes-only stand-ins for `args` (tensors of `tracker`, a dry-run
