@@ -76,6 +76,10 @@ TEST_P(ConformanceTest, AgreesWithTheFloat64Oracle) {
   }
 }
 
+// Two identical runs on one instance: the same bits, and the same value of
+// every Stats field that does not measure time (they are functions of the
+// program, the inputs and the options: CONTRACT.md's Stats), the second run
+// checked as if it were the first.
 TEST_P(ConformanceTest, SameInputsGiveTheSameBits) {
   Result a = Run();
   Result b = Run();
@@ -83,6 +87,35 @@ TEST_P(ConformanceTest, SameInputsGiveTheSameBits) {
   ASSERT_EQ(a.grads.size(), b.grads.size());
   for (size_t i = 0; i < a.grads.size(); ++i) {
     EXPECT_TRUE(BitwiseEqual(a.grads[i], b.grads[i])) << "gradient " << i;
+  }
+  const std::string what = StrCat(EngineUnderTest(), " on ", case_.ToString(),
+                                  ", the same run twice: Stats::");
+  EXPECT_EQ(a.stats.peak_bytes, b.stats.peak_bytes) << what << "peak_bytes";
+  EXPECT_EQ(a.stats.peak_bytes_by_category, b.stats.peak_bytes_by_category)
+      << what << "peak_bytes_by_category";
+  EXPECT_EQ(a.stats.peak_site, b.stats.peak_site) << what << "peak_site";
+  EXPECT_EQ(a.stats.high_water_bytes_by_category, b.stats.high_water_bytes_by_category)
+      << what << "high_water_bytes_by_category";
+  EXPECT_EQ(a.stats.host_peak_bytes, b.stats.host_peak_bytes) << what << "host_peak_bytes";
+  EXPECT_EQ(a.stats.predicted_peak_bytes, b.stats.predicted_peak_bytes)
+      << what << "predicted_peak_bytes";
+  EXPECT_EQ(a.stats.residual_bytes, b.stats.residual_bytes) << what << "residual_bytes";
+  EXPECT_EQ(a.stats.residuals.size(), b.stats.residuals.size()) << what << "residuals";
+  EXPECT_EQ(a.stats.flops_forward, b.stats.flops_forward) << what << "flops_forward";
+  EXPECT_EQ(a.stats.flops_recomputed, b.stats.flops_recomputed) << what << "flops_recomputed";
+  EXPECT_EQ(a.stats.flops_backward, b.stats.flops_backward) << what << "flops_backward";
+  EXPECT_EQ(a.stats.kernel_calls, b.stats.kernel_calls) << what << "kernel_calls";
+  EXPECT_TRUE(a.stats.op_runs == b.stats.op_runs) << what << "op_runs";
+  // The peak's categories are the live bytes at the peak: on the device
+  // they add up to it (the host tier is counted apart).
+  for (const Stats* st : {&a.stats, &b.stats}) {
+    int64_t device = 0;
+    for (int c = 0; c < kNumCategories; ++c) {
+      if (static_cast<Category>(c) != Category::kHost) device += st->peak_bytes_by_category[c];
+    }
+    EXPECT_EQ(device, st->peak_bytes)
+        << EngineUnderTest() << " on " << case_.ToString()
+        << ": peak_bytes_by_category (host excluded) does not add up to peak_bytes";
   }
 }
 
