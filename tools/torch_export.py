@@ -36,7 +36,8 @@ Mapped (all float32, remat's ops; program.h):
                                remat's --schedule groups the regions into a chain
 Anything else (nn.Dropout, erf GELU, another eps, softmax over another axis,
 a checkpoint of something that is not an nn.Module, ...) raises ExportError
-naming the module path and the op; the exporter never writes a different graph.
+naming the module path and the op, every such use of the model in one
+message (one line each); the exporter never writes a different graph.
 """
 
 import operator
@@ -55,7 +56,12 @@ class ExportError(Exception):
     pass
 
 
+class _Unsupported(ExportError):
+    """One node remat cannot take: recorded in _ERRORS, the export goes on."""
+
+
 _REGIONS = []  # the callables of traced checkpoint calls, by index
+_ERRORS = []  # what the model uses that remat cannot take, one message a node
 
 
 def _checkpoint_marker(index, *args):
@@ -249,7 +255,7 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
         return out
 
     def fail(node, what):
-        raise ExportError("%s: %s is not supported by remat's op set (tools/torch_export.py lists what is)"
+        raise _Unsupported("%s: %s is not supported by remat's op set (tools/torch_export.py lists what is)"
                           % (where(node), what))
 
     def tensor_arg(node, a):
@@ -307,117 +313,124 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
         return None
 
     for node in gm.graph.nodes:
-        if node.op == "placeholder":
-            env[node] = next(placeholders)
-        elif node.op == "get_attr":
-            owner, tensor = _resolve(traced, node.target, where(node))
-            if not isinstance(tensor, torch.Tensor):
-                fail(node, "get_attr %r of type %s (only tensors)" % (node.target, type(tensor).__name__))
-            env[node] = param(owner, node.target.rpartition(".")[2], node)
-        elif node.op == "output":
-            return env[node.args[0]]
-        elif node.op == "call_module":
-            m = mods[node.target]
-            x = node.args[0]
-            if isinstance(m, nn.Linear):
-                if shape(x) is None or len(shape(x)) != 2:
-                    fail(node, "nn.Linear on a rank-%s input (remat's matmul needs (N, in))" % (len(shape(x)) if shape(x) else "?"))
-                y = emit("matmul", [env[x], param(m, "weight", node, transposed=True)], node)
-                if m.bias is not None:
-                    y = emit("bias_add", [y, param(m, "bias", node)], node)
+        try:
+            if node.op == "placeholder":
+                env[node] = next(placeholders)
+            elif node.op == "get_attr":
+                owner, tensor = _resolve(traced, node.target, where(node))
+                if not isinstance(tensor, torch.Tensor):
+                    fail(node, "get_attr %r of type %s (only tensors)" % (node.target, type(tensor).__name__))
+                env[node] = param(owner, node.target.rpartition(".")[2], node)
+            elif node.op == "output":
+                return env[node.args[0]]
+            elif node.op == "call_module":
+                m = mods[node.target]
+                x = node.args[0]
+                if isinstance(m, nn.Linear):
+                    if shape(x) is None or len(shape(x)) != 2:
+                        fail(node, "nn.Linear on a rank-%s input (remat's matmul needs (N, in))" % (len(shape(x)) if shape(x) else "?"))
+                    y = emit("matmul", [env[x], param(m, "weight", node, transposed=True)], node)
+                    if m.bias is not None:
+                        y = emit("bias_add", [y, param(m, "bias", node)], node)
+                    env[node] = y
+                elif isinstance(m, nn.ReLU):
+                    env[node] = emit("relu", [env[x]], node)
+                elif isinstance(m, nn.GELU):
+                    if m.approximate != "tanh":
+                        fail(node, "nn.GELU(approximate=%r) (remat's gelu is the tanh form: nn.GELU(approximate='tanh'))" % m.approximate)
+                    env[node] = emit("gelu", [env[x]], node)
+                elif isinstance(m, nn.LayerNorm):
+                    if m.eps != 1e-5 or not m.elementwise_affine or len(m.normalized_shape) != 1:
+                        fail(node, "nn.LayerNorm(eps=%g, elementwise_affine=%s, shape %s) (remat's: eps 1e-5, affine, last axis)"
+                             % (m.eps, m.elementwise_affine, tuple(m.normalized_shape)))
+                    env[node] = emit("layer_norm", [env[x], param(m, "weight", node), param(m, "bias", node)], node)
+                elif isinstance(m, nn.Softmax):
+                    if m.dim not in (-1, len(shape(x)) - 1):
+                        fail(node, "nn.Softmax(dim=%r) (remat's softmax is over the last axis)" % m.dim)
+                    env[node] = emit("softmax", [env[x]], node)
+                else:
+                    fail(node, "nn.%s" % type(m).__name__)
+            elif node.op == "call_function" and node.target is _checkpoint_marker:
+                region = _REGIONS[node.args[0]]
+                inner_args = list(node.args[1:])
+                path = paths.get(id(region))
+                # A region checkpoint_sequential made is a new nn.Sequential of
+                # the root's modules: named by its first module's path.
+                sub_prefix = path if path is not None else paths.get(id(next(region.children(), None)), prefix)
+                with _Patched(region):
+                    graph = _Tracer().trace(region)
+                sub = torch.fx.GraphModule(region, graph)
+                ShapeProp(sub).propagate(*[torch.zeros(shape(a)) for a in inner_args])
+                body_lines, body_params = [], _Params()
+                body_ids = ["a%d" % i for i in range(len(inner_args))]
+                out = _convert(sub, region, root, sub_prefix, body_ids, writer,
+                               body_lines, indent + "  ", body_params)
+                outer_inputs = [env[a] for a in inner_args]
+                param_decls = ["%s: %s" % (i, _type(shape(a))) for i, a in zip(body_ids, inner_args)]
+                for bid, path, t, transposed in body_params.items():
+                    outer_inputs.append(params.get(path[:-2] if transposed else path, t, transposed))
+                    param_decls.append("%s: %s" % (bid, _type(t.t().shape if transposed else t.shape)))
+                y = writer.fresh()
+                lines.append("%s%%%s: %s = checkpoint(%s) name=%s policy=\"nothing_saveable\" {"
+                             % (indent, y, _type(shape(node)), ", ".join("%" + i for i in outer_inputs),
+                                _quote(sub_prefix or "region")))
+                lines.append("%s  body(%s)" % (indent, ", ".join(param_decls)))
+                lines.extend(body_lines)
+                lines.append("%s  return %%%s" % (indent, out))
+                lines.append("%s}" % indent)
                 env[node] = y
-            elif isinstance(m, nn.ReLU):
-                env[node] = emit("relu", [env[x]], node)
-            elif isinstance(m, nn.GELU):
-                if m.approximate != "tanh":
-                    fail(node, "nn.GELU(approximate=%r) (remat's gelu is the tanh form: nn.GELU(approximate='tanh'))" % m.approximate)
-                env[node] = emit("gelu", [env[x]], node)
-            elif isinstance(m, nn.LayerNorm):
-                if m.eps != 1e-5 or not m.elementwise_affine or len(m.normalized_shape) != 1:
-                    fail(node, "nn.LayerNorm(eps=%g, elementwise_affine=%s, shape %s) (remat's: eps 1e-5, affine, last axis)"
-                         % (m.eps, m.elementwise_affine, tuple(m.normalized_shape)))
-                env[node] = emit("layer_norm", [env[x], param(m, "weight", node), param(m, "bias", node)], node)
-            elif isinstance(m, nn.Softmax):
-                if m.dim not in (-1, len(shape(x)) - 1):
-                    fail(node, "nn.Softmax(dim=%r) (remat's softmax is over the last axis)" % m.dim)
-                env[node] = emit("softmax", [env[x]], node)
+            elif node.op in ("call_function", "call_method"):
+                t, args, kwargs = node.target, node.args, node.kwargs
+                names = {operator.add: "add", torch.add: "add", "add": "add", operator.mul: "mul", torch.mul: "mul",
+                         "mul": "mul", operator.truediv: "div", torch.div: "div", "div": "div",
+                         operator.sub: "sub", torch.sub: "sub", "sub": "sub"}
+                if t in names:
+                    env[node] = binary(node, args[0], args[1], names[t])
+                elif t in (operator.matmul, torch.matmul, torch.mm, torch.bmm, "matmul"):
+                    env[node] = emit("matmul", [env[args[0]], env[args[1]]], node)
+                elif t in (operator.pow, torch.pow, "pow") and args[1] == 2:
+                    env[node] = emit("square", [env[args[0]]], node)
+                elif t in ("relu", "sin", "cos", "square", "neg", "exp", "log"):
+                    env[node] = emit(t, [env[args[0]]], node)
+                elif t in (operator.neg, torch.neg, torch.exp, torch.log):
+                    env[node] = emit({operator.neg: "neg", torch.neg: "neg", torch.exp: "exp",
+                                      torch.log: "log"}[t], [env[args[0]]], node)
+                elif t in ("sum", torch.sum, "mean", torch.mean):
+                    kind = "mean" if t in ("mean", torch.mean) else "sum"
+                    env[node] = reduce_all(node, args[0], kind, list(args[1:]) + list(kwargs.items()))
+                elif t in ("transpose", torch.transpose):
+                    dims = sorted(d % len(shape(args[0])) for d in args[1:3])
+                    if dims != [len(shape(args[0])) - 2, len(shape(args[0])) - 1]:
+                        fail(node, "transpose%r (remat's swaps the last two axes)" % (tuple(args[1:]),))
+                    env[node] = emit("transpose", [env[args[0]]], node)
+                elif t in ("t", torch.t) or (node.op == "call_function" and t is getattr and args[1] == "mT"):
+                    env[node] = emit("transpose", [env[args[0]]], node)
+                elif t == "softmax":
+                    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+                    if dim not in (-1, len(shape(args[0])) - 1):
+                        fail(node, "softmax over dim %r (remat's is over the last axis)" % dim)
+                    env[node] = emit("softmax", [env[args[0]]], node)
+                elif t is F.layer_norm:
+                    fail(node, "F.layer_norm (use nn.LayerNorm)")
+                else:
+                    y = unary(node, t, args, kwargs) if callable(t) else None
+                    if y is None:
+                        fail(node, "%s %s" % (node.op, getattr(t, "__name__", t)))
+                    env[node] = y
             else:
-                fail(node, "nn.%s" % type(m).__name__)
-        elif node.op == "call_function" and node.target is _checkpoint_marker:
-            region = _REGIONS[node.args[0]]
-            inner_args = list(node.args[1:])
-            path = paths.get(id(region))
-            # A region checkpoint_sequential made is a new nn.Sequential of
-            # the root's modules: named by its first module's path.
-            sub_prefix = path if path is not None else paths.get(id(next(region.children(), None)), prefix)
-            with _Patched(region):
-                graph = _Tracer().trace(region)
-            sub = torch.fx.GraphModule(region, graph)
-            ShapeProp(sub).propagate(*[torch.zeros(shape(a)) for a in inner_args])
-            body_lines, body_params = [], _Params()
-            body_ids = ["a%d" % i for i in range(len(inner_args))]
-            out = _convert(sub, region, root, sub_prefix, body_ids, writer,
-                           body_lines, indent + "  ", body_params)
-            outer_inputs = [env[a] for a in inner_args]
-            param_decls = ["%s: %s" % (i, _type(shape(a))) for i, a in zip(body_ids, inner_args)]
-            for bid, path, t, transposed in body_params.items():
-                outer_inputs.append(params.get(path[:-2] if transposed else path, t, transposed))
-                param_decls.append("%s: %s" % (bid, _type(t.t().shape if transposed else t.shape)))
-            y = writer.fresh()
-            lines.append("%s%%%s: %s = checkpoint(%s) name=%s policy=\"nothing_saveable\" {"
-                         % (indent, y, _type(shape(node)), ", ".join("%" + i for i in outer_inputs),
-                            _quote(sub_prefix or "region")))
-            lines.append("%s  body(%s)" % (indent, ", ".join(param_decls)))
-            lines.extend(body_lines)
-            lines.append("%s  return %%%s" % (indent, out))
-            lines.append("%s}" % indent)
-            env[node] = y
-        elif node.op in ("call_function", "call_method"):
-            t, args, kwargs = node.target, node.args, node.kwargs
-            names = {operator.add: "add", torch.add: "add", "add": "add", operator.mul: "mul", torch.mul: "mul",
-                     "mul": "mul", operator.truediv: "div", torch.div: "div", "div": "div",
-                     operator.sub: "sub", torch.sub: "sub", "sub": "sub"}
-            if t in names:
-                env[node] = binary(node, args[0], args[1], names[t])
-            elif t in (operator.matmul, torch.matmul, torch.mm, torch.bmm, "matmul"):
-                env[node] = emit("matmul", [env[args[0]], env[args[1]]], node)
-            elif t in (operator.pow, torch.pow, "pow") and args[1] == 2:
-                env[node] = emit("square", [env[args[0]]], node)
-            elif t in ("relu", "sin", "cos", "square", "neg", "exp", "log"):
-                env[node] = emit(t, [env[args[0]]], node)
-            elif t in (operator.neg, torch.neg, torch.exp, torch.log):
-                env[node] = emit({operator.neg: "neg", torch.neg: "neg", torch.exp: "exp",
-                                  torch.log: "log"}[t], [env[args[0]]], node)
-            elif t in ("sum", torch.sum, "mean", torch.mean):
-                kind = "mean" if t in ("mean", torch.mean) else "sum"
-                env[node] = reduce_all(node, args[0], kind, list(args[1:]) + list(kwargs.items()))
-            elif t in ("transpose", torch.transpose):
-                dims = sorted(d % len(shape(args[0])) for d in args[1:3])
-                if dims != [len(shape(args[0])) - 2, len(shape(args[0])) - 1]:
-                    fail(node, "transpose%r (remat's swaps the last two axes)" % (tuple(args[1:]),))
-                env[node] = emit("transpose", [env[args[0]]], node)
-            elif t in ("t", torch.t) or (node.op == "call_function" and t is getattr and args[1] == "mT"):
-                env[node] = emit("transpose", [env[args[0]]], node)
-            elif t == "softmax":
-                dim = args[1] if len(args) > 1 else kwargs.get("dim")
-                if dim not in (-1, len(shape(args[0])) - 1):
-                    fail(node, "softmax over dim %r (remat's is over the last axis)" % dim)
-                env[node] = emit("softmax", [env[args[0]]], node)
-            elif t is F.layer_norm:
-                fail(node, "F.layer_norm (use nn.LayerNorm)")
-            else:
-                y = unary(node, t, args, kwargs) if callable(t) else None
-                if y is None:
-                    fail(node, "%s %s" % (node.op, getattr(t, "__name__", t)))
-                env[node] = y
-        else:
-            fail(node, node.op)
+                fail(node, node.op)
+        except _Unsupported as e:
+            # Recorded, and the conversion goes on, so that one run names
+            # everything the model uses that remat cannot take.
+            _ERRORS.append(str(e))
+            env[node] = writer.fresh()
     raise ExportError("%s: the traced graph has no output" % (prefix or "<root>"))
 
 
 def export(module, example_inputs, out_dir, loss=None, name=None):
     """Writes out_dir/program.txt and out_dir/<input>.npy; returns the program's text."""
     _REGIONS.clear()
+    del _ERRORS[:]
     with _Patched(module):
         graph = _Tracer().trace(module)
     gm = torch.fx.GraphModule(module, graph)
@@ -428,6 +441,12 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
     input_ids = [_ident(n.target) for n in placeholders]
     writer, lines, params = _Writer(), [], _Params()
     out = _convert(gm, module, module, "", input_ids, writer, lines, "  ", params)
+    if len(_ERRORS) == 1:
+        raise ExportError(_ERRORS[0])
+    if _ERRORS:
+        raise ExportError("%d uses in the model are not supported by remat's op set "
+                          "(tools/torch_export.py lists what is):\n%s"
+                          % (len(_ERRORS), "\n".join("  " + e for e in _ERRORS)))
     out_node = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     out_shape = tuple(out_node.meta["tensor_meta"].shape)
     if loss == "sum_of_squares":

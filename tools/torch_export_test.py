@@ -335,6 +335,26 @@ class TorchExportTest(unittest.TestCase):
             self.assertIn(op, text)
         self.check(m, torch.randn(4, 16))
 
+    def test_every_unsupported_use_in_one_message(self):
+        class Many(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(16, 16)
+                self.drop = nn.Dropout(0.1)
+                self.act = nn.GELU()
+                self.block = nn.Sequential(nn.LayerNorm(16, eps=1e-6), nn.Softmax(dim=0))
+
+            def forward(self, x):
+                return self.block(self.act(self.drop(self.fc(x)))).sum()
+
+        with self.assertRaises(ExportError) as caught:
+            export(Many(), (torch.randn(4, 16),), tempfile.mkdtemp())
+        message = str(caught.exception)
+        self.assertTrue(message.startswith("4 uses in the model are not supported"), message)
+        for line in ("  drop: nn.Dropout", "  act: nn.GELU(approximate='none')",
+                     "  block.0: nn.LayerNorm(eps=1e-06", "  block.1: nn.Softmax(dim=0)"):
+            self.assertIn(line, message)
+
     def test_name_clash_is_an_error(self):
         class Clash(nn.Module):
             def __init__(self):
