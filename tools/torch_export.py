@@ -62,6 +62,7 @@ class _Unsupported(ExportError):
 
 _REGIONS = []  # the callables of traced checkpoint calls, by index
 _ERRORS = []  # what the model uses that remat cannot take, one message a node
+_UNSUPPORTED = " is not supported by remat's op set (tools/torch_export.py lists what is)"
 
 
 def _checkpoint_marker(index, *args):
@@ -255,8 +256,7 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
         return out
 
     def fail(node, what):
-        raise _Unsupported("%s: %s is not supported by remat's op set (tools/torch_export.py lists what is)"
-                          % (where(node), what))
+        raise _Unsupported("%s: %s%s" % (where(node), what, _UNSUPPORTED))
 
     def tensor_arg(node, a):
         if not isinstance(a, torch.fx.Node):
@@ -446,7 +446,7 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
     if _ERRORS:
         raise ExportError("%d uses in the model are not supported by remat's op set "
                           "(tools/torch_export.py lists what is):\n%s"
-                          % (len(_ERRORS), "\n".join("  " + e for e in _ERRORS)))
+                          % (len(_ERRORS), "\n".join("  " + e.replace(_UNSUPPORTED, "") for e in _ERRORS)))
     out_node = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     out_shape = tuple(out_node.meta["tensor_meta"].shape)
     if loss == "sum_of_squares":
