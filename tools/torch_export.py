@@ -73,6 +73,23 @@ def _checkpoint_marker(index, *args):
 torch.fx.wrap("_checkpoint_marker")
 
 
+def _trace(module, path):
+    """torch.fx's graph of `module` (at `path` of the exported model), or an
+    ExportError naming the module and what fx could not follow (never fx's
+    raw TraceError or TypeError)."""
+    try:
+        return _Tracer().trace(module)
+    except ExportError:
+        raise
+    except Exception as e:  # fx reports Python it cannot trace in several types
+        hint = ""
+        if "Proxy" in str(e) or "iterat" in str(e) or "bool" in str(e):
+            hint = (" (Python that depends on a tensor's shape or value, such as `B, T = x.shape` "
+                    "or `if x.sum() > 0`, cannot be traced symbolically by torch.fx)")
+        raise ExportError("%s: torch.fx cannot trace %s.forward: %s: %s%s"
+                          % (path or "<root>", type(module).__name__, type(e).__name__, e, hint))
+
+
 class _Tracer(torch.fx.Tracer):
     """Keeps the modules remat maps as leaves; checkpoint calls become markers."""
 
@@ -358,7 +375,7 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                 # the root's modules: named by its first module's path.
                 sub_prefix = path if path is not None else paths.get(id(next(region.children(), None)), prefix)
                 with _Patched(region):
-                    graph = _Tracer().trace(region)
+                    graph = _trace(region, sub_prefix)
                 sub = torch.fx.GraphModule(region, graph)
                 ShapeProp(sub).propagate(*[torch.zeros(shape(a)) for a in inner_args])
                 body_lines, body_params = [], _Params()
@@ -432,7 +449,7 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
     _REGIONS.clear()
     del _ERRORS[:]
     with _Patched(module):
-        graph = _Tracer().trace(module)
+        graph = _trace(module, "")
     gm = torch.fx.GraphModule(module, graph)
     ShapeProp(gm).propagate(*example_inputs)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

@@ -355,6 +355,15 @@ class TorchExportTest(unittest.TestCase):
                      "  block.0: nn.LayerNorm(eps=1e-06", "  block.1: nn.Softmax(dim=0)"):
             self.assertIn(line, message)
 
+    def test_untraceable_python_is_an_export_error_naming_the_module(self):
+        class ShapeDependent(nn.Module):
+            def forward(self, x):
+                b, t = x.shape  # fx's Proxy cannot be unpacked
+                return (x * b).sum()
+
+        with self.assertRaisesRegex(ExportError, r"^<root>: torch\.fx cannot trace ShapeDependent\.forward"):
+            export(ShapeDependent(), (torch.randn(2, 3),), tempfile.mkdtemp())
+
     def test_name_clash_is_an_error(self):
         class Clash(nn.Module):
             def __init__(self):
