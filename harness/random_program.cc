@@ -53,20 +53,15 @@ class Generator {
       const int pick = Int(0, 99);
       Var x = pool[Int(0, static_cast<int>(pool.size()) - 1)];
       if (pick < 30) {
-        switch (Int(0, 4)) {
+        switch (Int(0, 3)) {
           case 0: pool.push_back(relu(x)); break;
           case 1: pool.push_back(sin(x)); break;
           case 2: pool.push_back(cos(x)); break;
-          case 3: pool.push_back(apply("neg", {x})); break;  // a table kernel
           default: pool.push_back(square(x)); break;
         }
       } else if (pick < 46) {
         Var y = SameShape(pool, x);
-        switch (Int(0, 2)) {
-          case 0: pool.push_back(add(x, y)); break;
-          case 1: pool.push_back(mul(x, y)); break;
-          default: pool.push_back(apply("sub", {x, y})); break;  // a table kernel
-        }
+        pool.push_back(Chance(50) ? add(x, y) : mul(x, y));
       } else if (pick < 54) {
         // bias_add(x, b): b a rank-1 value of x's last dimension (the
         // bias parameter, or a value computed from it), when the pool has one.

@@ -1,6 +1,5 @@
 // Random valid programs over the whole op set, for differential testing:
-// matmul (2-D and batched), relu, sin, cos, square, neg, add, mul, sub,
-// bias_add, sum,
+// matmul (2-D and batched), relu, sin, cos, square, add, mul, bias_add, sum,
 // name, nested checkpoint regions under random policies (JAX's and
 // memory_budget:B, fractions and bytes), and scan.
 //
