@@ -11,10 +11,12 @@
 //   oracle rule    the float64 oracle (its own rules) runs it
 //   gradcheck      the oracle's gradient agrees with central differences
 //   rounding depth the suite's tolerance model counts it
+//   fuzzer draw    random programs (harness/random_program.h) draw it
 // and every kernel of the table has an implementation on both backends.
 // A failure names the op and the missing or disagreeing piece, so that an op
 // added half-way fails here, not in some engine's run later.
 #include <cmath>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +32,7 @@
 #include "engines/reference/reference_kernels.h"
 #include "gtest/gtest.h"
 #include "harness/conformance.h"
+#include "harness/random_program.h"
 #include "harness/rounding_depth.h"
 #include "problems/program_file.h"
 
@@ -229,6 +232,42 @@ TEST_P(OpCompletenessTest, HasEveryPiece) {
   } catch (const Error& e) {
     ADD_FAILURE() << def.name << ": no rounding depth: " << e.what();
   }
+}
+
+// How many of the random programs of seeds 1..kDrawSeeds use each op, at
+// any depth (regions, scans and chains included).
+constexpr uint64_t kDrawSeeds = 300;
+
+void CountKinds(const Program& p, std::map<OpKind, int>& seen) {
+  for (const Op& op : p.ops) {
+    ++seen[op.kind];
+    if (op.body) CountKinds(*op.body, seen);
+  }
+}
+
+const std::map<OpKind, int>& DrawnKinds() {
+  static const std::map<OpKind, int> seen = [] {
+    std::map<OpKind, int> out;
+    for (uint64_t seed = 1; seed <= kDrawSeeds; ++seed) {
+      std::map<OpKind, int> once;
+      CountKinds(MakeRandomCase(seed).program, once);
+      for (const auto& [kind, n] : once) ++out[kind];
+    }
+    return out;
+  }();
+  return seen;
+}
+
+// The conformance fuzzers (every engine's fuzz test, dtr's and the budget's
+// random-program tests) run what random programs contain: an op they never
+// draw is never fuzzed.
+TEST_P(OpCompletenessTest, RandomProgramsDrawIt) {
+  const OpDef& def = Def(GetParam());
+  const auto it = DrawnKinds().find(def.kind);
+  EXPECT_TRUE(it != DrawnKinds().end() && it->second > 0)
+      << def.name << ": no random program of seeds 1.." << kDrawSeeds
+      << " draws it (harness/random_program.cc draws the registry's ops whose operands share "
+         "one shape or its last dimension by one rule; any other op needs a rule there)";
 }
 
 std::vector<OpKind> AllPrimitives() {

