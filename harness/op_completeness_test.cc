@@ -50,6 +50,7 @@ Program OneOpProgram(const OpDef& def) {
   p.name = StrCat("op_", def.name);
   for (size_t i = 0; i < in.size(); ++i) {
     p.shapes.push_back(in[i]);
+    p.dtypes.push_back((def.int_inputs >> i) & 1 ? DType::kI32 : DType::kF32);
     p.param_names.push_back(StrCat("x", i));
     op.inputs.push_back(static_cast<int>(i));
   }
@@ -126,9 +127,8 @@ TEST_P(OpCompletenessTest, HasEveryPiece) {
     ReferenceKernels reference;
     for (Kernels* k : std::vector<Kernels*>{&onednn, &reference}) {
       std::vector<Tensor> args;
-      for (const Shape& s : in) {
-        args.push_back(k->dtype() == DType::kF32 ? Tensor::Zeros(DType::kF32, s)
-                                                 : Tensor::Zeros(DType::kF64, s));
+      for (size_t i = 0; i < in.size(); ++i) {
+        args.push_back(Tensor::Zeros((def.int_inputs >> i) & 1 ? DType::kI32 : k->dtype(), in[i]));
       }
       try {
         k->reset_flops();
@@ -144,7 +144,7 @@ TEST_P(OpCompletenessTest, HasEveryPiece) {
   ProgramFileProblem problem(program, "op_completeness_test");
   Case c = MakeCase(problem, {}, /*seed=*/7);
   if (def.positive_inputs) {  // the op's domain: |x| + 0.5, exact in f32
-    for (int i = 0; i < n; ++i) {
+    for (int i : c.wrt) {
       float* x = c.inputs[i].f32();
       for (int64_t j = 0; j < c.inputs[i].num_elements(); ++j) x[j] = std::abs(x[j]) + 0.5f;
     }

@@ -39,6 +39,7 @@ const char* const kBudgets[] = {"0", "0.3", "0.5", "1", "64B", "1KiB"};
 struct GenericDraw {
   const OpDef* def;
   std::vector<bool> last_dim;  // by operand: a rank-1 value of x's last dimension
+  std::vector<bool> seed;      // by operand: the program's random seed (i32[])
 };
 
 const std::vector<GenericDraw>& GenericDraws() {
@@ -50,13 +51,15 @@ const std::vector<GenericDraw>& GenericDraws() {
       op.kind = def.kind;
       const std::vector<Shape> in = def.example(op);
       if (in.empty() || def.shape(op, in) != in[0]) continue;
-      GenericDraw d{&def, {}};
+      GenericDraw d{&def, {}, {}};
       bool fits = true;
       for (size_t j = 0; j < in.size(); ++j) {
-        const bool same = in[j] == in[0];
+        const bool seed = (def.int_inputs >> j) & 1;
+        const bool same = in[j] == in[0] && !seed;
         const bool last = in[0].rank() > 0 && in[j] == Shape({in[0].dim(in[0].rank() - 1)});
-        fits = fits && (same || (j > 0 && last));
-        d.last_dim.push_back(!same);
+        fits = fits && (same || (j > 0 && (last || (seed && in[j].rank() == 0))));
+        d.last_dim.push_back(!same && !seed);
+        d.seed.push_back(seed);
       }
       if (fits) out.push_back(d);
     }
@@ -106,13 +109,25 @@ class Generator {
         for (int b = 0; b < blocks; ++b) {
           std::vector<Var> args = {carry};
           if (Chance(60)) args.push_back(outer[Int(0, static_cast<int>(outer.size()) - 1)]);
+          // The seed reaches the region as its last argument (a body sees
+          // only what it is passed).
+          const bool with_seed = seed_.has_value();
+          if (with_seed) args.push_back(*seed_);
           const int inner_ops = Int(1, 4);
           const Policy policy = DrawPolicy();
+          const std::optional<Var> outer_seed = seed_;
           carry = checkpoint_n(
-              [this, inner_ops, depth](const std::vector<Var>& p) {
-                return Grow(p, inner_ops, depth + 1);
+              [this, inner_ops, depth, with_seed](const std::vector<Var>& p) {
+                std::vector<Var> pool = p;
+                if (with_seed) {
+                  seed_ = pool.back();
+                  pool.pop_back();
+                }
+                Var out = Grow(pool, inner_ops, depth + 1);
+                return out;
               },
               args, policy);
+          seed_ = outer_seed;
         }
         pool.push_back(carry);
       } else if (depth == 0 && x.shape().rank() == 2) {
@@ -137,6 +152,11 @@ class Generator {
     const GenericDraw& d = draws[Int(0, static_cast<int>(draws.size()) - 1)];
     std::vector<Var> operands;
     for (size_t j = 0; j < d.last_dim.size(); ++j) {
+      if (d.seed[j]) {
+        if (!seed_) return sin(x);  // no seed in this program or region
+        operands.push_back(*seed_);
+        continue;
+      }
       Var v = x;
       if (j > 0 && !d.last_dim[j]) v = SameShape(pool, x);
       if (j > 0 && d.last_dim[j]) {
@@ -150,6 +170,12 @@ class Generator {
     }
     OpAttrs attrs;
     if (d.def->has_scalar) attrs.scalar = Chance(50) ? 0.5 : -2.0;  // exact in f32
+    if (d.def->int_inputs != 0) {
+      // A random op: p in [0, 1) (scale's -2 is no probability), and keys
+      // drawn from a few so that two ops sometimes share a mask.
+      attrs.scalar = Chance(50) ? 0.5 : 0.25;
+      attrs.ints = {Int(0, 3)};
+    }
     Var y = apply(d.def->name, operands, attrs);
     return d.def->normalizes ? mul(y, SameShape(pool, x)) : y;
   }
@@ -224,6 +250,25 @@ class Generator {
       return y;
     };
     (void)depth;
+    if (stacked_seeds_.count(w.shape().dim(0)) && Chance(60)) {
+      // Dropout in every step, each step's mask from its own seed (the
+      // contract's key scheme: seeds enter a scan as stacked data).
+      const double p = Chance(50) ? 0.5 : 0.25;
+      const int64_t key = Int(0, 3);
+      auto dropped = [step, p, key](const std::vector<Var>& a) {
+        return apply("dropout", {step(a[0], a[1]), a[2]}, {.scalar = p, .ints = {key}});
+      };
+      const Var seeds = stacked_seeds_[w.shape().dim(0)];
+      if (checkpointed) {
+        return scan_n(
+            [&](Var c, const std::vector<Var>& x) {
+              return checkpoint_n(dropped, {c, x[0], x[1]}, policy);
+            },
+            carry, {w, seeds});
+      }
+      return scan_n([&](Var c, const std::vector<Var>& x) { return dropped({c, x[0], x[1]}); },
+                    carry, {w, seeds});
+    }
     if (checkpointed) {
       return scan(checkpoint(step, policy), carry, w);
     }
@@ -231,6 +276,8 @@ class Generator {
   }
 
   std::map<int64_t, Var> stacked_;
+  std::map<int64_t, Var> stacked_seeds_;  // by length: i32[L], one seed per scan step
+  std::optional<Var> seed_;               // the seed (i32[]) visible where ops are drawn
   std::mt19937_64 rng_;
   RandomOptions options_;
 };
@@ -247,6 +294,9 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
   std::vector<ParamDecl> params = {{"x", Shape({n, d})}, {"w", Shape({d, d})}};
   if (g.Chance(50)) params.push_back({"v", Shape({n, d})});
   if (g.Chance(60)) params.push_back({"ws", Shape({length, d, d})});
+  // Random seeds (i32): one for the program's dropout ops, one per scan step.
+  if (g.Chance(50)) params.push_back({"seed", Shape(), DType::kI32});
+  if (g.Chance(40)) params.push_back({"seeds", Shape({length}), DType::kI32});
   if (g.Chance(40)) {
     params.push_back({"bx", Shape({b, n, d})});
     params.push_back({"bw", Shape({b, d, d})});
@@ -259,6 +309,10 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
     for (size_t i = 0; i < params.size(); ++i) {
       if (params[i].name == "ws") {
         g.stacked_[d] = in[i];
+      } else if (params[i].name == "seed") {
+        g.seed_ = in[i];
+      } else if (params[i].name == "seeds") {
+        g.stacked_seeds_[length] = in[i];
       } else {
         pool.push_back(in[i]);
       }
@@ -279,6 +333,12 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
   // and small products and sums are exact in both f32 and f64. No exact
   // zeros: a zero on relu's path zeroes a gradient and sits on its kink.
   for (int i = 0; i < c.program.num_params(); ++i) {
+    if (c.program.dtype(i) == DType::kI32) {  // a seed: any i32, never differentiated
+      Tensor t = Tensor::Zeros(DType::kI32, c.program.shapes[i]);
+      for (int64_t j = 0; j < t.num_elements(); ++j) t.i32()[j] = static_cast<int32_t>(g.rng_());
+      c.inputs.push_back(t);
+      continue;
+    }
     Tensor t = Tensor::Zeros(DType::kF32, c.program.shapes[i]);
     for (int64_t j = 0; j < t.num_elements(); ++j) {
       t.f32()[j] = (g.Chance(50) ? 1.0f : -1.0f) * static_cast<float>(g.Int(1, 8)) / 8.0f;

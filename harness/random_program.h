@@ -32,7 +32,7 @@ struct RandomCase {
   RandomOptions options;
   Program program;
   std::vector<Tensor> inputs;  // f32 nonzero multiples of 1/8 in [-1, 1]: exact in f32 and f64
-  std::vector<int> wrt;        // every input
+  std::vector<int> wrt;        // every float input (seeds are i32, never differentiated)
 };
 
 RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options = {});

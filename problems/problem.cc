@@ -57,6 +57,16 @@ std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
     const double scale = problem.InputScale(program.param_names[i], params);
     const double offset = problem.InputOffset(program.param_names[i], params);
     uint64_t state = seed * 0x100000001b3ull + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    if (program.dtype(i) == DType::kI32) {
+      const uint64_t bound = static_cast<uint64_t>(
+          std::max<int64_t>(1, problem.InputIntBound(program.param_names[i], params)));
+      Tensor t = Tensor::Zeros(DType::kI32, program.shapes[i]);
+      for (int64_t j = 0; j < t.num_elements(); ++j) {
+        t.i32()[j] = static_cast<int32_t>(SplitMix64(&state) % bound);
+      }
+      inputs.push_back(std::move(t));
+      continue;
+    }
     Tensor t = Tensor::Zeros(DType::kF32, program.shapes[i]);
     float* data = t.f32();
     for (int64_t j = 0; j < t.num_elements(); ++j) {

@@ -47,6 +47,13 @@ class Problem {
   virtual double InputScale(const std::string& input, const ParamValues& params) const;
   // 0 unless overridden (LayerNorm scales are drawn around 1).
   virtual double InputOffset(const std::string& input, const ParamValues& params) const;
+  // Integer (i32) inputs are drawn uniformly from [0, bound): by default
+  // any non-negative i32 (a random seed); ids and targets override it.
+  virtual int64_t InputIntBound(const std::string& input, const ParamValues& params) const {
+    (void)input;
+    (void)params;
+    return int64_t{1} << 31;
+  }
 };
 
 // Defaults (or test sizes) with `overrides` applied. An unknown name or a

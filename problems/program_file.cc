@@ -38,4 +38,12 @@ Program ProgramFileProblem::Build(const ParamValues& params) const {
   return program_;
 }
 
+std::vector<std::string> ProgramFileProblem::wrt() const {
+  std::vector<std::string> out;
+  for (int i = 0; i < program_.num_params(); ++i) {
+    if (program_.dtype(i) != DType::kI32) out.push_back(program_.param_names[i]);
+  }
+  return out;
+}
+
 }  // namespace remat

@@ -28,8 +28,8 @@ class ProgramFileProblem : public Problem {
   std::string description() const override;
   std::vector<ParamSpec> params() const override { return {}; }
   Program Build(const ParamValues& params) const override;
-  // Every input, in order.
-  std::vector<std::string> wrt() const override { return program_.param_names; }
+  // Every float input, in order (integer inputs are never differentiated).
+  std::vector<std::string> wrt() const override;
 
   const std::string& path() const { return path_; }
 

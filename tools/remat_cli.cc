@@ -144,8 +144,10 @@ std::vector<int> WrtFromFlags(const std::vector<std::string>& flags, const Progr
   }
   if (std::find(names.begin(), names.end(), "all") != names.end()) {
     if (names.size() > 1) throw Error("--wrt all names every input: it takes no other name");
-    std::vector<int> every(program.num_params());
-    for (int i = 0; i < program.num_params(); ++i) every[i] = i;
+    std::vector<int> every;  // every float input: integers are never differentiated
+    for (int i = 0; i < program.num_params(); ++i) {
+      if (program.dtype(i) != DType::kI32) every.push_back(i);
+    }
     return every;
   }
   return SelectInputs(program, names, "--wrt");

@@ -23,6 +23,14 @@ void ValidateArguments(const Program& program, const std::vector<Tensor>& args,
       throw Error(StrCat("program ", program.name, ": argument ", program.param_names[i],
                          " should be ", program.shapes[i].ToString(), ", got ", a.TypeString()));
     }
+    // f32 parameters take f32 or f64 (converted); an i32 parameter takes
+    // i32 only: an id or seed passed as a float is a caller's mistake.
+    const bool want_int = program.dtype(i) == DType::kI32;
+    if (want_int != (a.dtype() == DType::kI32)) {
+      throw Error(StrCat("program ", program.name, ": argument ", program.param_names[i],
+                         " should be ", DTypeName(program.dtype(i)), program.shapes[i].ToString(),
+                         want_int ? "" : " (or f64)", ", got ", a.TypeString()));
+    }
   }
   // Every run validates: a handful of indices, each compared with those
   // before it (a std::set allocated a node per index per run).
@@ -36,6 +44,11 @@ void ValidateArguments(const Program& program, const std::vector<Tensor>& args,
         wrt.begin() + static_cast<std::ptrdiff_t>(i)) {
       throw Error(StrCat("program ", program.name, ": wrt names ", program.param_names[w],
                          " twice"));
+    }
+    if (program.dtype(w) == DType::kI32) {
+      throw Error(StrCat("program ", program.name, ": wrt names ", program.param_names[w],
+                         ", an integer input (i32", program.shapes[w].ToString(),
+                         "); integers are never differentiated"));
     }
   }
 }

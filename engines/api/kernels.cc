@@ -91,7 +91,16 @@ Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const Kerne
     throw Error(StrCat(name(), " kernel ", def.name, ": ", in.size(), " operands, it takes ",
                        def.arity));
   }
-  for (const Tensor* t : in) CheckOperand(def.name, *t);
+  for (size_t j = 0; j < in.size(); ++j) {
+    if ((def.int_operands >> j) & 1) {
+      if (!in[j]->defined() || in[j]->dtype() != DType::kI32) {
+        throw Error(StrCat(name(), " kernel ", def.name, ": operand ", j, " is ",
+                           in[j]->defined() ? in[j]->TypeString() : "undefined", ", not i32"));
+      }
+    } else {
+      CheckOperand(def.name, *in[j]);
+    }
+  }
   Shape shape;
   try {
     shape = def.shape(in, attrs);
@@ -440,7 +449,9 @@ void Kernels::RunInto(KernelOp op, std::span<const Tensor* const> operands,
     throw Error(StrCat(name(), " kernel ", static_cast<int>(op), ": ", operands.size(),
                        " operands, it takes ", KernelArity(op)));
   }
-  for (const Tensor* t : operands) CheckOperand("(compiled call)", *t);
+  for (const Tensor* t : operands) {
+    if (t->dtype() != DType::kI32) CheckOperand("(compiled call)", *t);
+  }
   CheckOperand("(compiled call's output)", out);
 #endif
   if (!Runs()) return;

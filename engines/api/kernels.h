@@ -87,7 +87,8 @@ int KernelArity(KernelOp op);
 // What a kernel call takes besides its operands (Kernels::RunInto).
 struct KernelAttrs {
   bool transpose_a = false, transpose_b = false;  // MatMul
-  double scalar = 0;                              // Scale: c
+  double scalar = 0;                              // Scale: c; dropout: p
+  int64_t key = 0;                                // dropout: the op's stable key
   int64_t int_a = 0, int_b = 0;                   // SplitHeads: batch, heads; MergeHeads: batch
 };
 
@@ -114,6 +115,9 @@ struct KernelDef {
   Shape (*shape)(std::span<const Tensor* const> operands, const KernelAttrs& attrs);
   // FLOPs of one call (kernels.h's model above).
   int64_t (*flops)(std::span<const Tensor* const> operands, const Shape& out);
+  // Bit j set: operand j is i32 (dropout's seed); the others are the
+  // backend's float dtype.
+  uint32_t int_operands = 0;
 };
 // Adds `def` to the table and returns its id; a name defined twice throws.
 // Call at static initialization: `const KernelOp kExp = DefineKernel({...})`.

@@ -98,6 +98,9 @@ struct OpDef {
   // has a zero gradient made of rounding: tests that draw the op read its
   // output out through a product with another value.
   bool normalizes = false;
+  // Bit j set: input j is i32 (dropout's seed), never differentiated; every
+  // other input and the output are f32.
+  uint32_t int_inputs = 0;
 };
 
 // The primitive ops, in OpKind order.

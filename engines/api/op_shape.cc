@@ -28,4 +28,17 @@ Shape OutputShape(const Op& op, const std::vector<Shape>& in) {
   return def.shape(op, in);
 }
 
+void CheckInputDTypes(const Op& op, const std::vector<DType>& in) {
+  if (Arity(op.kind) < 0) return;
+  const OpDef& def = Def(op.kind);
+  for (size_t j = 0; j < in.size(); ++j) {
+    const DType want = (def.int_inputs >> j) & 1 ? DType::kI32 : DType::kF32;
+    if (in[j] != want) {
+      throw Error(StrCat(def.name, "'s input ", j, " is ", DTypeName(in[j]), "; ", def.name,
+                         " takes ", DTypeName(want), " there",
+                         want == DType::kI32 ? "" : " (integer values are only read by ops that take them)"));
+    }
+  }
+}
+
 }  // namespace remat

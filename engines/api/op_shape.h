@@ -23,6 +23,11 @@ int Arity(OpKind kind);
 // (callers prefix where the op is).
 Shape OutputShape(const Op& op, const std::vector<Shape>& inputs);
 
+// remat::Error unless each input of primitive `op` has the dtype its OpDef
+// takes there (i32 where OpDef::int_inputs says, f32 elsewhere), naming
+// the input and both dtypes.
+void CheckInputDTypes(const Op& op, const std::vector<DType>& inputs);
+
 }  // namespace remat
 
 #endif  // REMAT_ENGINES_API_OP_SHAPE_H_

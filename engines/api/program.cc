@@ -9,6 +9,14 @@
 
 namespace remat {
 
+// The parameters' dtypes of `p` (a rebuilt program's first values: its ops'
+// results, all f32, need no entry).
+static std::vector<DType> ParamDTypes(const Program& p) {
+  std::vector<DType> out;
+  for (int i = 0; i < p.num_params(); ++i) out.push_back(p.dtype(i));
+  return out;
+}
+
 const char* OpKindName(OpKind kind) {
   switch (kind) {
     case OpKind::kCheckpoint: return "checkpoint";
@@ -134,6 +142,7 @@ Program WrapInCheckpoint(const Program& program, const Policy& policy, const std
   outer.name = program.name;
   outer.param_names = program.param_names;
   outer.shapes.assign(program.shapes.begin(), program.shapes.begin() + program.num_params());
+  outer.dtypes = ParamDTypes(program);
   Op op;
   op.kind = OpKind::kCheckpoint;
   op.site = site;
@@ -244,6 +253,7 @@ Op MakeChain(const Program& p, int first, int end, const std::vector<int>& ids, 
     in_body[v] = body->num_params();
     body->param_names.push_back(v < p.num_params() ? p.param_names[v] : "");
     body->shapes.push_back(p.shapes[v]);
+    body->dtypes.push_back(p.dtype(v));
     chain.inputs.push_back(ids[v]);
   };
   // Parameter 0, the chain's input, is block 0's first input. Which of block
@@ -280,6 +290,7 @@ std::shared_ptr<const Program> WithSchedule(const Program& p, const std::string&
   out->name = p.name;
   out->param_names = p.param_names;
   out->shapes.assign(p.shapes.begin(), p.shapes.begin() + p.num_params());
+  out->dtypes = ParamDTypes(p);
   std::vector<int> ids(p.num_values(), -1);
   for (int i = 0; i < p.num_params(); ++i) ids[i] = i;
   size_t next_chain = 0;
@@ -350,6 +361,7 @@ Program InlineCheckpoints(const Program& program) {
   out.name = program.name;
   out.param_names = program.param_names;
   out.shapes.assign(program.shapes.begin(), program.shapes.begin() + program.num_params());
+  out.dtypes = ParamDTypes(program);
   std::vector<int> params;
   for (int i = 0; i < program.num_params(); ++i) params.push_back(i);
   out.output = InlineInto(program, params, &out);

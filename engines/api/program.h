@@ -27,6 +27,7 @@
 
 #include "engines/api/policy.h"
 #include "engines/api/shape.h"
+#include "engines/api/tensor.h"
 
 namespace remat {
 
@@ -54,6 +55,7 @@ enum class OpKind {
   kSub,         // y = a - b (one shape)
   kExp,         // y = e^x
   kLog,         // y = ln x (x > 0)
+  kDropout,     // inputs x, seed (i32[]); attrs `scalar` = p, `ints` = {key} (op_defs.cc)
   kCheckpoint,
   kScan,
   kChain,
@@ -79,6 +81,10 @@ struct Op {
 struct Program {
   std::string name;
   std::vector<Shape> shapes;  // by value id
+  // By value id: i32 for integer values (token ids, class targets, random
+  // seeds), which are never differentiated. Entries missing at the end are
+  // f32. Today only parameters are integers: no op yields one.
+  std::vector<DType> dtypes;
   std::vector<std::string> param_names;  // parameters are values 0..n-1
   std::vector<Op> ops;        // topological order
   int output = -1;
@@ -87,6 +93,9 @@ struct Program {
   int num_values() const { return static_cast<int>(shapes.size()); }
   // The op that produces `value`, or -1 for a parameter.
   int Producer(int value) const;
+  DType dtype(int value) const {
+    return value >= 0 && value < static_cast<int>(dtypes.size()) ? dtypes[value] : DType::kF32;
+  }
   // "matmul at problems/layer_loss.cc:40 (middle)": how errors and listings
   // name an op.
   static std::string Describe(const Op& op);

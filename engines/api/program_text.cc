@@ -74,7 +74,7 @@ std::string Quote(const std::string& s) {
 
 std::string NameText(const std::string& s) { return IsId(s) ? s : Quote(s); }
 
-std::string TypeText(const Shape& s) { return "f32" + s.ToString(); }
+std::string TypeText(const Shape& s, DType d = DType::kF32) { return DTypeName(d) + s.ToString(); }
 
 // The shortest decimal that reads back as the same double: %.17g always
 // does; shorter forms are tried first for readability (0.125, not
@@ -115,7 +115,7 @@ std::string Params(const Program& p, const std::vector<std::string>& ids) {
   std::string out = "(";
   for (int i = 0; i < p.num_params(); ++i) {
     if (i) out += ", ";
-    out += StrCat(ids[i], ": ", TypeText(p.shapes[i]));
+    out += StrCat(ids[i], ": ", TypeText(p.shapes[i], p.dtype(i)));
     if (ids[i] != p.param_names[i]) out += " name=" + Quote(p.param_names[i]);
   }
   return out + ")";
@@ -269,8 +269,9 @@ class Parser {
                           "; expected the end of the file (one program per file)"));
     }
     const Shape& out = p.shapes[p.output];
-    if (out.rank() != 0) {
-      Fail(return_token_, StrCat("program ", NameText(p.name), " returns ", TypeText(out),
+    if (out.rank() != 0 || p.dtype(p.output) != DType::kF32) {
+      Fail(return_token_, StrCat("program ", NameText(p.name), " returns ",
+                                 TypeText(out, p.dtype(p.output)),
                                  "; expected a scalar f32[] (the loss value_and_grad "
                                  "differentiates; reduce it with sum)"));
     }
@@ -450,13 +451,21 @@ class Parser {
                    Describe(t)));
   }
 
-  Shape Type() {
+  // TYPE: a dtype and a shape. `dtype`, when given, receives the dtype
+  // (f32 or i32); without it only f32 is taken (an op's result).
+  Shape Type(DType* dtype = nullptr) {
     const Token t = Peek();
     if (t.kind != TokenKind::kWord || !IsId(t.text)) {
       Fail(t, StrCat("expected a type such as f32[8,16], got ", Describe(t)));
     }
-    if (t.text != "f32") {
-      Fail(t, StrCat("unknown dtype '", t.text, "'; expected f32 (remat-bench programs are f32)"));
+    if (t.text == "i32" && dtype != nullptr) {
+      *dtype = DType::kI32;
+    } else if (t.text == "f32") {
+      if (dtype != nullptr) *dtype = DType::kF32;
+    } else {
+      Fail(t, StrCat("unknown dtype '", t.text, "'; expected f32",
+                     dtype != nullptr ? " or i32 (an integer input: ids, targets, seeds)"
+                                      : " (an op's result is f32)"));
     }
     Next();
     Expect("[", "after the dtype (a shape such as [8,16], [] for a scalar)");
@@ -495,7 +504,8 @@ class Parser {
           Fail(id, StrCat("expected a parameter 'ID: TYPE', got ", Describe(id)));
         }
         Expect(":", StrCat("after parameter ", id.text, " (ID: TYPE)"));
-        const Shape shape = Type();
+        DType dtype = DType::kF32;
+        const Shape shape = Type(&dtype);
         std::string name = id.text;
         if (IsWord(Peek(), "name")) {
           Next();
@@ -505,6 +515,7 @@ class Parser {
         Define(scope, id, static_cast<int>(p->shapes.size()));
         p->param_names.push_back(name);
         p->shapes.push_back(shape);
+        p->dtypes.push_back(dtype);
         SkipEols();
         if (!IsPunct(Peek(), ",")) break;
         Next();
@@ -692,7 +703,7 @@ class Parser {
 
   std::string Types(const Program& p, const std::vector<int>& values) const {
     std::vector<std::string> out;
-    for (int v : values) out.push_back(TypeText(p.shapes[v]));
+    for (int v : values) out.push_back(TypeText(p.shapes[v], p.dtype(v)));
     return Join(out, ", ");
   }
 
@@ -772,11 +783,21 @@ class Parser {
                               ")"));
       }
       std::vector<Shape> shapes;
-      for (int v : op.inputs) shapes.push_back(p->shapes[v]);
+      std::vector<DType> dtypes;
+      for (int v : op.inputs) {
+        shapes.push_back(p->shapes[v]);
+        dtypes.push_back(p->dtype(v));
+      }
       try {
         out = OutputShape(op, shapes);
       } catch (const Error& e) {
         Fail(op_token, StrCat("shape mismatch: ", OpKindName(op.kind), "(",
+                              Types(*p, op.inputs), "): ", e.what()));
+      }
+      try {
+        CheckInputDTypes(op, dtypes);
+      } catch (const Error& e) {
+        Fail(op_token, StrCat("dtype mismatch: ", OpKindName(op.kind), "(",
                               Types(*p, op.inputs), "): ", e.what()));
       }
     }
@@ -789,6 +810,7 @@ class Parser {
     op.output = p->num_values();
     Define(scope, id, op.output);
     p->shapes.push_back(out);
+    if (!p->dtypes.empty()) p->dtypes.resize(p->shapes.size(), DType::kF32);
     p->ops.push_back(std::move(op));
   }
 
@@ -825,6 +847,11 @@ class Parser {
                              "; expected one parameter per input"));
     }
     for (size_t i = 0; i < expected.size(); ++i) {
+      if (body.dtype(static_cast<int>(i)) != p.dtype(op.inputs[i])) {
+        Fail(params_at, StrCat("dtype mismatch: parameter ", i, " of the body of ", where, " is ",
+                               TypeText(body.shapes[i], body.dtype(static_cast<int>(i))),
+                               " but its input is ", DTypeName(p.dtype(op.inputs[i]))));
+      }
       if (body.shapes[i] != expected[i]) {
         Fail(params_at, StrCat("shape mismatch: parameter ", i, " of the body of ", where, " is ",
                                TypeText(body.shapes[i]), " but its input ",
@@ -833,6 +860,10 @@ class Parser {
       }
     }
     const Shape out = body.shapes[body.output];
+    if (body.dtype(body.output) != DType::kF32) {
+      Fail(op_token, StrCat("dtype mismatch: the body of ", where, " returns an ",
+                            DTypeName(body.dtype(body.output)), " value; a body returns f32"));
+    }
     if (op.kind == OpKind::kScan && out != expected[0]) {
       Fail(op_token, StrCat("shape mismatch: the body of ", where, " returns ", TypeText(out),
                             " but the carry is ", TypeText(expected[0]),

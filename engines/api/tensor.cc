@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -13,9 +14,16 @@
 
 namespace remat {
 
-const char* DTypeName(DType d) { return d == DType::kF32 ? "f32" : "f64"; }
+const char* DTypeName(DType d) {
+  switch (d) {
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kI32: return "i32";
+  }
+  return "?";
+}
 
-int64_t DTypeSize(DType d) { return d == DType::kF32 ? 4 : 8; }
+int64_t DTypeSize(DType d) { return d == DType::kF64 ? 8 : 4; }
 
 // 64-byte alignment suits oneDNN's vector kernels.
 constexpr size_t kAlignmentBytes = 64;
@@ -297,6 +305,15 @@ Tensor Tensor::FromF64(const Shape& shape, const std::vector<double>& values) {
   return t;
 }
 
+Tensor Tensor::FromI32(const Shape& shape, const std::vector<int32_t>& values) {
+  if (static_cast<int64_t>(values.size()) != shape.num_elements()) {
+    throw Error(StrCat("FromI32: ", values.size(), " values for shape ", shape.ToString()));
+  }
+  Tensor t = Zeros(DType::kI32, shape);
+  std::memcpy(t.raw(), values.data(), values.size() * sizeof(int32_t));
+  return t;
+}
+
 void* Tensor::raw() const {
   if (!buffer_) throw Error("use of an undefined tensor");
   if (buffer_->data() == nullptr) return nullptr;
@@ -313,8 +330,18 @@ double* Tensor::f64() const {
   return static_cast<double*>(raw());
 }
 
+int32_t* Tensor::i32() const {
+  if (dtype_ != DType::kI32) throw Error(StrCat("tensor is ", TypeString(), ", not i32"));
+  return static_cast<int32_t*>(raw());
+}
+
 double Tensor::at(int64_t i) const {
-  return dtype_ == DType::kF32 ? static_cast<double>(f32()[i]) : f64()[i];
+  switch (dtype_) {
+    case DType::kF32: return static_cast<double>(f32()[i]);
+    case DType::kF64: return f64()[i];
+    case DType::kI32: return static_cast<double>(i32()[i]);
+  }
+  return 0;
 }
 
 Tensor Tensor::Slice(int64_t i) const {
@@ -361,6 +388,18 @@ Tensor Cast(const Tensor& t, DType dtype, const std::shared_ptr<MemoryTracker>& 
   if (dtype == DType::kF64) {
     double* o = out.f64();
     for (int64_t i = 0; i < n; ++i) o[i] = t.at(i);
+  } else if (dtype == DType::kI32) {
+    // Integers stay integers (ids, seeds): a float that is not one is an
+    // error, never truncated.
+    int32_t* o = out.i32();
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = t.at(i);
+      if (!(v == std::floor(v) && std::abs(v) <= 2147483647.0)) {
+        throw Error(StrCat("cast of ", t.TypeString(), " to i32: element ", i, " is ", v,
+                           ", not an integer in range"));
+      }
+      o[i] = static_cast<int32_t>(v);
+    }
   } else {
     float* o = out.f32();
     for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(t.at(i));

@@ -15,8 +15,8 @@
 
 namespace remat {
 
-enum class DType { kF32, kF64 };
-const char* DTypeName(DType d);  // "f32", "f64"
+enum class DType { kF32, kF64, kI32 };
+const char* DTypeName(DType d);  // "f32", "f64", "i32"
 int64_t DTypeSize(DType d);
 
 // Owns one allocation and reports it to its tracker (if any) for its life.
@@ -59,6 +59,7 @@ class Tensor {
   // A new tensor of `shape` holding `values` (row-major), uncounted.
   static Tensor FromF32(const Shape& shape, const std::vector<float>& values);
   static Tensor FromF64(const Shape& shape, const std::vector<double>& values);
+  static Tensor FromI32(const Shape& shape, const std::vector<int32_t>& values);
 
   bool defined() const { return buffer_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -71,7 +72,8 @@ class Tensor {
   bool dry() const { return buffer_ && buffer_->data() == nullptr; }
   float* f32() const;    // checks dtype
   double* f64() const;   // checks dtype
-  double at(int64_t i) const;  // element i as double, either dtype
+  int32_t* i32() const;  // checks dtype
+  double at(int64_t i) const;  // element i as double, any dtype (exact: i32 fits)
 
   // Step i of a tensor with a leading axis: shares storage.
   Tensor Slice(int64_t i) const;

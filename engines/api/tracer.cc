@@ -30,13 +30,15 @@ class Builder {
     Builder* saved_;
   };
 
-  Var AddParam(const std::string& name, const Shape& shape) {
+  Var AddParam(const std::string& name, const Shape& shape, DType dtype) {
     program_.param_names.push_back(name);
     program_.shapes.push_back(shape);
+    program_.dtypes.push_back(dtype);
     return Var(this, program_.num_values() - 1);
   }
 
   const Shape& ShapeOf(int id) const { return program_.shapes[id]; }
+  DType DTypeOf(int id) const { return program_.dtype(id); }
 
   // The id of `v` in this builder, or an error naming the op that used it.
   int IdOf(const Var& v, const Op& op) const {
@@ -55,6 +57,7 @@ class Builder {
     for (const Var& v : inputs) op.inputs.push_back(IdOf(v, op));
     op.output = program_.num_values();
     program_.shapes.push_back(out_shape);
+    program_.dtypes.push_back(DType::kF32);
     program_.ops.push_back(std::move(op));
     return Var(this, op_output_last());
   }
@@ -71,6 +74,10 @@ class Builder {
     Op probe;
     probe.site = what;
     program_.output = IdOf(output, probe);
+    if (program_.dtype(program_.output) != DType::kF32) {
+      throw Error(StrCat(what, " is ", DTypeName(program_.dtype(program_.output)),
+                         "; a program or body returns an f32 value (integers are inputs)"));
+    }
     return std::move(program_);
   }
 
@@ -114,13 +121,16 @@ std::string Shapes(const std::vector<Var>& vs) {
 Var Primitive(Op op, const std::vector<Var>& inputs) {
   Builder* b = Builder::Current();
   std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
   for (const Var& v : inputs) {
     b->IdOf(v, op);
     shapes.push_back(v.shape());
+    dtypes.push_back(v.dtype());
   }
   Shape out;
   try {
     out = OutputShape(op, shapes);
+    CheckInputDTypes(op, dtypes);
   } catch (const Error& e) {
     throw Error(StrCat(Program::Describe(op), ": ", e.what()), e);
   }
@@ -139,13 +149,14 @@ Var Binary(OpKind kind, Var a, Var b_var, const Loc& loc) {
 
 // Runs `body` on fresh parameters shaped like `args` in a nested builder.
 std::shared_ptr<const Program> TraceBody(const std::string& name, const std::string& label,
-                                         const std::vector<Shape>& shapes, const BodyFn& body) {
+                                         const std::vector<Shape>& shapes,
+                                         const std::vector<DType>& dtypes, const BodyFn& body) {
   Builder* outer = Builder::Current();
   Builder inner(name, label.empty() ? outer->scope() : label, outer);
   Builder::Activation active(&inner);
   std::vector<Var> params;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    params.push_back(inner.AddParam(StrCat("arg", i), shapes[i]));
+    params.push_back(inner.AddParam(StrCat("arg", i), shapes[i], dtypes[i]));
   }
   Var out = body(params);
   return std::make_shared<const Program>(inner.Finish(out, name + " body's result"));
@@ -160,11 +171,13 @@ Var TraceCheckpoint(const std::vector<Var>& args, const BodyFn& body, const Poli
   op.name = label;
   op.policy = policy;
   std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
   for (const Var& v : args) {
     b->IdOf(v, op);
     shapes.push_back(v.shape());
+    dtypes.push_back(v.dtype());
   }
-  op.body = TraceBody("checkpoint", label, shapes, body);
+  op.body = TraceBody("checkpoint", label, shapes, dtypes, body);
   const Shape out_shape = op.body->shapes[op.body->output];
   return b->Emit(std::move(op), args, out_shape);
 }
@@ -177,6 +190,7 @@ Var TraceScan(Var carry, const std::vector<Var>& xs, const BodyFn& body,
   b->IdOf(carry, op);
   if (xs.empty()) throw Error(StrCat(Program::Describe(op), ": scan needs at least one xs"));
   std::vector<Shape> shapes = {carry.shape()};
+  std::vector<DType> dtypes = {carry.dtype()};
   const int64_t length = xs[0].shape().rank() > 0 ? xs[0].shape().dim(0) : -1;
   for (const Var& x : xs) {
     b->IdOf(x, op);
@@ -186,11 +200,12 @@ Var TraceScan(Var carry, const std::vector<Var>& xs, const BodyFn& body,
                          Shapes(xs)));
     }
     shapes.push_back(x.shape().DropLeading());
+    dtypes.push_back(x.dtype());
   }
   if (length == 0) {
     throw Error(StrCat(Program::Describe(op), ": scan over zero steps (xs ", Shapes(xs), ")"));
   }
-  op.body = TraceBody("scan", label, shapes, body);
+  op.body = TraceBody("scan", label, shapes, dtypes, body);
   const Shape out_shape = op.body->shapes[op.body->output];
   if (out_shape != carry.shape()) {
     throw Error(StrCat(Program::Describe(op), ": the body returns ", out_shape.ToString(),
@@ -207,6 +222,11 @@ Var TraceScan(Var carry, const std::vector<Var>& xs, const BodyFn& body,
 const Shape& Var::shape() const {
   if (builder_ == nullptr) throw Error("shape() of an uninitialized Var");
   return builder_->ShapeOf(id_);
+}
+
+DType Var::dtype() const {
+  if (builder_ == nullptr) throw Error("dtype() of an uninitialized Var");
+  return builder_->DTypeOf(id_);
 }
 
 Var matmul(Var a, Var b, Loc loc) { return internal::Binary(OpKind::kMatMul, a, b, loc); }
@@ -304,7 +324,7 @@ Program Trace(const std::string& name, const std::vector<ParamDecl>& params,
   internal::Builder builder(name, "", nullptr);
   internal::Builder::Activation active(&builder);
   std::vector<Var> vars;
-  for (const ParamDecl& p : params) vars.push_back(builder.AddParam(p.name, p.shape));
+  for (const ParamDecl& p : params) vars.push_back(builder.AddParam(p.name, p.shape, p.dtype));
   Var out = f(vars);
   if (out.shape().rank() != 0) {
     throw Error(StrCat("program ", name, " returns ", out.shape().ToString(),

@@ -40,6 +40,7 @@ class Var {
  public:
   Var() = default;
   const Shape& shape() const;
+  DType dtype() const;
 
  private:
   friend class internal::Builder;
@@ -164,6 +165,7 @@ Var scan_n(const std::function<Var(Var, const std::vector<Var>&)>& body, Var car
 struct ParamDecl {
   std::string name;
   Shape shape;
+  DType dtype = DType::kF32;  // i32: an integer input (ids, targets, seeds)
 };
 
 // Traces `f`, applied to one Var per parameter, into a Program named `name`.

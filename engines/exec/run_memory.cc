@@ -45,7 +45,9 @@ std::vector<Tensor> RunMemory::Arguments(const Program& program, const std::vect
   for (int i = 0; i < program.num_params(); ++i) {
     const ScopedSite site(tracker_.get(), Category::kInputs,
                           StrCat("argument ", program.param_names[i]));
-    if (args[i].dtype() != dtype) {
+    // Integer arguments (ids, seeds) stay integers whatever the kernels'
+    // float dtype: kernels read them as such.
+    if (args[i].dtype() != dtype && args[i].dtype() != DType::kI32) {
       inputs.push_back(Cast(args[i], dtype, tracker_));
     } else {
       inputs.push_back(args[i]);

@@ -13,6 +13,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "engines/api/error.h"
+#include "engines/api/philox.h"
 
 namespace remat {
 
@@ -666,6 +667,26 @@ REMAT_KERNEL_IMPL(OneDnnKernels, div,
                   [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
                      Tensor& out) {
                     BinaryLoop(*in[0], *in[1], out, [](float a, float b) { return a / b; });
+                  });
+
+// dropout: x * keep * s, s = 1 / (1 - p) rounded to f32 once; the mask's
+// bits from philox.h, four elements per Philox call.
+REMAT_KERNEL_IMPL(OneDnnKernels, dropout,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs& attrs,
+                     Tensor& out) {
+                    const float* x = in[0]->f32();
+                    const int32_t seed = in[1]->i32()[0];
+                    const uint32_t threshold = DropThreshold(attrs.scalar);
+                    const float scale = static_cast<float>(1.0 / (1.0 - attrs.scalar));
+                    float* y = out.f32();
+                    const int64_t n = out.num_elements();
+                    for (int64_t b = 0; b * 4 < n; ++b) {
+                      const PhiloxWords w = RandomBlock(seed, attrs.key, b);
+                      for (int64_t j = 0; j < 4 && b * 4 + j < n; ++j) {
+                        const int64_t i = b * 4 + j;
+                        y[i] = w[j] >= threshold ? x[i] * scale : 0.0f;
+                      }
+                    }
                   });
 
 }  // namespace remat

@@ -12,9 +12,17 @@
 #include "engines/api/error.h"
 #include "engines/api/kernels.h"  // Kernels::kLayerNormEps: the op's definition, no arithmetic
 #include "engines/api/memory_tracker.h"
+#include "engines/api/philox.h"  // the contract's generator (CONTRACT.md, randomness)
 
 namespace remat {
 namespace {
+
+// Dropout keeps element i of op `op` when its bits under the seed (a
+// scalar, held as f64 here: every i32 is exact) clear the threshold of p.
+bool Kept(const Op& op, const Tensor& seed, int64_t i) {
+  const int64_t key = op.ints.empty() ? 0 : op.ints[0];
+  return RandomBits(static_cast<int32_t>(seed.at(0)), key, i) >= DropThreshold(op.scalar);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -71,6 +79,10 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
     case OpKind::kSum:
       want_inputs(1);
       return Shape();
+    case OpKind::kDropout:
+      want_inputs(2);
+      if (in[1].rank() != 0) throw fail("takes a scalar seed");
+      return in[0];
     case OpKind::kSoftmax:
       want_inputs(1);
       if (in[0].rank() == 0) throw fail("works over the last axis of a rank >= 1 operand");
@@ -510,6 +522,12 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
     case OpKind::kName:
       for (int64_t i = 0; i < n; ++i) y[i] = x[i];
       return;
+    case OpKind::kDropout:
+      // Element i kept when its bits clear p's threshold; kept ones divided
+      // by 1 - p (the kernels multiply by its reciprocal: a rounding apart).
+      for (int64_t i = 0; i < n; ++i) y[i] = Kept(op, *in[1], i) ? x[i] / (1 - op.scalar) : 0.0;
+      flops_forward_ += n;
+      return;
     case OpKind::kSoftmax:
       // Per row: y_j = exp(x_j - m) / sum_l exp(x_l - m), m the row's max.
       for (int64_t r = 0; r < rows; ++r) {
@@ -737,6 +755,17 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
       // y = sum_i x_i: dx_i = dy for every i.
       Tensor dx = NewGradient(xs);
       for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[0];
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kDropout: {
+      // y_i = x_i keep_i / (1 - p): dx_i = dy_i keep_i / (1 - p), the
+      // forward's mask redrawn from the seed. The seed gets no gradient.
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) {
+        dx.f64()[i] = Kept(op, slots_[e.inputs[1]], i) ? dy[i] / (1 - op.scalar) : 0.0;
+      }
+      flops_backward_ += n;
       Contribute(e, 0, std::move(dx));
       return;
     }

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <numbers>
 
+#include "engines/api/philox.h"
+
 namespace remat {
 namespace {
 
@@ -325,6 +327,26 @@ REMAT_KERNEL_IMPL(ReferenceKernels, div,
                   [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
                      Tensor& out) {
                     Binary(*in[0], *in[1], out, [](double a, double b) { return a / b; });
+                  });
+
+// dropout: x * keep * s, s = 1 / (1 - p) in f64; the mask's
+// bits from philox.h, four elements per Philox call.
+REMAT_KERNEL_IMPL(ReferenceKernels, dropout,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& attrs,
+                     Tensor& out) {
+                    const double* x = in[0]->f64();
+                    const int32_t seed = in[1]->i32()[0];
+                    const uint32_t threshold = DropThreshold(attrs.scalar);
+                    const double scale = 1.0 / (1.0 - attrs.scalar);
+                    double* y = out.f64();
+                    const int64_t n = out.num_elements();
+                    for (int64_t b = 0; b * 4 < n; ++b) {
+                      const PhiloxWords w = RandomBlock(seed, attrs.key, b);
+                      for (int64_t j = 0; j < 4 && b * 4 + j < n; ++j) {
+                        const int64_t i = b * 4 + j;
+                        y[i] = w[j] >= threshold ? x[i] * scale : 0.0;
+                      }
+                    }
                   });
 
 }  // namespace remat

@@ -17,7 +17,7 @@ fi
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 core=(engines/api/shape.cc engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc tools/npy.cc)
 text=(engines/api/program_text.cc engines/api/op_shape.cc engines/api/program.cc
-      engines/api/policy.cc engines/api/tracer.cc engines/api/kernels.cc engines/api/kernel_clock.cc
+      engines/api/policy.cc engines/api/tracer.cc engines/api/kernels.cc engines/api/philox.cc engines/api/kernel_clock.cc
       engines/api/shape.cc engines/api/units.cc engines/api/schedule_spec.cc engines/api/op_defs.cc
       engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc
       engines/schedule/schedule.cc)
