@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 namespace remat {
 namespace {
@@ -178,6 +179,26 @@ void FaultyKernels::DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& ou
 void FaultyKernels::DoScale(const Tensor& x, double c, Tensor& out) {
   OneDnnKernels::DoScale(x, c, out);
   ScrubNans(out);
+}
+
+void FaultyKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
+                                   const KernelAttrs& attrs, Tensor& out) {
+  if (fault_ != KernelFault::kFreshDropoutMaskOnRecompute ||
+      std::string_view(TableKernel(op).name) != "dropout" || dry_run() || !tracker()) {
+    return OneDnnKernels::RunTableKernel(op, operands, attrs, out);
+  }
+  if (run_ != tracker().get()) {
+    run_ = tracker().get();
+    draws_.clear();
+  }
+  const std::pair<int32_t, int64_t> stream = {operands[1]->i32()[0], attrs.key};
+  int64_t& draws = draws_[stream];
+  // A cotangent's call (the backward pass) reuses the latest mask; any
+  // other call (forward, recomputation) draws anew.
+  if (tracker()->category() != Category::kGradients || draws == 0) ++draws;
+  KernelAttrs advanced = attrs;
+  advanced.key = attrs.key + (draws - 1) * 1000003;  // draw 1: the contract's own bits
+  OneDnnKernels::RunTableKernel(op, operands, advanced, out);
 }
 
 }  // namespace remat

@@ -9,7 +9,9 @@
 #ifndef REMAT_HARNESS_GALLERY_FAULTY_KERNELS_H_
 #define REMAT_HARNESS_GALLERY_FAULTY_KERNELS_H_
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "engines/api/tensor.h"
 #include "engines/onednn/onednn_kernels.h"
@@ -30,6 +32,11 @@ enum class KernelFault {
   // sum accumulates in float64 and rounds once: float32 promoted inside a
   // kernel.
   kSumInFloat64,
+  // dropout draws fresh bits each time the forward pass or a recomputation
+  // runs it (a generator whose state advances per call, as PyTorch's
+  // without preserve_rng_state), and the backward pass reuses the latest
+  // draw's mask: right without recomputation, wrong after one.
+  kFreshDropoutMaskOnRecompute,
 };
 
 class FaultyKernels : public OneDnnKernels {
@@ -62,6 +69,9 @@ class FaultyKernels : public OneDnnKernels {
   void DoSumLeading(const Tensor& x, Tensor& out) override;
   void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
   void DoScale(const Tensor& x, double c, Tensor& out) override;
+  // dropout, for kFreshDropoutMaskOnRecompute.
+  void RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
+                      const KernelAttrs& attrs, Tensor& out) override;
 
  private:
   // kNanCotangentsToZero: zeroes the NaNs of a cotangent.
@@ -69,6 +79,10 @@ class FaultyKernels : public OneDnnKernels {
 
   KernelFault fault_;
   std::string name_;
+  // kFreshDropoutMaskOnRecompute: draws so far per (seed, key) in this run
+  // (the run is the bound tracker).
+  const MemoryTracker* run_ = nullptr;
+  std::map<std::pair<int32_t, int64_t>, int64_t> draws_;
 };
 
 }  // namespace remat

@@ -203,6 +203,12 @@ const std::vector<Entry>& Entries() {
         "sum accumulated in float64 inside a kernel, while claiming eager's kernels",
         {"differs from eager"}},
        InKernels("faulty_float64_sum", KernelFault::kSumInFloat64, "onednn")},
+      {{"faulty_fresh_dropout_mask",
+        "dropout draws fresh bits on every forward or recomputed run of it (a stateful "
+        "generator), the backward pass reusing the latest mask",
+        {"differs from eager"}},
+       InKernels("faulty_fresh_dropout_mask", KernelFault::kFreshDropoutMaskOnRecompute,
+                 "onednn")},
       // The accounting.
       {{"faulty_leaked_buffer", "the last loss kept in a static: its buffer outlives the Result",
         {"bytes still live"}},
