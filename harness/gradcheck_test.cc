@@ -97,7 +97,7 @@ Report Gradcheck(const std::string& what, const Program& program, const std::vec
                  const std::vector<int>& wrt, Coverage coverage, const OracleOptions& options = {},
                  int64_t max_failed = 5) {
   std::vector<Tensor> x;
-  for (const Tensor& t : args) x.push_back(Cast(t, DType::kF64));
+  for (const Tensor& t : args) x.push_back(t.dtype() == DType::kI32 ? t : Cast(t, DType::kF64));
   const Result base = OracleValueAndGrad(program, x, wrt, options);
   auto loss = [&] { return OracleValueAndGrad(program, x, {}).value.f64()[0]; };
   Report report;

@@ -143,6 +143,15 @@ TEST_P(OpCompletenessTest, HasEveryPiece) {
 
   ProgramFileProblem problem(program, "op_completeness_test");
   Case c = MakeCase(problem, {}, /*seed=*/7);
+  // Integer inputs within the op's bound (ids < V), from the seeded draw.
+  for (int j = 0; j < n; ++j) {
+    if (((def.int_inputs >> j) & 1) == 0 || def.int_bound == nullptr) continue;
+    const std::vector<Shape> shapes(program.shapes.begin(), program.shapes.begin() + n);
+    const int64_t bound = def.int_bound(shapes, j);
+    for (int64_t i = 0; i < c.inputs[j].num_elements(); ++i) {
+      c.inputs[j].i32()[i] = static_cast<int32_t>(c.inputs[j].i32()[i] % bound);
+    }
+  }
   if (def.positive_inputs) {  // the op's domain: |x| + 0.5, exact in f32
     for (int i : c.wrt) {
       float* x = c.inputs[i].f32();

@@ -40,26 +40,32 @@ struct GenericDraw {
   const OpDef* def;
   std::vector<bool> last_dim;  // by operand: a rank-1 value of x's last dimension
   std::vector<bool> seed;      // by operand: the program's random seed (i32[])
+  std::vector<bool> mask;      // by operand: an i32 mask of x's shape (0 or 1)
 };
 
 const std::vector<GenericDraw>& GenericDraws() {
   static const std::vector<GenericDraw> draws = [] {
     std::vector<GenericDraw> out;
     for (const OpDef& def : OpDefs()) {
-      if (def.num_ints > 0 || def.kind == OpKind::kName) continue;
+      // Integer attributes only as a random op's key (beside a seed input).
+      const bool random = def.num_ints == 1 && def.int_inputs != 0;
+      if ((def.num_ints > 0 && !random) || def.kind == OpKind::kName) continue;
       Op op;
       op.kind = def.kind;
       const std::vector<Shape> in = def.example(op);
       if (in.empty() || def.shape(op, in) != in[0]) continue;
-      GenericDraw d{&def, {}, {}};
+      GenericDraw d{&def, {}, {}, {}};
       bool fits = true;
       for (size_t j = 0; j < in.size(); ++j) {
-        const bool seed = (def.int_inputs >> j) & 1;
-        const bool same = in[j] == in[0] && !seed;
+        const bool integer = (def.int_inputs >> j) & 1;
+        const bool seed = integer && in[j].rank() == 0 && random;
+        const bool mask = integer && in[j] == in[0] && !random;
+        const bool same = in[j] == in[0] && !integer;
         const bool last = in[0].rank() > 0 && in[j] == Shape({in[0].dim(in[0].rank() - 1)});
-        fits = fits && (same || (j > 0 && (last || (seed && in[j].rank() == 0))));
-        d.last_dim.push_back(!same && !seed);
+        fits = fits && (same || (j > 0 && (seed || mask || (last && !integer))));
+        d.last_dim.push_back(!same && !integer);
         d.seed.push_back(seed);
+        d.mask.push_back(mask);
       }
       if (fits) out.push_back(d);
     }
@@ -91,10 +97,12 @@ class Generator {
     for (int i = 0; i < ops; ++i) {
       const int pick = Int(0, 99);
       Var x = pool[Int(0, static_cast<int>(pool.size()) - 1)];
-      if (pick < 50) {
+      if (pick < 48) {
         pool.push_back(DrawFromRegistry(pool, x));
-      } else if (pick < 54) {
+      } else if (pick < 51) {
         pool.push_back(DrawLayout(x));
+      } else if (pick < 54) {
+        pool.push_back(DrawIndexing(pool, x));
       } else if (pick < 66) {
         if (auto m = MatMulPartner(pool, x)) pool.push_back(matmul(x, *m));
       } else if (pick < 73) {
@@ -109,25 +117,27 @@ class Generator {
         for (int b = 0; b < blocks; ++b) {
           std::vector<Var> args = {carry};
           if (Chance(60)) args.push_back(outer[Int(0, static_cast<int>(outer.size()) - 1)]);
-          // The seed reaches the region as its last argument (a body sees
-          // only what it is passed).
-          const bool with_seed = seed_.has_value();
-          if (with_seed) args.push_back(*seed_);
+          // The integer inputs reach the region as its last arguments (a
+          // body sees only what it is passed).
+          const IntVars outer_ints = ints_;
+          const size_t floats = args.size();
+          for (const std::optional<Var>* v : {&ints_.seed, &ints_.ids, &ints_.mask}) {
+            if (*v) args.push_back(**v);
+          }
           const int inner_ops = Int(1, 4);
           const Policy policy = DrawPolicy();
-          const std::optional<Var> outer_seed = seed_;
           carry = checkpoint_n(
-              [this, inner_ops, depth, with_seed](const std::vector<Var>& p) {
-                std::vector<Var> pool = p;
-                if (with_seed) {
-                  seed_ = pool.back();
-                  pool.pop_back();
-                }
-                Var out = Grow(pool, inner_ops, depth + 1);
-                return out;
+              [this, inner_ops, depth, floats, outer_ints](const std::vector<Var>& p) {
+                std::vector<Var> pool(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(floats));
+                size_t k = floats;
+                ints_ = IntVars();
+                if (outer_ints.seed) ints_.seed = p[k++];
+                if (outer_ints.ids) ints_.ids = p[k++];
+                if (outer_ints.mask) ints_.mask = p[k++];
+                return Grow(pool, inner_ops, depth + 1);
               },
               args, policy);
-          seed_ = outer_seed;
+          ints_ = outer_ints;
         }
         pool.push_back(carry);
       } else if (depth == 0 && x.shape().rank() == 2) {
@@ -153,8 +163,13 @@ class Generator {
     std::vector<Var> operands;
     for (size_t j = 0; j < d.last_dim.size(); ++j) {
       if (d.seed[j]) {
-        if (!seed_) return sin(x);  // no seed in this program or region
-        operands.push_back(*seed_);
+        if (!ints_.seed) return sin(x);  // no seed in this program or region
+        operands.push_back(*ints_.seed);
+        continue;
+      }
+      if (d.mask[j]) {
+        if (!ints_.mask || ints_.mask->shape() != x.shape()) return sin(x);
+        operands.push_back(*ints_.mask);
         continue;
       }
       Var v = x;
@@ -170,14 +185,18 @@ class Generator {
     }
     OpAttrs attrs;
     if (d.def->has_scalar) attrs.scalar = Chance(50) ? 0.5 : -2.0;  // exact in f32
-    if (d.def->int_inputs != 0) {
+    if (std::find(d.seed.begin(), d.seed.end(), true) != d.seed.end()) {
       // A random op: p in [0, 1) (scale's -2 is no probability), and keys
       // drawn from a few so that two ops sometimes share a mask.
       attrs.scalar = Chance(50) ? 0.5 : 0.25;
       attrs.ints = {Int(0, 3)};
     }
-    Var y = apply(d.def->name, operands, attrs);
-    return d.def->normalizes ? mul(y, SameShape(pool, x)) : y;
+    try {
+      Var y = apply(d.def->name, operands, attrs);
+      return d.def->normalizes ? mul(y, SameShape(pool, x)) : y;
+    } catch (const Error&) {
+      return sin(x);  // shapes the op does not take (softmax of a scalar)
+    }
   }
 
   // The layout ops: transpose where it keeps x's shape (square in its last
@@ -191,6 +210,27 @@ class Generator {
     if (s.rank() != 2) return relu(x);
     const int64_t batch = Divisor(s.dim(0)), heads = Divisor(s.dim(1));
     return merge_heads(split_heads(x, batch, heads), batch);
+  }
+
+  // The ops that index with the ids (i32 (n), each in [0, d)): embedding of
+  // a square (d, d) value of the pool (its rows are ids' range) into (n, d),
+  // or cross_entropy of an (n, d) x against them as targets (a scalar).
+  Var DrawIndexing(const std::vector<Var>& pool, Var x) {
+    if (!ints_.ids) return sin(x);
+    const int64_t n = ints_.ids->shape().dim(0);
+    std::optional<Var> table;
+    for (const Var& v : pool) {
+      const Shape& s = v.shape();
+      if (s.rank() == 2 && s.dim(0) == s.dim(1) && (!table || Chance(50))) table = v;
+    }
+    const Shape& s = x.shape();
+    const bool logits = s.rank() == 2 && s.dim(0) == n;
+    if (table && table->shape().dim(0) >= 1 && (!logits || Chance(50))) {
+      // ids < d, the table's rows: the pool's square values are (d, d).
+      if (table->shape().dim(0) == d_) return apply("embedding", {*table, *ints_.ids});
+    }
+    if (logits && s.dim(1) == d_) return apply("cross_entropy", {x, *ints_.ids});
+    return sin(x);
   }
 
   int64_t Divisor(int64_t n) {
@@ -275,9 +315,16 @@ class Generator {
     return scan(step, carry, w);
   }
 
+  int64_t d_ = 0;  // the program's last dimension (ids are in [0, d))
   std::map<int64_t, Var> stacked_;
   std::map<int64_t, Var> stacked_seeds_;  // by length: i32[L], one seed per scan step
-  std::optional<Var> seed_;               // the seed (i32[]) visible where ops are drawn
+  // The integer values visible where ops are drawn: a seed (i32[]), ids
+  // (i32 (n), each in [0, d): embedding's ids, cross_entropy's targets) and
+  // a mask (i32 (n, d), 0 or 1).
+  struct IntVars {
+    std::optional<Var> seed, ids, mask;
+  };
+  IntVars ints_;
   std::mt19937_64 rng_;
   RandomOptions options_;
 };
@@ -290,6 +337,7 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
   c.options = options;
   Generator g(seed, options);
   const int64_t n = g.Int(1, options.max_dim), d = g.Int(1, options.max_dim);
+  g.d_ = d;
   const int64_t b = g.Int(1, 3), length = g.Int(1, options.max_length);
   std::vector<ParamDecl> params = {{"x", Shape({n, d})}, {"w", Shape({d, d})}};
   if (g.Chance(50)) params.push_back({"v", Shape({n, d})});
@@ -297,6 +345,8 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
   // Random seeds (i32): one for the program's dropout ops, one per scan step.
   if (g.Chance(50)) params.push_back({"seed", Shape(), DType::kI32});
   if (g.Chance(40)) params.push_back({"seeds", Shape({length}), DType::kI32});
+  if (g.Chance(40)) params.push_back({"ids", Shape({n}), DType::kI32});
+  if (g.Chance(30)) params.push_back({"mask", Shape({n, d}), DType::kI32});
   if (g.Chance(40)) {
     params.push_back({"bx", Shape({b, n, d})});
     params.push_back({"bw", Shape({b, d, d})});
@@ -310,7 +360,11 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
       if (params[i].name == "ws") {
         g.stacked_[d] = in[i];
       } else if (params[i].name == "seed") {
-        g.seed_ = in[i];
+        g.ints_.seed = in[i];
+      } else if (params[i].name == "ids") {
+        g.ints_.ids = in[i];
+      } else if (params[i].name == "mask") {
+        g.ints_.mask = in[i];
       } else if (params[i].name == "seeds") {
         g.stacked_seeds_[length] = in[i];
       } else {
@@ -333,9 +387,15 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
   // and small products and sums are exact in both f32 and f64. No exact
   // zeros: a zero on relu's path zeroes a gradient and sits on its kink.
   for (int i = 0; i < c.program.num_params(); ++i) {
-    if (c.program.dtype(i) == DType::kI32) {  // a seed: any i32, never differentiated
+    if (c.program.dtype(i) == DType::kI32) {  // never differentiated
+      // Seeds any i32; ids in [0, d); a mask 0 or 1.
+      const std::string& what = c.program.param_names[i];
       Tensor t = Tensor::Zeros(DType::kI32, c.program.shapes[i]);
-      for (int64_t j = 0; j < t.num_elements(); ++j) t.i32()[j] = static_cast<int32_t>(g.rng_());
+      for (int64_t j = 0; j < t.num_elements(); ++j) {
+        t.i32()[j] = what == "ids"    ? g.Int(0, static_cast<int>(d) - 1)
+                     : what == "mask" ? g.Int(0, 1)
+                                      : static_cast<int32_t>(g.rng_());
+      }
       c.inputs.push_back(t);
       continue;
     }

@@ -101,6 +101,11 @@ struct OpDef {
   // Bit j set: input j is i32 (dropout's seed), never differentiated; every
   // other input and the output are f32.
   uint32_t int_inputs = 0;
+  // For an integer input j that indexes (ids, targets): the exclusive upper
+  // bound of its values given the inputs' shapes (embedding's ids < V); null
+  // when any i32 is valid. Values outside are a remat::Error at run time;
+  // tests that draw inputs for every op draw them below it.
+  int64_t (*int_bound)(const std::vector<Shape>& inputs, int j) = nullptr;
 };
 
 // The primitive ops, in OpKind order.

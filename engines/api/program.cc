@@ -64,7 +64,10 @@ std::string ValueName(int id) {
 
 void Print(const Program& p, const std::string& dtype, const std::string& indent,
            std::string* out) {
-  auto typed = [&](int v) { return StrCat(ValueName(v), ":", dtype, p.shapes[v].ToString()); };
+  auto typed = [&](int v) {
+    const std::string d = p.dtype(v) == DType::kI32 ? "i32" : dtype;  // integers stay integers
+    return StrCat(ValueName(v), ":", d, p.shapes[v].ToString());
+  };
   *out += "{ lambda ";
   for (int i = 0; i < p.num_params(); ++i) {
     if (i) *out += " ";

@@ -56,6 +56,9 @@ enum class OpKind {
   kExp,         // y = e^x
   kLog,         // y = ln x (x > 0)
   kDropout,     // inputs x, seed (i32[]); attrs `scalar` = p, `ints` = {key} (op_defs.cc)
+  kEmbedding,   // inputs table (V, D), ids (i32)
+  kMaskedFill,  // inputs x, mask (i32, x's shape); attr `scalar` = the fill
+  kCrossEntropy,  // inputs logits (N, C), targets (i32 (N)); mean over rows
   kCheckpoint,
   kScan,
   kChain,

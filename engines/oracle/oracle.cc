@@ -19,6 +19,17 @@ namespace {
 
 // Dropout keeps element i of op `op` when its bits under the seed (a
 // scalar, held as f64 here: every i32 is exact) clear the threshold of p.
+// Integer input element i as an index below `bound`, or an error naming the
+// op, the position and the value.
+int64_t Index(const Op& op, const Tensor& ids, int64_t i, int64_t bound) {
+  const double v = ids.at(i);
+  if (!(v >= 0 && v < static_cast<double>(bound))) {
+    throw Error(StrCat(Program::Describe(op), ": index ", v, " at position ", i,
+                       " is outside [0, ", bound, ")"));
+  }
+  return static_cast<int64_t>(v);
+}
+
 bool Kept(const Op& op, const Tensor& seed, int64_t i) {
   const int64_t key = op.ints.empty() ? 0 : op.ints[0];
   return RandomBits(static_cast<int32_t>(seed.at(0)), key, i) >= DropThreshold(op.scalar);
@@ -83,6 +94,23 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
       want_inputs(2);
       if (in[1].rank() != 0) throw fail("takes a scalar seed");
       return in[0];
+    case OpKind::kEmbedding: {
+      want_inputs(2);
+      if (in[0].rank() != 2) throw fail("takes a (V, D) table");
+      std::vector<int64_t> dims(in[1].dims().begin(), in[1].dims().end());
+      dims.push_back(in[0].dim(1));
+      return Shape(dims);
+    }
+    case OpKind::kMaskedFill:
+      want_inputs(2);
+      if (in[0] != in[1]) throw fail("takes a mask of x's shape");
+      return in[0];
+    case OpKind::kCrossEntropy:
+      want_inputs(2);
+      if (in[0].rank() != 2 || in[1] != Shape({in[0].dim(0)})) {
+        throw fail("takes logits (N, C) and targets (N)");
+      }
+      return Shape();
     case OpKind::kSoftmax:
       want_inputs(1);
       if (in[0].rank() == 0) throw fail("works over the last axis of a rank >= 1 operand");
@@ -522,6 +550,34 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
     case OpKind::kName:
       for (int64_t i = 0; i < n; ++i) y[i] = x[i];
       return;
+    case OpKind::kEmbedding: {
+      // y[p, :] = table[ids[p], :].
+      const int64_t v = in[0]->shape().dim(0), d = in[0]->shape().dim(1);
+      for (int64_t p = 0; p < in[1]->num_elements(); ++p) {
+        const int64_t id = Index(op, *in[1], p, v);
+        for (int64_t j = 0; j < d; ++j) y[p * d + j] = x[id * d + j];
+      }
+      return;
+    }
+    case OpKind::kMaskedFill:
+      for (int64_t i = 0; i < n; ++i) y[i] = in[1]->at(i) != 0 ? op.scalar : x[i];
+      return;
+    case OpKind::kCrossEntropy: {
+      // The mean over rows of -log p(target), p the row's softmax.
+      double total = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        const int64_t t = Index(op, *in[1], r, cols);
+        double m = xr[0];
+        for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
+        double s = 0;
+        for (int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
+        total += m + std::log(s) - xr[t];
+      }
+      y[0] = total / static_cast<double>(rows);
+      flops_forward_ += 4 * n;
+      return;
+    }
     case OpKind::kDropout:
       // Element i kept when its bits clear p's threshold; kept ones divided
       // by 1 - p (the kernels multiply by its reciprocal: a rounding apart).
@@ -755,6 +811,47 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
       // y = sum_i x_i: dx_i = dy for every i.
       Tensor dx = NewGradient(xs);
       for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[0];
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kEmbedding: {
+      // Each position's row of dy goes to its id's row of the table.
+      const Tensor& ids = slots_[e.inputs[1]];
+      const int64_t v = xs.dim(0), d = xs.dim(1);
+      Tensor dtable = NewGradient(xs);
+      for (int64_t p = 0; p < ids.num_elements(); ++p) {
+        const int64_t id = Index(op, ids, p, v);
+        for (int64_t j = 0; j < d; ++j) dtable.f64()[id * d + j] += dy[p * d + j];
+      }
+      flops_backward_ += ids.num_elements() * d;
+      Contribute(e, 0, std::move(dtable));
+      return;
+    }
+    case OpKind::kMaskedFill: {
+      // Filled elements do not depend on x.
+      const Tensor& mask = slots_[e.inputs[1]];
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = mask.at(i) != 0 ? 0.0 : dy[i];
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kCrossEntropy: {
+      // d/dx[r, j] of (lse_r - x[r, t]) / N = (p_rj - [j == t]) / N.
+      const Tensor& targets = slots_[e.inputs[1]];
+      Tensor dx = NewGradient(xs);
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        const int64_t t = Index(op, targets, r, cols);
+        double m = xr[0];
+        for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
+        double s = 0;
+        for (int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
+        for (int64_t j = 0; j < cols; ++j) {
+          const double p = std::exp(xr[j] - m) / s;
+          dx.f64()[r * cols + j] = (p - (j == t ? 1.0 : 0.0)) * dy[0] / static_cast<double>(rows);
+        }
+      }
+      flops_backward_ += 4 * n;
       Contribute(e, 0, std::move(dx));
       return;
     }
