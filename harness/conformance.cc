@@ -19,7 +19,7 @@ std::vector<Tensor> ShapeOnlyArguments(const Program& program) {
   shapes_only->set_dry_run(true);
   std::vector<Tensor> args;
   for (int i = 0; i < program.num_params(); ++i) {
-    args.push_back(Tensor::Zeros(DType::kF32, program.shapes[i], shapes_only));
+    args.push_back(Tensor::Zeros(program.dtype(i), program.shapes[i], shapes_only));
   }
   return args;
 }

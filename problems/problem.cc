@@ -57,6 +57,16 @@ std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
     const double scale = problem.InputScale(program.param_names[i], params);
     const double offset = problem.InputOffset(program.param_names[i], params);
     uint64_t state = seed * 0x100000001b3ull + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    Tensor fixed = problem.FixedInput(program.param_names[i], program.shapes[i], params);
+    if (fixed.defined()) {
+      if (fixed.dtype() != program.dtype(i) || fixed.shape() != program.shapes[i]) {
+        throw Error(StrCat("problem ", problem.name(), ": fixed input ", program.param_names[i],
+                           " is ", fixed.TypeString(), ", the program takes ",
+                           DTypeName(program.dtype(i)), program.shapes[i].ToString()));
+      }
+      inputs.push_back(std::move(fixed));
+      continue;
+    }
     if (program.dtype(i) == DType::kI32) {
       const uint64_t bound = static_cast<uint64_t>(
           std::max<int64_t>(1, problem.InputIntBound(program.param_names[i], params)));
@@ -125,6 +135,7 @@ const std::vector<std::unique_ptr<Problem>>& AllProblems() {
     v->push_back(MakeSinRecursive());
     v->push_back(MakeTransformerStack());
     v->push_back(MakeMlpChain());
+    v->push_back(MakeGpt());
     return v;
   }();
   return *problems;

@@ -54,6 +54,16 @@ class Problem {
     (void)params;
     return int64_t{1} << 31;
   }
+  // An input that is not drawn but fixed by the problem's definition
+  // (positions 0..T-1, a causal mask), or an undefined Tensor for a drawn
+  // one. Its dtype and shape must be the program's.
+  virtual Tensor FixedInput(const std::string& input, const Shape& shape,
+                            const ParamValues& params) const {
+    (void)input;
+    (void)shape;
+    (void)params;
+    return Tensor();
+  }
 };
 
 // Defaults (or test sizes) with `overrides` applied. An unknown name or a

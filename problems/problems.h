@@ -16,6 +16,7 @@ std::unique_ptr<Problem> MakeSinPlain();      // seed 002, chain_compose
 std::unique_ptr<Problem> MakeSinRecursive();  // seed 002, recursive_checkpoint
 std::unique_ptr<Problem> MakeTransformerStack();  // scan of post-LN transformer blocks
 std::unique_ptr<Problem> MakeMlpChain();      // seed 004, checkpoint_sequential
+std::unique_ptr<Problem> MakeGpt();           // nanoGPT: embeddings, causal attention, dropout
 
 }  // namespace remat
 

@@ -89,25 +89,28 @@ def _strip_comment(line):
 
 
 def _shape(type_text):
-    m = re.fullmatch(r"f32\[([0-9,]*)\]", type_text)
+    m = re.fullmatch(r"[fi]32\[([0-9,]*)\]", type_text)
     if not m:
-        raise ParseError("type %r is not f32[...]" % type_text)
+        raise ParseError("type %r is not f32[...] or i32[...]" % type_text)
     return tuple(int(d) for d in m.group(1).split(",") if d)
 
 
 def _params(text):
-    """'a: f32[2,3], b: f32[] name=""' -> [(id, name, shape)]."""
-    out = []
-    for m in re.finditer(r'([A-Za-z0-9_.]+)\s*:\s*(f32\[[0-9,]*\])(?:\s*name\s*=\s*("(?:[^"\\]|\\.)*"))?', text):
+    """'a: f32[2,3], b: f32[] name=""' -> [(id, name, shape)], and the ids
+    of the integer (i32) ones."""
+    out, ints = [], set()
+    for m in re.finditer(r'([A-Za-z0-9_.]+)\s*:\s*([fi]32\[[0-9,]*\])(?:\s*name\s*=\s*("(?:[^"\\]|\\.)*"))?', text):
         pid = m.group(1)
         name = _unescape(m.group(3)) if m.group(3) else pid
         out.append((pid, name, _shape(m.group(2))))
-    return out
+        if m.group(2).startswith("i32"):
+            ints.add(pid)
+    return out, ints
 
 
 class Body:
-    def __init__(self, params):
-        self.params = params  # [(id, name, shape)]
+    def __init__(self, params_and_ints):
+        self.params, self.int_params = params_and_ints  # [(id, name, shape)]; ids of i32 ones
         self.ops = []
         self.result = None
 
