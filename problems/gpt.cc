@@ -91,8 +91,8 @@ Var Block(const std::vector<Var>& args, int64_t batch, int64_t heads, int64_t la
   const Var k = split_heads(matmul(h, w(kWk)), batch, heads);
   const Var v = split_heads(matmul(h, w(kWv)), batch, heads);
   const double head_width = static_cast<double>(q.shape().dim(2));
-  const Var scores = apply("masked_fill", {scale(matmul(q, transpose(k)), 1.0 / std::sqrt(head_width)), causal},
-                           {.scalar = kMaskFill});
+  const Var logits = scale(matmul(q, transpose(k)), 1.0 / std::sqrt(head_width));
+  const Var scores = apply("masked_fill", {logits, causal}, {.scalar = kMaskFill});
   const Var probs = name(Dropout(softmax(scores), seed, 10 * layer + 1), "attn_probs");
   const Var context = merge_heads(matmul(probs, v), batch);
   x = add(x, Dropout(matmul(context, w(kAttnProj)), seed, 10 * layer + 2));
