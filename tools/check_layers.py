@@ -12,41 +12,30 @@ executor runs the reference problems through the conformance suite).
 
 Prints one line per violation, "FILE:LINE: FOLDER (layer N) includes HEADER
 of FOLDER2 (layer M): ...", and the cycles among folders if any; exits 1 if
-there is any, 0 otherwise. A folder with C++ code that the table below does
-not name is a violation too: a new package states its layer here.
+there is any, 0 otherwise. A folder with C++ code that the table does not
+name is a violation too: a new package states its layer in tools/layers.bzl,
+whose LAYERS table also sets every package's Bazel visibility.
 """
 
+import ast
 import os
 import re
 import sys
 
-# Bottom up. A folder may include its own headers and those of every folder
-# in a lower layer.
-LAYERS = [
-    # errors, units, shapes and tensors, the memory tracker, the Program IR,
-    # its text, policies and schedule specs, the ops' rules and the Kernels
-    # interface, the Engine interface and its registry
-    ("api", ["engines/api"]),
-    # kernel tables (f32 on oneDNN, f64 plain loops); schedules for scans and
-    # chains; static analyses of a Program (what is saved); the reference
-    # problems (traced functions over the api)
-    ("kernels, schedules, analyses, problems",
-     ["engines/onednn", "engines/reference", "engines/schedule", "engines/plan", "problems"]),
-    # the contract's building blocks: accumulation, run memory, stats, listing
-    ("exec", ["engines/exec"]),
-    # planners: memory_budget (knapsack, MILP), peak budgets
-    ("planners", ["engines/budget"]),
-    # the reverse-mode executor and the planners it runs
-    ("executor", ["engines/autodiff"]),
-    # the engines
-    ("engines", ["engines/eager", "engines/recompute", "engines/planned", "engines/dtr",
-                 "engines/oracle", "engines/example"]),
-    # the conformance suite, the gallery of faulty engines, the bench
-    ("suite and bench", ["harness", "harness/gallery"]),
-    # the command line and its tools
-    ("tools", ["tools"]),
-    ("fuzzers", ["tools/fuzz"]),
-]
+
+
+def read_layers(path):
+    """LAYERS of tools/layers.bzl (a Python literal inside Starlark): the
+    same table Bazel's visibility is built from."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"^LAYERS = (\[.*?^\])", text, re.M | re.S)
+    if not m:
+        raise SystemExit("%s: no LAYERS = [...] table" % path)
+    return ast.literal_eval(m.group(1))
+
+
+LAYERS = read_layers(os.path.join(os.path.dirname(os.path.realpath(__file__)), "layers.bzl"))
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SKIP_DIRS = {".git", "third_party", "results", ".venv"}
@@ -83,7 +72,7 @@ def check(root):
     for path in sources(root):
         folder = os.path.dirname(path)
         if folder not in layers:
-            problems.append("%s: folder %s has C++ code but no layer (tools/check_layers.py's LAYERS)"
+            problems.append("%s: folder %s has C++ code but no layer (LAYERS in tools/layers.bzl)"
                             % (path, folder))
             continue
         with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
@@ -105,7 +94,31 @@ def check(root):
                     "only its own headers and those of lower layers" %
                     (path, line, folder, layers[folder], LAYERS[layers[folder]][0], header, target,
                      layers[target], LAYERS[layers[target]][0]))
+    problems += check_visibility(root)
     return problems, cycles(edges)
+
+
+def check_visibility(root):
+    """Every layered package's BUILD takes its default visibility from the
+    layer table and declares no public target: the build then refuses a
+    dependency that goes down-to-up, as this check refuses the include."""
+    problems = []
+    for _, folders in LAYERS:
+        for folder in folders:
+            build = os.path.join(root, folder, "BUILD")
+            if not os.path.exists(build):
+                continue
+            with open(build, encoding="utf-8") as f:
+                text = f.read()
+            if "package(default_visibility = layer_visibility())" not in text and \
+                    not re.search(r"^package\(default_testonly = (1|True)\)", text, re.M):
+                problems.append("%s/BUILD: no package(default_visibility = layer_visibility()): "
+                                "its targets would not be limited to the layers above it" % folder)
+            for m in re.finditer(r'"//visibility:public"', text):
+                line = text.count("\n", 0, m.start()) + 1
+                problems.append("%s/BUILD:%d: a public target: only the layer table (tools/layers.bzl) "
+                                "says who may depend on a package" % (folder, line))
+    return problems
 
 
 def cycles(edges):

@@ -58,6 +58,21 @@ class CheckLayersTest(unittest.TestCase):
         finally:
             shutil.rmtree(root)
 
+    def test_a_package_open_to_all_is_named(self):
+        root = tempfile.mkdtemp()
+        try:
+            write(root, "engines/exec/BUILD", 'package(default_visibility = ["//visibility:public"])\n')
+            write(root, "engines/plan/BUILD", 'load("//tools:layers.bzl", "layer_visibility")\n'
+                  'package(default_visibility = layer_visibility())\n'
+                  'cc_library(name = "x", visibility = ["//visibility:public"])\n')
+            problems, _ = check_layers.check(root)
+            self.assertEqual(len(problems), 3, problems)
+            self.assertIn("engines/exec/BUILD: no package(default_visibility = layer_visibility())",
+                          problems[1] if "plan" in problems[0] else problems[0])
+            self.assertTrue(any("engines/plan/BUILD:3: a public target" in p for p in problems), problems)
+        finally:
+            shutil.rmtree(root)
+
 
 if __name__ == "__main__":
     unittest.main()
