@@ -30,14 +30,141 @@ Shape Kernels::MatMulShape(const Shape& a, bool transpose_a, const Shape& b,
 
 namespace {
 
+// The kernels several ops share, at their fixed ids (KernelOp): the FLOP
+// model is kernels.h's, the shape rules the entry points' contracts.
+
+const Tensor& Only(std::span<const Tensor* const> in) { return *in[0]; }
+
+Shape SameShape(std::span<const Tensor* const> in, const KernelAttrs& attrs) {
+  return SameShapeOperands(in, attrs);
+}
+
+void CheckLastAxis(const Tensor& x) {
+  if (x.shape().rank() == 0) {
+    throw Error(StrCat("works over the last axis; operand is the scalar ", x.TypeString()));
+  }
+}
+
+Shape SameShapeWithLastAxis(std::span<const Tensor* const> in, const KernelAttrs& attrs) {
+  const Shape s = SameShapeOperands(in, attrs);
+  CheckLastAxis(*in[0]);
+  return s;
+}
+
+Shape LastAxisOnly(std::span<const Tensor* const> in, const KernelAttrs& attrs) {
+  SameShapeWithLastAxis(in, attrs);
+  return Shape({in[0]->shape().dim(in[0]->shape().rank() - 1)});
+}
+
+template <int kFlopsPerElement>
+int64_t PerElementOfFirst(std::span<const Tensor* const> in, const Shape&) {
+  return kFlopsPerElement * in[0]->num_elements();
+}
+
+int64_t NoFlops(std::span<const Tensor* const>, const Shape&) { return 0; }
+
+std::vector<KernelDef> SharedKernels() {
+  std::vector<KernelDef> t(static_cast<size_t>(KernelOp::kFirstTableKernel));
+  auto def = [&t](KernelOp op, KernelDef d) { t[static_cast<size_t>(op)] = d; };
+  def(KernelOp::kMatMul,
+      {"matmul", 2,
+       [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+         return Kernels::MatMulShape(in[0]->shape(), a.transpose_a, in[1]->shape(), a.transpose_b);
+       },
+       // 2mkn (times the batch) = 2 * |a| * n.
+       [](std::span<const Tensor* const> in, const Shape& out) {
+         return 2 * in[0]->num_elements() * out.dim(out.rank() - 1);
+       }});
+  def(KernelOp::kRelu, {"relu", 1, SameShape, PerElementOfFirst<1>});
+  def(KernelOp::kReluBackward, {"relu_backward", 2, SameShape, PerElementOfFirst<1>});
+  def(KernelOp::kSin, {"sin", 1, SameShape, PerElementOfFirst<1>});
+  def(KernelOp::kCos, {"cos", 1, SameShape, PerElementOfFirst<1>});
+  def(KernelOp::kSinBackward, {"sin_backward", 2, SameShape, PerElementOfFirst<2>});
+  def(KernelOp::kCosBackward, {"cos_backward", 2, SameShape, PerElementOfFirst<2>});
+  def(KernelOp::kSquare, {"square", 1, SameShape, PerElementOfFirst<1>});
+  def(KernelOp::kSquareBackward, {"square_backward", 2, SameShape, PerElementOfFirst<2>});
+  def(KernelOp::kAdd, {"add", 2, SameShape, PerElementOfFirst<1>});
+  def(KernelOp::kMul, {"mul", 2, SameShape, PerElementOfFirst<1>});
+  def(KernelOp::kSum,
+      {"sum", 1, [](std::span<const Tensor* const>, const KernelAttrs&) { return Shape(); },
+       PerElementOfFirst<1>});
+  def(KernelOp::kBroadcast,
+      {"broadcast", 1,
+       [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+         if (in[0]->shape().rank() != 0) {
+           throw Error(StrCat("operand is ", in[0]->TypeString(), ", not a scalar"));
+         }
+         return a.shape;
+       },
+       NoFlops});
+  def(KernelOp::kSoftmax, {"softmax", 1, SameShapeWithLastAxis, PerElementOfFirst<5>});
+  def(KernelOp::kSoftmaxBackward,
+      {"softmax_backward", 2, SameShapeWithLastAxis, PerElementOfFirst<4>});
+  def(KernelOp::kLayerNorm,
+      {"layer_norm", 3,
+       [](std::span<const Tensor* const> in, const KernelAttrs&) {
+         Kernels::CheckLayerNormShapes(in[0]->shape(), in[1]->shape(), in[2]->shape());
+         return in[0]->shape();
+       },
+       PerElementOfFirst<7>});
+  // (x, gamma, dy)
+  def(KernelOp::kLayerNormBackward,
+      {"layer_norm_backward", 3,
+       [](std::span<const Tensor* const> in, const KernelAttrs&) {
+         if (in[0]->shape() != in[2]->shape()) {
+           throw Error(StrCat("shapes differ: ", in[0]->TypeString(), " and ",
+                              in[2]->TypeString()));
+         }
+         Kernels::CheckLayerNormShapes(in[0]->shape(), in[1]->shape(), in[1]->shape());
+         return in[0]->shape();
+       },
+       PerElementOfFirst<13>});
+  def(KernelOp::kLayerNormGammaGrad,
+      {"layer_norm_gamma_grad", 2, LastAxisOnly, PerElementOfFirst<7>});
+  def(KernelOp::kSumLeading,
+      {"sum_leading", 1, LastAxisOnly, PerElementOfFirst<1>});
+  def(KernelOp::kGelu, {"gelu", 1, SameShape, PerElementOfFirst<1>});
+  def(KernelOp::kGeluBackward, {"gelu_backward", 2, SameShape, PerElementOfFirst<2>});
+  def(KernelOp::kScale, {"scale", 1, SameShape, PerElementOfFirst<1>});
+  def(KernelOp::kTranspose,
+      {"transpose", 1,
+       [](std::span<const Tensor* const> in, const KernelAttrs&) {
+         return Kernels::TransposeShape(Only(in).shape());
+       },
+       NoFlops});
+  def(KernelOp::kSplitHeads,
+      {"split_heads", 1,
+       [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+         return Kernels::SplitHeadsShape(Only(in).shape(), a.int_a, a.int_b);
+       },
+       NoFlops});
+  def(KernelOp::kMergeHeads,
+      {"merge_heads", 1,
+       [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+         return Kernels::MergeHeadsShape(Only(in).shape(), a.int_a);
+       },
+       NoFlops});
+  def(KernelOp::kBiasAdd,
+      {"bias_add", 2,
+       [](std::span<const Tensor* const> in, const KernelAttrs&) {
+         Kernels::CheckBiasAddShapes(in[0]->shape(), in[1]->shape());
+         return in[0]->shape();
+       },
+       PerElementOfFirst<1>});
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i].name == nullptr) throw Error(StrCat("kernel id ", i, " has no definition"));
+  }
+  return t;
+}
+
+// The shared kernels first, at their ids, so that DefineKernel's ids follow
+// them whatever the order of static initialization.
 std::vector<KernelDef>& Table() {
-  static std::vector<KernelDef> table;
+  static std::vector<KernelDef> table = SharedKernels();
   return table;
 }
 
-size_t TableIndex(KernelOp op) {
-  return static_cast<size_t>(op) - static_cast<size_t>(KernelOp::kFirstTableKernel);
-}
+size_t TableIndex(KernelOp op) { return static_cast<size_t>(op); }
 
 }  // namespace
 
@@ -48,12 +175,11 @@ KernelOp DefineKernel(const KernelDef& def) {
     }
   }
   Table().push_back(def);
-  return static_cast<KernelOp>(static_cast<int>(KernelOp::kFirstTableKernel) +
-                               static_cast<int>(Table().size()) - 1);
+  return static_cast<KernelOp>(static_cast<int>(Table().size()) - 1);
 }
 
 bool IsTableKernel(KernelOp op) {
-  return op >= KernelOp::kFirstTableKernel && TableIndex(op) < Table().size();
+  return static_cast<int>(op) >= 0 && TableIndex(op) < Table().size();
 }
 
 const KernelDef& TableKernel(KernelOp op) {
@@ -65,10 +191,7 @@ const KernelDef& TableKernel(KernelOp op) {
 
 std::vector<KernelOp> TableKernels() {
   std::vector<KernelOp> out;
-  for (size_t i = 0; i < Table().size(); ++i) {
-    out.push_back(static_cast<KernelOp>(static_cast<int>(KernelOp::kFirstTableKernel) +
-                                        static_cast<int>(i)));
-  }
+  for (size_t i = 0; i < Table().size(); ++i) out.push_back(static_cast<KernelOp>(i));
   return out;
 }
 
@@ -127,184 +250,6 @@ void Kernels::CheckOperand(const char* op, const Tensor& t) const {
     throw Error(StrCat(name(), " kernel ", op, ": operand is ", t.TypeString(), ", kernels are ",
                        DTypeName(dtype())));
   }
-}
-
-void Kernels::CheckSameShape(const char* op, const Tensor& a, const Tensor& b) const {
-  CheckOperand(op, a);
-  CheckOperand(op, b);
-  if (a.shape() != b.shape()) {
-    throw Error(StrCat(name(), " kernel ", op, ": shapes differ: ", a.TypeString(), " and ",
-                       b.TypeString()));
-  }
-}
-
-Tensor Kernels::MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b) {
-  CheckOperand("matmul", a);
-  CheckOperand("matmul", b);
-  Tensor out = NewTensor(MatMulShape(a.shape(), transpose_a, b.shape(), transpose_b));
-  const int r = a.shape().rank() - 2;
-  const int64_t k = transpose_a ? a.shape().dim(r) : a.shape().dim(r + 1);
-  flops_ += 2 * out.num_elements() * k;
-  if (Runs()) Timed([&] { DoMatMul(a, transpose_a, b, transpose_b, out); });
-  return out;
-}
-
-// The unary and binary wrappers differ only in their checks and FLOP weight.
-#define REMAT_UNARY_KERNEL(Method, op_name, flops_per_element) \
-  Tensor Kernels::Method(const Tensor& x) {                     \
-    CheckOperand(op_name, x);                                   \
-    Tensor out = NewTensor(x.shape());                          \
-    flops_ += (flops_per_element) * x.num_elements();           \
-    if (Runs()) Timed([&] { Do##Method(x, out); });             \
-    return out;                                                 \
-  }
-#define REMAT_BINARY_KERNEL(Method, op_name, flops_per_element) \
-  Tensor Kernels::Method(const Tensor& a, const Tensor& b) {    \
-    CheckSameShape(op_name, a, b);                              \
-    Tensor out = NewTensor(a.shape());                          \
-    flops_ += (flops_per_element) * a.num_elements();           \
-    if (Runs()) Timed([&] { Do##Method(a, b, out); });          \
-    return out;                                                 \
-  }
-
-REMAT_UNARY_KERNEL(Relu, "relu", 1)
-REMAT_UNARY_KERNEL(Sin, "sin", 1)
-REMAT_UNARY_KERNEL(Cos, "cos", 1)
-REMAT_UNARY_KERNEL(Square, "square", 1)
-REMAT_BINARY_KERNEL(ReluBackward, "relu_backward", 1)
-REMAT_BINARY_KERNEL(SinBackward, "sin_backward", 2)
-REMAT_BINARY_KERNEL(CosBackward, "cos_backward", 2)
-REMAT_BINARY_KERNEL(SquareBackward, "square_backward", 2)
-REMAT_BINARY_KERNEL(Add, "add", 1)
-REMAT_BINARY_KERNEL(Mul, "mul", 1)
-REMAT_BINARY_KERNEL(GeluBackward, "gelu_backward", 2)
-REMAT_UNARY_KERNEL(Gelu, "gelu", 1)
-
-#undef REMAT_UNARY_KERNEL
-#undef REMAT_BINARY_KERNEL
-
-Tensor Kernels::Softmax(const Tensor& x) {
-  CheckHasLastAxis("softmax", x);
-  Tensor out = NewTensor(x.shape());
-  flops_ += 5 * x.num_elements();
-  if (Runs()) Timed([&] { DoSoftmax(x, out); });
-  return out;
-}
-
-Tensor Kernels::SoftmaxBackward(const Tensor& y, const Tensor& dy) {
-  CheckSameShape("softmax_backward", y, dy);
-  CheckHasLastAxis("softmax_backward", y);
-  Tensor out = NewTensor(y.shape());
-  flops_ += 4 * y.num_elements();
-  if (Runs()) Timed([&] { DoSoftmaxBackward(y, dy, out); });
-  return out;
-}
-
-Tensor Kernels::LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta) {
-  CheckOperand("layer_norm", x);
-  CheckOperand("layer_norm", gamma);
-  CheckOperand("layer_norm", beta);
-  try {
-    CheckLayerNormShapes(x.shape(), gamma.shape(), beta.shape());
-  } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()), e);
-  }
-  Tensor out = NewTensor(x.shape());
-  flops_ += 7 * x.num_elements();
-  if (Runs()) Timed([&] { DoLayerNorm(x, gamma, beta, out); });
-  return out;
-}
-
-Tensor Kernels::LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy) {
-  CheckSameShape("layer_norm_backward", x, dy);
-  CheckOperand("layer_norm_backward", gamma);
-  try {
-    CheckLayerNormShapes(x.shape(), gamma.shape(), gamma.shape());
-  } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()), e);
-  }
-  Tensor out = NewTensor(x.shape());
-  flops_ += 13 * x.num_elements();
-  if (Runs()) Timed([&] { DoLayerNormBackward(x, gamma, dy, out); });
-  return out;
-}
-
-Tensor Kernels::LayerNormGammaGrad(const Tensor& x, const Tensor& dy) {
-  CheckSameShape("layer_norm_gamma_grad", x, dy);
-  CheckHasLastAxis("layer_norm_gamma_grad", x);
-  Tensor out = NewTensor(Shape({x.shape().dim(x.shape().rank() - 1)}));
-  flops_ += 7 * x.num_elements();
-  if (Runs()) Timed([&] { DoLayerNormGammaGrad(x, dy, out); });
-  return out;
-}
-
-Tensor Kernels::SumLeading(const Tensor& x) {
-  CheckHasLastAxis("sum_leading", x);
-  Tensor out = NewTensor(Shape({x.shape().dim(x.shape().rank() - 1)}));
-  flops_ += x.num_elements();
-  if (Runs()) Timed([&] { DoSumLeading(x, out); });
-  return out;
-}
-
-Tensor Kernels::BiasAdd(const Tensor& x, const Tensor& b) {
-  CheckOperand("bias_add", x);
-  CheckOperand("bias_add", b);
-  try {
-    CheckBiasAddShapes(x.shape(), b.shape());
-  } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()), e);
-  }
-  Tensor out = NewTensor(x.shape());
-  flops_ += x.num_elements();
-  if (Runs()) Timed([&] { DoBiasAdd(x, b, out); });
-  return out;
-}
-
-Tensor Kernels::Scale(const Tensor& x, double c) {
-  CheckOperand("scale", x);
-  Tensor out = NewTensor(x.shape());
-  flops_ += x.num_elements();
-  if (Runs()) Timed([&] { DoScale(x, c, out); });
-  return out;
-}
-
-Tensor Kernels::Transpose(const Tensor& x) {
-  CheckOperand("transpose", x);
-  Shape shape;
-  try {
-    shape = TransposeShape(x.shape());
-  } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()), e);
-  }
-  Tensor out = NewTensor(shape);
-  if (Runs()) Timed([&] { DoTranspose(x, out); });
-  return out;
-}
-
-Tensor Kernels::SplitHeads(const Tensor& x, int64_t batch, int64_t heads) {
-  CheckOperand("split_heads", x);
-  Shape shape;
-  try {
-    shape = SplitHeadsShape(x.shape(), batch, heads);
-  } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()), e);
-  }
-  Tensor out = NewTensor(shape);
-  if (Runs()) Timed([&] { DoSplitHeads(x, batch, heads, out); });
-  return out;
-}
-
-Tensor Kernels::MergeHeads(const Tensor& x, int64_t batch) {
-  CheckOperand("merge_heads", x);
-  Shape shape;
-  try {
-    shape = MergeHeadsShape(x.shape(), batch);
-  } catch (const Error& e) {
-    throw Error(StrCat(name(), " kernel ", e.what()), e);
-  }
-  Tensor out = NewTensor(shape);
-  if (Runs()) Timed([&] { DoMergeHeads(x, batch, out); });
-  return out;
 }
 
 Shape Kernels::TransposeShape(const Shape& x) {
@@ -375,78 +320,16 @@ void Kernels::CheckBiasAddShapes(const Shape& x, const Shape& b) {
   }
 }
 
-void Kernels::CheckHasLastAxis(const char* op, const Tensor& x) const {
-  CheckOperand(op, x);
-  if (x.shape().rank() == 0) {
-    throw Error(StrCat(name(), " kernel ", op, ": works over the last axis; operand is the scalar ",
-                       x.TypeString()));
-  }
-}
+int KernelArity(KernelOp op) { return TableKernel(op).arity; }
 
-Tensor Kernels::Sum(const Tensor& x) {
-  CheckOperand("sum", x);
-  Tensor out = NewTensor(Shape());
-  flops_ += x.num_elements();
-  if (Runs()) Timed([&] { DoSum(x, out); });
-  return out;
-}
-
-Tensor Kernels::Broadcast(const Tensor& s, const Shape& shape) {
-  CheckOperand("broadcast", s);
-  if (s.shape().rank() != 0) {
-    throw Error(StrCat(name(), " kernel broadcast: operand is ", s.TypeString(), ", not a scalar"));
-  }
-  Tensor out = NewTensor(shape);
-  if (Runs()) Timed([&] { DoBroadcast(s, out); });
-  return out;
-}
-
-int KernelArity(KernelOp op) {
-  if (op >= KernelOp::kFirstTableKernel) return TableKernel(op).arity;
-  switch (op) {
-    case KernelOp::kRelu:
-    case KernelOp::kSin:
-    case KernelOp::kCos:
-    case KernelOp::kSquare:
-    case KernelOp::kSum:
-    case KernelOp::kBroadcast:
-    case KernelOp::kSoftmax:
-    case KernelOp::kSumLeading:
-    case KernelOp::kGelu:
-    case KernelOp::kScale:
-    case KernelOp::kTranspose:
-    case KernelOp::kSplitHeads:
-    case KernelOp::kMergeHeads:
-      return 1;
-    case KernelOp::kLayerNorm:
-    case KernelOp::kLayerNormBackward:
-      return 3;
-    case KernelOp::kMatMul:
-    case KernelOp::kReluBackward:
-    case KernelOp::kSinBackward:
-    case KernelOp::kCosBackward:
-    case KernelOp::kSquareBackward:
-    case KernelOp::kAdd:
-    case KernelOp::kMul:
-    case KernelOp::kSoftmaxBackward:
-    case KernelOp::kLayerNormGammaGrad:
-    case KernelOp::kGeluBackward:
-    case KernelOp::kBiasAdd:
-      return 2;
-    case KernelOp::kFirstTableKernel:
-      break;
-  }
-  throw Error(StrCat("KernelArity: unknown kernel ", static_cast<int>(op)));
-}
-
-// One switch and one virtual call: what a compiled engine saves against the
-// entry points is their checks and the output's allocation (on the scalar
-// chains, most of a call's cost outside the arithmetic).
+// One virtual call: what a compiled engine saves against Call is its checks
+// and the output's allocation (on the scalar chains, most of a call's cost
+// outside the arithmetic).
 void Kernels::RunInto(KernelOp op, std::span<const Tensor* const> operands,
                       const KernelAttrs& attrs, Tensor& out) {
 #ifndef NDEBUG
   if (static_cast<int>(operands.size()) != KernelArity(op)) {
-    throw Error(StrCat(name(), " kernel ", static_cast<int>(op), ": ", operands.size(),
+    throw Error(StrCat(name(), " kernel ", TableKernel(op).name, ": ", operands.size(),
                        " operands, it takes ", KernelArity(op)));
   }
   for (const Tensor* t : operands) {
@@ -455,67 +338,7 @@ void Kernels::RunInto(KernelOp op, std::span<const Tensor* const> operands,
   CheckOperand("(compiled call's output)", out);
 #endif
   if (!Runs()) return;
-  if (op >= KernelOp::kFirstTableKernel) {
-    return Timed([&] { RunTableKernel(op, operands, attrs, out); });
-  }
-  const Tensor& a = *operands[0];
-  switch (op) {
-    case KernelOp::kMatMul:
-      return Timed([&] { DoMatMul(a, attrs.transpose_a, *operands[1], attrs.transpose_b, out); });
-    case KernelOp::kRelu:
-      return Timed([&] { DoRelu(a, out); });
-    case KernelOp::kReluBackward:
-      return Timed([&] { DoReluBackward(a, *operands[1], out); });
-    case KernelOp::kSin:
-      return Timed([&] { DoSin(a, out); });
-    case KernelOp::kCos:
-      return Timed([&] { DoCos(a, out); });
-    case KernelOp::kSinBackward:
-      return Timed([&] { DoSinBackward(a, *operands[1], out); });
-    case KernelOp::kCosBackward:
-      return Timed([&] { DoCosBackward(a, *operands[1], out); });
-    case KernelOp::kSquare:
-      return Timed([&] { DoSquare(a, out); });
-    case KernelOp::kSquareBackward:
-      return Timed([&] { DoSquareBackward(a, *operands[1], out); });
-    case KernelOp::kAdd:
-      return Timed([&] { DoAdd(a, *operands[1], out); });
-    case KernelOp::kMul:
-      return Timed([&] { DoMul(a, *operands[1], out); });
-    case KernelOp::kSum:
-      return Timed([&] { DoSum(a, out); });
-    case KernelOp::kBroadcast:
-      return Timed([&] { DoBroadcast(a, out); });
-    case KernelOp::kSoftmax:
-      return Timed([&] { DoSoftmax(a, out); });
-    case KernelOp::kSoftmaxBackward:
-      return Timed([&] { DoSoftmaxBackward(a, *operands[1], out); });
-    case KernelOp::kLayerNorm:
-      return Timed([&] { DoLayerNorm(a, *operands[1], *operands[2], out); });
-    case KernelOp::kLayerNormBackward:
-      return Timed([&] { DoLayerNormBackward(a, *operands[1], *operands[2], out); });
-    case KernelOp::kLayerNormGammaGrad:
-      return Timed([&] { DoLayerNormGammaGrad(a, *operands[1], out); });
-    case KernelOp::kSumLeading:
-      return Timed([&] { DoSumLeading(a, out); });
-    case KernelOp::kGelu:
-      return Timed([&] { DoGelu(a, out); });
-    case KernelOp::kGeluBackward:
-      return Timed([&] { DoGeluBackward(a, *operands[1], out); });
-    case KernelOp::kScale:
-      return Timed([&] { DoScale(a, attrs.scalar, out); });
-    case KernelOp::kTranspose:
-      return Timed([&] { DoTranspose(a, out); });
-    case KernelOp::kSplitHeads:
-      return Timed([&] { DoSplitHeads(a, attrs.int_a, attrs.int_b, out); });
-    case KernelOp::kMergeHeads:
-      return Timed([&] { DoMergeHeads(a, attrs.int_a, out); });
-    case KernelOp::kBiasAdd:
-      return Timed([&] { DoBiasAdd(a, *operands[1], out); });
-    case KernelOp::kFirstTableKernel:
-      break;
-  }
-  throw Error(StrCat(name(), " kernel: unknown kernel ", static_cast<int>(op)));
+  Timed([&] { RunTableKernel(op, operands, attrs, out); });
 }
 
 }  // namespace remat

@@ -49,7 +49,11 @@
 
 namespace remat {
 
-// The kernels, one per public entry point of Kernels below.
+// Every kernel is a kernel of the table (KernelDef below). These have fixed
+// ids, as the engines and the compiled plans name them; their definitions
+// are in kernels.cc, as several ops share them. The kernels one op calls
+// take the ids from kFirstTableKernel on, in the order DefineKernel hands
+// them out (engines/api/op_defs.cc): no entry here for those.
 enum class KernelOp {
   kMatMul,
   kRelu,
@@ -77,8 +81,6 @@ enum class KernelOp {
   kSplitHeads,
   kMergeHeads,
   kBiasAdd,
-  // The table's kernels (KernelDef below) take the ids from here on, in the
-  // order DefineKernel hands them out: no entry here per table kernel.
   kFirstTableKernel,
 };
 // How many tensors a call of `op` reads.
@@ -90,11 +92,13 @@ struct KernelAttrs {
   double scalar = 0;                              // Scale: c; dropout: p
   int64_t key = 0;                                // dropout: the op's stable key
   int64_t int_a = 0, int_b = 0;                   // SplitHeads: batch, heads; MergeHeads: batch
+  Shape shape;                                    // Broadcast: the output's shape
 };
 
-// The kernel table. A kernel of the table is defined once, next to the op
-// that calls it (engines/api/op_defs.cc), by its KernelDef: its name, its
-// arity, its output shape and its FLOPs, all backend-independent. Each
+// The kernel table. A kernel is defined once, by its KernelDef: its name,
+// its arity, its output shape and its FLOPs, all backend-independent (next
+// to the op that calls it in engines/api/op_defs.cc, or in kernels.cc for
+// the kernels several ops share). Each
 // backend implements it under the same name, in its own source file
 // (REMAT_KERNEL_IMPL, below), and Kernels::Call checks, allocates, counts
 // and times every call of every table kernel in one place. A backend that
@@ -105,8 +109,10 @@ struct KernelAttrs {
 // dry-run tracker its implementation is not run (RunTableKernel still is,
 // where the backend AllocatesInDryRun, so that an observer sees the call).
 //
-// The kernels listed in KernelOp above kMatMul..kBiasAdd predate the table:
-// they keep their entry points and Do* virtuals until they move into it.
+// A backend whose kernel allocates a scratchpad through the tracker
+// registers it with REMAT_KERNEL_IMPL_ALLOCATING: it is run under a dry-run
+// tracker too, and must make the same allocations there and skip its
+// arithmetic (the dry run measures the peak with the scratchpads).
 struct KernelDef {
   const char* name;  // "exp": what backends implement and errors name
   int arity;
@@ -144,33 +150,41 @@ using KernelImplFn = void (*)(Backend& backend, std::span<const Tensor* const> o
 template <typename Backend>
 class KernelImpls {
  public:
+  struct Entry {
+    const char* name;
+    KernelImplFn<Backend> fn;
+    bool allocates;  // REMAT_KERNEL_IMPL_ALLOCATING: run in dry runs too
+  };
   static KernelImpls& Get() {
     static KernelImpls impls;
     return impls;
   }
-  bool Add(const char* name, KernelImplFn<Backend> fn) {
-    for (const auto& [n, f] : entries_) {
-      if (std::string(n) == name) return false;
-    }
-    entries_.emplace_back(name, fn);
+  bool Add(const char* name, KernelImplFn<Backend> fn, bool allocates) {
+    if (Find(name) != nullptr) return false;
+    entries_.push_back({name, fn, allocates});
     return true;
   }
-  KernelImplFn<Backend> Find(const char* name) const {
-    for (const auto& [n, f] : entries_) {
-      if (std::string(n) == name) return f;
+  const Entry* Find(const char* name) const {
+    for (const Entry& e : entries_) {
+      if (std::string(e.name) == name) return &e;
     }
     return nullptr;
   }
 
  private:
-  std::vector<std::pair<const char*, KernelImplFn<Backend>>> entries_;
+  std::vector<Entry> entries_;
 };
 
 // In a backend's source file: REMAT_KERNEL_IMPL(OneDnnKernels, exp, fn)
-// registers fn as OneDnnKernels' implementation of the table kernel "exp".
+// registers fn as OneDnnKernels' implementation of the table kernel "exp";
+// REMAT_KERNEL_IMPL_ALLOCATING, one whose scratchpad the tracker counts
+// (KernelDef's comment).
 #define REMAT_KERNEL_IMPL(Backend, kernel_name, fn)                          \
   [[maybe_unused]] static const bool remat_kernel_impl_##Backend##_##kernel_name = \
-      ::remat::KernelImpls<Backend>::Get().Add(#kernel_name, fn)
+      ::remat::KernelImpls<Backend>::Get().Add(#kernel_name, fn, false)
+#define REMAT_KERNEL_IMPL_ALLOCATING(Backend, kernel_name, fn)               \
+  [[maybe_unused]] static const bool remat_kernel_impl_##Backend##_##kernel_name = \
+      ::remat::KernelImpls<Backend>::Get().Add(#kernel_name, fn, true)
 
 class Kernels {
  public:
@@ -210,7 +224,7 @@ class Kernels {
   // FLOPs of every kernel called since the last reset.
   int64_t flops() const { return flops_; }
   void reset_flops() { flops_ = 0; }
-  // Wall time spent in kernels' arithmetic (the Do* calls) since the last
+  // Wall time spent in kernels' arithmetic (RunTableKernel) since the last
   // reset, and how many calls made it: an engine's time minus this is its
   // own overhead. What a kernel call does around its arithmetic is not in
   // it: checking operands, and allocating the output, which is the engine's
@@ -229,60 +243,103 @@ class Kernels {
     kernel_calls_ = 0;
   }
 
+  // The entry points: one call of a kernel of the table each (checked,
+  // allocated, counted and timed by Call).
+  //
   // out = op(a) @ op(b), where op transposes the last two axes when its flag
   // is set. Rank 2: (m,k) x (k,n) -> (m,n). Rank 3: (B,m,k) x (B,k,n) ->
   // (B,m,n), batch by batch.
-  Tensor MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b);
-  Tensor Relu(const Tensor& x);
+  Tensor MatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b) {
+    KernelAttrs attrs;
+    attrs.transpose_a = transpose_a;
+    attrs.transpose_b = transpose_b;
+    return Call(KernelOp::kMatMul, {&a, &b}, attrs);
+  }
+  Tensor Relu(const Tensor& x) { return Call(KernelOp::kRelu, {&x}); }
   // dx = dy where x > 0, else 0, from relu's input x (relu'(0) = 0).
-  Tensor ReluBackward(const Tensor& x, const Tensor& dy);
-  Tensor Sin(const Tensor& x);
-  Tensor Cos(const Tensor& x);
+  Tensor ReluBackward(const Tensor& x, const Tensor& dy) {
+    return Call(KernelOp::kReluBackward, {&x, &dy});
+  }
+  Tensor Sin(const Tensor& x) { return Call(KernelOp::kSin, {&x}); }
+  Tensor Cos(const Tensor& x) { return Call(KernelOp::kCos, {&x}); }
   // dx = dy * cos(x).
-  Tensor SinBackward(const Tensor& x, const Tensor& dy);
+  Tensor SinBackward(const Tensor& x, const Tensor& dy) {
+    return Call(KernelOp::kSinBackward, {&x, &dy});
+  }
   // dx = -(dy * sin(x)).
-  Tensor CosBackward(const Tensor& x, const Tensor& dy);
-  Tensor Square(const Tensor& x);
+  Tensor CosBackward(const Tensor& x, const Tensor& dy) {
+    return Call(KernelOp::kCosBackward, {&x, &dy});
+  }
+  Tensor Square(const Tensor& x) { return Call(KernelOp::kSquare, {&x}); }
   // dx = dy * 2x.
-  Tensor SquareBackward(const Tensor& x, const Tensor& dy);
+  Tensor SquareBackward(const Tensor& x, const Tensor& dy) {
+    return Call(KernelOp::kSquareBackward, {&x, &dy});
+  }
   // Elementwise, operands of one shape.
-  Tensor Add(const Tensor& a, const Tensor& b);
-  Tensor Mul(const Tensor& a, const Tensor& b);
+  Tensor Add(const Tensor& a, const Tensor& b) { return Call(KernelOp::kAdd, {&a, &b}); }
+  Tensor Mul(const Tensor& a, const Tensor& b) { return Call(KernelOp::kMul, {&a, &b}); }
   // The sum of all elements, as a rank-0 tensor.
-  Tensor Sum(const Tensor& x);
+  Tensor Sum(const Tensor& x) { return Call(KernelOp::kSum, {&x}); }
   // A tensor of `shape` with every element equal to the rank-0 `s`.
-  Tensor Broadcast(const Tensor& s, const Shape& shape);
+  Tensor Broadcast(const Tensor& s, const Shape& shape) {
+    KernelAttrs attrs;
+    attrs.shape = shape;
+    return Call(KernelOp::kBroadcast, {&s}, attrs);
+  }
 
   // The transformer's kernels. "Rows" are all axes but the last, C the last.
   // softmax over the last axis, max-subtracted: y = exp(x - max) / sum.
-  Tensor Softmax(const Tensor& x);
+  Tensor Softmax(const Tensor& x) { return Call(KernelOp::kSoftmax, {&x}); }
   // dx = y * (dy - sum(dy * y)) per row, from softmax's output y.
-  Tensor SoftmaxBackward(const Tensor& y, const Tensor& dy);
+  Tensor SoftmaxBackward(const Tensor& y, const Tensor& dy) {
+    return Call(KernelOp::kSoftmaxBackward, {&y, &dy});
+  }
   // Layer normalization over the last axis with the biased variance:
   // y = (x - mean) * rsqrt(var + kLayerNormEps) * gamma + beta, gamma and
   // beta of shape (C).
-  Tensor LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta);
+  Tensor LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta) {
+    return Call(KernelOp::kLayerNorm, {&x, &gamma, &beta});
+  }
   // dx of LayerNorm, from its input x and gamma (mean and rstd recomputed):
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
-  Tensor LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy);
+  Tensor LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy) {
+    return Call(KernelOp::kLayerNormBackward, {&x, &gamma, &dy});
+  }
   // dgamma of LayerNorm: the sum over rows of dy * xhat, shape (C).
-  Tensor LayerNormGammaGrad(const Tensor& x, const Tensor& dy);
+  Tensor LayerNormGammaGrad(const Tensor& x, const Tensor& dy) {
+    return Call(KernelOp::kLayerNormGammaGrad, {&x, &dy});
+  }
   // The sum over rows (every axis but the last), shape (C): dbeta.
-  Tensor SumLeading(const Tensor& x);
+  Tensor SumLeading(const Tensor& x) { return Call(KernelOp::kSumLeading, {&x}); }
   // y = x + b on every row: y[r, j] = x[r, j] + b[j], b of shape (C).
-  Tensor BiasAdd(const Tensor& x, const Tensor& b);
+  Tensor BiasAdd(const Tensor& x, const Tensor& b) { return Call(KernelOp::kBiasAdd, {&x, &b}); }
   // gelu, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-  Tensor Gelu(const Tensor& x);
+  Tensor Gelu(const Tensor& x) { return Call(KernelOp::kGelu, {&x}); }
   // dx = dy * gelu'(x), from gelu's input x.
-  Tensor GeluBackward(const Tensor& x, const Tensor& dy);
+  Tensor GeluBackward(const Tensor& x, const Tensor& dy) {
+    return Call(KernelOp::kGeluBackward, {&x, &dy});
+  }
   // y = c * x (c rounded to the kernels' dtype).
-  Tensor Scale(const Tensor& x, double c);
+  Tensor Scale(const Tensor& x, double c) {
+    KernelAttrs attrs;
+    attrs.scalar = c;
+    return Call(KernelOp::kScale, {&x}, attrs);
+  }
   // Swaps the last two axes of a rank-2 or rank-3 tensor.
-  Tensor Transpose(const Tensor& x);
+  Tensor Transpose(const Tensor& x) { return Call(KernelOp::kTranspose, {&x}); }
   // (B*S, D) -> (B*H, S, D/H): out[b*H + h, s, j] = x[b*S + s, h*(D/H) + j].
-  Tensor SplitHeads(const Tensor& x, int64_t batch, int64_t heads);
+  Tensor SplitHeads(const Tensor& x, int64_t batch, int64_t heads) {
+    KernelAttrs attrs;
+    attrs.int_a = batch;
+    attrs.int_b = heads;
+    return Call(KernelOp::kSplitHeads, {&x}, attrs);
+  }
   // The inverse: (B*H, S, Dh) -> (B*S, H*Dh).
-  Tensor MergeHeads(const Tensor& x, int64_t batch);
+  Tensor MergeHeads(const Tensor& x, int64_t batch) {
+    KernelAttrs attrs;
+    attrs.int_a = batch;
+    return Call(KernelOp::kMergeHeads, {&x}, attrs);
+  }
 
   // Output shapes, or remat::Error naming the operands and what is wrong.
   static Shape SplitHeadsShape(const Shape& x, int64_t batch, int64_t heads);
@@ -299,37 +356,6 @@ class Kernels {
   static Shape MatMulShape(const Shape& a, bool transpose_a, const Shape& b, bool transpose_b);
 
  protected:
-  // Implementations write into `out`, already allocated with the right shape.
-  virtual void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
-                        Tensor& out) = 0;
-  virtual void DoRelu(const Tensor& x, Tensor& out) = 0;
-  virtual void DoReluBackward(const Tensor& y, const Tensor& dy, Tensor& out) = 0;
-  virtual void DoSin(const Tensor& x, Tensor& out) = 0;
-  virtual void DoCos(const Tensor& x, Tensor& out) = 0;
-  virtual void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
-  virtual void DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
-  virtual void DoSquare(const Tensor& x, Tensor& out) = 0;
-  virtual void DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
-  virtual void DoAdd(const Tensor& a, const Tensor& b, Tensor& out) = 0;
-  virtual void DoMul(const Tensor& a, const Tensor& b, Tensor& out) = 0;
-  virtual void DoSum(const Tensor& x, Tensor& out) = 0;
-  virtual void DoBroadcast(const Tensor& s, Tensor& out) = 0;
-  virtual void DoSoftmax(const Tensor& x, Tensor& out) = 0;
-  virtual void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) = 0;
-  virtual void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                           Tensor& out) = 0;
-  virtual void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
-                                   Tensor& out) = 0;
-  virtual void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
-  virtual void DoSumLeading(const Tensor& x, Tensor& out) = 0;
-  virtual void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) = 0;
-  virtual void DoGelu(const Tensor& x, Tensor& out) = 0;
-  virtual void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) = 0;
-  virtual void DoScale(const Tensor& x, double c, Tensor& out) = 0;
-  virtual void DoTranspose(const Tensor& x, Tensor& out) = 0;
-  virtual void DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) = 0;
-  virtual void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) = 0;
-
   // A new output tensor of this dtype, counted by the bound tracker.
   Tensor NewTensor(const Shape& shape) const;
 
@@ -343,27 +369,27 @@ class Kernels {
   template <typename Backend>
   void RunImpl(Backend& backend, KernelOp op, std::span<const Tensor* const> operands,
                const KernelAttrs& attrs, Tensor& out) {
-    if (dry_run()) return;  // no data; a table kernel allocates nothing of its own
     const KernelDef& def = TableKernel(op);
-    const KernelImplFn<Backend> fn = KernelImpls<Backend>::Get().Find(def.name);
-    if (fn == nullptr) {
+    const typename KernelImpls<Backend>::Entry* impl = KernelImpls<Backend>::Get().Find(def.name);
+    if (impl == nullptr) {
       throw Error(StrCat(name(), " kernels have no '", def.name,
                          "' kernel (REMAT_KERNEL_IMPL in the backend's source)"));
     }
-    fn(backend, operands, attrs, out);
+    // No data in a dry run: only a kernel with a scratchpad runs, to
+    // allocate it.
+    if (dry_run() && !impl->allocates) return;
+    impl->fn(backend, operands, attrs, out);
   }
 
-  // Under a dry-run tracker the wrappers skip Do* (no arithmetic), unless
-  // this returns true: then Do* runs and must itself skip the arithmetic
+  // Under a dry-run tracker Call and RunInto skip RunTableKernel (no
+  // arithmetic), unless this returns true: then it runs, and RunImpl runs
+  // the kernels registered as allocating, which skip their arithmetic
   // while making the same allocations as a real call (oneDNN's scratchpad).
   virtual bool AllocatesInDryRun() const { return false; }
   bool dry_run() const { return tracker_ && tracker_->dry_run(); }
 
  private:
   void CheckOperand(const char* op, const Tensor& t) const;
-  void CheckSameShape(const char* op, const Tensor& a, const Tensor& b) const;
-  // Operands of rank >= 1 (the ops over the last axis).
-  void CheckHasLastAxis(const char* op, const Tensor& x) const;
   bool Runs() const { return !dry_run() || AllocatesInDryRun(); }
 
   // Runs `arithmetic`, adding its wall time in KernelClock ticks and one

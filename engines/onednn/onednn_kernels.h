@@ -66,35 +66,39 @@ class OneDnnKernels : public Kernels {
                       const KernelAttrs& attrs, Tensor& out) override {
     RunImpl(*this, op, operands, attrs, out);
   }
+
+ public:
+  // The arithmetic of the kernels several ops share (kernels.h's KernelOp
+  // ids), into `out`; registered in the table at the end of engines/onednn/onednn_kernels.cc.
   void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
-                Tensor& out) override;
-  void DoRelu(const Tensor& x, Tensor& out) override;
-  void DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoSin(const Tensor& x, Tensor& out) override;
-  void DoCos(const Tensor& x, Tensor& out) override;
-  void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoSquare(const Tensor& x, Tensor& out) override;
-  void DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoAdd(const Tensor& a, const Tensor& b, Tensor& out) override;
-  void DoMul(const Tensor& a, const Tensor& b, Tensor& out) override;
-  void DoSum(const Tensor& x, Tensor& out) override;
-  void DoBroadcast(const Tensor& s, Tensor& out) override;
-  void DoSoftmax(const Tensor& x, Tensor& out) override;
-  void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
+                Tensor& out);
+  void DoRelu(const Tensor& x, Tensor& out);
+  void DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out);
+  void DoSin(const Tensor& x, Tensor& out);
+  void DoCos(const Tensor& x, Tensor& out);
+  void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out);
+  void DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out);
+  void DoSquare(const Tensor& x, Tensor& out);
+  void DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out);
+  void DoAdd(const Tensor& a, const Tensor& b, Tensor& out);
+  void DoMul(const Tensor& a, const Tensor& b, Tensor& out);
+  void DoSum(const Tensor& x, Tensor& out);
+  void DoBroadcast(const Tensor& s, Tensor& out);
+  void DoSoftmax(const Tensor& x, Tensor& out);
+  void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out);
   void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                   Tensor& out) override;
+                   Tensor& out);
   void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
-                           Tensor& out) override;
-  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoSumLeading(const Tensor& x, Tensor& out) override;
-  void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) override;
-  void DoGelu(const Tensor& x, Tensor& out) override;
-  void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoScale(const Tensor& x, double c, Tensor& out) override;
-  void DoTranspose(const Tensor& x, Tensor& out) override;
-  void DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) override;
-  void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) override;
+                           Tensor& out);
+  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out);
+  void DoSumLeading(const Tensor& x, Tensor& out);
+  void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out);
+  void DoGelu(const Tensor& x, Tensor& out);
+  void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out);
+  void DoScale(const Tensor& x, double c, Tensor& out);
+  void DoTranspose(const Tensor& x, Tensor& out);
+  void DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out);
+  void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out);
 
  private:
   // One eltwise primitive forward or backward (relu, square, gelu), with

@@ -37,34 +37,7 @@ class RecordingKernels : public OneDnnKernels {
   void set_observer(KernelObserver* observer) { observer_ = observer; }
 
  protected:
-  void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
-                Tensor& out) override;
-  void DoRelu(const Tensor& x, Tensor& out) override;
-  void DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoSin(const Tensor& x, Tensor& out) override;
-  void DoCos(const Tensor& x, Tensor& out) override;
-  void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoSquare(const Tensor& x, Tensor& out) override;
-  void DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoAdd(const Tensor& a, const Tensor& b, Tensor& out) override;
-  void DoMul(const Tensor& a, const Tensor& b, Tensor& out) override;
-  void DoSum(const Tensor& x, Tensor& out) override;
-  void DoBroadcast(const Tensor& s, Tensor& out) override;
-  void DoSoftmax(const Tensor& x, Tensor& out) override;
-  void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
-  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& out) override;
-  void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
-                           Tensor& out) override;
-  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoSumLeading(const Tensor& x, Tensor& out) override;
-  void DoGelu(const Tensor& x, Tensor& out) override;
-  void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoScale(const Tensor& x, double c, Tensor& out) override;
-  void DoTranspose(const Tensor& x, Tensor& out) override;
-  void DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, Tensor& out) override;
-  void DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) override;
-  void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) override;
+  // Every kernel call (kernels.h: every kernel is a kernel of the table).
   void RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
                       const KernelAttrs& attrs, Tensor& out) override;
 
@@ -84,14 +57,6 @@ class RecordingKernels : public OneDnnKernels {
    private:
     KernelObserver* observer_;
   };
-  KernelCall Describe(KernelOp op, std::vector<const Tensor*> operands, const Tensor& out) const {
-    KernelCall call;
-    call.op = op;
-    call.operands = std::move(operands);
-    call.out = &out;
-    return call;
-  }
-
   KernelObserver* observer_ = nullptr;
 };
 

@@ -348,8 +348,10 @@ class DriftingKernels : public ReferenceKernels {
   explicit DriftingKernels(int good_calls) : good_calls_(good_calls) {}
 
  protected:
-  void DoMatMul(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& out) override {
-    ReferenceKernels::DoMatMul(a, ta, b, tb, out);
+  void RunTableKernel(KernelOp op, std::span<const Tensor* const> in, const KernelAttrs& attrs,
+                      Tensor& out) override {
+    ReferenceKernels::RunTableKernel(op, in, attrs, out);
+    if (op != KernelOp::kMatMul) return;
     if (++calls_ > good_calls_) {
       for (int64_t i = 0; i < out.num_elements(); ++i) {
         out.f64()[i] = std::nextafter(out.f64()[i], INFINITY);
@@ -776,7 +778,9 @@ class FailingKernels : public ReferenceKernels {
   std::shared_ptr<MemoryTracker> seen;
 
  protected:
-  void DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override {
+  void RunTableKernel(KernelOp op, std::span<const Tensor* const> in, const KernelAttrs& attrs,
+                      Tensor& out) override {
+    if (op != KernelOp::kReluBackward) return ReferenceKernels::RunTableKernel(op, in, attrs, out);
     seen = tracker();
     throw Error("injected failure in relu_backward");
   }

@@ -368,4 +368,38 @@ REMAT_KERNEL_IMPL(ReferenceKernels, cross_entropy_backward,
                   [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
                      Tensor& out) { loop_kernels::CrossEntropyBackward<double>(*in[0], *in[1], *in[2], out); });
 
+// ---------------------------------------------------------------------------
+// The kernels several ops share (kernels.h's KernelOp ids), in the table.
+#define REMAT_SHARED_KERNEL(kernel_name, call)                                            \
+  REMAT_KERNEL_IMPL(ReferenceKernels, kernel_name,                                                    \
+      [](ReferenceKernels& k, std::span<const Tensor* const> in, [[maybe_unused]] const KernelAttrs& a, \
+         Tensor& out) { call; })
+REMAT_SHARED_KERNEL(matmul, k.DoMatMul(*in[0], a.transpose_a, *in[1], a.transpose_b, out));
+REMAT_SHARED_KERNEL(relu, k.DoRelu(*in[0], out));
+REMAT_SHARED_KERNEL(relu_backward, k.DoReluBackward(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(sin, k.DoSin(*in[0], out));
+REMAT_SHARED_KERNEL(cos, k.DoCos(*in[0], out));
+REMAT_SHARED_KERNEL(sin_backward, k.DoSinBackward(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(cos_backward, k.DoCosBackward(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(square, k.DoSquare(*in[0], out));
+REMAT_SHARED_KERNEL(square_backward, k.DoSquareBackward(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(add, k.DoAdd(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(mul, k.DoMul(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(sum, k.DoSum(*in[0], out));
+REMAT_SHARED_KERNEL(broadcast, k.DoBroadcast(*in[0], out));
+REMAT_SHARED_KERNEL(softmax, k.DoSoftmax(*in[0], out));
+REMAT_SHARED_KERNEL(softmax_backward, k.DoSoftmaxBackward(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(layer_norm, k.DoLayerNorm(*in[0], *in[1], *in[2], out));
+REMAT_SHARED_KERNEL(layer_norm_backward, k.DoLayerNormBackward(*in[0], *in[1], *in[2], out));
+REMAT_SHARED_KERNEL(layer_norm_gamma_grad, k.DoLayerNormGammaGrad(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(sum_leading, k.DoSumLeading(*in[0], out));
+REMAT_SHARED_KERNEL(gelu, k.DoGelu(*in[0], out));
+REMAT_SHARED_KERNEL(gelu_backward, k.DoGeluBackward(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(scale, k.DoScale(*in[0], a.scalar, out));
+REMAT_SHARED_KERNEL(transpose, k.DoTranspose(*in[0], out));
+REMAT_SHARED_KERNEL(split_heads, k.DoSplitHeads(*in[0], a.int_a, a.int_b, out));
+REMAT_SHARED_KERNEL(merge_heads, k.DoMergeHeads(*in[0], a.int_a, out));
+REMAT_SHARED_KERNEL(bias_add, k.DoBiasAdd(*in[0], *in[1], out));
+#undef REMAT_SHARED_KERNEL
+
 }  // namespace remat

@@ -46,29 +46,23 @@ void FaultyKernels::ScrubNans(Tensor& out) const {
   }
 }
 
-void FaultyKernels::DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
-  OneDnnKernels::DoReluBackward(x, dy, out);
-  if (fault_ == KernelFault::kReluGradAtZeroIsOne && !dry_run()) {
-    for (int64_t i = 0; i < out.num_elements(); ++i) {
-      if (x.f32()[i] == 0.0f) out.f32()[i] = dy.f32()[i];
-    }
-  }
-  ScrubNans(out);
-}
+// Each wrong kernel runs the real one first (its scratchpad, as the real
+// kernel's), then rewrites its output.
 
-void FaultyKernels::DoSum(const Tensor& x, Tensor& out) {
-  OneDnnKernels::DoSum(x, out);  // its scratchpad, as the real kernel
-  if (fault_ == KernelFault::kSumInFloat64 && !dry_run()) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < x.num_elements(); ++i) sum += x.f32()[i];
-    out.f32()[0] = static_cast<float>(sum);
+void FaultyKernels::ReluGradAtZeroIsOne(const Tensor& x, const Tensor& dy, Tensor& out) const {
+  for (int64_t i = 0; i < out.num_elements(); ++i) {
+    if (x.f32()[i] == 0.0f) out.f32()[i] = dy.f32()[i];
   }
 }
 
-void FaultyKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                Tensor& out) {
-  OneDnnKernels::DoLayerNorm(x, gamma, beta, out);
-  if (fault_ != KernelFault::kLayerNormEpsilon1e6 || dry_run()) return;
+void FaultyKernels::SumInFloat64(const Tensor& x, Tensor& out) const {
+  double sum = 0.0;
+  for (int64_t i = 0; i < x.num_elements(); ++i) sum += x.f32()[i];
+  out.f32()[0] = static_cast<float>(sum);
+}
+
+void FaultyKernels::LayerNormWrongEpsilon(const Tensor& x, const Tensor& gamma,
+                                          const Tensor& beta, Tensor& out) const {
   const int64_t c = LastDim(x), rows = NumRows(x);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.f32() + r * c;
@@ -80,109 +74,92 @@ void FaultyKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tens
   }
 }
 
-void FaultyKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
-                                        Tensor& out) {
-  OneDnnKernels::DoLayerNormBackward(x, gamma, dy, out);
-  if (fault_ == KernelFault::kLayerNormEpsilon1e6 && !dry_run()) {
-    // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma.
-    const int64_t c = LastDim(x), rows = NumRows(x);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x.f32() + r * c;
-      const float* dyr = dy.f32() + r * c;
-      float* o = out.f32() + r * c;
-      const RowStats s = WrongStats(xr, c);
-      float sum_g = 0.0f, sum_gx = 0.0f;
-      for (int64_t j = 0; j < c; ++j) {
-        const float g = dyr[j] * gamma.f32()[j];
-        sum_g += g;
-        sum_gx += g * ((xr[j] - s.mean) * s.rstd);
-      }
-      const float mean_g = sum_g / static_cast<float>(c);
-      const float mean_gx = sum_gx / static_cast<float>(c);
-      for (int64_t j = 0; j < c; ++j) {
-        const float g = dyr[j] * gamma.f32()[j];
-        o[j] = s.rstd * (g - mean_g - ((xr[j] - s.mean) * s.rstd) * mean_gx);
-      }
+void FaultyKernels::LayerNormBackwardWrongEpsilon(const Tensor& x, const Tensor& gamma,
+                                                  const Tensor& dy, Tensor& out) const {
+  // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma.
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.f32() + r * c;
+    const float* dyr = dy.f32() + r * c;
+    float* o = out.f32() + r * c;
+    const RowStats s = WrongStats(xr, c);
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int64_t j = 0; j < c; ++j) {
+      const float g = dyr[j] * gamma.f32()[j];
+      sum_g += g;
+      sum_gx += g * ((xr[j] - s.mean) * s.rstd);
+    }
+    const float mean_g = sum_g / static_cast<float>(c);
+    const float mean_gx = sum_gx / static_cast<float>(c);
+    for (int64_t j = 0; j < c; ++j) {
+      const float g = dyr[j] * gamma.f32()[j];
+      o[j] = s.rstd * (g - mean_g - ((xr[j] - s.mean) * s.rstd) * mean_gx);
     }
   }
-  ScrubNans(out);
 }
 
-void FaultyKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) {
-  OneDnnKernels::DoLayerNormGammaGrad(x, dy, out);
-  if (fault_ == KernelFault::kLayerNormEpsilon1e6 && !dry_run()) {
-    const int64_t c = LastDim(x), rows = NumRows(x);
-    float* o = out.f32();
-    for (int64_t j = 0; j < c; ++j) o[j] = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x.f32() + r * c;
-      const RowStats s = WrongStats(xr, c);
-      for (int64_t j = 0; j < c; ++j) o[j] += dy.f32()[r * c + j] * ((xr[j] - s.mean) * s.rstd);
-    }
+void FaultyKernels::LayerNormGammaGradWrongEpsilon(const Tensor& x, const Tensor& dy,
+                                                   Tensor& out) const {
+  const int64_t c = LastDim(x), rows = NumRows(x);
+  float* o = out.f32();
+  for (int64_t j = 0; j < c; ++j) o[j] = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.f32() + r * c;
+    const RowStats s = WrongStats(xr, c);
+    for (int64_t j = 0; j < c; ++j) o[j] += dy.f32()[r * c + j] * ((xr[j] - s.mean) * s.rstd);
   }
-  ScrubNans(out);
 }
 
-// The rest only scrub, for kNanCotangentsToZero.
-
-void FaultyKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b,
-                             bool transpose_b, Tensor& out) {
-  OneDnnKernels::DoMatMul(a, transpose_a, b, transpose_b, out);
-  ScrubNans(out);
+bool FaultyKernels::ComputesCotangents(KernelOp op) {
+  switch (op) {
+    case KernelOp::kReluBackward:
+    case KernelOp::kLayerNormBackward:
+    case KernelOp::kLayerNormGammaGrad:
+    case KernelOp::kMatMul:
+    case KernelOp::kAdd:
+    case KernelOp::kMul:
+    case KernelOp::kBroadcast:
+    case KernelOp::kSinBackward:
+    case KernelOp::kCosBackward:
+    case KernelOp::kSquareBackward:
+    case KernelOp::kSoftmaxBackward:
+    case KernelOp::kSumLeading:
+    case KernelOp::kGeluBackward:
+    case KernelOp::kScale:
+      return true;
+    default:
+      return false;
+  }
 }
 
-void FaultyKernels::DoAdd(const Tensor& a, const Tensor& b, Tensor& out) {
-  OneDnnKernels::DoAdd(a, b, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::DoMul(const Tensor& a, const Tensor& b, Tensor& out) {
-  OneDnnKernels::DoMul(a, b, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::DoBroadcast(const Tensor& s, Tensor& out) {
-  OneDnnKernels::DoBroadcast(s, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
-  OneDnnKernels::DoSinBackward(x, dy, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
-  OneDnnKernels::DoCosBackward(x, dy, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
-  OneDnnKernels::DoSquareBackward(x, dy, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
-  OneDnnKernels::DoSoftmaxBackward(y, dy, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::DoSumLeading(const Tensor& x, Tensor& out) {
-  OneDnnKernels::DoSumLeading(x, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
-  OneDnnKernels::DoGeluBackward(x, dy, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::DoScale(const Tensor& x, double c, Tensor& out) {
-  OneDnnKernels::DoScale(x, c, out);
-  ScrubNans(out);
-}
-
-void FaultyKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
+void FaultyKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> in,
                                    const KernelAttrs& attrs, Tensor& out) {
+  if (fault_ == KernelFault::kFreshDropoutMaskOnRecompute) return RunFreshDropout(op, in, attrs, out);
+  OneDnnKernels::RunTableKernel(op, in, attrs, out);
+  if (dry_run()) return;
+  switch (fault_) {
+    case KernelFault::kReluGradAtZeroIsOne:
+      if (op == KernelOp::kReluBackward) ReluGradAtZeroIsOne(*in[0], *in[1], out);
+      break;
+    case KernelFault::kSumInFloat64:
+      if (op == KernelOp::kSum) SumInFloat64(*in[0], out);
+      break;
+    case KernelFault::kLayerNormEpsilon1e6:
+      if (op == KernelOp::kLayerNorm) LayerNormWrongEpsilon(*in[0], *in[1], *in[2], out);
+      if (op == KernelOp::kLayerNormBackward) {
+        LayerNormBackwardWrongEpsilon(*in[0], *in[1], *in[2], out);
+      }
+      if (op == KernelOp::kLayerNormGammaGrad) LayerNormGammaGradWrongEpsilon(*in[0], *in[1], out);
+      break;
+    case KernelFault::kNanCotangentsToZero:
+    case KernelFault::kFreshDropoutMaskOnRecompute:
+      break;
+  }
+  if (ComputesCotangents(op)) ScrubNans(out);
+}
+
+void FaultyKernels::RunFreshDropout(KernelOp op, std::span<const Tensor* const> operands,
+                                    const KernelAttrs& attrs, Tensor& out) {
   if (fault_ != KernelFault::kFreshDropoutMaskOnRecompute ||
       std::string_view(TableKernel(op).name) != "dropout" || dry_run() || !tracker()) {
     return OneDnnKernels::RunTableKernel(op, operands, attrs, out);

@@ -49,33 +49,26 @@ class FaultyKernels : public OneDnnKernels {
   std::string name() const override { return name_; }
 
  protected:
-  void DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoSum(const Tensor& x, Tensor& out) override;
-  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                   Tensor& out) override;
-  void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
-                           Tensor& out) override;
-  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  // The kernels a backward rule calls, for kNanCotangentsToZero.
-  void DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
-                Tensor& out) override;
-  void DoAdd(const Tensor& a, const Tensor& b, Tensor& out) override;
-  void DoMul(const Tensor& a, const Tensor& b, Tensor& out) override;
-  void DoBroadcast(const Tensor& s, Tensor& out) override;
-  void DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) override;
-  void DoSumLeading(const Tensor& x, Tensor& out) override;
-  void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out) override;
-  void DoScale(const Tensor& x, double c, Tensor& out) override;
-  // dropout, for kFreshDropoutMaskOnRecompute.
+  // Every kernel call: the real kernel, then the fault's rewrite of its
+  // output where the fault concerns the kernel.
   void RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
                       const KernelAttrs& attrs, Tensor& out) override;
 
  private:
-  // kNanCotangentsToZero: zeroes the NaNs of a cotangent.
+  // kNanCotangentsToZero: zeroes the NaNs of a cotangent, for the kernels a
+  // backward rule calls.
   void ScrubNans(Tensor& out) const;
+  static bool ComputesCotangents(KernelOp op);
+  void ReluGradAtZeroIsOne(const Tensor& x, const Tensor& dy, Tensor& out) const;
+  void SumInFloat64(const Tensor& x, Tensor& out) const;
+  void LayerNormWrongEpsilon(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& out) const;
+  void LayerNormBackwardWrongEpsilon(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                                     Tensor& out) const;
+  void LayerNormGammaGradWrongEpsilon(const Tensor& x, const Tensor& dy, Tensor& out) const;
+  // kFreshDropoutMaskOnRecompute: dropout with an advancing generator.
+  void RunFreshDropout(KernelOp op, std::span<const Tensor* const> operands,
+                       const KernelAttrs& attrs, Tensor& out);
 
   KernelFault fault_;
   std::string name_;
