@@ -174,9 +174,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
       one.f64()[0] = 1.0;
     }
     cotangents = Backward(program, &tape, one, needs, "");
-    std::vector<int> order = wrt;
-    if (Faulty(Fault::kGradientsInParameterOrder)) std::sort(order.begin(), order.end());
-    for (int w : order) {
+    for (int w : wrt) {
       Tensor g = cotangents[w];
       if (!g.defined()) g = Tensor::Zeros(kernels_->dtype(), program.shapes[w], tracker_);
       result.grads.push_back(g);

@@ -96,8 +96,6 @@ enum class Fault {
   // The residuals a recomputation records for the backward pass have
   // their shape flattened (rank 2 and 3 become rank 1).
   kRecomputeShapeMismatch,
-  // Gradients are returned in parameter order, not in the order of wrt.
-  kGradientsInParameterOrder,
   // A checkpoint region's needed parameter that no cotangent reached
   // contributes zeros to the enclosing sums instead of nothing (CONTRACT.md
   // 3.4): a -0.0 sum becomes +0.0.

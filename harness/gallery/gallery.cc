@@ -1,6 +1,7 @@
 // The faulty engines and their registration (see gallery.h).
 #include "harness/gallery/gallery.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -118,6 +119,26 @@ class InventedPredictionEngine : public Decorator {
   }
 };
 
+// Returns the gradients in parameter order, not in the order of wrt (as an
+// engine that collects them by walking the parameters would).
+class ParameterOrderGradientsEngine : public Decorator {
+ public:
+  using Decorator::Decorator;
+  Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                      const std::vector<int>& wrt, const RunOptions& options) override {
+    Result r = inner().ValueAndGrad(program, args, wrt, options);
+    if (r.grads.size() != wrt.size()) return r;
+    std::vector<size_t> order(wrt.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&wrt](size_t a, size_t b) { return wrt[a] < wrt[b]; });
+    std::vector<Tensor> grads;
+    for (size_t i : order) grads.push_back(r.grads[i]);
+    r.grads = std::move(grads);
+    return r;
+  }
+};
+
 template <typename T>
 EngineFactory Around(const std::string& name) {
   return [name] { return std::make_unique<T>(name); };
@@ -162,7 +183,7 @@ const std::vector<Entry>& Entries() {
        InInterpreter("faulty_scan_carry_needs", Fault::kScanCarryNeedsByDependence)},
       {{"faulty_wrong_input_gradient",
         "gradients returned in parameter order, not in the order of wrt", {"gradients follow wrt"}},
-       InInterpreter("faulty_wrong_input_gradient", Fault::kGradientsInParameterOrder)},
+       Around<ParameterOrderGradientsEngine>("faulty_wrong_input_gradient")},
       // Recomputation and the tape.
       {{"faulty_recompute_one_ulp",
         "recomputation on a kernel one ulp off the forward pass's (first element of each value)",
