@@ -52,16 +52,6 @@ std::vector<int> LastUses(const Program& p) {
   return last;
 }
 
-// Fault::kRecomputeOneUlpOff: the first element one ulp up.
-void NudgeOneUlp(const Tensor& t) {
-  if (t.dry() || t.num_elements() == 0) return;
-  if (t.dtype() == DType::kF32) {
-    t.f32()[0] = std::nextafter(t.f32()[0], INFINITY);
-  } else {
-    t.f64()[0] = std::nextafter(t.f64()[0], INFINITY);
-  }
-}
-
 // Fault::kResidualFreedEarly: the storage of residuals freed early, kept
 // mapped for the life of the process (as a caching allocator keeps freed
 // blocks) so that reading it is wrong but defined. Their buffers are never
@@ -271,9 +261,6 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
       Log(recomputing_ ? "recompute" : "forward", where, op, p);
       ++op_runs_[Program::Describe(op)];
       out = remat::Forward(*kernels_, op, in);
-      if (recomputing_ && Faulty(Fault::kRecomputeOneUlpOff) && op.kind != OpKind::kName) {
-        NudgeOneUlp(out);
-      }
       if (!awaiting_reuse_.empty() && op.kind != OpKind::kName) Reuse(out);
     } else if (op.kind == OpKind::kCheckpoint) {
       ForwardCheckpoint(op, in, in_needs, op_tape, /*run=*/true, where, &out);
@@ -1013,8 +1000,7 @@ void ReverseMode::Accumulate(Tensor* acc, const Tensor& contribution) {
 }
 
 bool ReverseMode::Inline(const Op& region) const {
-  return inline_checkpoints_ || Faulty(Fault::kIgnoreCheckpointRegions) ||
-         !planner_->PlanRegion(region).honour;
+  return inline_checkpoints_ || !planner_->PlanRegion(region).honour;
 }
 
 void ReverseMode::FreeEarly(const Tensor& value) {

@@ -76,9 +76,6 @@ enum class Fault {
   // The cotangent of a scan's initial carry, and block 0's contribution to a
   // scheduled chain's initial carry, are dropped (zeros are returned).
   kDropInitialCarryCotangent,
-  // Every value a recomputation computes is off by one ulp in its first
-  // element: recomputation on a kernel that differs from the forward pass's.
-  kRecomputeOneUlpOff,
   // A value the backward pass reads is freed at its last forward use (the
   // tracker's live bytes drop there), and the storage of a freed value is
   // given to the next value the forward pass computes (which overwrites it)
@@ -90,9 +87,6 @@ enum class Fault {
   // region's last forward instance (a cache keyed by region, not instance):
   // in a scan, every step reads the last step's saved values.
   kStaleSavedValue,
-  // Checkpoint regions run inline (everything stored) while
-  // the planner honours them; schedules still are.
-  kIgnoreCheckpointRegions,
   // The residuals a recomputation records for the backward pass have
   // their shape flattened (rank 2 and 3 become rank 1).
   kRecomputeShapeMismatch,

@@ -10,6 +10,7 @@
 #define REMAT_HARNESS_GALLERY_FAULTY_KERNELS_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -37,6 +38,12 @@ enum class KernelFault {
   // without preserve_rng_state), and the backward pass reuses the latest
   // draw's mask: right without recomputation, wrong after one.
   kFreshDropoutMaskOnRecompute,
+  // A forward kernel call (category kActivations) that repeats an earlier
+  // call of the run, the same kernel on operands of the same bits, as a
+  // recomputation does, gives its first element one ulp up: kernels that
+  // are not reproducible (a reduction split by the threads free at the time,
+  // atomics), so that a recomputed value differs from the forward pass's.
+  kRepeatedCallOneUlpOff,
 };
 
 class FaultyKernels : public OneDnnKernels {
@@ -76,6 +83,10 @@ class FaultyKernels : public OneDnnKernels {
   // (the run is the bound tracker).
   const MemoryTracker* run_ = nullptr;
   std::map<std::pair<int32_t, int64_t>, int64_t> draws_;
+  // kRepeatedCallOneUlpOff: the hashes of this run's forward calls.
+  std::set<uint64_t> calls_;
+  // Resets the per-run state when the bound tracker (the run) changed.
+  void StartRunIfNew();
 };
 
 }  // namespace remat

@@ -35,6 +35,32 @@ EngineFactory InKernels(const std::string& name, KernelFault fault, const std::s
   };
 }
 
+// A fault in the planner: recompute's planner, but every checkpoint region
+// is run inline while the engine says it honours them (schedules still
+// are).
+class InlineRegionsPlanner : public Planner {
+ public:
+  bool honours_checkpoints() const override { return true; }
+  RegionPlan PlanRegion(const Op&) const override { return {}; }
+  std::vector<SaveDecision> PlanSaves(const Op& region,
+                                      const std::vector<bool>& param_needs) const override {
+    return inner_->PlanSaves(region, param_needs);
+  }
+  LoopPlan PlanLoop(const Op& loop, const LoopModel& model) const override {
+    return inner_->PlanLoop(loop, model);
+  }
+
+ private:
+  std::unique_ptr<Planner> inner_ = MakeRecomputePlanner();
+};
+
+EngineFactory InPlanner(const std::string& name) {
+  return [name] {
+    return std::make_unique<ReverseModeEngine>(name, std::make_unique<OneDnnKernels>(),
+                                               std::make_unique<InlineRegionsPlanner>());
+  };
+}
+
 // A fault around recompute: everything but ValueAndGrad is recompute's.
 class Decorator : public Engine {
  public:
@@ -186,9 +212,11 @@ const std::vector<Entry>& Entries() {
        Around<ParameterOrderGradientsEngine>("faulty_wrong_input_gradient")},
       // Recomputation and the tape.
       {{"faulty_recompute_one_ulp",
-        "recomputation on a kernel one ulp off the forward pass's (first element of each value)",
+        "recomputation on kernels that are not reproducible: a forward kernel call that repeats "
+        "an earlier one of the run (the same kernel on the same bits) comes out one ulp up in "
+        "its first element",
         {"differs from eager"}},
-       InInterpreter("faulty_recompute_one_ulp", Fault::kRecomputeOneUlpOff)},
+       InKernels("faulty_recompute_one_ulp", KernelFault::kRepeatedCallOneUlpOff, "onednn")},
       {{"faulty_freed_residual",
         "a residual freed at its last forward use while the tape reads it; its storage then "
         "holds the next value",
@@ -202,7 +230,7 @@ const std::vector<Entry>& Entries() {
       {{"faulty_ignored_checkpoints",
         "checkpoint regions run inline while honours_checkpoints() says true",
         {"claims to honour checkpoint regions"}},
-       InInterpreter("faulty_ignored_checkpoints", Fault::kIgnoreCheckpointRegions)},
+       InPlanner("faulty_ignored_checkpoints")},
       {{"faulty_recompute_shape",
         "the residuals a recomputation records come back flattened (a shape unlike the forward "
         "pass's)",
