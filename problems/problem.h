@@ -64,6 +64,10 @@ class Problem {
     (void)params;
     return Tensor();
   }
+  // The inputs of wrt() whose gradient no cotangent reaches, by design:
+  // every engine must return zeros of the input's shape for them, and no
+  // other gradient may be all zero (a vacuous comparison proves nothing).
+  virtual std::vector<std::string> unreached_inputs() const { return {}; }
 };
 
 // Defaults (or test sizes) with `overrides` applied. An unknown name or a

@@ -17,6 +17,7 @@ std::unique_ptr<Problem> MakeSinRecursive();  // seed 002, recursive_checkpoint
 std::unique_ptr<Problem> MakeTransformerStack();  // scan of post-LN transformer blocks
 std::unique_ptr<Problem> MakeMlpChain();      // seed 004, checkpoint_sequential
 std::unique_ptr<Problem> MakeGpt();           // nanoGPT: embeddings, causal attention, dropout
+std::unique_ptr<Problem> MakeUnreached();     // gradients no cotangent reaches
 
 }  // namespace remat
 
