@@ -100,6 +100,87 @@ void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, const Ten
 }
 
 
+// silu: s = 1 / (1 + e^-x) (T's exp), y = x s.
+template <typename T>
+void Silu(const Tensor& x, Tensor& out) {
+  const T* a = static_cast<const T*>(x.raw());
+  T* y = static_cast<T*>(out.raw());
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    const T s = T(1) / (T(1) + std::exp(-a[i]));
+    y[i] = a[i] * s;
+  }
+}
+
+// dx = dy (s (1 + x (1 - s))), s as in Silu.
+template <typename T>
+void SiluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
+  const T* a = static_cast<const T*>(x.raw());
+  const T* g = static_cast<const T*>(dy.raw());
+  T* y = static_cast<T*>(out.raw());
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    const T s = T(1) / (T(1) + std::exp(-a[i]));
+    y[i] = g[i] * (s * (T(1) + a[i] * (T(1) - s)));
+  }
+}
+
+// rms_norm's row statistic: rstd = 1 / sqrt(sum_j x_j^2 / C + eps), the
+// squares summed in index order, eps rounded to T.
+template <typename T>
+T RmsRstd(const T* x, int64_t c, double eps) {
+  T ss = T(0);
+  for (int64_t j = 0; j < c; ++j) ss += x[j] * x[j];
+  return T(1) / std::sqrt(ss / static_cast<T>(c) + static_cast<T>(eps));
+}
+
+// y_j = (x_j rstd) gamma_j per row.
+template <typename T>
+void RmsNorm(const Tensor& x, const Tensor& gamma, double eps, Tensor& out) {
+  const int64_t c = gamma.num_elements();
+  const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
+  const T* gm = static_cast<const T*>(gamma.raw());
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = static_cast<const T*>(x.raw()) + r * c;
+    T* yr = static_cast<T*>(out.raw()) + r * c;
+    const T rstd = RmsRstd(xr, c, eps);
+    for (int64_t j = 0; j < c; ++j) yr[j] = (xr[j] * rstd) * gm[j];
+  }
+}
+
+// dx_j = rstd (g_j - xhat_j m), g = dy gamma, xhat = x rstd,
+// m = (sum_j g_j xhat_j) / C, per row.
+template <typename T>
+void RmsNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy, double eps,
+                     Tensor& out) {
+  const int64_t c = gamma.num_elements();
+  const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
+  const T* gm = static_cast<const T*>(gamma.raw());
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = static_cast<const T*>(x.raw()) + r * c;
+    const T* dyr = static_cast<const T*>(dy.raw()) + r * c;
+    T* o = static_cast<T*>(out.raw()) + r * c;
+    const T rstd = RmsRstd(xr, c, eps);
+    T sum = T(0);
+    for (int64_t j = 0; j < c; ++j) sum += (dyr[j] * gm[j]) * (xr[j] * rstd);
+    const T m = sum / static_cast<T>(c);
+    for (int64_t j = 0; j < c; ++j) o[j] = rstd * (dyr[j] * gm[j] - (xr[j] * rstd) * m);
+  }
+}
+
+// dgamma_j = sum over rows, in order, of dy_j xhat_j.
+template <typename T>
+void RmsNormGammaGrad(const Tensor& x, const Tensor& dy, double eps, Tensor& out) {
+  const int64_t c = out.num_elements();
+  const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
+  T* o = static_cast<T*>(out.raw());
+  for (int64_t j = 0; j < c; ++j) o[j] = T(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = static_cast<const T*>(x.raw()) + r * c;
+    const T* dyr = static_cast<const T*>(dy.raw()) + r * c;
+    const T rstd = RmsRstd(xr, c, eps);
+    for (int64_t j = 0; j < c; ++j) o[j] += dyr[j] * (xr[j] * rstd);
+  }
+}
+
 }  // namespace loop_kernels
 }  // namespace remat
 

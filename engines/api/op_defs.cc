@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string_view>
 
 #include "engines/api/error.h"
@@ -168,6 +169,69 @@ const KernelOp kCrossEntropyBackwardKernel = DefineKernel(
      },
      .flops = [](std::span<const Tensor* const> in, const Shape&) { return 4 * in[0]->num_elements(); },
      .int_operands = 0b10});
+
+// silu(x) = x / (1 + e^-x), elementwise (loop_kernels.h states the order);
+// its backward dx = dy (s (1 + x (1 - s))), a fused rule of 2 FLOPs.
+const KernelOp kSiluKernel = DefineKernel(
+    {.name = "silu", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
+const KernelOp kSiluBackwardKernel = DefineKernel(
+    {.name = "silu_backward",
+     .arity = 2,
+     .shape = SameShapeOperands,
+     .flops = [](std::span<const Tensor* const> in, const Shape&) { return 2 * in[0]->num_elements(); }});
+
+// rms_norm(x (..., C), gamma (C); eps): y = x rstd gamma per row, rstd =
+// 1 / sqrt(mean of x^2 + eps); loop_kernels.h states the order. FLOPs per
+// element of x: 4 forward (square, sum, times rstd, times gamma); 9 for dx
+// (3 to recompute xhat, dy gamma, its product with xhat and the sum, 3 to
+// combine); 5 for dgamma (3 for xhat, dy xhat, the column sum).
+void CheckRmsNormOperands(const Shape& x, const Shape& gamma, double eps) {
+  if (x.rank() == 0 || gamma != Shape({x.dim(x.rank() - 1)})) {
+    throw Error(StrCat("rms_norm of ", x.ToString(), " needs gamma of shape (",
+                       x.rank() == 0 ? 0 : x.dim(x.rank() - 1), ") (the last axis); got ",
+                       gamma.ToString()));
+  }
+  if (!(eps > 0) || !std::isfinite(eps)) {
+    throw Error(StrCat("rms_norm's eps must be positive and finite; got ", eps));
+  }
+}
+template <int kFlops>
+int64_t PerElementOfX(std::span<const Tensor* const> in, const Shape&) {
+  return kFlops * in[0]->num_elements();
+}
+const KernelOp kRmsNormKernel = DefineKernel(
+    {.name = "rms_norm",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckRmsNormOperands(in[0]->shape(), in[1]->shape(), a.scalar);
+       return in[0]->shape();
+     },
+     .flops = PerElementOfX<4>});
+// (x, gamma, dy) -> dx
+const KernelOp kRmsNormBackwardKernel = DefineKernel(
+    {.name = "rms_norm_backward",
+     .arity = 3,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckRmsNormOperands(in[0]->shape(), in[1]->shape(), a.scalar);
+       if (in[2]->shape() != in[0]->shape()) {
+         throw Error(StrCat("dy ", in[2]->TypeString(), " is not x's shape ", in[0]->TypeString()));
+       }
+       return in[0]->shape();
+     },
+     .flops = PerElementOfX<9>});
+// (x, dy) -> dgamma (C)
+const KernelOp kRmsNormGammaGradKernel = DefineKernel(
+    {.name = "rms_norm_gamma_grad",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs&) {
+       const Shape& x = in[0]->shape();
+       if (x.rank() == 0 || in[1]->shape() != x) {
+         throw Error(StrCat("x ", in[0]->TypeString(), " and dy ", in[1]->TypeString(),
+                            " must be one shape of rank >= 1"));
+       }
+       return Shape({x.dim(x.rank() - 1)});
+     },
+     .flops = PerElementOfX<5>});
 
 // clang-format off
 const OpDef kOps[] = {
@@ -685,6 +749,61 @@ const OpDef kOps[] = {
      .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({3})}; },
      .int_inputs = 0b10,
      .int_bound = [](const Shapes& in, int) { return LastDim(in[0]); }},
+
+    // silu    y = x sigmoid(x); saves x; dx = dy (s (1 + x (1 - s)))
+    {.kind = OpKind::kSilu, .name = "silu", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesInput0,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Call(kSiluKernel, {&in[0]}); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kSiluBackwardKernel, {&a.saved_inputs[0], &a.dout});
+     },
+     .flops = OnePerOutput,
+     // exp, add, divide, multiply; the backward's five roundings and dy's
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + 4; },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy, a.kf_inputs[0]) + 8;
+     },
+     .example = Unary34},
+
+    // rms_norm  y = x rstd gamma over the last axis (attr scalar = eps > 0),
+    //         rstd = 1 / sqrt(mean(x^2) + eps) (LLaMA's RMSNorm); saves x
+    //         (for dx and dgamma) and gamma (for dx)
+    {.kind = OpKind::kRmsNorm, .name = "rms_norm", .arity = 2, .has_scalar = true, .num_ints = 0,
+     .shape = [](const Op& op, const Shapes& in) {
+       CheckRmsNormOperands(in[0], in[1], op.scalar);
+       return in[0];
+     },
+     .saves = [](const Needs& needs, Saves& s) {
+       s.inputs[0] = needs[0] || needs[1];
+       s.inputs[1] = needs[0];
+     },
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kRmsNormKernel, {&in[0], &in[1]}, {.scalar = op.scalar});
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) {
+         d[0] = k.Call(kRmsNormBackwardKernel, {&a.saved_inputs[0], &a.saved_inputs[1], &a.dout},
+                       {.scalar = op.scalar});
+       }
+       if (a.needs[1]) {
+         d[1] = k.Call(kRmsNormGammaGradKernel, {&a.saved_inputs[0], &a.dout}, {.scalar = op.scalar});
+       }
+     },
+     .flops = [](const Shapes&, const Shape& out) { return 4 * out.num_elements(); },
+     .forward_depth = [](const DepthArgs& a) {
+       return a.deepest() + static_cast<double>(LastDim(a.inputs[0])) + 5;
+     },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       const double c = static_cast<double>(LastDim(a.inputs[0]));
+       const double rows = static_cast<double>(Rows(a.inputs[0]));
+       k[0] = std::max({dy, a.kf_inputs[0], a.kf_inputs[1]}) + 2 * c + 8;
+       k[1] = std::max(dy, a.kf_inputs[0]) + c + rows + 6;
+     },
+     .example = [](Op& op) {
+       op.scalar = 1e-6;
+       return Shapes{Shape({3, 4}), Shape({4})};
+     }},
 };
 // clang-format on
 

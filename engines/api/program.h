@@ -59,6 +59,8 @@ enum class OpKind {
   kEmbedding,   // inputs table (V, D), ids (i32)
   kMaskedFill,  // inputs x, mask (i32, x's shape); attr `scalar` = the fill
   kCrossEntropy,  // inputs logits (N, C), targets (i32 (N)); mean over rows
+  kSilu,        // y = x sigmoid(x)
+  kRmsNorm,     // inputs x, gamma (C); attr `scalar` = eps
   kCheckpoint,
   kScan,
   kChain,

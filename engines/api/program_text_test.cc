@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -441,6 +442,44 @@ TEST(ProgramTextTest, TheHandWrittenExampleRuns) {
   const Result recompute = MakeEngine("recompute")->ValueAndGrad(p, inputs, wrt, {});
   EXPECT_FALSE(FirstBitDifference(eager, recompute).has_value());
   EXPECT_GT(recompute.stats.flops_recomputed, 0);
+}
+
+// The LLaMA-style block (rms_norm, silu): it round-trips, every f32 engine
+// gives eager's bits, recompute recomputes, and the float64 engines agree
+// with it to f32 rounding.
+TEST(ProgramTextTest, TheLlamaBlockRunsOnEveryEngine) {
+  const Program p = ReadProgramFile("problems/files/llama_mlp.remat");
+  EXPECT_EQ(p.CountOps(OpKind::kRmsNorm), 2);
+  EXPECT_EQ(p.CountOps(OpKind::kSilu), 1);
+  EXPECT_EQ(ProgramDifference(p, ParseProgram(PrintProgram(p), "printed")), "");
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < p.num_params(); ++i) {
+    Tensor t = Tensor::Zeros(DType::kF32, p.shapes[i]);
+    for (int64_t j = 0; j < t.num_elements(); ++j) {
+      t.f32()[j] = 0.02f * static_cast<float>((j * 7 + i) % 23) - 0.2f;
+    }
+    inputs.push_back(t);
+  }
+  const std::vector<int> wrt = {0, 1, 2, 3, 4, 5};
+  const Result eager = MakeEngine("eager")->ValueAndGrad(p, inputs, wrt, {});
+  for (const char* engine : {"recompute", "planned", "dtr"}) {
+    const Result r = MakeEngine(engine)->ValueAndGrad(p, inputs, wrt, {});
+    EXPECT_FALSE(FirstBitDifference(eager, r).has_value()) << engine;
+  }
+  EXPECT_GT(MakeEngine("recompute")->ValueAndGrad(p, inputs, wrt, {}).stats.flops_recomputed, 0);
+  for (const char* engine : {"oracle", "reference"}) {
+    const Result r = MakeEngine(engine)->ValueAndGrad(p, inputs, wrt, {});
+    ASSERT_EQ(r.grads.size(), eager.grads.size());
+    for (size_t g = 0; g < r.grads.size(); ++g) {
+      double scale = 0, err = 0;
+      for (int64_t j = 0; j < r.grads[g].num_elements(); ++j) {
+        scale = std::max(scale, std::abs(r.grads[g].at(j)));
+        err = std::max(err, std::abs(r.grads[g].at(j) - eager.grads[g].at(j)));
+      }
+      EXPECT_GT(scale, 0) << engine << " gradient " << g;
+      EXPECT_LE(err, 1e-4 * scale) << engine << " gradient " << g;
+    }
+  }
 }
 
 TEST(ProgramTextTest, ReadProgramFileNamesAMissingFile) {

@@ -706,6 +706,24 @@ REMAT_KERNEL_IMPL(OneDnnKernels, cross_entropy_backward,
                   [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
                      Tensor& out) { loop_kernels::CrossEntropyBackward<float>(*in[0], *in[1], *in[2], out); });
 
+REMAT_KERNEL_IMPL(OneDnnKernels, silu,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::Silu<float>(*in[0], out); });
+REMAT_KERNEL_IMPL(OneDnnKernels, silu_backward,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::SiluBackward<float>(*in[0], *in[1], out); });
+REMAT_KERNEL_IMPL(OneDnnKernels, rms_norm,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
+                     Tensor& out) { loop_kernels::RmsNorm<float>(*in[0], *in[1], a.scalar, out); });
+REMAT_KERNEL_IMPL(OneDnnKernels, rms_norm_backward,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
+                     Tensor& out) {
+                    loop_kernels::RmsNormBackward<float>(*in[0], *in[1], *in[2], a.scalar, out);
+                  });
+REMAT_KERNEL_IMPL(OneDnnKernels, rms_norm_gamma_grad,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
+                     Tensor& out) { loop_kernels::RmsNormGammaGrad<float>(*in[0], *in[1], a.scalar, out); });
+
 // ---------------------------------------------------------------------------
 // The kernels several ops share (kernels.h's KernelOp ids), in the table.
 // Registered as allocating: each makes its oneDNN primitive, and counts its

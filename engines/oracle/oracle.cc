@@ -111,6 +111,16 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
         throw fail("takes logits (N, C) and targets (N)");
       }
       return Shape();
+    case OpKind::kSilu:
+      want_inputs(1);
+      return in[0];
+    case OpKind::kRmsNorm:
+      want_inputs(2);
+      if (in[0].rank() == 0 || in[1] != Shape({in[0].dim(in[0].rank() - 1)})) {
+        throw fail("takes x of rank >= 1 and gamma (C), C the last axis");
+      }
+      if (!(op.scalar > 0) || !std::isfinite(op.scalar)) throw fail("needs eps > 0");
+      return in[0];
     case OpKind::kSoftmax:
       want_inputs(1);
       if (in[0].rank() == 0) throw fail("works over the last axis of a rank >= 1 operand");
@@ -562,6 +572,25 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
     case OpKind::kMaskedFill:
       for (int64_t i = 0; i < n; ++i) y[i] = in[1]->at(i) != 0 ? op.scalar : x[i];
       return;
+    case OpKind::kSilu:
+      // x / (1 + e^-x).
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0 + std::exp(-x[i]));
+      flops_forward_ += n;
+      return;
+    case OpKind::kRmsNorm: {
+      // Per row: y_j = x_j gamma_j / sqrt(mean of x^2 + eps).
+      const double* gamma = in[1]->f64();
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        double ms = 0;
+        for (int64_t j = 0; j < cols; ++j) ms += xr[j] * xr[j];
+        ms /= static_cast<double>(cols);
+        const double inv_rms = 1.0 / std::sqrt(ms + op.scalar);
+        for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = xr[j] * inv_rms * gamma[j];
+      }
+      flops_forward_ += 4 * n;
+      return;
+    }
     case OpKind::kCrossEntropy: {
       // The mean over rows of -log p(target), p the row's softmax.
       double total = 0;
@@ -825,6 +854,50 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
       }
       flops_backward_ += ids.num_elements() * d;
       Contribute(e, 0, std::move(dtable));
+      return;
+    }
+    case OpKind::kSilu: {
+      // y = x s, s = 1 / (1 + e^-x), ds/dx = s (1 - s): dy/dx = s + x s (1 - s).
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) {
+        const double s = 1.0 / (1.0 + std::exp(-x[i]));
+        dx.f64()[i] = dy[i] * (s + x[i] * s * (1.0 - s));
+      }
+      flops_backward_ += 2 * n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kRmsNorm: {
+      // Back through the row's steps (q = sum x_j^2 / C, r = (q + eps)^(-1/2),
+      // y_j = x_j r gamma_j):
+      //   dgamma_j += dy_j x_j r                      (summed over rows)
+      //   g_j = dy_j gamma_j;  dx_j = g_j r;  dr = sum_j g_j x_j
+      //   through r:  dq = dr * (-1/2) (q + eps)^(-3/2)
+      //   through q:  dx_j += dq * 2 x_j / C
+      const double* gamma = slots_[e.inputs[1]].f64();
+      Tensor dx = NewGradient(xs);
+      Tensor dgamma = NewGradient(slots_[e.inputs[1]].shape());
+      const double c = static_cast<double>(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        const double* dyr = dy + r * cols;
+        double q = 0;
+        for (int64_t j = 0; j < cols; ++j) q += xr[j] * xr[j];
+        q /= c;
+        const double rs = 1.0 / std::sqrt(q + op.scalar);
+        double dr = 0;
+        for (int64_t j = 0; j < cols; ++j) {
+          dgamma.f64()[j] += dyr[j] * xr[j] * rs;
+          const double g = dyr[j] * gamma[j];
+          dx.f64()[r * cols + j] = g * rs;
+          dr += g * xr[j];
+        }
+        const double dq = dr * -0.5 * rs * rs * rs;
+        for (int64_t j = 0; j < cols; ++j) dx.f64()[r * cols + j] += dq * 2.0 * xr[j] / c;
+      }
+      flops_backward_ += 14 * n;
+      Contribute(e, 0, std::move(dx));
+      Contribute(e, 1, std::move(dgamma));
       return;
     }
     case OpKind::kMaskedFill: {

@@ -368,6 +368,24 @@ REMAT_KERNEL_IMPL(ReferenceKernels, cross_entropy_backward,
                   [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
                      Tensor& out) { loop_kernels::CrossEntropyBackward<double>(*in[0], *in[1], *in[2], out); });
 
+REMAT_KERNEL_IMPL(ReferenceKernels, silu,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::Silu<double>(*in[0], out); });
+REMAT_KERNEL_IMPL(ReferenceKernels, silu_backward,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::SiluBackward<double>(*in[0], *in[1], out); });
+REMAT_KERNEL_IMPL(ReferenceKernels, rms_norm,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
+                     Tensor& out) { loop_kernels::RmsNorm<double>(*in[0], *in[1], a.scalar, out); });
+REMAT_KERNEL_IMPL(ReferenceKernels, rms_norm_backward,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
+                     Tensor& out) {
+                    loop_kernels::RmsNormBackward<double>(*in[0], *in[1], *in[2], a.scalar, out);
+                  });
+REMAT_KERNEL_IMPL(ReferenceKernels, rms_norm_gamma_grad,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
+                     Tensor& out) { loop_kernels::RmsNormGammaGrad<double>(*in[0], *in[1], a.scalar, out); });
+
 // ---------------------------------------------------------------------------
 // The kernels several ops share (kernels.h's KernelOp ids), in the table.
 #define REMAT_SHARED_KERNEL(kernel_name, call)                                            \
