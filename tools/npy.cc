@@ -317,7 +317,9 @@ Tensor ParseNpy(const std::string& bytes, const std::string& name) {
   }
 
   const Value& descr = dict["descr"];
-  static constexpr char kSupported[] = "remat-bench reads '<f4' (float32) and '<f8' (float64)";
+  static constexpr char kSupported[] =
+      "remat-bench reads '<f4' (float32), '<f8' (float64), '<i4' (int32) and '<i8' (int64, "
+      "read as int32)";
   if (descr.kind == Value::Kind::kList) {
     throw Error(StrCat(name, ": unsupported dtype ", Echo(descr.source, 0),
                        " (a structured dtype); ", kSupported));
@@ -327,11 +329,18 @@ Tensor ParseNpy(const std::string& bytes, const std::string& name) {
                        ", not a string"));
   }
   DType dtype;
+  bool from_int64 = false;  // '<i8': ids as numpy makes them by default
   if (descr.text == "<f4") {
     dtype = DType::kF32;
   } else if (descr.text == "<f8") {
     dtype = DType::kF64;
-  } else if (descr.text == ">f4" || descr.text == ">f8") {
+  } else if (descr.text == "<i4") {
+    dtype = DType::kI32;
+  } else if (descr.text == "<i8") {
+    dtype = DType::kI32;
+    from_int64 = true;
+  } else if (descr.text == ">f4" || descr.text == ">f8" || descr.text == ">i4" ||
+             descr.text == ">i8") {
     throw Error(StrCat(name, ": big-endian data (dtype '", descr.text, "'); ", kSupported,
                        "; save with arr.astype('<", descr.text.substr(1), "')"));
   } else {
@@ -360,7 +369,7 @@ Tensor ParseNpy(const std::string& bytes, const std::string& name) {
   // The byte size, every partial product checked for int64 overflow (a zero
   // dimension later does not excuse an overflow earlier: Shape multiplies in
   // order too).
-  const int64_t item = DTypeSize(dtype);
+  const int64_t item = from_int64 ? 8 : DTypeSize(dtype);
   int64_t needed = item;
   for (int64_t d : shape.dims) {
     if (d != 0 && needed > std::numeric_limits<int64_t>::max() / d) {
@@ -381,7 +390,20 @@ Tensor ParseNpy(const std::string& bytes, const std::string& name) {
                        " bytes, the file has ", have, " after the header"));
   }
   Tensor t = Tensor::Zeros(dtype, Shape(shape.dims));
-  if (needed > 0) std::memcpy(t.raw(), all.data() + data_start, static_cast<size_t>(needed));
+  if (from_int64) {
+    // Each value must fit int32, remat-bench's integer dtype.
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      int64_t v;
+      std::memcpy(&v, all.data() + data_start + 8 * i, 8);
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+        throw Error(StrCat(name, ": int64 value ", v, " at flat index ", i,
+                           " does not fit int32 (remat-bench's integer inputs are int32)"));
+      }
+      t.i32()[i] = static_cast<int32_t>(v);
+    }
+  } else if (needed > 0) {
+    std::memcpy(t.raw(), all.data() + data_start, static_cast<size_t>(needed));
+  }
   return t;
 }
 
@@ -418,7 +440,8 @@ std::string SerializeNpy(const Tensor& t) {
     shape += std::to_string(s.dim(i));
   }
   shape += s.rank() == 1 ? ",)" : ")";
-  std::string header = StrCat("{'descr': '", t.dtype() == DType::kF32 ? "<f4" : "<f8",
+  const char* descr = t.dtype() == DType::kF32 ? "<f4" : t.dtype() == DType::kI32 ? "<i4" : "<f8";
+  std::string header = StrCat("{'descr': '", descr,
                               "', 'fortran_order': False, 'shape': ", shape, ", }");
   if (s.rank() > 0) header.append(kGrowthAxisMaxDigits - std::to_string(s.dim(0)).size(), ' ');
   // Then as numpy's _wrap_header: spaces and '\n' so that magic, version,

@@ -2,8 +2,10 @@
 // the inputs of a JAX or PyTorch run (`remat run --inputs DIR`) and take its
 // results back (`--dump DIR`) to compare gradients.
 //
-// Read: format versions 1.0, 2.0 and 3.0; dtypes '<f4' (f32) and '<f8'
-// (f64) only; C order only; rank 0 to 3. The header dict is parsed the way
+// Read: format versions 1.0, 2.0 and 3.0; dtypes '<f4' (f32), '<f8' (f64),
+// '<i4' (i32: ids, targets, seeds) and '<i8' (read as i32, numpy's default
+// integer; a value outside int32 is an error naming its index) only; C order
+// only; rank 0 to 3. The header dict is parsed the way
 // numpy writes it, tolerating what other writers vary: keys in any order,
 // single or double quotes, any spacing, a trailing comma or none, Python 2's
 // "3L" dimensions.
@@ -39,7 +41,7 @@ Tensor ParseNpy(const std::string& bytes, const std::string& name_for_errors);
 // bytes SerializeNpy returns. Errors name `path`.
 void WriteNpy(const std::string& path, const Tensor& t);
 
-// The bytes numpy.save writes for `t`: version 1.0, descr '<f4' or '<f8',
+// The bytes numpy.save writes for `t`: version 1.0, descr '<f4', '<f8' or '<i4',
 // fortran_order False, the shape as Python writes a tuple ("()", "(5,)",
 // "(5, 4)"), the header padded with spaces and ended with '\n' so that the
 // data starts at a multiple of 64 bytes. Throws Error for an undefined or

@@ -74,7 +74,11 @@ std::string Dict(const std::string& descr, const std::string& shape) {
 Tensor Interesting(DType dtype, const Shape& shape) {
   Tensor t = Tensor::Zeros(dtype, shape);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
-    if (dtype == DType::kF32) {
+    if (dtype == DType::kI32) {
+      const int32_t special[] = {std::numeric_limits<int32_t>::min(),
+                                 std::numeric_limits<int32_t>::max(), -1, 0};
+      t.i32()[i] = i < 4 ? special[i] : static_cast<int32_t>(i * 1000003);
+    } else if (dtype == DType::kF32) {
       const float special[] = {std::numeric_limits<float>::quiet_NaN(),
                                std::numeric_limits<float>::infinity(),
                                -std::numeric_limits<float>::infinity(), -0.0f,
@@ -110,7 +114,7 @@ TEST(NpyTest, RoundTripsEveryRankAndDtypeBitwise) {
                                      Shape({2, 3}),    Shape({0, 3}), Shape({2, 1, 4}),
                                      Shape({3, 5, 2}), Shape({4, 0, 2})};
   for (const Shape& shape : shapes) {
-    for (DType dtype : {DType::kF32, DType::kF64}) {
+    for (DType dtype : {DType::kF32, DType::kF64, DType::kI32}) {
       const Tensor t = Interesting(dtype, shape);
       SCOPED_TRACE(t.TypeString());
       const std::string path = Temp("round_trip.npy");
@@ -307,10 +311,26 @@ TEST(NpyTest, EveryFaultIsNamed) {
               "fortran_order is True: remat-bench reads C order; save with np.ascontiguousarray");
   ExpectError(Npy(Dict(">f4", "(2,)"), eight), "big-endian");
   ExpectError(Npy(Dict(">f8", "(1,)"), eight), "big-endian");
-  for (const char* descr : {"<i4", "<f2", "|u1", "=f4", "f4", "<c8", "|b1", "<U3", "|O", ""}) {
+  ExpectError(Npy(Dict(">i4", "(2,)"), eight), "big-endian");
+  for (const char* descr : {"<i2", "<u4", "<f2", "|u1", "=f4", "f4", "<c8", "|b1", "<U3", "|O", ""}) {
     ExpectError(Npy(Dict(descr, "(2,)"), eight),
-                StrCat("unsupported dtype '", descr, "'; remat-bench reads '<f4' (float32) "
-                                                     "and '<f8' (float64)"));
+                StrCat("unsupported dtype '", descr, "'; remat-bench reads '<f4' (float32), "
+                                                     "'<f8' (float64), '<i4' (int32) and '<i8' "
+                                                     "(int64, read as int32)"));
+  }
+  // int64 ids are read as int32; one that does not fit is named by index.
+  {
+    std::string data(16, '\0');
+    const int64_t ids[2] = {7, -3};
+    std::memcpy(data.data(), ids, 16);
+    const Tensor t = ParseNpy(Npy(Dict("<i8", "(2,)"), data), "ids.npy");
+    EXPECT_EQ(t.dtype(), DType::kI32);
+    EXPECT_EQ(t.i32()[0], 7);
+    EXPECT_EQ(t.i32()[1], -3);
+    const int64_t big[2] = {1, int64_t{1} << 40};
+    std::memcpy(data.data(), big, 16);
+    ExpectError(Npy(Dict("<i8", "(2,)"), data),
+                "int64 value 1099511627776 at flat index 1 does not fit int32");
   }
   ExpectError(Npy("{'descr': [('a', '<f4'), ('b', '<f4')], 'fortran_order': False, "
                   "'shape': (1,), }",
@@ -367,9 +387,9 @@ TEST(NpyTest, FileFaultsNameThePath) {
   EXPECT_EQ(m.rfind(empty + ": truncated", 0), 0u) << m;
 
   const std::string bad = Temp("bad_dtype.npy");
-  WriteFile(bad, Npy(Dict("<i8", "(1,)"), std::string(8, '\0')));
+  WriteFile(bad, Npy(Dict("<u8", "(1,)"), std::string(8, '\0')));
   m = ErrorOf([&] { ReadNpy(bad); });
-  EXPECT_EQ(m.rfind(bad + ": unsupported dtype '<i8'", 0), 0u) << m;
+  EXPECT_EQ(m.rfind(bad + ": unsupported dtype '<u8'", 0), 0u) << m;
 
   const std::string unwritable = Temp("no/such/dir/out.npy");
   m = ErrorOf([&] { WriteNpy(unwritable, Tensor::Zeros(DType::kF32, Shape({2}))); });
