@@ -27,7 +27,22 @@ The ops are jnp code that computes each op's forward definition
   gelu         jax.nn.gelu(approximate=True), the tanh form
   scale        x * float32(c)
   name         jax.ad_checkpoint.checkpoint_name(x, label)
+  silu         jax.nn.silu
+  rms_norm     x * rsqrt(mean(x^2) + eps) * gamma
+  dropout      x * float32(1 / (1 - p)) where Philox4x32-10 bits of (seed, the
+               op's key, the element) >= floor(p 2^32), else 0: the bits of
+               engines/api/philox.h, in uint32 jnp arithmetic (16-bit halves
+               for the 64-bit products), so that JAX's recomputation of a
+               region redraws the forward's mask from the saved seed
+  embedding    jnp.take(table, ids, axis=0) (its gradient JAX's scatter-add)
+  masked_fill  jnp.where(mask != 0, fill, x)
+  cross_entropy  mean of logsumexp(logits) - logits[target] over rows
   the rest     jnp's elementwise ops, sum, swapaxes, reshape/transpose
+Integer (i32) inputs (ids, targets, masks, seeds) are read from int32 .npy
+files and never differentiated (a wrt naming one is an error). Ids and
+targets outside their range are an error naming the op and the position, as
+remat's kernels make them (JAX's gather would clamp them): checked in one
+run op by op (jax.disable_jit) before the compiled ones.
 The regions:
   checkpoint   jax.checkpoint(body, policy=P), P from the region's policy:
                  everything_saveable, nothing_saveable, dots_saveable
@@ -85,6 +100,7 @@ stats.json:
 """
 
 import json
+import math
 import os
 import sys
 
@@ -107,6 +123,9 @@ class ProgramError(Exception):
 _ATTRS = {
     "name": {"name"},
     "scale": {"scalar"},
+    "dropout": {"scalar", "ints"},
+    "masked_fill": {"scalar"},
+    "rms_norm": {"scalar"},
     "split_heads": {"ints"},
     "merge_heads": {"ints"},
     "checkpoint": {"name", "policy"},
@@ -120,6 +139,8 @@ _ARITY = {
     "matmul": 2, "relu": 1, "sin": 1, "cos": 1, "square": 1, "add": 2, "mul": 2, "sum": 1,
     "name": 1, "softmax": 1, "layer_norm": 3, "gelu": 1, "scale": 1, "transpose": 1,
     "split_heads": 1, "merge_heads": 1, "bias_add": 2,
+    "neg": 1, "sub": 2, "exp": 1, "log": 1, "silu": 1, "rms_norm": 2,
+    "dropout": 2, "embedding": 2, "masked_fill": 2, "cross_entropy": 2,
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
@@ -197,6 +218,60 @@ def jax_policy(jax, spec, where):
 
 # ------------------------------------------------------------- the program
 
+# ------------------------------------------------------------ randomness
+
+# Philox4x32-10 (engines/api/philox.h): the constants of the paper.
+_PHILOX_MUL = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_WEYL = (0x9E3779B9, 0xBB67AE85)
+
+
+def _mulhilo(jnp, a, b):
+    """(hi, lo) of the 64-bit product of the constant a and uint32 array b,
+    in uint32 arithmetic (JAX runs with x64 off): 16-bit halves."""
+    u = jnp.uint32
+    a_lo, a_hi = u(a & 0xFFFF), u(a >> 16)
+    b_lo, b_hi = b & u(0xFFFF), b >> u(16)
+    ll, lh, hl, hh = b_lo * a_lo, b_hi * a_lo, b_lo * a_hi, b_hi * a_hi
+    mid = (ll >> u(16)) + (lh & u(0xFFFF)) + (hl & u(0xFFFF))
+    hi = hh + (lh >> u(16)) + (hl >> u(16)) + (mid >> u(16))
+    return hi, b * u(a)
+
+
+def random_bits(jax, seed, key, n):
+    """The n words RandomBits(seed, key, i) gives, i = 0..n-1: Philox4x32-10
+    of the counter {i / 4 (64 bits), key (64 bits)} under the key {seed, 0},
+    word i % 4 (engines/api/philox.cc)."""
+    jnp = jax.numpy
+    u = jnp.uint32
+    blocks = (n + 3) // 4
+    c0 = jnp.arange(blocks, dtype=u)
+    c1 = jnp.zeros_like(c0)
+    c2 = jnp.full_like(c0, key & 0xFFFFFFFF)
+    c3 = jnp.full_like(c0, (key >> 32) & 0xFFFFFFFF)
+    k0 = jax.lax.bitcast_convert_type(seed.astype(jnp.int32), u)
+    k1 = u(0)
+    for _ in range(10):
+        hi0, lo0 = _mulhilo(jnp, _PHILOX_MUL[0], c0)
+        hi1, lo1 = _mulhilo(jnp, _PHILOX_MUL[1], c2)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0 = k0 + u(_PHILOX_WEYL[0])
+        k1 = k1 + u(_PHILOX_WEYL[1])
+    return jnp.stack([c0, c1, c2, c3], axis=1).reshape(-1)[:n]
+
+
+def _scalar_attr(op, at):
+    if "scalar" not in op.attrs:
+        raise ProgramError("%s: a %s op without its scalar=" % (at, op.kind))
+    text = op.attrs["scalar"]
+    try:
+        return float(text)  # PrintProgram's %.17g forms, inf and nan included
+    except ValueError:
+        try:
+            return float.fromhex(text)  # strtod's hex floats, which ParseProgram reads too
+        except ValueError:
+            raise ProgramError("%s: scalar=%r is not a number" % (at, text))
+
+
 class Builder:
     """Turns a parsed program into a JAX function of its inputs.
 
@@ -240,6 +315,19 @@ class Builder:
             if op.body is not None:
                 self._check_body(op.body, at)
 
+    def _check_ids(self, ids, bound, at):
+        """ids outside [0, bound) are an error, as remat's kernels make them
+        (JAX's gather would clamp them). Checked where the ids are concrete:
+        the pre-pass run() makes with jit disabled."""
+        import numpy as np
+        if isinstance(ids, self.jax.core.Tracer):
+            return
+        a = np.asarray(ids)
+        bad = np.nonzero((a < 0) | (a >= bound))[0] if a.ndim == 1 else np.nonzero(((a < 0) | (a >= bound)).ravel())[0]
+        if bad.size:
+            i = int(bad[0])
+            raise ProgramError("%s: index %d at position %d is outside [0, %d)" % (at, int(a.ravel()[i]), i, bound))
+
     def function(self):
         """f(*inputs) -> the loss, traceable by JAX."""
         return lambda *args: self._run(self.program, list(args), "program %s" % self.program.name)
@@ -254,9 +342,10 @@ class Builder:
                                % (where, len(values), len(body.params)))
         env = {}
         for (pid, _, shape), v in zip(body.params, values):
-            if tuple(v.shape) != shape:
-                raise ProgramError("%s: parameter %s is %s, declared f32%s"
-                                   % (where, pid, tuple(v.shape), list(shape)))
+            kind = "i32" if pid in body.int_params else "f32"
+            if tuple(v.shape) != shape or (v.dtype == jnp.int32) != (kind == "i32"):
+                raise ProgramError("%s: parameter %s is %s %s, declared %s%s"
+                                   % (where, pid, v.dtype, tuple(v.shape), kind, list(shape)))
             env[pid] = v
         for op in body.ops:
             at = "%s: %%%s = %s" % (where, op.out, op.kind)
@@ -317,17 +406,55 @@ class Builder:
         if k == "gelu":
             return jax.nn.gelu(x[0], approximate=True)
         if k == "scale":
-            if "scalar" not in op.attrs:
-                raise ProgramError("%s: a scale op without its scalar=" % at)
-            text = op.attrs["scalar"]
-            try:
-                c = float(text)  # PrintProgram's %.17g forms, inf and nan included
-            except ValueError:
-                try:
-                    c = float.fromhex(text)  # strtod's hex floats, which ParseProgram reads too
-                except ValueError:
-                    raise ProgramError("%s: scalar=%r is not a number" % (at, text))
-            return x[0] * jnp.float32(c)  # c rounded to f32, as Kernels::Scale
+            return x[0] * jnp.float32(_scalar_attr(op, at))  # c rounded to f32, as Kernels::Scale
+        if k == "neg":
+            return -x[0]
+        if k == "sub":
+            need(x[0].shape == x[1].shape, "operands of different shapes")
+            return x[0] - x[1]
+        if k == "exp":
+            return jnp.exp(x[0])
+        if k == "log":
+            return jnp.log(x[0])
+        if k == "silu":
+            return jax.nn.silu(x[0])
+        if k == "rms_norm":
+            v, gamma = x
+            eps = _scalar_attr(op, at)
+            need(v.ndim >= 1 and gamma.shape == v.shape[-1:] and eps > 0,
+                 "expected x (..., C), gamma (C) and eps > 0 (eps %r)" % eps)
+            ms = jnp.mean(jnp.square(v), axis=-1, keepdims=True)
+            return v * jax.lax.rsqrt(ms + jnp.float32(eps)) * gamma
+        if k == "dropout":
+            v, seed = x
+            p = _scalar_attr(op, at)
+            ints = op.attrs.get("ints", [])
+            need(len(ints) == 1 and 0 <= p < 1 and seed.ndim == 0 and seed.dtype == jnp.int32,
+                 "dropout needs ints=[key], 0 <= p < 1 and an i32 scalar seed")
+            # engines/api/philox.h: keep element i when its bits >= floor(p 2^32),
+            # scaled by float32(1 / (1 - p)); the bits a function of (seed, key, i)
+            # only, so that a recomputation draws the forward's.
+            bits = random_bits(jax, seed, ints[0], v.size).reshape(v.shape)
+            threshold = int(math.floor(math.ldexp(p, 32)))
+            keep = bits >= jnp.uint32(threshold)
+            return jnp.where(keep, v * jnp.float32(1.0 / (1.0 - p)), jnp.float32(0))
+        if k == "embedding":
+            table, ids = x
+            need(table.ndim == 2 and ids.dtype == jnp.int32, "expected a (V, D) table and i32 ids")
+            self._check_ids(ids, table.shape[0], at)
+            return jnp.take(table, ids, axis=0)
+        if k == "masked_fill":
+            v, mask = x
+            need(mask.shape == v.shape and mask.dtype == jnp.int32, "expected an i32 mask of x's shape")
+            return jnp.where(mask != 0, jnp.float32(_scalar_attr(op, at)), v)
+        if k == "cross_entropy":
+            logits, targets = x
+            need(logits.ndim == 2 and targets.shape == logits.shape[:1] and targets.dtype == jnp.int32,
+                 "expected logits (N, C) and i32 targets (N)")
+            self._check_ids(targets, logits.shape[1], at)
+            lse = jax.nn.logsumexp(logits, axis=-1)
+            picked = jnp.take_along_axis(logits, targets[:, None], axis=-1)[:, 0]
+            return jnp.mean(lse - picked)
         if k == "transpose":
             need(x[0].ndim in (2, 3), "transpose of a rank-2 or rank-3 tensor")
             return jnp.swapaxes(x[0], -1, -2)
@@ -456,10 +583,6 @@ def run(d):
     jax.config.update("jax_default_matmul_precision", "highest")
     with open(os.path.join(d, "program.txt")) as f:
         program = parse_program(f.read())
-    if program.int_params:  # ids, targets, seeds: the ops that read them are not mapped yet
-        print("unsupported: program %s: integer (i32) input(s) %s: embedding, dropout, masked_fill "
-              "and cross_entropy are not mapped in this engine yet" % (program.name, ", ".join(sorted(program.int_params))))
-        return UNSUPPORTED_EXIT
     names = [name for _, name, _ in program.params]
     wrt = list(names)
     if os.path.exists(os.path.join(d, "case.json")):
@@ -469,15 +592,23 @@ def run(d):
         if n not in names:
             raise ProgramError("case.json: wrt names %r, which is not a parameter (%s)" % (n, ", ".join(names)))
     args = []
-    for _, name, shape in program.params:
+    for pid, name, shape in program.params:
         a = np.load(os.path.join(d, name + ".npy"))
-        if a.dtype != np.float32 or tuple(a.shape) != shape:
-            raise ProgramError("%s.npy is %s %s, the program says float32 %s" % (name, a.dtype, a.shape, shape))
+        want = np.int32 if pid in program.int_params else np.float32
+        if a.dtype != want or tuple(a.shape) != shape:
+            raise ProgramError("%s.npy is %s %s, the program says %s %s" % (name, a.dtype, a.shape, np.dtype(want).name, shape))
         args.append(jax.numpy.asarray(a))
+    for n in wrt:
+        if program.params[names.index(n)][0] in program.int_params:
+            raise ProgramError("case.json: wrt names %r, an integer input (integers are never differentiated)" % n)
     wrt_idx = tuple(names.index(n) for n in wrt)
 
     builder = Builder(jax, program)  # raises Unsupported before anything runs
     f = builder.function()
+    if program.int_params:
+        # Ids and targets checked where they are concrete: one run op by op.
+        with jax.disable_jit():
+            f(*args)
     shape = jax.eval_shape(f, *args)
     if shape.shape != () or shape.dtype != jax.numpy.float32:
         raise ProgramError("program %s returns %s %s, not a float32 scalar" % (program.name, shape.dtype, shape.shape))

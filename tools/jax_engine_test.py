@@ -61,11 +61,6 @@ EXPECTED_UNSUPPORTED = {
         "program transformer_stack: %12 = scan: %11 = checkpoint: checkpoint policy 'memory_budget:0.5' "
         "(remat's own planner; JAX has no memory_budget policy)",
 }
-# gpt reads integer inputs (ids, targets, positions, a causal mask, a dropout
-# seed) through ops this engine does not map yet (issue: the field's
-# engines on gpt, resnet and moe): unsupported under every policy, saying so.
-for _policy in POLICIES:
-    EXPECTED_UNSUPPORTED[("gpt", _policy)] = "program gpt: integer (i32) input(s)"
 
 # "PASS  layer_loss N=8 d=16 policy=dots_saveable: worst ..." (conform.cc).
 CASE_LINE = re.compile(r"^(PASS |FAIL |UNSUP) ([^\s:]+)(?: (?!policy=)[^\s:]+)*(?: policy=(\S+))?: (.*)$")
