@@ -114,7 +114,7 @@ class Gpt : public Problem {
             {"D", 128, 8, 1, 1 << 16, "n_embd: the width; F = 4D"},
             {"H", 4, 2, 1, 1 << 10, "heads; must divide D"},
             {"T", 64, 4, 1, 1 << 16, "block_size: the sequence length"},
-            {"B", 4, 2, 1, 1 << 16, "batch"},
+            {"B", 4, 3, 1, 1 << 16, "batch (tests: 3, a row of wpe sums 3)"},
             {"V", 512, 16, 2, 1 << 20, "vocab_size"}};
   }
   Program Build(const ParamValues& p) const override {

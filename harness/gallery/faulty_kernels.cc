@@ -175,6 +175,18 @@ void FaultyKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> i
   OneDnnKernels::RunTableKernel(op, in, attrs, out);
   if (dry_run()) return;
   switch (fault_) {
+    case KernelFault::kEmbeddingRowsInReverseOrder:
+      if (std::string_view(TableKernel(op).name) == "scatter_add_rows") {
+        // (dy (n, D), ids (n)) -> (V, D), the rows added last position first.
+        const int64_t d = out.shape().dim(1), n = in[1]->num_elements();
+        float* o = out.f32();
+        for (int64_t i = 0; i < out.num_elements(); ++i) o[i] = 0.0f;
+        for (int64_t p = n - 1; p >= 0; --p) {
+          const int64_t id = in[1]->i32()[p];
+          for (int64_t j = 0; j < d; ++j) o[id * d + j] += in[0]->f32()[p * d + j];
+        }
+      }
+      break;
     case KernelFault::kRepeatedCallOneUlpOff:
       if (tracker() && tracker()->category() == Category::kActivations &&
           out.num_elements() > 0) {

@@ -44,6 +44,10 @@ enum class KernelFault {
   // are not reproducible (a reduction split by the threads free at the time,
   // atomics), so that a recomputed value differs from the forward pass's.
   kRepeatedCallOneUlpOff,
+  // embedding's backward adds the rows of a repeated id in decreasing
+  // position, not increasing (CONTRACT.md's scatter order): an atomic or
+  // sorted scatter-add whose order is not the stated one.
+  kEmbeddingRowsInReverseOrder,
 };
 
 class FaultyKernels : public OneDnnKernels {

@@ -258,6 +258,12 @@ const std::vector<Entry>& Entries() {
         {"differs from eager"}},
        InKernels("faulty_fresh_dropout_mask", KernelFault::kFreshDropoutMaskOnRecompute,
                  "onednn")},
+      {{"faulty_embedding_scatter_order",
+        "embedding's backward adds a repeated id's rows last position first, not in "
+        "increasing position (CONTRACT.md's scatter order)",
+        {"differs from eager"}},
+       InKernels("faulty_embedding_scatter_order", KernelFault::kEmbeddingRowsInReverseOrder,
+                 "onednn")},
       // The accounting.
       {{"faulty_leaked_buffer", "the last loss kept in a static: its buffer outlives the Result",
         {"bytes still live"}},
