@@ -28,6 +28,8 @@ The ops are jnp code that computes each op's forward definition
   scale        x * float32(c)
   name         jax.ad_checkpoint.checkpoint_name(x, label)
   silu         jax.nn.silu
+  log_softmax  jax.nn.log_softmax over the last axis
+  gelu_erf     jax.nn.gelu(approximate=False), the erf form
   rms_norm     x * rsqrt(mean(x^2) + eps) * gamma
   dropout      x * float32(1 / (1 - p)) where Philox4x32-10 bits of (seed, the
                op's key, the element) >= floor(p 2^32), else 0: the bits of
@@ -139,7 +141,7 @@ _ARITY = {
     "matmul": 2, "relu": 1, "sin": 1, "cos": 1, "square": 1, "add": 2, "mul": 2, "sum": 1,
     "name": 1, "softmax": 1, "layer_norm": 3, "gelu": 1, "scale": 1, "transpose": 1,
     "split_heads": 1, "merge_heads": 1, "bias_add": 2,
-    "neg": 1, "sub": 2, "exp": 1, "log": 1, "silu": 1, "rms_norm": 2,
+    "neg": 1, "sub": 2, "exp": 1, "log": 1, "silu": 1, "rms_norm": 2, "log_softmax": 1, "gelu_erf": 1,
     "dropout": 2, "embedding": 2, "masked_fill": 2, "cross_entropy": 2,
 }
 
@@ -418,6 +420,11 @@ class Builder:
             return jnp.log(x[0])
         if k == "silu":
             return jax.nn.silu(x[0])
+        if k == "log_softmax":
+            need(x[0].ndim >= 1, "log_softmax of a scalar")
+            return jax.nn.log_softmax(x[0], axis=-1)
+        if k == "gelu_erf":
+            return jax.nn.gelu(x[0], approximate=False)
         if k == "rms_norm":
             v, gamma = x
             eps = _scalar_attr(op, at)

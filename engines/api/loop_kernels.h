@@ -181,6 +181,62 @@ void RmsNormGammaGrad(const Tensor& x, const Tensor& dy, double eps, Tensor& out
   }
 }
 
+// log_softmax per row: y_j = (x_j - m) - log s, m and s as RowStats.
+template <typename T>
+void LogSoftmax(const Tensor& x, Tensor& out) {
+  const int64_t cols = x.shape().dim(x.shape().rank() - 1);
+  const int64_t rows = cols == 0 ? 0 : x.num_elements() / cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = static_cast<const T*>(x.raw()) + r * cols;
+    T* yr = static_cast<T*>(out.raw()) + r * cols;
+    T m, s;
+    RowStats(xr, cols, &m, &s);
+    const T log_s = std::log(s);
+    for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) - log_s;
+  }
+}
+
+// From log_softmax's output y: dx_j = dy_j - e^{y_j} (sum_j dy_j), per row.
+template <typename T>
+void LogSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
+  const int64_t cols = y.shape().dim(y.shape().rank() - 1);
+  const int64_t rows = cols == 0 ? 0 : y.num_elements() / cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* yr = static_cast<const T*>(y.raw()) + r * cols;
+    const T* gr = static_cast<const T*>(dy.raw()) + r * cols;
+    T* o = static_cast<T*>(out.raw()) + r * cols;
+    T sum = 0;
+    for (int64_t j = 0; j < cols; ++j) sum += gr[j];
+    for (int64_t j = 0; j < cols; ++j) o[j] = gr[j] - std::exp(yr[j]) * sum;
+  }
+}
+
+// gelu, erf form: y = (x / 2) (1 + erf(x / sqrt 2)).
+template <typename T>
+void GeluErf(const Tensor& x, Tensor& out) {
+  const T* a = static_cast<const T*>(x.raw());
+  T* y = static_cast<T*>(out.raw());
+  const T rsqrt2 = static_cast<T>(0.70710678118654752440);
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    y[i] = (a[i] * T(0.5)) * (T(1) + std::erf(a[i] * rsqrt2));
+  }
+}
+
+// dx = dy ((1 + erf(x / sqrt 2)) / 2 + x e^{-x^2 / 2} / sqrt(2 pi)).
+template <typename T>
+void GeluErfBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
+  const T* a = static_cast<const T*>(x.raw());
+  const T* g = static_cast<const T*>(dy.raw());
+  T* y = static_cast<T*>(out.raw());
+  const T rsqrt2 = static_cast<T>(0.70710678118654752440);
+  const T rsqrt2pi = static_cast<T>(0.39894228040143267794);
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    const T cdf = T(0.5) * (T(1) + std::erf(a[i] * rsqrt2));
+    const T pdf = std::exp(T(-0.5) * a[i] * a[i]) * rsqrt2pi;
+    y[i] = g[i] * (cdf + a[i] * pdf);
+  }
+}
+
 }  // namespace loop_kernels
 }  // namespace remat
 

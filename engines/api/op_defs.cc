@@ -233,6 +233,27 @@ const KernelOp kRmsNormGammaGradKernel = DefineKernel(
      },
      .flops = PerElementOfX<5>});
 
+// log_softmax over the last axis (loop_kernels.h states the order): 5 FLOPs
+// per element (max, subtract, exp, sum, subtract; the row's log is not
+// counted); its backward, from the output y, 4 (the row sum of dy, exp(y),
+// the product, the subtraction).
+Shape SameShapeWithLastAxisOperands(std::span<const Tensor* const> in, const KernelAttrs& a) {
+  const Shape s = SameShapeOperands(in, a);
+  if (s.rank() == 0) throw Error(StrCat("works over the last axis; got the scalar ", in[0]->TypeString()));
+  return s;
+}
+const KernelOp kLogSoftmaxKernel = DefineKernel(
+    {.name = "log_softmax", .arity = 1, .shape = SameShapeWithLastAxisOperands, .flops = PerElementOfX<5>});
+const KernelOp kLogSoftmaxBackwardKernel = DefineKernel(
+    {.name = "log_softmax_backward", .arity = 2, .shape = SameShapeWithLastAxisOperands,
+     .flops = PerElementOfX<4>});
+
+// gelu, erf form, and its fused backward (2 FLOPs per element).
+const KernelOp kGeluErfKernel = DefineKernel(
+    {.name = "gelu_erf", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
+const KernelOp kGeluErfBackwardKernel = DefineKernel(
+    {.name = "gelu_erf_backward", .arity = 2, .shape = SameShapeOperands, .flops = PerElementOfX<2>});
+
 // clang-format off
 const OpDef kOps[] = {
     // matmul  y = a @ b (rank 2, or rank 3 with one batch)
@@ -804,6 +825,46 @@ const OpDef kOps[] = {
        op.scalar = 1e-6;
        return Shapes{Shape({3, 4}), Shape({4})};
      }},
+
+    // log_softmax  y = x - logsumexp(x) over the last axis; saves y;
+    //         dx = dy - softmax(x) sum(dy), softmax(x) = e^y
+    {.kind = OpKind::kLogSoftmax, .name = "log_softmax", .arity = 1, .has_scalar = false,
+     .num_ints = 0,
+     .shape = [](const Op&, const Shapes& in) {
+       if (in[0].rank() == 0) {
+         throw Error(StrCat("log_softmax works over the last axis; got a scalar ", in[0].ToString()));
+       }
+       return in[0];
+     },
+     .saves = [](const Needs& needs, Saves& s) { s.output = needs[0]; },
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Call(kLogSoftmaxKernel, {&in[0]}); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kLogSoftmaxBackwardKernel, {&a.saved_output, &a.dout});
+     },
+     .flops = [](const Shapes&, const Shape& out) { return 5 * out.num_elements(); },
+     .forward_depth = [](const DepthArgs& a) {
+       return a.deepest() + static_cast<double>(LastDim(a.inputs[0])) + 5;
+     },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy + static_cast<double>(LastDim(a.inputs[0])), a.kf_output) + 4;
+     },
+     .example = Unary34},
+
+    // gelu_erf  y = x Phi(x) = (x / 2) (1 + erf(x / sqrt 2)); saves x;
+    //         dx = dy (Phi(x) + x phi(x))
+    {.kind = OpKind::kGeluErf, .name = "gelu_erf", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = SameAsFirst,
+     .saves = SavesInput0,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Call(kGeluErfKernel, {&in[0]}); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kGeluErfBackwardKernel, {&a.saved_inputs[0], &a.dout});
+     },
+     .flops = OnePerOutput,
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + 4; },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy, a.kf_inputs[0]) + 9;
+     },
+     .example = Unary34},
 };
 // clang-format on
 

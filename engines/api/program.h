@@ -61,6 +61,8 @@ enum class OpKind {
   kCrossEntropy,  // inputs logits (N, C), targets (i32 (N)); mean over rows
   kSilu,        // y = x sigmoid(x)
   kRmsNorm,     // inputs x, gamma (C); attr `scalar` = eps
+  kLogSoftmax,  // over the last axis
+  kGeluErf,     // y = x Phi(x), erf form (PyTorch's nn.GELU())
   kCheckpoint,
   kScan,
   kChain,

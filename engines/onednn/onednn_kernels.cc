@@ -724,6 +724,19 @@ REMAT_KERNEL_IMPL(OneDnnKernels, rms_norm_gamma_grad,
                   [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
                      Tensor& out) { loop_kernels::RmsNormGammaGrad<float>(*in[0], *in[1], a.scalar, out); });
 
+REMAT_KERNEL_IMPL(OneDnnKernels, log_softmax,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::LogSoftmax<float>(*in[0], out); });
+REMAT_KERNEL_IMPL(OneDnnKernels, log_softmax_backward,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::LogSoftmaxBackward<float>(*in[0], *in[1], out); });
+REMAT_KERNEL_IMPL(OneDnnKernels, gelu_erf,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::GeluErf<float>(*in[0], out); });
+REMAT_KERNEL_IMPL(OneDnnKernels, gelu_erf_backward,
+                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::GeluErfBackward<float>(*in[0], *in[1], out); });
+
 // ---------------------------------------------------------------------------
 // The kernels several ops share (kernels.h's KernelOp ids), in the table.
 // Registered as allocating: each makes its oneDNN primitive, and counts its

@@ -112,7 +112,12 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
       }
       return Shape();
     case OpKind::kSilu:
+    case OpKind::kGeluErf:
       want_inputs(1);
+      return in[0];
+    case OpKind::kLogSoftmax:
+      want_inputs(1);
+      if (in[0].rank() == 0) throw fail("works over the last axis of a rank >= 1 operand");
       return in[0];
     case OpKind::kRmsNorm:
       want_inputs(2);
@@ -572,6 +577,24 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
     case OpKind::kMaskedFill:
       for (int64_t i = 0; i < n; ++i) y[i] = in[1]->at(i) != 0 ? op.scalar : x[i];
       return;
+    case OpKind::kLogSoftmax:
+      // Per row: y_j = x_j - log(sum_k e^(x_k - m)) - m, m the row's max.
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        double m = xr[0];
+        for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
+        double s = 0;
+        for (int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
+        const double lse = m + std::log(s);
+        for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = xr[j] - lse;
+      }
+      flops_forward_ += 5 * n;
+      return;
+    case OpKind::kGeluErf:
+      // x Phi(x), Phi the standard normal CDF = erfc(-x / sqrt 2) / 2.
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * 0.5 * std::erfc(-x[i] / std::sqrt(2.0));
+      flops_forward_ += n;
+      return;
     case OpKind::kSilu:
       // x / (1 + e^-x).
       for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0 + std::exp(-x[i]));
@@ -854,6 +877,40 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
       }
       flops_backward_ += ids.num_elements() * d;
       Contribute(e, 0, std::move(dtable));
+      return;
+    }
+    case OpKind::kLogSoftmax: {
+      // y_j = x_j - lse(x): dx_j = dy_j - p_j sum_k dy_k, p the row's softmax
+      // (recomputed from x here, not read from y).
+      Tensor dx = NewGradient(xs);
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        const double* dyr = dy + r * cols;
+        double m = xr[0];
+        for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
+        double s = 0, total = 0;
+        for (int64_t j = 0; j < cols; ++j) {
+          s += std::exp(xr[j] - m);
+          total += dyr[j];
+        }
+        for (int64_t j = 0; j < cols; ++j) {
+          dx.f64()[r * cols + j] = dyr[j] - std::exp(xr[j] - m) / s * total;
+        }
+      }
+      flops_backward_ += 4 * n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kGeluErf: {
+      // d/dx x Phi(x) = Phi(x) + x phi(x), phi(x) = e^(-x^2 / 2) / sqrt(2 pi).
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) {
+        const double cdf = 0.5 * std::erfc(-x[i] / std::sqrt(2.0));
+        const double pdf = std::exp(-0.5 * x[i] * x[i]) / std::sqrt(2.0 * std::numbers::pi);
+        dx.f64()[i] = dy[i] * (cdf + x[i] * pdf);
+      }
+      flops_backward_ += 2 * n;
+      Contribute(e, 0, std::move(dx));
       return;
     }
     case OpKind::kSilu: {

@@ -386,6 +386,19 @@ REMAT_KERNEL_IMPL(ReferenceKernels, rms_norm_gamma_grad,
                   [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
                      Tensor& out) { loop_kernels::RmsNormGammaGrad<double>(*in[0], *in[1], a.scalar, out); });
 
+REMAT_KERNEL_IMPL(ReferenceKernels, log_softmax,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::LogSoftmax<double>(*in[0], out); });
+REMAT_KERNEL_IMPL(ReferenceKernels, log_softmax_backward,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::LogSoftmaxBackward<double>(*in[0], *in[1], out); });
+REMAT_KERNEL_IMPL(ReferenceKernels, gelu_erf,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::GeluErf<double>(*in[0], out); });
+REMAT_KERNEL_IMPL(ReferenceKernels, gelu_erf_backward,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
+                     Tensor& out) { loop_kernels::GeluErfBackward<double>(*in[0], *in[1], out); });
+
 // ---------------------------------------------------------------------------
 // The kernels several ops share (kernels.h's KernelOp ids), in the table.
 #define REMAT_SHARED_KERNEL(kernel_name, call)                                            \
