@@ -36,7 +36,9 @@
 #define REMAT_ENGINES_API_KERNELS_H_
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -166,13 +168,26 @@ class KernelImpls {
   }
   const Entry* Find(const char* name) const {
     for (const Entry& e : entries_) {
-      if (std::string(e.name) == name) return &e;
+      if (std::strcmp(e.name, name) == 0) return &e;
     }
     return nullptr;
+  }
+  // The implementation of table kernel `op`, or null: by id, from an index
+  // built on first use (every kernel is defined and every implementation
+  // registered at static initialization, before any kernel runs), so that
+  // a call costs no search by name.
+  const Entry* ForOp(KernelOp op) const {
+    std::call_once(by_op_once_, [this] {
+      for (KernelOp k : TableKernels()) by_op_.push_back(Find(TableKernel(k).name));
+    });
+    const size_t i = static_cast<size_t>(op);
+    return i < by_op_.size() ? by_op_[i] : nullptr;
   }
 
  private:
   std::vector<Entry> entries_;
+  mutable std::once_flag by_op_once_;
+  mutable std::vector<const Entry*> by_op_;
 };
 
 // In a backend's source file: REMAT_KERNEL_IMPL(OneDnnKernels, exp, fn)
@@ -369,10 +384,9 @@ class Kernels {
   template <typename Backend>
   void RunImpl(Backend& backend, KernelOp op, std::span<const Tensor* const> operands,
                const KernelAttrs& attrs, Tensor& out) {
-    const KernelDef& def = TableKernel(op);
-    const typename KernelImpls<Backend>::Entry* impl = KernelImpls<Backend>::Get().Find(def.name);
+    const typename KernelImpls<Backend>::Entry* impl = KernelImpls<Backend>::Get().ForOp(op);
     if (impl == nullptr) {
-      throw Error(StrCat(name(), " kernels have no '", def.name,
+      throw Error(StrCat(name(), " kernels have no '", TableKernel(op).name,
                          "' kernel (REMAT_KERNEL_IMPL in the backend's source)"));
     }
     // No data in a dry run: only a kernel with a scratchpad runs, to

@@ -72,12 +72,17 @@ Program WithLimit(const Program& p, const std::string& limit) {
   return ApplyPolicy(p, Policy::Parse("memory_budget:peak:" + limit));
 }
 
-TEST(PeakBudgetTest, ResolvedPlanFitsIsBestOfTheFamilyAndRunsAsPredicted) {
+// 150 random programs in five blocks of 30 seeds, one test each, so that
+// the shards (BUILD: shard_count) each get their own time limit.
+constexpr uint64_t kSeedsPerBlock = 30;
+class PeakBudgetFamilyTest : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(PeakBudgetFamilyTest, ResolvedPlanFitsIsBestOfTheFamilyAndRunsAsPredicted) {
   std::unique_ptr<Engine> recompute = MakeEngine("recompute");
   std::unique_ptr<Engine> eager = MakeEngine("eager");
   int programs = 0, limits = 0, interesting = 0, tie_peaks = 0, nested_programs = 0;
   int peak_not_monotone = 0;
-  for (uint64_t seed = 0; seed < 150; ++seed) {
+  for (uint64_t seed = GetParam(); seed < GetParam() + kSeedsPerBlock; ++seed) {
     RandomOptions options;
     options.max_ops = 8;
     const RandomCase c = MakeRandomCase(seed, options);
@@ -174,8 +179,11 @@ TEST(PeakBudgetTest, ResolvedPlanFitsIsBestOfTheFamilyAndRunsAsPredicted) {
       "one plan; %d grid fractions whose plan has the FLOPs of the candidate below but another "
       "peak (a save set of equal FLOPs); %d programs whose peak falls somewhere as f grows\n",
       programs, nested_programs, limits, interesting, tie_peaks, peak_not_monotone);
-  EXPECT_GE(interesting, 5);
+  EXPECT_GE(interesting, 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(SeedBlocks, PeakBudgetFamilyTest,
+                         ::testing::Values(0, 30, 60, 90, 120));
 
 // A planner that saves a fixed set in one region (and plans any other
 // region as recompute would): every save set of a region, run by the
