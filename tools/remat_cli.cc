@@ -62,6 +62,7 @@ constexpr char kUsage[] =
     "  run         value and gradients of a problem on an engine, with peak memory and time\n"
     "  residuals   what an engine saves between forward and backward\n"
     "  schedule    the forward and backward computation as run, recomputation marked\n"
+    "  plan        the decisions the engine made before running (regions, saves, schedules)\n"
     "  program     the program of a problem as text (remat run --program reads it back)\n"
     "  compare     two results JSON files side by side (remat compare A.json B.json)\n"
     "  conform     an engine outside remat (a command) against the float64 oracle\n"
@@ -548,6 +549,35 @@ int PrintSchedule(const std::vector<std::string>& args, std::ostream& out, std::
   return 0;
 }
 
+int PrintPlan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CaseOptions o;
+  po::options_description desc(
+      "remat plan: what the engine decided before running, one line per decision (engines/"
+      "autodiff/plan.h): each checkpoint region honoured or inlined, what a honoured region "
+      "saves, offloads or recomputes (by body value, as `remat program` numbers them), and each "
+      "scan's or chain's schedule. Planned by a dry run, as --plan-only: no kernel runs");
+  AddCaseOptions(&desc, &o, kListingEngine);
+  if (!Parse(args, desc, out)) return 0;
+  Case c = LoadCase(o, err);
+  std::unique_ptr<Engine> engine = MakeEngine(o.engine);
+  RunOptions options = MakeRunOptions(o);
+  options.plan_only = true;
+  options.record_plan = true;
+  Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+  WarnIfCheckpointsIgnored(*engine, c.program, out);
+  out << "# " << c.ToString() << " on " << engine->name() << "\n";
+  if (r.plan.empty()) {
+    out << "no plan: " << engine->name()
+        << " makes no decisions ahead of its run (it decides online, or the program has no "
+           "checkpoint region, scan or chain)\n";
+    return 0;
+  }
+  for (const std::string& line : r.plan) out << line << "\n";
+  out << "predicted peak " << r.stats.predicted_peak_bytes << " bytes at "
+      << r.stats.predicted_peak_site << "\n";
+  return 0;
+}
+
 nlohmann::json LoadResults(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(StrCat(path, ": cannot open"));
@@ -747,6 +777,7 @@ int RunRemat(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (command == "run") return Run(rest, out, err);
     if (command == "residuals") return Residuals(rest, out, err);
     if (command == "schedule") return PrintSchedule(rest, out, err);
+    if (command == "plan") return PrintPlan(rest, out, err);
     if (command == "program") return PrintProgram(rest, out, err);
     if (command == "compare") return Compare(rest, out);
     if (command == "conform") return Conform(rest, out);

@@ -55,6 +55,8 @@ struct RunOptions {
   bool plan_only = false;
   // Record the schedule as executed (Result::schedule).
   bool record_schedule = false;
+  // Record the plan the run carried out (Result::plan).
+  bool record_plan = false;
   // Time kernels' arithmetic (Stats::seconds_in_kernels): two clock reads a
   // kernel call, tens of ns where a scalar kernel takes about as much. The
   // bench times its samples without (false) and measures the kernels' share
@@ -78,6 +80,10 @@ struct Result {
   // With RunOptions::record_schedule: one line per op executed, in order,
   // each marked forward, recompute or backward.
   std::vector<std::string> schedule;
+  // With RunOptions::record_plan, from an engine that plans before it runs
+  // (engines/autodiff/plan.h): one line per decision of the plan the run
+  // carried out. Empty for an engine that decides online.
+  std::vector<std::string> plan;
 };
 
 class Engine {

@@ -1,6 +1,8 @@
 // Planner: the decisions of a reverse-mode run that are made ahead, per
 // structural op, apart from the execution that carries them out
-// (ReverseMode, reverse_mode.h). The executor asks at each decision point:
+// (ReverseMode, reverse_mode.h). The executor asks at each decision point of
+// a planning run (a dry run), which writes the answers into a Plan
+// (plan.h); the run then carries out that plan, and never asks the planner:
 //
 //   a checkpoint region (OpKind::kCheckpoint) being differentiated:
 //     PlanRegion   honour it (keep its inputs and what it saves; recompute

@@ -10,8 +10,9 @@
 #include "engines/api/buffer_hooks.h"
 #include "engines/api/error.h"
 #include "engines/api/rules.h"
-#include "engines/plan/save_plan.h"
+#include "engines/autodiff/plan.h"
 #include "engines/exec/accumulate.h"
+#include "engines/plan/save_plan.h"
 #include "engines/exec/residual_listing.h"
 #include "engines/exec/run_memory.h"
 #include "engines/schedule/schedule.h"
@@ -28,16 +29,10 @@ double SecondsSince(Clock::time_point start) {
 // Scans and chains: ops that record their steps.
 bool IsLoop(OpKind kind) { return kind == OpKind::kScan || kind == OpKind::kChain; }
 
-bool AnyXsNeeds(const std::vector<bool>& needs) {
-  for (size_t j = 1; j < needs.size(); ++j) {
-    if (needs[j]) return true;
-  }
-  return false;
-}
-
-// The carry of step i > 0 depends on earlier xs.
-std::vector<bool> StepNeeds(const std::vector<bool>& needs, int64_t i) {
-  std::vector<bool> out = {needs[0] || (i > 0 && AnyXsNeeds(needs))};
+// Scan step i's needs: its carry's by `carry_needs`, its slices' the scan's.
+std::vector<bool> StepNeeds(const std::vector<bool>& needs, const std::vector<bool>& carry_needs,
+                            int64_t i) {
+  std::vector<bool> out = {carry_needs[i]};
   out.insert(out.end(), needs.begin() + 1, needs.end());
   return out;
 }
@@ -50,16 +45,6 @@ std::vector<int> LastUses(const Program& p) {
     for (int in : p.ops[k].inputs) last[in] = k;
   }
   return last;
-}
-
-// Fault::kResidualFreedEarly: the storage of residuals freed early, kept
-// mapped for the life of the process (as a caching allocator keeps freed
-// blocks) so that reading it is wrong but defined. Their buffers are never
-// destroyed, so the tracker, which was told they were released, is not told
-// again.
-std::vector<Tensor>& FreedStorage() {
-  static auto* freed = new std::vector<Tensor>();
-  return *freed;
 }
 
 // FNV-1a over a tensor's bytes: the determinism check's fingerprint.
@@ -76,34 +61,50 @@ uint64_t Fingerprint(const Tensor& t) {
 Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
                         const std::vector<int>& wrt, const RunOptions& options) {
   ValidateArguments(program, args, wrt);
+  // The planning run (plan.h): the executor on a dry-run tracker, asking the
+  // planner at every decision point and writing the plan down. Its Stats
+  // are the predicted ones: the run below carries out the same plan.
+  Plan plan;
+  const PlanRecorder recorder(planner_, &plan);
+  active_planner_ = &recorder;
+  Result planning;
   if (options.plan_only) {
-    Result plan = Execute(program, args, wrt, options, /*dry_run=*/true);
-    plan.stats.predicted_peak_bytes = plan.stats.peak_bytes;
-    plan.stats.predicted_peak_site = plan.stats.peak_site;
-    return plan;
-  }
-  Stats predicted;
-  if (options.predict_memory) {
-    // The dry run sees the arguments' shapes and dtypes, not their bytes.
+    planning = Execute(program, args, wrt, options, /*dry_run=*/true);
+  } else {
+    // The planning run sees the arguments' shapes and dtypes, not their bytes.
     auto shapes_only = std::make_shared<MemoryTracker>();
     shapes_only->set_dry_run(true);
     const std::vector<Tensor> dry_args = DryArguments(args, shapes_only);
     RunOptions dry_options = options;
     dry_options.max_memory_bytes = 0;
     dry_options.record_schedule = false;
-    predicted = Execute(program, dry_args, wrt, dry_options, /*dry_run=*/true).stats;
-    if (options.max_memory_bytes > 0 && predicted.peak_bytes > options.max_memory_bytes) {
-      throw Error(StrCat("program ", program.name, ": the predicted peak of ", predicted.peak_bytes,
-                         " bytes (at ", predicted.peak_site, ") exceeds the limit of ",
-                         options.max_memory_bytes, " bytes (--max-memory); nothing was allocated"));
-    }
+    planning = Execute(program, dry_args, wrt, dry_options, /*dry_run=*/true);
+  }
+  active_planner_ = nullptr;
+  const Stats& predicted = planning.stats;
+  if (options.plan_only) {
+    planning.stats.predicted_peak_bytes = planning.stats.peak_bytes;
+    planning.stats.predicted_peak_site = planning.stats.peak_site;
+    if (options.record_plan) planning.plan = plan.Lines();
+    return planning;
+  }
+  if (options.predict_memory && options.max_memory_bytes > 0 &&
+      predicted.peak_bytes > options.max_memory_bytes) {
+    throw Error(StrCat("program ", program.name, ": the predicted peak of ", predicted.peak_bytes,
+                       " bytes (at ", predicted.peak_site, ") exceeds the limit of ",
+                       options.max_memory_bytes, " bytes (--max-memory); nothing was allocated"));
   }
   RequireArgumentData(program, args);
+  const PlanReader reader(&plan, planner_->honours_checkpoints());
+  active_planner_ = &reader;
   Result result = Execute(program, args, wrt, options, /*dry_run=*/false);
+  active_planner_ = nullptr;
+  reader.CheckAllRead();
   if (options.predict_memory) {
     result.stats.predicted_peak_bytes = predicted.peak_bytes;
     result.stats.predicted_peak_site = predicted.peak_site;
   }
+  if (options.record_plan) result.plan = plan.Lines();
   return result;
 }
 
@@ -118,10 +119,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   op_runs_.clear();
   Result result;
   schedule_ = options.record_schedule ? &result.schedule : nullptr;
-  // Fault state is per run (the dry run's is not the run's).
-  freed_early_.clear();
-  awaiting_reuse_.clear();
-  stale_saved_.clear();
+  rules_->BeginRun(tracker_);
 
   // Arguments already in the engine's dtype are used in place and counted as
   // live inputs; others are converted into tracked copies.
@@ -181,8 +179,6 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   arguments_.clear();
   origin_.clear();
   producer_.clear();
-  awaiting_reuse_.clear();
-  stale_saved_.clear();
   result.stats.op_runs = op_runs_;
   schedule_ = nullptr;
   memory.Finish(&result);
@@ -216,7 +212,7 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
       // its inputs kept.
       const bool records = needs[op.output] && (IsLoop(op.kind) || [&] {
                              if (op.kind != OpKind::kCheckpoint) return false;
-                             const RegionPlan plan = planner_->PlanRegion(op);
+                             const RegionPlan plan = active_planner_->PlanRegion(op);
                              return !plan.honour || plan.may_save;
                            }());
       run[k] = !saved && (wanted[op.output] || records);
@@ -261,7 +257,7 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
       Log(recomputing_ ? "recompute" : "forward", where, op, p);
       ++op_runs_[Program::Describe(op)];
       out = remat::Forward(*kernels_, op, in);
-      if (!awaiting_reuse_.empty() && op.kind != OpKind::kName) Reuse(out);
+      if (op.kind != OpKind::kName) rules_->OnComputed(out);
     } else if (op.kind == OpKind::kCheckpoint) {
       ForwardCheckpoint(op, in, in_needs, op_tape, /*run=*/true, where, &out);
     } else if (op.kind == OpKind::kChain) {
@@ -291,13 +287,7 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
           if (saves.inputs[i]) op_tape->inputs[i] = in[i];
         }
         if (saves.output) op_tape->output = out;
-        if (recomputing_ && Faulty(Fault::kRecomputeShapeMismatch)) {
-          auto flatten = [](Tensor& t) {
-            if (t.defined() && t.shape().rank() >= 2) t = t.Reshaped(Shape({t.num_elements()}));
-          };
-          flatten(op_tape->output);
-          for (Tensor& t : op_tape->inputs) flatten(t);
-        }
+        RecordResiduals(op_tape);
       }
       Tensor offloaded;  // the host copy of `out`, if the plan offloads it
       if (capture) {
@@ -340,25 +330,15 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
       for (size_t i = 0; i < in.size(); ++i) {
         if (saves.inputs[i]) op_tape->inputs[i] = in[i];
       }
+      RecordResiduals(op_tape);
     }
     values[op.output] = std::move(out);
     // Free what the rest of the forward pass no longer reads.
     for (int v : op.inputs) {
       if (last_use[v] != k || v == p.output) continue;
-      if (Faulty(Fault::kResidualFreedEarly) && tape != nullptr && !recomputing_ &&
-          v >= p.num_params() && values[v].defined()) {
-        // The tape still reads it (a residual): freed anyway.
-        for (int j = 0; j <= k; ++j) {
-          const OpTape& t = tape->ops[j];
-          bool read = t.output.defined() && t.output.buffer() == values[v].buffer();
-          for (const Tensor& saved : t.inputs) {
-            read = read || (saved.defined() && saved.buffer() == values[v].buffer());
-          }
-          if (read) {
-            FreeEarly(values[v]);
-            break;
-          }
-        }
+      if (tape != nullptr && !recomputing_ && v >= p.num_params() && values[v].defined() &&
+          arguments_.count(values[v].buffer()) == 0) {
+        rules_->OnLastForwardUse(values[v]);
       }
       values[v] = Tensor();
     }
@@ -397,7 +377,7 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
   op_tape->inputs = in;
   if (!run) return;
   Capture capture;
-  capture.decisions = planner_->PlanSaves(op, needs);
+  capture.decisions = active_planner_->PlanSaves(op, needs);
   capture.into = op_tape;
   *out = Forward(body, in, needs, nullptr, where, &capture, nullptr);
   // An input the recomputation will not read is not kept (a region that
@@ -406,28 +386,23 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
   for (size_t i = 0; i < read.size(); ++i) {
     if (!read[i]) op_tape->inputs[i] = Tensor();
   }
-  if (Faulty(Fault::kStaleSavedValue)) stale_saved_[&body] = op_tape->saved;
+  rules_->OnSaved(body, op_tape->saved);
 }
 
 std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tape,
                                                     const Tensor& dout,
                                                     const std::string& where) {
+  const std::vector<bool> needs = op_tape->needs;
+  std::vector<Tensor> din = RegionCotangents(op, op_tape, dout, where);
+  std::vector<bool> reached(din.size());
+  for (size_t i = 0; i < din.size(); ++i) reached[i] = din[i].defined();
+  rules_->FinishInputCotangents(op, needs, reached, *kernels_, &din);
+  return din;
+}
+
+std::vector<Tensor> ReverseMode::RegionCotangents(const Op& op, OpTape* op_tape,
+                                                  const Tensor& dout, const std::string& where) {
   const Program& body = *op.body;
-  if (Faulty(Fault::kZerosForUnreachedRegionInput)) {
-    // Runs the region's backward as below, then gives every needed parameter
-    // that no cotangent reached a zeros contribution.
-    const std::vector<bool> needs = op_tape->needs;
-    Fault saved = fault_;
-    fault_ = Fault::kNone;
-    std::vector<Tensor> din = BackwardCheckpoint(op, op_tape, dout, where);
-    fault_ = saved;
-    for (size_t i = 0; i < din.size(); ++i) {
-      if (needs[i] && !din[i].defined()) {
-        din[i] = Tensor::Zeros(kernels_->dtype(), body.shapes[i], tracker_);
-      }
-    }
-    return din;
-  }
   if (!op_tape->honoured) {
     return Backward(body, op_tape->body.get(), dout, op_tape->needs, where);
   }
@@ -435,10 +410,7 @@ std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tap
   // tape, then differentiate it.
   Tape tape;
   Recompute recompute;
-  recompute.saved = &op_tape->saved;
-  if (Faulty(Fault::kStaleSavedValue) && stale_saved_.count(&body) > 0) {
-    recompute.saved = &stale_saved_[&body];
-  }
+  recompute.saved = rules_->SavedForRecompute(body, &op_tape->saved);
   recompute.hashes = run_options_.check_recompute_bits ? &op_tape->hashes : nullptr;
   const bool was_recomputing = recomputing_;
   recomputing_ = true;
@@ -463,7 +435,7 @@ Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vecto
   const int64_t every = plan.checkpoint_every;
   const Program& body = *op.body;
   const int64_t length = p.shapes[op.inputs[1]].dim(0);
-  const std::vector<bool> carry_needs = CarryNeeds(op, needs, length);
+  const std::vector<bool> carry_needs = rules_->CarryNeeds(op, needs, length);
   if (op_tape) op_tape->steps.resize(length);
   Tensor carry = in[0];
   for (int64_t i = 0; i < length; ++i) {
@@ -487,26 +459,16 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
                                           const std::vector<bool>& param_needs,
                                           const std::string& where, std::vector<Tensor>* sums) {
   const std::vector<bool> needs = ValueNeeds(p, param_needs);
-  std::vector<Tensor> cot(p.num_values());
+  const std::unique_ptr<CotangentSums> cot = rules_->NewSums(kernels_, p.num_values());
   if (sums) {
-    for (int i = 0; i < p.num_params(); ++i) cot[i] = std::move((*sums)[i]);
+    for (int i = 0; i < p.num_params(); ++i) cot->Start(i, std::move((*sums)[i]));
   }
-  cot[p.output] = std::move(dout);
-  // Fault::kSumInProgramOrder: contributions wait, and are summed first
-  // reader first when their sum is read.
-  std::vector<std::vector<Tensor>> waiting(Faulty(Fault::kSumInProgramOrder) ? p.num_values()
-                                                                            : 0);
-  auto settle = [&](int v) {
-    if (waiting.empty()) return;
-    for (auto it = waiting[v].rbegin(); it != waiting[v].rend(); ++it) Accumulate(&cot[v], *it);
-    waiting[v].clear();
-  };
+  cot->Start(p.output, std::move(dout));
 
   for (int k = static_cast<int>(p.ops.size()) - 1; k >= 0; --k) {
     const Op& op = p.ops[k];
     OpTape& op_tape = tape->ops[k];
-    settle(op.output);
-    Tensor d = std::move(cot[op.output]);
+    Tensor d = cot->Take(op.output);
     if (!d.defined() || !needs[op.output]) {
       op_tape = OpTape();
       continue;
@@ -526,12 +488,9 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
       // The chain continues its inputs' sums (the ungrouped blocks would
       // have added to them one by one): same order of additions, same bits.
       std::vector<Tensor> sums;
-      for (int v : op.inputs) {
-        settle(v);
-        sums.push_back(std::move(cot[v]));
-      }
+      for (int v : op.inputs) sums.push_back(cot->Take(v));
       sums = BackwardChain(op, &op_tape, d, std::move(sums), where);
-      for (size_t i = 0; i < op.inputs.size(); ++i) cot[op.inputs[i]] = std::move(sums[i]);
+      for (size_t i = 0; i < op.inputs.size(); ++i) cot->Start(op.inputs[i], std::move(sums[i]));
       op_tape = OpTape();
       continue;
     } else {
@@ -540,18 +499,13 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
     op_tape = OpTape();  // this op's residuals are no longer needed
     d = Tensor();
     for (size_t i = 0; i < op.inputs.size(); ++i) {
-      if (!din[i].defined()) continue;
-      if (waiting.empty()) {
-        Accumulate(&cot[op.inputs[i]], din[i]);
-      } else {
-        waiting[op.inputs[i]].push_back(din[i]);
-      }
+      if (din[i].defined()) cot->Add(op.inputs[i], std::move(din[i]));
     }
   }
   std::vector<Tensor> out(p.num_params());
   for (int i = 0; i < p.num_params(); ++i) {
-    settle(i);
-    if (param_needs[i] || sums) out[i] = std::move(cot[i]);
+    Tensor sum = cot->Take(i);
+    if (param_needs[i] || sums) out[i] = std::move(sum);
   }
   return out;
 }
@@ -568,7 +522,7 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
   for (size_t j = 1; j < needs.size(); ++j) {
     if (needs[j]) stacked[j] = StackedGradient(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
   }
-  const std::vector<bool> carry_needs = CarryNeeds(op, needs, length);
+  const std::vector<bool> carry_needs = rules_->CarryNeeds(op, needs, length);
   std::vector<bool> reached(needs.size(), false);
   Tensor carry_cot = dout;
   for (int64_t i = length - 1; i >= 0 && carry_cot.defined(); --i) {
@@ -586,29 +540,13 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
   }
   for (size_t j = 1; j < needs.size(); ++j) {
     if (!stacked[j].defined()) continue;
-    din[j] = stacked[j].Finish();
     // A needed xs's gradient is contributed even when it is all zeros.
-    if (!reached[j] && Faulty(Fault::kSkipAllZeroStackedGradient)) din[j] = Tensor();
+    din[j] = stacked[j].Finish();
   }
-  if (needs[0] && !Faulty(Fault::kDropInitialCarryCotangent)) din[0] = carry_cot;
+  reached[0] = carry_cot.defined();
+  if (needs[0]) din[0] = carry_cot;
+  rules_->FinishInputCotangents(op, needs, reached, *kernels_, &din);
   return din;
-}
-
-std::vector<bool> ReverseMode::CarryNeeds(const Op& op, const std::vector<bool>& needs,
-                                          int64_t length) const {
-  std::vector<bool> out(static_cast<size_t>(length));
-  if (Faulty(Fault::kScanCarryNeedsByDependence)) {
-    // The carry entering step i > 0 needs a cotangent only if step i-1's
-    // output depends on a needed value.
-    std::vector<bool> step_needs = needs;
-    for (int64_t i = 0; i < length; ++i) {
-      out[i] = step_needs[0];
-      step_needs[0] = ValueNeeds(*op.body, step_needs)[op.body->output];
-    }
-    return out;
-  }
-  for (int64_t i = 0; i < length; ++i) out[i] = StepNeeds(needs, i)[0];
-  return out;
 }
 
 void ReverseMode::Log(const std::string& phase, const std::string& where, const Op& op,
@@ -695,15 +633,16 @@ LoopPlan ReverseMode::PlanScan(const Program& p, const Op& op) {
     costs.after_bytes = AfterLoopBytes(p, op);
     return costs;
   };
-  return planner_->PlanLoop(op, model);
+  return active_planner_->PlanLoop(op, model);
 }
 
 Tensor ReverseMode::ScanStep(const Op& op, int64_t i, const Tensor& carry,
                              const std::vector<Tensor>& in, const std::vector<bool>& needs,
-                             Tape* tape, const std::string& where) {
+                             const std::vector<bool>& carry_needs, Tape* tape,
+                             const std::string& where) {
   std::vector<Tensor> step_in = {carry};
   for (size_t j = 1; j < in.size(); ++j) step_in.push_back(in[j].Slice(i));
-  return Forward(*op.body, std::move(step_in), StepNeeds(needs, i), tape,
+  return Forward(*op.body, std::move(step_in), StepNeeds(needs, carry_needs, i), tape,
                  StrCat(where, "scan step ", i, ": "), nullptr, nullptr);
 }
 
@@ -713,9 +652,10 @@ Tensor ReverseMode::ForwardScheduledScan(const Op& op, std::shared_ptr<const Sch
                                          const std::string& where) {
   op_tape->schedule = std::move(schedule);
   op_tape->inputs = in;  // the carry at position 0 and the stacked xs
+  const std::vector<bool> carry_needs = rules_->CarryNeeds(op, needs, in[1].shape().dim(0));
   Steps steps;
   steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
-    return ScanStep(op, i, carry, in, needs, tape, where);
+    return ScanStep(op, i, carry, in, needs, carry_needs, tape, where);
   };
   return ForwardScheduled(op, steps, in[0], op_tape);
 }
@@ -730,15 +670,20 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
   for (size_t j = 1; j < needs.size(); ++j) {
     if (needs[j]) stacked[j] = StackedGradient(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
   }
+  const std::vector<bool> carry_needs = rules_->CarryNeeds(op, needs, in[1].shape().dim(0));
+  std::vector<bool> reached(needs.size(), false);
   Steps steps;
   steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
-    return ScanStep(op, i, carry, in, needs, tape, where);
+    return ScanStep(op, i, carry, in, needs, carry_needs, tape, where);
   };
   steps.backward = [&](int64_t i, Tape* tape, Tensor carry_cot) {
-    std::vector<Tensor> d = Backward(*op.body, tape, std::move(carry_cot), StepNeeds(needs, i),
+    std::vector<Tensor> d = Backward(*op.body, tape, std::move(carry_cot),
+                                     StepNeeds(needs, carry_needs, i),
                                      StrCat(where, "scan step ", i, ": "));
     for (size_t j = 1; j < needs.size(); ++j) {
-      if (needs[j] && d[j].defined()) stacked[j].Set(i, d[j]);
+      if (!needs[j] || !d[j].defined()) continue;
+      stacked[j].Set(i, d[j]);
+      reached[j] = true;
     }
     return std::move(d[0]);
   };
@@ -746,7 +691,9 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
   for (size_t j = 1; j < needs.size(); ++j) {
     if (stacked[j].defined()) din[j] = stacked[j].Finish();
   }
-  if (needs[0] && !Faulty(Fault::kDropInitialCarryCotangent)) din[0] = std::move(carry_cot);
+  reached[0] = carry_cot.defined();
+  if (needs[0]) din[0] = std::move(carry_cot);
+  rules_->FinishInputCotangents(op, needs, reached, *kernels_, &din);
   return din;
 }
 
@@ -908,7 +855,7 @@ LoopPlan ReverseMode::PlanChain(const Program& p, const Op& op) {
     costs.after_bytes = AfterLoopBytes(p, op);
     return costs;
   };
-  return planner_->PlanLoop(op, model);
+  return active_planner_->PlanLoop(op, model);
 }
 
 Tensor ReverseMode::ChainStep(const Op& op, int64_t i, const Tensor& carry,
@@ -965,8 +912,8 @@ std::vector<Tensor> ReverseMode::BackwardChain(const Op& op, OpTape* op_tape, co
   // The chain's cotangents, accumulated block by block from the last, each
   // block's inputs in input order: the arithmetic of running the blocks
   // inline, so the gradients are eager's bit for bit.
-  std::vector<Tensor> cot(chain.num_values());
-  for (int j = 0; j < chain.num_params(); ++j) cot[j] = std::move(sums[j]);
+  const std::unique_ptr<CotangentSums> cot = rules_->NewSums(kernels_, chain.num_values());
+  for (int j = 0; j < chain.num_params(); ++j) cot->Start(j, std::move(sums[j]));
   Steps steps;
   steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
     return ChainStep(op, i, carry, in, value_needs, tape, where);
@@ -980,44 +927,24 @@ std::vector<Tensor> ReverseMode::BackwardChain(const Op& op, OpTape* op_tape, co
     std::vector<Tensor> d = Backward(*block.body, tape, std::move(carry_cot), block_needs,
                                      StrCat(where, "chain block ", i, ": "));
     for (size_t j = 0; j < block.inputs.size(); ++j) {
-      // (Value 0 is the chain's initial carry.)
-      if (i == 0 && block.inputs[j] == 0 && Faulty(Fault::kDropInitialCarryCotangent)) continue;
-      if (d[j].defined()) Accumulate(&cot[block.inputs[j]], d[j]);
+      if (d[j].defined()) cot->Add(block.inputs[j], std::move(d[j]));
     }
-    return i == 0 ? Tensor() : std::move(cot[chain.ops[i - 1].output]);
+    return i == 0 ? Tensor() : cot->Take(chain.ops[i - 1].output);
   };
   BackwardScheduled(steps, in[0], dout, op_tape);
-  for (int j = 0; j < chain.num_params(); ++j) sums[j] = std::move(cot[j]);
+  for (int j = 0; j < chain.num_params(); ++j) sums[j] = cot->Take(j);
   return sums;
 }
 
-void ReverseMode::Accumulate(Tensor* acc, const Tensor& contribution) {
-  if (Faulty(Fault::kOverwriteRunningSum)) {
-    *acc = contribution;
-    return;
+void ReverseMode::RecordResiduals(OpTape* op_tape) {
+  for (Tensor& t : op_tape->inputs) {
+    if (t.defined()) rules_->OnResidual(recomputing_, &t);
   }
-  remat::Accumulate(*kernels_, acc, contribution);
+  if (op_tape->output.defined()) rules_->OnResidual(recomputing_, &op_tape->output);
 }
 
 bool ReverseMode::Inline(const Op& region) const {
-  return inline_checkpoints_ || !planner_->PlanRegion(region).honour;
-}
-
-void ReverseMode::FreeEarly(const Tensor& value) {
-  if (arguments_.count(value.buffer()) > 0) return;
-  if (!freed_early_.insert(value.buffer()).second) return;  // freed already
-  tracker_->Release(value.buffer()->bytes(), value.buffer()->category());
-  FreedStorage().push_back(value);
-  awaiting_reuse_.push_back(value);
-}
-
-void ReverseMode::Reuse(const Tensor& out) {
-  if (out.dry() || out.num_elements() == 0) return;
-  const Tensor freed = awaiting_reuse_.front();
-  if (freed.buffer() == out.buffer()) return;
-  awaiting_reuse_.erase(awaiting_reuse_.begin());
-  std::memcpy(freed.buffer()->data(), out.raw(),
-              static_cast<size_t>(std::min(freed.buffer()->bytes(), out.bytes())));
+  return inline_checkpoints_ || !active_planner_->PlanRegion(region).honour;
 }
 
 void ReverseMode::CollectResiduals(const Tape& tape, std::vector<Tensor>* out) const {

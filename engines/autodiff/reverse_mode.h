@@ -7,6 +7,14 @@
 // for bit. Public: an engine whose decisions are static (a function of the
 // program, not of what is live at run time) is a Planner over it.
 //
+// How it runs: first a planning run, the whole run on a dry-run tracker
+// (allocations counted, none made, no kernel run) under a PlanRecorder over
+// the planner, which writes every decision into a Plan (plan.h); its Stats
+// are the predicted ones. Then the run, under a PlanReader over that plan: it
+// asks nothing of the planner, and a decision the plan lacks, or a loop that
+// starts with other bytes live than planned, is an error. With
+// RunOptions::record_plan the Result carries the plan's lines (remat plan).
+//
 // What it executes, in what order:
 // - The forward pass runs the ops in program order and records a tape of
 //   exactly the residuals each op's backward rule reads (SavesFor, with the
@@ -56,60 +64,19 @@
 #include "engines/api/kernels.h"
 #include "engines/api/program.h"
 #include "engines/api/tensor.h"
+#include "engines/autodiff/executor_rules.h"
 #include "engines/autodiff/planner.h"
 
 namespace remat {
 
-// Faults the executor commits on purpose, for the gallery of faulty engines
-// (harness/gallery) that tests the conformance suite: each is a bug an engine
-// could have, and the suite must catch every one. Test-only: nothing outside
-// harness/gallery sets one. kNone, the default, is the interpreter as
-// documented above; it costs a comparison at the few places a fault acts.
-enum class Fault {
-  kNone,
-  // A value's contributions are summed in program order (its first reader's
-  // first) instead of the reverse (CONTRACT.md section 3, rules 1-3).
-  kSumInProgramOrder,
-  // A running sum is replaced by each new contribution instead of adding it:
-  // every contribution but the last is dropped.
-  kOverwriteRunningSum,
-  // The cotangent of a scan's initial carry, and block 0's contribution to a
-  // scheduled chain's initial carry, are dropped (zeros are returned).
-  kDropInitialCarryCotangent,
-  // A value the backward pass reads is freed at its last forward use (the
-  // tracker's live bytes drop there), and the storage of a freed value is
-  // given to the next value the forward pass computes (which overwrites it)
-  // while the tape still reads it: a use after free, without undefined
-  // behaviour (the storage stays mapped, and is never given back: a leak
-  // the tracker does not see, as it was told of the release).
-  kResidualFreedEarly,
-  // A honoured region's recomputation substitutes the values saved by the
-  // region's last forward instance (a cache keyed by region, not instance):
-  // in a scan, every step reads the last step's saved values.
-  kStaleSavedValue,
-  // The residuals a recomputation records for the backward pass have
-  // their shape flattened (rank 2 and 3 become rank 1).
-  kRecomputeShapeMismatch,
-  // A checkpoint region's needed parameter that no cotangent reached
-  // contributes zeros to the enclosing sums instead of nothing (CONTRACT.md
-  // 3.4): a -0.0 sum becomes +0.0.
-  kZerosForUnreachedRegionInput,
-  // The carry entering scan step i > 0 needs a cotangent only if step i-1's
-  // output depends on a needed value, not whenever a stacked input is
-  // needed (CONTRACT.md 3.5): fewer backward FLOPs and residuals than eager.
-  kScanCarryNeedsByDependence,
-  // A needed stacked input's gradient that no step reached (all zeros) is
-  // not contributed (CONTRACT.md 3.5): a -0.0 sum stays -0.0.
-  kSkipAllZeroStackedGradient,
-};
-
 class ReverseMode {
  public:
   // `kernels` is bound to each run's tracker for the length of the run;
-  // `planner` decides at every region, scan and chain. Both outlive the
-  // ReverseMode. `fault` is test-only (see Fault).
-  ReverseMode(Kernels* kernels, const Planner* planner, Fault fault = Fault::kNone)
-      : kernels_(kernels), planner_(planner), fault_(fault) {}
+  // `planner` decides at every region, scan and chain; `rules` are the
+  // bookkeeping rules it applies (executor_rules.h; null: the contract's).
+  // All outlive the ReverseMode.
+  ReverseMode(Kernels* kernels, const Planner* planner, ExecutorRules* rules = nullptr)
+      : kernels_(kernels), planner_(planner), rules_(rules ? rules : &ContractRules()) {}
 
   // value_and_grad of `program` (see engines/api/engine.h for the contract).
   Result Run(const Program& program, const std::vector<Tensor>& args,
@@ -180,6 +147,10 @@ class ReverseMode {
                          const std::string& where, Tensor* out);
   std::vector<Tensor> BackwardCheckpoint(const Op& op, OpTape* op_tape, const Tensor& dout,
                                          const std::string& where);
+  // The region's input cotangents as its body's backward pass returns them
+  // (recomputing a honoured region's forward first).
+  std::vector<Tensor> RegionCotangents(const Op& op, OpTape* op_tape, const Tensor& dout,
+                                       const std::string& where);
   // A scan reversed under a schedule (engines/schedule): the forward pass
   // keeps the schedule's snapshots, the backward pass replays its actions.
   // The planner's plan for a scan; the cost model its schedule is made for.
@@ -196,9 +167,11 @@ class ReverseMode {
   std::vector<Tensor> BackwardScheduledScan(const Program& program, const Op& op, OpTape* op_tape,
                                             const Tensor& dout, const std::vector<bool>& needs,
                                             const std::string& where);
-  // Runs scan step i forward from `carry` (recording `tape` if not null).
+  // Runs scan step i forward from `carry` (recording `tape` if not null);
+  // `carry_needs` by step (ExecutorRules::CarryNeeds).
   Tensor ScanStep(const Op& op, int64_t i, const Tensor& carry, const std::vector<Tensor>& in,
-                  const std::vector<bool>& needs, Tape* tape, const std::string& where);
+                  const std::vector<bool>& needs, const std::vector<bool>& carry_needs,
+                  Tape* tape, const std::string& where);
 
   // The steps of a scheduled scan or chain, for the action interpreter:
   // forward(i, carry, tape) runs step i from the carry entering it (keeping
@@ -231,23 +204,15 @@ class ReverseMode {
                    const std::vector<bool>& value_needs, Tape* tape, const std::string& where);
   Tensor ForwardScan(const Program& program, const Op& op, const std::vector<Tensor>& in,
                      const std::vector<bool>& needs, OpTape* op_tape, const std::string& where);
-  // Whether the carry entering each step of a scan needs a cotangent
-  // (CONTRACT.md 3.5), by step.
-  std::vector<bool> CarryNeeds(const Op& op, const std::vector<bool>& needs, int64_t length) const;
   std::vector<Tensor> BackwardScan(const Program& program, const Op& op, OpTape* op_tape,
                                    const Tensor& dout, const std::vector<bool>& needs,
                                    const std::string& where);
 
-  void Accumulate(Tensor* acc, const Tensor& contribution);
-  bool Faulty(Fault f) const { return fault_ == f; }
+  // Hands the residuals just recorded in `op_tape` to the rules.
+  void RecordResiduals(OpTape* op_tape);
   // Whether the region runs inline here: the planner's decision, or a
-  // scheduled step's (or a fault's).
+  // scheduled step's.
   bool Inline(const Op& region) const;
-  // Fault::kResidualFreedEarly: frees (in the tracker's books) the residuals
-  // in `tape` that share `value`'s storage, and hands that storage to the
-  // next value computed; Reuse does the overwriting.
-  void FreeEarly(const Tensor& value);
-  void Reuse(const Tensor& out);
   void Log(const std::string& phase, const std::string& where, const Op& op,
            const Program& program);
   void CollectResiduals(const Tape& tape, std::vector<Tensor>* out) const;
@@ -257,7 +222,10 @@ class ReverseMode {
 
   Kernels* kernels_;
   const Planner* planner_;
-  Fault fault_;
+  // The planner of the run in progress: a PlanRecorder over planner_ in the
+  // planning run, a PlanReader over its plan in the run (plan.h).
+  const Planner* active_planner_ = nullptr;
+  ExecutorRules* rules_;
   RunOptions run_options_;
   std::shared_ptr<MemoryTracker> tracker_;
   bool recomputing_ = false;
@@ -272,12 +240,6 @@ class ReverseMode {
   // every step): what stacks a scan's residuals into one listing line.
   std::unordered_map<const Buffer*, const Op*> producer_;
   std::unordered_map<const Buffer*, Tensor> arguments_;  // the whole argument, by buffer
-  // Fault state: the buffers freed early, and those whose storage awaits
-  // the next value (kResidualFreedEarly); the saved values of each region's
-  // last instance (kStaleSavedValue).
-  std::set<const Buffer*> freed_early_;
-  std::vector<Tensor> awaiting_reuse_;
-  std::map<const Program*, std::map<int, Tensor>> stale_saved_;
 };
 
 }  // namespace remat

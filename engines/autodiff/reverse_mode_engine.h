@@ -11,6 +11,7 @@
 
 #include "engines/api/engine.h"
 #include "engines/api/kernels.h"
+#include "engines/autodiff/executor_rules.h"
 #include "engines/autodiff/planner.h"
 #include "engines/autodiff/reverse_mode.h"
 #include "engines/budget/peak_budget.h"
@@ -19,13 +20,14 @@ namespace remat {
 
 class ReverseModeEngine : public Engine {
  public:
-  // `fault` is test-only (harness/gallery).
+  // `rules`: the executor's bookkeeping rules (executor_rules.h); null: the
+  // contract's.
   ReverseModeEngine(std::string name, std::unique_ptr<Kernels> kernels,
-                    std::unique_ptr<Planner> planner, Fault fault = Fault::kNone)
+                    std::unique_ptr<Planner> planner, std::unique_ptr<ExecutorRules> rules = nullptr)
       : name_(std::move(name)),
         kernels_(std::move(kernels)),
         planner_(std::move(planner)),
-        fault_(fault) {}
+        rules_(std::move(rules)) {}
 
   std::string name() const override { return name_; }
   DType dtype() const override { return kernels_->dtype(); }
@@ -38,7 +40,7 @@ class ReverseModeEngine : public Engine {
   // included.
   Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                       const std::vector<int>& wrt, const RunOptions& options) override {
-    ReverseMode reverse_mode(kernels_.get(), planner_.get(), fault_);
+    ReverseMode reverse_mode(kernels_.get(), planner_.get(), rules_.get());
     if (planner_->honours_checkpoints() && HasPeakBudget(program)) {
       const std::shared_ptr<const PeakBudgetResolution> resolved = peak_budgets_.Resolve(
           program, wrt, DTypeSize(kernels_->dtype()), [&](const Program& p) {
@@ -56,7 +58,7 @@ class ReverseModeEngine : public Engine {
   std::string name_;
   std::unique_ptr<Kernels> kernels_;
   std::unique_ptr<Planner> planner_;
-  Fault fault_;
+  std::unique_ptr<ExecutorRules> rules_;
   PeakBudgetCache peak_budgets_;
 };
 

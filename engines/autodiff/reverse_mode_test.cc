@@ -67,6 +67,29 @@ TEST_P(ReverseModeTest, AnyPlannerGetsEagersBitsAndItsPredictedPeak) {
   }
 }
 
+// The run carries out the plan its planning run made (plan.h), and reports
+// it: a loop instance per scan step's nested loop, the schedule's name.
+TEST(ReverseModePlanTest, TheRunReportsThePlanItCarriedOut) {
+  const Problem& problem = FindProblem("scan_stack");
+  Case c = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
+  OneDnnKernels kernels;
+  OffloadAllPlanner offload;
+  ReverseMode planned(&kernels, &offload);
+  RunOptions options;
+  options.record_plan = true;
+  const Result r = planned.Run(ApplySchedule(c.program, "sqrt"), c.inputs, c.wrt, options);
+  ASSERT_FALSE(r.plan.empty());
+  bool loop = false;
+  for (const std::string& line : r.plan) {
+    loop = loop || (line.rfind("loop   scan at ", 0) == 0 &&
+                    line.find("#0") != std::string::npos &&
+                    line.find("schedule revolve:1") != std::string::npos);
+  }
+  EXPECT_TRUE(loop) << "no line for the scan's revolve:1 schedule; first: " << r.plan[0];
+  options.record_plan = false;
+  EXPECT_TRUE(planned.Run(c.program, c.inputs, c.wrt, options).plan.empty()) << "not asked for";
+}
+
 INSTANTIATE_TEST_SUITE_P(Problems, ReverseModeTest,
                          ::testing::Values("layer_loss", "scan_stack", "sin_chain", "sin_recursive",
                                            "mlp_chain", "transformer_stack"));

@@ -10,6 +10,7 @@
 #include "engines/autodiff/planners.h"
 #include "engines/autodiff/reverse_mode_engine.h"
 #include "engines/onednn/onednn_kernels.h"
+#include "harness/gallery/faulty_executor_rules.h"
 #include "harness/gallery/faulty_kernels.h"
 
 namespace remat {
@@ -18,14 +19,18 @@ namespace {
 // recompute as engines/recompute builds it, here without the registry (the
 // gallery's binaries link no "recompute").
 std::unique_ptr<Engine> Recompute(const std::string& name, std::unique_ptr<Kernels> kernels,
-                                  Fault fault = Fault::kNone) {
+                                  std::unique_ptr<ExecutorRules> rules = nullptr) {
   return std::make_unique<ReverseModeEngine>(name, std::move(kernels), MakeRecomputePlanner(),
-                                             fault);
+                                             std::move(rules));
 }
 
-// A fault in the interpreter, on eager's kernels.
-EngineFactory InInterpreter(const std::string& name, Fault fault) {
-  return [name, fault] { return Recompute(name, std::make_unique<OneDnnKernels>(), fault); };
+// A fault in one of the executor's rules (faulty_executor_rules.h), on
+// eager's kernels.
+template <typename Rules>
+EngineFactory InRules(const std::string& name) {
+  return [name] {
+    return Recompute(name, std::make_unique<OneDnnKernels>(), std::make_unique<Rules>());
+  };
 }
 
 // A fault in the kernels; `kernels` is the name they go by.
@@ -182,31 +187,29 @@ const std::vector<Entry>& Entries() {
         "a value's cotangent contributions summed first reader first (program order), not "
         "last reader first",
         {"differs from eager"}},
-       InInterpreter("faulty_sum_order", Fault::kSumInProgramOrder)},
+       InRules<SumInProgramOrderRules>("faulty_sum_order")},
       {{"faulty_overwritten_sum",
         "a running sum replaced by each new contribution: all but one contribution dropped",
         {"the float64 oracle"}},
-       InInterpreter("faulty_overwritten_sum", Fault::kOverwriteRunningSum)},
+       InRules<OverwriteRunningSumRules>("faulty_overwritten_sum")},
       {{"faulty_dropped_carry_cotangent",
-        "the cotangent of a scan's initial carry, and block 0's into a chain's, dropped",
+        "the cotangent of a scan's initial carry dropped",
         {"the float64 oracle"}},
-       InInterpreter("faulty_dropped_carry_cotangent", Fault::kDropInitialCarryCotangent)},
+       InRules<DropInitialCarryCotangentRules>("faulty_dropped_carry_cotangent")},
       {{"faulty_zeros_for_unreached_region_input",
         "a checkpoint region's needed input that no cotangent reached gets a zeros "
         "contribution, not none",
         {"a checkpoint contributes nothing for a region input no cotangent reached"}},
-       InInterpreter("faulty_zeros_for_unreached_region_input",
-                     Fault::kZerosForUnreachedRegionInput)},
+       InRules<ZerosForUnreachedRegionInputRules>("faulty_zeros_for_unreached_region_input")},
       {{"faulty_all_zero_stacked_gradient_skipped",
         "a scan's all-zero stacked gradient (no step reached it) is not contributed",
         {"an all-zero stacked gradient is contributed"}},
-       InInterpreter("faulty_all_zero_stacked_gradient_skipped",
-                     Fault::kSkipAllZeroStackedGradient)},
+       InRules<SkipAllZeroStackedGradientRules>("faulty_all_zero_stacked_gradient_skipped")},
       {{"faulty_scan_carry_needs",
         "the carry of scan step i > 0 needs a cotangent only if the previous step's output "
         "depends on a needed value",
         {"the scan carry's needs are eager's"}},
-       InInterpreter("faulty_scan_carry_needs", Fault::kScanCarryNeedsByDependence)},
+       InRules<CarryNeedsByDependenceRules>("faulty_scan_carry_needs")},
       {{"faulty_wrong_input_gradient",
         "gradients returned in parameter order, not in the order of wrt", {"gradients follow wrt"}},
        Around<ParameterOrderGradientsEngine>("faulty_wrong_input_gradient")},
@@ -221,12 +224,12 @@ const std::vector<Entry>& Entries() {
         "a residual freed at its last forward use while the tape reads it; its storage then "
         "holds the next value",
         {"freed before the backward pass read it", "differs from eager"}},
-       InInterpreter("faulty_freed_residual", Fault::kResidualFreedEarly)},
+       InRules<ResidualFreedEarlyRules>("faulty_freed_residual")},
       {{"faulty_stale_saved_value",
         "a region's recomputation reads the values saved by its last instance (in a scan: the "
         "last step's)",
         {"differs from eager"}},
-       InInterpreter("faulty_stale_saved_value", Fault::kStaleSavedValue)},
+       InRules<StaleSavedValueRules>("faulty_stale_saved_value")},
       {{"faulty_ignored_checkpoints",
         "checkpoint regions run inline while honours_checkpoints() says true",
         {"claims to honour checkpoint regions"}},
@@ -235,7 +238,7 @@ const std::vector<Entry>& Entries() {
         "the residuals a recomputation records come back flattened (a shape unlike the forward "
         "pass's)",
         {"threw on a valid program"}},
-       InInterpreter("faulty_recompute_shape", Fault::kRecomputeShapeMismatch)},
+       InRules<FlattenedRecomputedResidualRules>("faulty_recompute_shape")},
       // The kernels.
       {{"faulty_relu_grad_at_zero", "relu'(0) = 1 (on kernels of its own)",
         {"relu'(0) must be 0"}},
