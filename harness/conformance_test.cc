@@ -456,7 +456,13 @@ TEST_P(ConformanceTest, MemoryLimitIsAnErrorAndLeaksNothing) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("--max-memory"), std::string::npos) << e.what();
     }
-    EXPECT_FALSE(trackers.empty()) << EngineUnderTest() << " never called RunOptions::on_tracker";
+    // Refused from a plan the engine kept from an earlier run of the case
+    // (engines/exec/program_cache.h), a run creates no tracker at all; one
+    // that is not predicting allocates, in a tracker it must report.
+    if (!predict) {
+      EXPECT_FALSE(trackers.empty())
+          << EngineUnderTest() << " never called RunOptions::on_tracker";
+    }
     for (const auto& t : trackers) {
       EXPECT_EQ(t->live_bytes(), 0) << EngineUnderTest() << ": a failed run leaked";
       EXPECT_EQ(t->live_bytes(Category::kHost), 0);

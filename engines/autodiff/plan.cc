@@ -1,5 +1,8 @@
 #include "engines/autodiff/plan.h"
 
+#include <set>
+#include <tuple>
+
 #include "engines/api/error.h"
 
 namespace remat {
@@ -10,6 +13,15 @@ const char* DecisionName(SaveDecision d) {
     case SaveDecision::kSave: return "save";
     case SaveDecision::kOffload: return "offload";
     case SaveDecision::kRecompute: return "recompute";
+  }
+  return "?";
+}
+
+const char* KindName(Plan::Kind kind) {
+  switch (kind) {
+    case Plan::Kind::kRegion: return "whether to honour";
+    case Plan::Kind::kSaves: return "what to save in";
+    case Plan::Kind::kLoop: return "how to reverse";
   }
   return "?";
 }
@@ -31,115 +43,128 @@ std::string LoopPlanText(const LoopPlan& plan) {
 
 }  // namespace
 
+std::string Plan::Describe(const Decision& d) {
+  Op op;
+  op.kind = d.op_kind;
+  op.site = d.site;
+  op.scope = d.scope;
+  return Program::Describe(op);
+}
+
 std::vector<std::string> Plan::Lines() const {
   std::vector<std::string> out;
-  for (const Entry& e : order_) {
-    const std::string op = Program::Describe(*e.op);
-    switch (e.kind) {
-      case Kind::kRegion: {
-        const RegionPlan& r = regions_.at(e.op);
-        out.push_back(StrCat("region ", op, ": ",
-                             r.honour ? (r.may_save ? "honour (may save)" : "honour (saves nothing)")
-                                      : "inline"));
+  std::set<std::tuple<Kind, std::string, std::vector<bool>>> seen;
+  for (const Decision& d : decisions_) {
+    const std::string described = Describe(d);
+    if (d.kind != Kind::kLoop && !seen.insert({d.kind, described, d.param_needs}).second) {
+      continue;
+    }
+    switch (d.kind) {
+      case Kind::kRegion:
+        out.push_back(StrCat("region ", described, ": ",
+                             d.region.honour ? (d.region.may_save ? "honour (may save)"
+                                                                  : "honour (saves nothing)")
+                                             : "inline"));
         break;
-      }
       case Kind::kSaves: {
-        const std::vector<SaveDecision>& d = saves_.at({e.op, e.needs});
-        std::string line = StrCat("saves  ", op, " needs ", Bits(e.needs), ":");
-        const Program& body = *e.op->body;
-        for (int v = body.num_params(); v < static_cast<int>(d.size()); ++v) {
-          line += StrCat(" %", v, "=", DecisionName(d[v]));
+        std::string line = StrCat("saves  ", described, " needs ", Bits(d.param_needs), ":");
+        for (size_t v = d.param_needs.size(); v < d.saves.size(); ++v) {
+          line += StrCat(" %", v, "=", DecisionName(d.saves[v]));
         }
         out.push_back(line);
         break;
       }
-      case Kind::kLoop: {
-        const Loop& l = loops_.at({e.op, e.instance});
-        out.push_back(StrCat("loop   ", op, " #", e.instance, " (", l.held_outside_bytes,
-                             " bytes held outside): ", LoopPlanText(l.plan)));
+      case Kind::kLoop:
+        out.push_back(StrCat("loop   ", described, " #", d.instance, " (", d.held_outside_bytes,
+                             " bytes held outside): ", LoopPlanText(d.loop)));
         break;
-      }
     }
   }
   return out;
 }
 
+Plan::Decision& PlanRecorder::Append(Plan::Kind kind, const Op& op) const {
+  Plan::Decision& d = plan_->decisions_.emplace_back();
+  d.kind = kind;
+  d.op_kind = op.kind;
+  d.site = op.site;
+  d.scope = op.scope;
+  return d;
+}
+
 RegionPlan PlanRecorder::PlanRegion(const Op& region) const {
-  auto it = plan_->regions_.find(&region);
-  if (it != plan_->regions_.end()) return it->second;
   const RegionPlan r = inner_->PlanRegion(region);
-  plan_->regions_.emplace(&region, r);
-  plan_->order_.push_back({Plan::Kind::kRegion, &region, {}, 0});
+  Append(Plan::Kind::kRegion, region).region = r;
   return r;
 }
 
 std::vector<SaveDecision> PlanRecorder::PlanSaves(const Op& region,
                                                   const std::vector<bool>& param_needs) const {
-  auto key = std::make_pair(&region, param_needs);
-  auto it = plan_->saves_.find(key);
-  if (it != plan_->saves_.end()) return it->second;
-  std::vector<SaveDecision> d = inner_->PlanSaves(region, param_needs);
-  plan_->saves_.emplace(key, d);
-  plan_->order_.push_back({Plan::Kind::kSaves, &region, param_needs, 0});
-  return d;
+  std::vector<SaveDecision> saves = inner_->PlanSaves(region, param_needs);
+  Plan::Decision& d = Append(Plan::Kind::kSaves, region);
+  d.param_needs = param_needs;
+  d.saves = saves;
+  return saves;
 }
 
 LoopPlan PlanRecorder::PlanLoop(const Op& loop, const LoopModel& model) const {
-  const int64_t instance = instances_[&loop]++;
-  Plan::Loop l;
-  l.plan = inner_->PlanLoop(loop, model);
-  l.held_outside_bytes = model.held_outside;
-  plan_->loops_.emplace(std::make_pair(&loop, instance), l);
-  plan_->order_.push_back({Plan::Kind::kLoop, &loop, {}, instance});
-  return l.plan;
+  const LoopPlan plan = inner_->PlanLoop(loop, model);
+  Plan::Decision& d = Append(Plan::Kind::kLoop, loop);
+  d.loop = plan;
+  d.instance = instances_[{loop.kind, loop.site}]++;
+  d.held_outside_bytes = model.held_outside;
+  return plan;
+}
+
+const Plan::Decision& PlanReader::Next(Plan::Kind kind, const Op& op) const {
+  const std::vector<Plan::Decision>& all = plan_->decisions();
+  if (next_ >= all.size()) {
+    throw Error(StrCat("the run asked ", KindName(kind), " ", Program::Describe(op),
+                       " after the ", all.size(),
+                       " decisions of its plan: the run is not the run its plan was made for"));
+  }
+  const Plan::Decision& d = all[next_];
+  if (d.kind != kind || d.op_kind != op.kind || d.site != op.site) {
+    throw Error(StrCat("the run asked ", KindName(kind), " ", Program::Describe(op),
+                       " where decision ", next_ + 1, " of its plan is ", KindName(d.kind), " ",
+                       Plan::Describe(d), ": the run is not the run its plan was made for"));
+  }
+  ++next_;
+  return d;
 }
 
 RegionPlan PlanReader::PlanRegion(const Op& region) const {
-  auto it = plan_->regions_.find(&region);
-  if (it == plan_->regions_.end()) {
-    throw Error(StrCat("the run reached ", Program::Describe(region),
-                       ", which its plan has no decision for: the planning run did not reach it"));
-  }
-  return it->second;
+  return Next(Plan::Kind::kRegion, region).region;
 }
 
 std::vector<SaveDecision> PlanReader::PlanSaves(const Op& region,
                                                 const std::vector<bool>& param_needs) const {
-  auto it = plan_->saves_.find({&region, param_needs});
-  if (it == plan_->saves_.end()) {
-    throw Error(StrCat("the run asked what ", Program::Describe(region), " saves with needs ",
-                       Bits(param_needs),
-                       ", which its plan has no decision for: the planning run did not ask"));
+  const Plan::Decision& d = Next(Plan::Kind::kSaves, region);
+  if (d.param_needs != param_needs) {
+    throw Error(StrCat("the run asked what to save in ", Plan::Describe(d), " with needs ",
+                       Bits(param_needs), " where its plan decided for needs ",
+                       Bits(d.param_needs)));
   }
-  return it->second;
+  return d.saves;
 }
 
 LoopPlan PlanReader::PlanLoop(const Op& loop, const LoopModel& model) const {
-  const int64_t instance = instances_[&loop]++;
-  auto it = plan_->loops_.find({&loop, instance});
-  if (it == plan_->loops_.end()) {
-    throw Error(StrCat("the run reached instance ", instance, " of ", Program::Describe(loop),
-                       ", which its plan has no decision for: the planning run did not reach it"));
-  }
-  if (it->second.held_outside_bytes != model.held_outside) {
-    throw Error(StrCat("instance ", instance, " of ", Program::Describe(loop), " starts with ",
+  const Plan::Decision& d = Next(Plan::Kind::kLoop, loop);
+  if (d.held_outside_bytes != model.held_outside) {
+    throw Error(StrCat("instance ", d.instance, " of ", Plan::Describe(d), " starts with ",
                        model.held_outside, " bytes held outside it, where the planning run held ",
-                       it->second.held_outside_bytes,
-                       ": the run is not the run its plan was made for"));
+                       d.held_outside_bytes, ": the run is not the run its plan was made for"));
   }
-  return it->second.plan;
+  return d.loop;
 }
 
 void PlanReader::CheckAllRead() const {
-  for (const auto& [key, loop] : plan_->loops_) {
-    auto it = instances_.find(key.first);
-    const int64_t read = it == instances_.end() ? 0 : it->second;
-    if (key.second >= read) {
-      throw Error(StrCat("the plan decided instance ", key.second, " of ",
-                         Program::Describe(*key.first),
-                         ", which the run never reached: the run is not the run its plan was "
-                         "made for"));
-    }
+  const std::vector<Plan::Decision>& all = plan_->decisions();
+  if (next_ != all.size()) {
+    throw Error(StrCat("the run came to ", next_, " of the ", all.size(),
+                       " decisions of its plan (the next: ", KindName(all[next_].kind), " ",
+                       Plan::Describe(all[next_]),
+                       "): the run is not the run its plan was made for"));
   }
 }
 

@@ -47,7 +47,7 @@ Op MakeOp(OpKind kind, const std::string& site) {
   return op;
 }
 
-TEST(PlanTest, RecordsEachDecisionOnceAndEachLoopInstance) {
+TEST(PlanTest, RecordsEveryDecisionInOrderAndPrintsEachOnce) {
   const Op region = MakeOp(OpKind::kCheckpoint, "a.cc:1");
   const Op scan = MakeOp(OpKind::kScan, "a.cc:2");
   CountingPlanner inner;
@@ -55,22 +55,27 @@ TEST(PlanTest, RecordsEachDecisionOnceAndEachLoopInstance) {
   PlanRecorder recorder(&inner, &plan);
   EXPECT_TRUE(recorder.PlanRegion(region).honour);
   EXPECT_TRUE(recorder.PlanRegion(region).honour);
-  EXPECT_EQ(inner.region_asks, 1) << "a region's decision is made once";
   recorder.PlanSaves(region, {true});
   LoopModel model;
   model.held_outside = 100;
   EXPECT_EQ(recorder.PlanLoop(scan, model).checkpoint_every, 1);
   model.held_outside = 200;
   EXPECT_EQ(recorder.PlanLoop(scan, model).checkpoint_every, 2) << "every instance is planned";
+  EXPECT_EQ(plan.decisions().size(), 5u);
 
   const std::vector<std::string> lines = plan.Lines();
-  ASSERT_EQ(lines.size(), 4u);
+  ASSERT_EQ(lines.size(), 4u) << "the region's decision is printed once";
   EXPECT_EQ(lines[0], "region checkpoint at a.cc:1: honour (may save)");
   EXPECT_EQ(lines[1], "saves  checkpoint at a.cc:1 needs 1: %1=save");
   EXPECT_EQ(lines[2], "loop   scan at a.cc:2 #0 (100 bytes held outside): checkpoint_every:1");
   EXPECT_EQ(lines[3], "loop   scan at a.cc:2 #1 (200 bytes held outside): checkpoint_every:2");
 
+  // The reader answers the same questions in the same order, from the plan
+  // alone; an op of the same structure elsewhere (another program object)
+  // is the same op to it.
+  const Op same_region = MakeOp(OpKind::kCheckpoint, "a.cc:1");
   PlanReader reader(&plan, true);
+  EXPECT_TRUE(reader.PlanRegion(same_region).honour);
   EXPECT_TRUE(reader.PlanRegion(region).honour);
   EXPECT_EQ(reader.PlanSaves(region, {true}).back(), SaveDecision::kSave);
   model.held_outside = 100;
@@ -80,6 +85,7 @@ TEST(PlanTest, RecordsEachDecisionOnceAndEachLoopInstance) {
   EXPECT_EQ(reader.PlanLoop(scan, model).checkpoint_every, 2);
   EXPECT_NO_THROW(reader.CheckAllRead());
   EXPECT_EQ(inner.loops, 2) << "the reader never asks the planner";
+  EXPECT_EQ(inner.region_asks, 2);
 }
 
 void ExpectError(const std::function<void()>& f, const std::string& part) {
@@ -91,8 +97,9 @@ void ExpectError(const std::function<void()>& f, const std::string& part) {
   }
 }
 
-TEST(PlanTest, TheReaderRefusesWhatThePlanDidNotDecide) {
+TEST(PlanTest, TheReaderRefusesARunThatStraysFromThePlan) {
   const Op region = MakeOp(OpKind::kCheckpoint, "b.cc:7");
+  const Op other = MakeOp(OpKind::kCheckpoint, "b.cc:9");
   const Op scan = MakeOp(OpKind::kScan, "b.cc:8");
   CountingPlanner inner;
   Plan plan;
@@ -102,13 +109,27 @@ TEST(PlanTest, TheReaderRefusesWhatThePlanDidNotDecide) {
   model.held_outside = 64;
   recorder.PlanLoop(scan, model);
 
+  {
+    PlanReader reader(&plan, true);
+    ExpectError([&] { reader.PlanRegion(region); },
+                "asked whether to honour checkpoint at b.cc:7 where decision 1 of its plan is "
+                "what to save in checkpoint at b.cc:7");
+  }
+  {
+    PlanReader reader(&plan, true);
+    ExpectError([&] { reader.PlanSaves(other, {true}); }, "decision 1 of its plan");
+  }
+  {
+    PlanReader reader(&plan, true);
+    ExpectError([&] { reader.PlanSaves(region, {false}); },
+                "with needs 0 where its plan decided for needs 1");
+  }
   PlanReader reader(&plan, true);
-  ExpectError([&] { reader.PlanRegion(region); }, "checkpoint at b.cc:7, which its plan has no");
-  ExpectError([&] { reader.PlanSaves(region, {false}); }, "with needs 0");
+  reader.PlanSaves(region, {true});
   model.held_outside = 65;
   ExpectError([&] { reader.PlanLoop(scan, model); },
               "starts with 65 bytes held outside it, where the planning run held 64");
-  ExpectError([&] { reader.PlanLoop(scan, model); }, "instance 1 of scan at b.cc:8");
+  ExpectError([&] { reader.PlanLoop(scan, model); }, "after the 2 decisions of its plan");
 }
 
 }  // namespace

@@ -58,53 +58,75 @@ uint64_t Fingerprint(const Tensor& t) {
 
 }  // namespace
 
-Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
-                        const std::vector<int>& wrt, const RunOptions& options) {
+Result ReverseMode::PlanRun(const Program& program, const std::vector<Tensor>& args,
+                            const std::vector<int>& wrt, const RunOptions& options, Plan* plan) {
   ValidateArguments(program, args, wrt);
-  // The planning run (plan.h): the executor on a dry-run tracker, asking the
-  // planner at every decision point and writing the plan down. Its Stats
-  // are the predicted ones: the run below carries out the same plan.
-  Plan plan;
-  const PlanRecorder recorder(planner_, &plan);
+  const PlanRecorder recorder(planner_, plan);
   active_planner_ = &recorder;
   Result planning;
-  if (options.plan_only) {
-    planning = Execute(program, args, wrt, options, /*dry_run=*/true);
-  } else {
-    // The planning run sees the arguments' shapes and dtypes, not their bytes.
-    auto shapes_only = std::make_shared<MemoryTracker>();
-    shapes_only->set_dry_run(true);
-    const std::vector<Tensor> dry_args = DryArguments(args, shapes_only);
-    RunOptions dry_options = options;
-    dry_options.max_memory_bytes = 0;
-    dry_options.record_schedule = false;
-    planning = Execute(program, dry_args, wrt, dry_options, /*dry_run=*/true);
+  try {
+    if (options.plan_only) {
+      // Only the plan is wanted: the arguments as given (shapes only, maybe:
+      // engines/planned compiles a run from the buffers it passes).
+      planning = Execute(program, args, wrt, options, /*dry_run=*/true);
+    } else {
+      // The planning run sees the arguments' shapes and dtypes, not their
+      // bytes.
+      auto shapes_only = std::make_shared<MemoryTracker>();
+      shapes_only->set_dry_run(true);
+      RunOptions dry_options = options;
+      dry_options.max_memory_bytes = 0;
+      dry_options.record_schedule = false;
+      planning = Execute(program, DryArguments(args, shapes_only), wrt, dry_options,
+                         /*dry_run=*/true);
+    }
+  } catch (...) {
+    active_planner_ = nullptr;
+    throw;
   }
   active_planner_ = nullptr;
-  const Stats& predicted = planning.stats;
-  if (options.plan_only) {
-    planning.stats.predicted_peak_bytes = planning.stats.peak_bytes;
-    planning.stats.predicted_peak_site = planning.stats.peak_site;
-    if (options.record_plan) planning.plan = plan.Lines();
-    return planning;
+  plan->predicted_peak_bytes = planning.stats.peak_bytes;
+  plan->predicted_peak_site = planning.stats.peak_site;
+  planning.stats.predicted_peak_bytes = planning.stats.peak_bytes;
+  planning.stats.predicted_peak_site = planning.stats.peak_site;
+  if (options.record_plan) planning.plan = plan->Lines();
+  return planning;
+}
+
+Result ReverseMode::Run(const Program& program, const std::vector<Tensor>& args,
+                        const std::vector<int>& wrt, const RunOptions& options,
+                        const Plan* plan) {
+  Plan own;
+  if (plan == nullptr || options.plan_only) {
+    Result planning = PlanRun(program, args, wrt, options, &own);
+    if (options.plan_only) return planning;
+    plan = &own;
   }
+  ValidateArguments(program, args, wrt);
   if (options.predict_memory && options.max_memory_bytes > 0 &&
-      predicted.peak_bytes > options.max_memory_bytes) {
-    throw Error(StrCat("program ", program.name, ": the predicted peak of ", predicted.peak_bytes,
-                       " bytes (at ", predicted.peak_site, ") exceeds the limit of ",
-                       options.max_memory_bytes, " bytes (--max-memory); nothing was allocated"));
+      plan->predicted_peak_bytes > options.max_memory_bytes) {
+    throw Error(StrCat("program ", program.name, ": the predicted peak of ",
+                       plan->predicted_peak_bytes, " bytes (at ", plan->predicted_peak_site,
+                       ") exceeds the limit of ", options.max_memory_bytes,
+                       " bytes (--max-memory); nothing was allocated"));
   }
   RequireArgumentData(program, args);
-  const PlanReader reader(&plan, planner_->honours_checkpoints());
+  const PlanReader reader(plan, planner_->honours_checkpoints());
   active_planner_ = &reader;
-  Result result = Execute(program, args, wrt, options, /*dry_run=*/false);
+  Result result;
+  try {
+    result = Execute(program, args, wrt, options, /*dry_run=*/false);
+  } catch (...) {
+    active_planner_ = nullptr;
+    throw;
+  }
   active_planner_ = nullptr;
   reader.CheckAllRead();
   if (options.predict_memory) {
-    result.stats.predicted_peak_bytes = predicted.peak_bytes;
-    result.stats.predicted_peak_site = predicted.peak_site;
+    result.stats.predicted_peak_bytes = plan->predicted_peak_bytes;
+    result.stats.predicted_peak_site = plan->predicted_peak_site;
   }
-  if (options.record_plan) result.plan = plan.Lines();
+  if (options.record_plan) result.plan = plan->Lines();
   return result;
 }
 

@@ -65,6 +65,7 @@
 #include "engines/api/program.h"
 #include "engines/api/tensor.h"
 #include "engines/autodiff/executor_rules.h"
+#include "engines/autodiff/plan.h"
 #include "engines/autodiff/planner.h"
 
 namespace remat {
@@ -78,9 +79,19 @@ class ReverseMode {
   ReverseMode(Kernels* kernels, const Planner* planner, ExecutorRules* rules = nullptr)
       : kernels_(kernels), planner_(planner), rules_(rules ? rules : &ContractRules()) {}
 
-  // value_and_grad of `program` (see engines/api/engine.h for the contract).
+  // value_and_grad of `program` (see engines/api/engine.h for the contract)
+  // under `plan`, one PlanRun made for a program of the same structure, with
+  // arguments of the same signature and the same wrt
+  // (engines/exec/program_cache.h); null: PlanRun first. With
+  // options.plan_only, the planning run's Result.
   Result Run(const Program& program, const std::vector<Tensor>& args,
-             const std::vector<int>& wrt, const RunOptions& options);
+             const std::vector<int>& wrt, const RunOptions& options,
+             const Plan* plan = nullptr);
+  // The planning run alone (plan.h): fills *plan and returns the dry run's
+  // Result (its Stats are the prediction; tensors without data). `args` may
+  // be shapes only.
+  Result PlanRun(const Program& program, const std::vector<Tensor>& args,
+                 const std::vector<int>& wrt, const RunOptions& options, Plan* plan);
 
  private:
   struct Tape;

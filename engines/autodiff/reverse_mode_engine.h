@@ -12,9 +12,11 @@
 #include "engines/api/engine.h"
 #include "engines/api/kernels.h"
 #include "engines/autodiff/executor_rules.h"
+#include "engines/autodiff/plan.h"
 #include "engines/autodiff/planner.h"
 #include "engines/autodiff/reverse_mode.h"
 #include "engines/budget/peak_budget.h"
+#include "engines/exec/program_cache.h"
 
 namespace remat {
 
@@ -38,20 +40,33 @@ class ReverseModeEngine : public Engine {
   // fraction every peak-mode region gets, once per (program, wrt). An engine
   // that runs regions inline (eager, reference) ignores policies, this one
   // included.
+  // The plan of a case (plan.h) is made by its first run and kept
+  // (engines/exec/program_cache.h): later runs of the same program
+  // structure, argument signature and wrt carry it out without planning
+  // again, as jax.jit plans once.
   Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                       const std::vector<int>& wrt, const RunOptions& options) override {
     ReverseMode reverse_mode(kernels_.get(), planner_.get(), rules_.get());
+    std::shared_ptr<const PeakBudgetResolution> resolved;
     if (planner_->honours_checkpoints() && HasPeakBudget(program)) {
-      const std::shared_ptr<const PeakBudgetResolution> resolved = peak_budgets_.Resolve(
+      resolved = peak_budgets_.Resolve(
           program, wrt, DTypeSize(kernels_->dtype()), [&](const Program& p) {
             RunOptions dry;
             dry.plan_only = true;
             dry.on_tracker = options.on_tracker;
             return reverse_mode.Run(p, args, wrt, dry).stats;
           });
-      return reverse_mode.Run(resolved->program, args, wrt, options);
     }
-    return reverse_mode.Run(program, args, wrt, options);
+    const Program& run = resolved ? resolved->program : program;
+    if (options.plan_only) return reverse_mode.Run(run, args, wrt, options);
+    std::shared_ptr<const Plan> plan = plans_.Find(run, args, wrt);
+    if (plan == nullptr) {
+      auto made = std::make_shared<Plan>();
+      reverse_mode.PlanRun(run, args, wrt, options, made.get());
+      plans_.Put(run, args, wrt, made);
+      plan = std::move(made);
+    }
+    return reverse_mode.Run(run, args, wrt, options, plan.get());
   }
 
  private:
@@ -60,6 +75,7 @@ class ReverseModeEngine : public Engine {
   std::unique_ptr<Planner> planner_;
   std::unique_ptr<ExecutorRules> rules_;
   PeakBudgetCache peak_budgets_;
+  ProgramCache<Plan> plans_;
 };
 
 }  // namespace remat

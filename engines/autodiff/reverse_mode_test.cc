@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engines/autodiff/planners.h"
+#include "engines/autodiff/reverse_mode_engine.h"
 #include "engines/plan/save_plan.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "harness/conformance.h"
@@ -88,6 +89,30 @@ TEST(ReverseModePlanTest, TheRunReportsThePlanItCarriedOut) {
   EXPECT_TRUE(loop) << "no line for the scan's revolve:1 schedule; first: " << r.plan[0];
   options.record_plan = false;
   EXPECT_TRUE(planned.Run(c.program, c.inputs, c.wrt, options).plan.empty()) << "not asked for";
+}
+
+// The engine plans a case once (a planning run: one more tracker) and
+// carries the kept plan out on later runs of the same case.
+TEST(ReverseModeEngineTest, PlansACaseOnce) {
+  const Problem& problem = FindProblem("transformer_stack");
+  Case c = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
+  ReverseModeEngine engine("recompute", std::make_unique<OneDnnKernels>(),
+                           MakeRecomputePlanner());
+  int trackers = 0;
+  RunOptions options;
+  options.predict_memory = false;
+  options.on_tracker = [&](const std::shared_ptr<MemoryTracker>&) { ++trackers; };
+  const Program sqrt = ApplySchedule(c.program, "sqrt");
+  const Result first = engine.ValueAndGrad(sqrt, c.inputs, c.wrt, options);
+  EXPECT_EQ(trackers, 2) << "a planning run and the run";
+  const Program again = ApplySchedule(c.program, "sqrt");  // another object, the same case
+  const Result second = engine.ValueAndGrad(again, c.inputs, c.wrt, options);
+  EXPECT_EQ(trackers, 3) << "the plan was kept";
+  EXPECT_EQ(FirstBitDifference(first, second), std::nullopt);
+  EXPECT_EQ(first.stats.peak_bytes, second.stats.peak_bytes);
+  EXPECT_EQ(first.stats.flops_recomputed, second.stats.flops_recomputed);
+  engine.ValueAndGrad(ApplySchedule(c.program, "revolve:2"), c.inputs, c.wrt, options);
+  EXPECT_EQ(trackers, 5) << "another schedule is another case";
 }
 
 INSTANTIATE_TEST_SUITE_P(Problems, ReverseModeTest,

@@ -12,6 +12,7 @@
 #include "engines/api/registry.h"
 #include "engines/autodiff/planners.h"
 #include "engines/autodiff/reverse_mode.h"
+#include "engines/exec/program_cache.h"
 #include "engines/exec/run_memory.h"
 #include "engines/planned/compiler.h"
 
@@ -23,106 +24,6 @@ using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-// Fed field by field, a machine word at a time (no strings built: a cache
-// hit must cost little next to the run it saves; byte-by-byte FNV-1a was a
-// sixth of sin_plain D=1024's run). Strings by length: a hash only picks
-// the candidates a comparison confirms, so it needs to spread, not to be
-// collision-proof.
-class Hasher {
- public:
-  void Word(uint64_t v) {
-    h_ = (h_ ^ v) * 0x9e3779b97f4a7c15ull;
-    h_ ^= h_ >> 29;
-  }
-  template <typename T>
-  void Value(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(uint64_t));
-    uint64_t w = 0;
-    std::memcpy(&w, &v, sizeof(v));
-    Word(w);
-  }
-  // A string's length only: SameStructure compares the contents of a hit
-  // (a memcmp, cheaper than hashing them on every run).
-  void String(const std::string& s) { Value(s.size()); }
-  void Dims(const Shape& s) {
-    Value(s.rank());
-    for (int64_t d : s.dims()) Value(d);
-  }
-  uint64_t value() const { return h_; }
-
- private:
-  uint64_t h_ = 0xcbf29ce484222325ull;
-};
-
-void HashProgram(const Program& p, Hasher* h) {
-  h->String(p.name);
-  h->Value(p.output);
-  h->Value(p.shapes.size());
-  for (const Shape& s : p.shapes) h->Dims(s);
-  h->Value(p.param_names.size());
-  for (const std::string& n : p.param_names) h->String(n);
-  h->Value(p.ops.size());
-  for (const Op& op : p.ops) {
-    h->Value(op.kind);
-    h->Value(op.output);
-    h->Value(op.inputs.size());
-    for (int i : op.inputs) h->Value(i);
-    h->String(op.site);
-    h->String(op.scope);
-    h->String(op.name);
-    h->String(op.schedule);
-    h->Value(op.scalar);
-    for (int64_t i : op.ints) h->Value(i);
-    if (op.body) HashProgram(*op.body, h);
-  }
-}
-
-}  // namespace
-
-uint64_t StructureHash(const Program& program) {
-  Hasher h;
-  HashProgram(program, &h);
-  return h.value();
-}
-
-namespace {
-
-// An op's inputs or ints: one to three numbers, compared inline (vector's ==
-// calls memcmp: a call per op on every cache hit).
-template <typename T>
-bool SameNumbers(const std::vector<T>& a, const std::vector<T>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-bool SameStructure(const Program& a, const Program& b) {
-  if (&a == &b) return true;
-  if (a.name != b.name || a.output != b.output || a.shapes != b.shapes ||
-      a.param_names != b.param_names || a.ops.size() != b.ops.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.ops.size(); ++i) {
-    const Op& x = a.ops[i];
-    const Op& y = b.ops[i];
-    if (x.kind != y.kind || x.output != y.output || !SameNumbers(x.inputs, y.inputs) ||
-        x.site != y.site || x.scope != y.scope || x.name != y.name || x.schedule != y.schedule ||
-        std::memcmp(&x.scalar, &y.scalar, sizeof(double)) != 0 || !SameNumbers(x.ints, y.ints)) {
-      return false;
-    }
-    if (x.kind == OpKind::kCheckpoint && !(x.policy == y.policy)) return false;
-    if ((x.body == nullptr) != (y.body == nullptr)) return false;
-    if (x.body && x.body != y.body && !SameStructure(*x.body, *y.body)) return false;
-  }
-  return true;
-}
-
-namespace {
 
 // Hands the run's buffers their planned storage, in creation order: a place
 // in the arena, or in another buffer (Placement::alias_of: in-place
@@ -223,45 +124,15 @@ std::shared_ptr<const CompiledPlan> PlannedEngine::Lookup(
     const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt,
     const std::function<void(const std::shared_ptr<MemoryTracker>&)>& on_tracker, double* seconds) {
   *seconds = 0;
-  // Storage sharing changes what is counted (a shared buffer once).
-  auto first_sharer = [&args](size_t i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (args[j].buffer() == args[i].buffer()) return j;
-    }
-    return i;
-  };
-  auto same_args = [&](const std::vector<ArgSignature>& sig) {
-    if (sig.size() != args.size()) return false;
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (!(sig[i] == ArgSignature{args[i].dtype(), args[i].shape(), first_sharer(i),
-                                   args[i].offset_bytes()})) {
-        return false;
-      }
-    }
-    return true;
-  };
   auto matches = [&](const Entry& e) {
-    return SameNumbers(e.wrt, wrt) && same_args(e.args) && SameStructure(e.program, program);
+    return SameNumbers(e.wrt, wrt) && HasSignature(args, e.args) && SameStructure(e.program, program);
   };
   // Repeated runs of one case, the common use, confirm the last plan used
   // in one pass over the program, without hashing it first (or building
   // anything).
   if (last_ != nullptr && matches(*last_)) return last_->plan;
-  std::vector<ArgSignature> signature;
-  signature.reserve(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    signature.push_back({args[i].dtype(), args[i].shape(), first_sharer(i), args[i].offset_bytes()});
-  }
-  Hasher h;
-  h.Value(StructureHash(program));
-  for (const ArgSignature& a : signature) {
-    h.Value(a.dtype);
-    h.Dims(a.shape);
-    h.Value(a.first_sharer);
-    h.Value(a.offset_bytes);
-  }
-  for (int w : wrt) h.Value(w);
-  const uint64_t key = h.value();
+  std::vector<ArgumentSignature> signature = Signature(args);
+  const uint64_t key = CaseHash(program, signature, wrt);
   auto [begin, end] = cache_.equal_range(key);
   for (auto it = begin; it != end; ++it) {
     if (matches(it->second)) {

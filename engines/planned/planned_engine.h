@@ -48,6 +48,7 @@
 #include "engines/api/tensor.h"
 #include "engines/autodiff/planner.h"
 #include "engines/budget/peak_budget.h"
+#include "engines/exec/program_cache.h"
 #include "engines/planned/compiled_plan.h"
 #include "engines/planned/recording_kernels.h"
 
@@ -128,19 +129,9 @@ class PlannedEngine : public Engine {
 
   // A cached plan and what it was compiled for: the program (a copy; its
   // bodies shared, they are immutable), the arguments' signature and wrt.
-  struct ArgSignature {
-    DType dtype;
-    Shape shape;
-    size_t first_sharer;  // the first argument with the same storage
-    int64_t offset_bytes;
-    bool operator==(const ArgSignature& o) const {
-      return dtype == o.dtype && shape == o.shape && first_sharer == o.first_sharer &&
-             offset_bytes == o.offset_bytes;
-    }
-  };
   struct Entry {
     Program program;
-    std::vector<ArgSignature> args;
+    std::vector<ArgumentSignature> args;
     std::vector<int> wrt;
     std::shared_ptr<const CompiledPlan> plan;
   };
@@ -165,12 +156,6 @@ class PlannedEngine : public Engine {
   Binding& Bind(const CompiledPlan& plan);
   std::unordered_map<const CompiledPlan*, Binding> bindings_;
 };
-
-// Whether two programs are the same structure: ops, attributes, shapes,
-// sites, policies and schedules, bodies included (what a plan depends on).
-bool SameStructure(const Program& a, const Program& b);
-// A hash of that structure, consistent with SameStructure.
-uint64_t StructureHash(const Program& program);
 
 }  // namespace remat
 

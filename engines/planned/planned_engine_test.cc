@@ -15,6 +15,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
+#include "engines/api/program_identity.h"
 #include "engines/api/registry.h"
 #include "engines/api/tracer.h"
 #include "problems/problem.h"
