@@ -176,6 +176,17 @@ std::vector<bool> Milp(const BudgetProblem& p, int64_t budget, double time_limit
   glp_iocp parm;
   glp_init_iocp(&parm);
   parm.presolve = GLP_ON;
+  // GLPK's cutting planes (Gomory mixed-integer, mixed-integer rounding,
+  // mixed cover, clique), off by default. Without them, branch and cut on a
+  // region whose values all have the same size (every saved set of k values
+  // takes the same bytes: thousands of ties) took up to 5 s per solve: a
+  // random program of 39 classes (peak_budget_test, seed 101) spent 424 s
+  // in GLPK over its budget front and dry runs. With them the same 4000
+  // solves take 0.6 s in all; small problems pay nothing measurable.
+  parm.gmi_cuts = GLP_ON;
+  parm.mir_cuts = GLP_ON;
+  parm.cov_cuts = GLP_ON;
+  parm.clq_cuts = GLP_ON;
   parm.msg_lev = GLP_MSG_OFF;
   parm.tm_lim = std::max(1, static_cast<int>(std::lround(time_limit_seconds * 1000)));
   const int ret = glp_intopt(lp.get(), &parm);
