@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 #include "engines/api/error.h"
+#include "engines/api/kernels.h"
 #include "engines/api/tensor.h"
 
 namespace remat {
@@ -239,5 +241,26 @@ void GeluErfBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
 
 }  // namespace loop_kernels
 }  // namespace remat
+
+// Registers every loop kernel above as `Backend`'s implementation on its
+// float type T (float for OneDnnKernels, double for ReferenceKernels): one
+// line in each backend's source, so that an op whose kernels are loops is
+// written once, here. A loop kernel of one backend only is registered in
+// that backend instead.
+#define REMAT_LOOP_KERNELS(Backend, T) \
+  REMAT_KERNEL_IMPL(Backend, gather_rows, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GatherRows<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, scatter_add_rows, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ScatterAddRows<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, masked_fill, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::MaskedFill<T>(*in[0], *in[1], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, cross_entropy, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::CrossEntropy<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, cross_entropy_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::CrossEntropyBackward<T>(*in[0], *in[1], *in[2], out); }); \
+  REMAT_KERNEL_IMPL(Backend, silu, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Silu<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, silu_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::SiluBackward<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, rms_norm, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::RmsNorm<T>(*in[0], *in[1], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, rms_norm_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::RmsNormBackward<T>(*in[0], *in[1], *in[2], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, rms_norm_gamma_grad, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::RmsNormGammaGrad<T>(*in[0], *in[1], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, log_softmax, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::LogSoftmax<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, log_softmax_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::LogSoftmaxBackward<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, gelu_erf, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GeluErf<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, gelu_erf_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GeluErfBackward<T>(*in[0], *in[1], out); })
 
 #endif  // REMAT_ENGINES_API_LOOP_KERNELS_H_

@@ -53,12 +53,10 @@ std::string Plan::Describe(const Decision& d) {
 
 std::vector<std::string> Plan::Lines() const {
   std::vector<std::string> out;
-  std::set<std::tuple<Kind, std::string, std::vector<bool>>> seen;
+  std::set<std::tuple<Kind, int, std::vector<bool>>> seen;
   for (const Decision& d : decisions_) {
-    const std::string described = Describe(d);
-    if (d.kind != Kind::kLoop && !seen.insert({d.kind, described, d.param_needs}).second) {
-      continue;
-    }
+    if (d.kind != Kind::kLoop && !seen.insert({d.kind, d.op, d.param_needs}).second) continue;
+    const std::string described = StrCat("[", d.op, "] ", Describe(d));
     switch (d.kind) {
       case Kind::kRegion:
         out.push_back(StrCat("region ", described, ": ",
@@ -89,6 +87,9 @@ Plan::Decision& PlanRecorder::Append(Plan::Kind kind, const Op& op) const {
   d.op_kind = op.kind;
   d.site = op.site;
   d.scope = op.scope;
+  auto [it, added] = ops_.emplace(&op, static_cast<int>(ops_.size()));
+  d.op = it->second;
+  if (added) instances_.push_back(0);
   return d;
 }
 
@@ -111,7 +112,7 @@ LoopPlan PlanRecorder::PlanLoop(const Op& loop, const LoopModel& model) const {
   const LoopPlan plan = inner_->PlanLoop(loop, model);
   Plan::Decision& d = Append(Plan::Kind::kLoop, loop);
   d.loop = plan;
-  d.instance = instances_[{loop.kind, loop.site}]++;
+  d.instance = instances_[d.op]++;
   d.held_outside_bytes = model.held_outside;
   return plan;
 }
@@ -124,7 +125,8 @@ const Plan::Decision& PlanReader::Next(Plan::Kind kind, const Op& op) const {
                        " decisions of its plan: the run is not the run its plan was made for"));
   }
   const Plan::Decision& d = all[next_];
-  if (d.kind != kind || d.op_kind != op.kind || d.site != op.site) {
+  const int number = ops_.emplace(&op, static_cast<int>(ops_.size())).first->second;
+  if (d.kind != kind || d.op != number || d.op_kind != op.kind || d.site != op.site) {
     throw Error(StrCat("the run asked ", KindName(kind), " ", Program::Describe(op),
                        " where decision ", next_ + 1, " of its plan is ", KindName(d.kind), " ",
                        Plan::Describe(d), ": the run is not the run its plan was made for"));

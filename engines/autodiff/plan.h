@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <utility>
+#include <unordered_map>
 #include <vector>
 
 #include "engines/autodiff/planner.h"
@@ -43,6 +43,10 @@ class Plan {
     OpKind op_kind;
     std::string site;   // the op's: with op_kind, what the run's op must match
     std::string scope;  // the op's, for messages and Lines
+    // The op's number among the ops the planning run decided for, in order
+    // of their first decision: ops of one site (a region traced in a loop)
+    // are told apart, and the run's op must be the same one.
+    int op = 0;
     RegionPlan region;                   // kRegion
     std::vector<bool> param_needs;       // kSaves
     std::vector<SaveDecision> saves;     // kSaves: by body value id
@@ -52,9 +56,9 @@ class Plan {
   };
 
   // One line per distinct decision, in the order first made:
-  //   region <op>: honour (may save) | honour (saves nothing) | inline
-  //   saves  <op> needs <0110>: %<body value>=save|offload|recompute ...
-  //   loop   <op> #<instance> (<held> bytes held outside): schedule <name> (...)
+  //   region [N] <op>: honour (may save) | honour (saves nothing) | inline
+  //   saves  [N] <op> needs <0110>: %<body value>=save|offload|recompute ...
+  //   loop   [N] <op> #<instance> (<held> bytes held outside): schedule <name> (...)
   //          | checkpoint_every:<K> | no schedule (...)
   std::vector<std::string> Lines() const;
   const std::vector<Decision>& decisions() const { return decisions_; }
@@ -84,7 +88,8 @@ class PlanRecorder : public Planner {
   Plan::Decision& Append(Plan::Kind kind, const Op& op) const;
   const Planner* inner_;
   Plan* plan_;
-  mutable std::map<std::pair<OpKind, std::string>, int64_t> instances_;  // by kind and site
+  mutable std::unordered_map<const Op*, int> ops_;  // the ops' numbers
+  mutable std::vector<int64_t> instances_;          // by op number
 };
 
 // Answers from `plan` only (see the file comment). One run at a time.
@@ -105,6 +110,7 @@ class PlanReader : public Planner {
   const Plan* plan_;
   bool honours_checkpoints_;
   mutable size_t next_ = 0;
+  mutable std::unordered_map<const Op*, int> ops_;  // numbered as the recorder did
 };
 
 }  // namespace remat

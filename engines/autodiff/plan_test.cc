@@ -65,17 +65,26 @@ TEST(PlanTest, RecordsEveryDecisionInOrderAndPrintsEachOnce) {
 
   const std::vector<std::string> lines = plan.Lines();
   ASSERT_EQ(lines.size(), 4u) << "the region's decision is printed once";
-  EXPECT_EQ(lines[0], "region checkpoint at a.cc:1: honour (may save)");
-  EXPECT_EQ(lines[1], "saves  checkpoint at a.cc:1 needs 1: %1=save");
-  EXPECT_EQ(lines[2], "loop   scan at a.cc:2 #0 (100 bytes held outside): checkpoint_every:1");
-  EXPECT_EQ(lines[3], "loop   scan at a.cc:2 #1 (200 bytes held outside): checkpoint_every:2");
+  EXPECT_EQ(lines[0], "region [0] checkpoint at a.cc:1: honour (may save)");
+  EXPECT_EQ(lines[1], "saves  [0] checkpoint at a.cc:1 needs 1: %1=save");
+  EXPECT_EQ(lines[2], "loop   [1] scan at a.cc:2 #0 (100 bytes held outside): checkpoint_every:1");
+  EXPECT_EQ(lines[3], "loop   [1] scan at a.cc:2 #1 (200 bytes held outside): checkpoint_every:2");
 
   // The reader answers the same questions in the same order, from the plan
-  // alone; an op of the same structure elsewhere (another program object)
-  // is the same op to it.
+  // alone; the op in the same place of a program of the same structure
+  // (another object) is the same op to it.
   const Op same_region = MakeOp(OpKind::kCheckpoint, "a.cc:1");
+  const Op same_scan = MakeOp(OpKind::kScan, "a.cc:2");
+  {
+    PlanReader other(&plan, true);
+    EXPECT_TRUE(other.PlanRegion(same_region).honour);
+    EXPECT_TRUE(other.PlanRegion(same_region).honour);
+    other.PlanSaves(same_region, {true});
+    model.held_outside = 100;
+    EXPECT_EQ(other.PlanLoop(same_scan, model).checkpoint_every, 1);
+  }
   PlanReader reader(&plan, true);
-  EXPECT_TRUE(reader.PlanRegion(same_region).honour);
+  EXPECT_TRUE(reader.PlanRegion(region).honour);
   EXPECT_TRUE(reader.PlanRegion(region).honour);
   EXPECT_EQ(reader.PlanSaves(region, {true}).back(), SaveDecision::kSave);
   model.held_outside = 100;
@@ -118,6 +127,19 @@ TEST(PlanTest, TheReaderRefusesARunThatStraysFromThePlan) {
   {
     PlanReader reader(&plan, true);
     ExpectError([&] { reader.PlanSaves(other, {true}); }, "decision 1 of its plan");
+  }
+  {
+    // Two regions of one site (a region traced in a loop): the run must
+    // ask for them in the plan's order.
+    const Op twin = MakeOp(OpKind::kCheckpoint, "b.cc:7");
+    Plan two;
+    PlanRecorder twice(&inner, &two);
+    twice.PlanRegion(region);
+    twice.PlanRegion(twin);
+    EXPECT_EQ(two.Lines().size(), 2u) << "two ops, two lines";
+    PlanReader reader(&two, true);
+    reader.PlanRegion(region);
+    ExpectError([&] { reader.PlanRegion(region); }, "decision 2 of its plan");
   }
   {
     PlanReader reader(&plan, true);

@@ -82,7 +82,7 @@ TEST(ReverseModePlanTest, TheRunReportsThePlanItCarriedOut) {
   ASSERT_FALSE(r.plan.empty());
   bool loop = false;
   for (const std::string& line : r.plan) {
-    loop = loop || (line.rfind("loop   scan at ", 0) == 0 &&
+    loop = loop || (line.rfind("loop   [", 0) == 0 && line.find("] scan at ") != std::string::npos &&
                     line.find("#0") != std::string::npos &&
                     line.find("schedule revolve:1") != std::string::npos);
   }

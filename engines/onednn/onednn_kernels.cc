@@ -690,52 +690,7 @@ REMAT_KERNEL_IMPL(OneDnnKernels, dropout,
                     }
                   });
 
-REMAT_KERNEL_IMPL(OneDnnKernels, gather_rows,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::GatherRows<float>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, scatter_add_rows,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::ScatterAddRows<float>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, masked_fill,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs& attrs,
-                     Tensor& out) { loop_kernels::MaskedFill<float>(*in[0], *in[1], attrs.scalar, out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, cross_entropy,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::CrossEntropy<float>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, cross_entropy_backward,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::CrossEntropyBackward<float>(*in[0], *in[1], *in[2], out); });
-
-REMAT_KERNEL_IMPL(OneDnnKernels, silu,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::Silu<float>(*in[0], out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, silu_backward,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::SiluBackward<float>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, rms_norm,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
-                     Tensor& out) { loop_kernels::RmsNorm<float>(*in[0], *in[1], a.scalar, out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, rms_norm_backward,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
-                     Tensor& out) {
-                    loop_kernels::RmsNormBackward<float>(*in[0], *in[1], *in[2], a.scalar, out);
-                  });
-REMAT_KERNEL_IMPL(OneDnnKernels, rms_norm_gamma_grad,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
-                     Tensor& out) { loop_kernels::RmsNormGammaGrad<float>(*in[0], *in[1], a.scalar, out); });
-
-REMAT_KERNEL_IMPL(OneDnnKernels, log_softmax,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::LogSoftmax<float>(*in[0], out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, log_softmax_backward,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::LogSoftmaxBackward<float>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, gelu_erf,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::GeluErf<float>(*in[0], out); });
-REMAT_KERNEL_IMPL(OneDnnKernels, gelu_erf_backward,
-                  [](OneDnnKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::GeluErfBackward<float>(*in[0], *in[1], out); });
+REMAT_LOOP_KERNELS(OneDnnKernels, float);
 
 // ---------------------------------------------------------------------------
 // The kernels several ops share (kernels.h's KernelOp ids), in the table.

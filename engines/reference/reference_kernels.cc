@@ -352,52 +352,7 @@ REMAT_KERNEL_IMPL(ReferenceKernels, dropout,
                     }
                   });
 
-REMAT_KERNEL_IMPL(ReferenceKernels, gather_rows,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::GatherRows<double>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, scatter_add_rows,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::ScatterAddRows<double>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, masked_fill,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& attrs,
-                     Tensor& out) { loop_kernels::MaskedFill<double>(*in[0], *in[1], attrs.scalar, out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, cross_entropy,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::CrossEntropy<double>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, cross_entropy_backward,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::CrossEntropyBackward<double>(*in[0], *in[1], *in[2], out); });
-
-REMAT_KERNEL_IMPL(ReferenceKernels, silu,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::Silu<double>(*in[0], out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, silu_backward,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::SiluBackward<double>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, rms_norm,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
-                     Tensor& out) { loop_kernels::RmsNorm<double>(*in[0], *in[1], a.scalar, out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, rms_norm_backward,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
-                     Tensor& out) {
-                    loop_kernels::RmsNormBackward<double>(*in[0], *in[1], *in[2], a.scalar, out);
-                  });
-REMAT_KERNEL_IMPL(ReferenceKernels, rms_norm_gamma_grad,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
-                     Tensor& out) { loop_kernels::RmsNormGammaGrad<double>(*in[0], *in[1], a.scalar, out); });
-
-REMAT_KERNEL_IMPL(ReferenceKernels, log_softmax,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::LogSoftmax<double>(*in[0], out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, log_softmax_backward,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::LogSoftmaxBackward<double>(*in[0], *in[1], out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, gelu_erf,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::GeluErf<double>(*in[0], out); });
-REMAT_KERNEL_IMPL(ReferenceKernels, gelu_erf_backward,
-                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,
-                     Tensor& out) { loop_kernels::GeluErfBackward<double>(*in[0], *in[1], out); });
+REMAT_LOOP_KERNELS(ReferenceKernels, double);
 
 // ---------------------------------------------------------------------------
 // The kernels several ops share (kernels.h's KernelOp ids), in the table.
