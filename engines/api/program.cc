@@ -6,6 +6,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/op_def.h"
+#include "engines/api/schedule_spec.h"
 
 namespace remat {
 
@@ -383,6 +384,16 @@ int64_t CheckpointEvery(const std::string& spec) {
 }
 
 Program ApplySchedule(const Program& program, const std::string& spec) {
+  // The spec's syntax, checked here, whatever engine runs the program: one
+  // that ignores schedules (eager) must still refuse a spec no engine could
+  // read, not run as if it had been given none.
+  if (CheckpointEvery(spec) == 0) {
+    try {
+      ParseScheduleSpec(spec);
+    } catch (const Error& e) {
+      throw Error(StrCat("schedule '", spec, "': ", e.what(), " (or checkpoint_every:K)"));
+    }
+  }
   int scans = 0;
   Program out = *WithSchedule(program, spec, &scans);
   if (scans == 0) {

@@ -188,6 +188,23 @@ TEST(ApplyScheduleTest, AValueReadOutsideTheChainEndsIt) {
   }
 }
 
+// A spec no schedule reads is refused when it is applied, for every engine:
+// eager, which ignores schedules, must not run as if none had been given.
+TEST(ApplyScheduleTest, ABadSpecIsRefusedWhereItIsApplied) {
+  for (const std::string spec : {"bogus", "revolve:", "every:0", "budget:12XB", "sqrt:3"}) {
+    SCOPED_TRACE(spec);
+    try {
+      ApplySchedule(Blocks(4), spec);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(StrCat("schedule '", spec, "': "), 0), 0u)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(ApplySchedule(Blocks(4), "checkpoint_every:0"), Error);
+  EXPECT_NO_THROW(ApplySchedule(Blocks(4), "checkpoint_every:2"));
+}
+
 TEST(ApplyScheduleTest, CheckpointEveryKeepsEveryKthBlock) {
   // Blocks 1 and 3 ((i + 1) % 2 == 0) keep their policy; 0 and 2 store
   // everything. All four stay regions: inlined, a block's parameters'
