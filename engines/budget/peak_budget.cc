@@ -256,31 +256,30 @@ std::string DescribePeakResolution(const PeakBudgetResolution& r) {
                 " of ", r.candidates, " candidate fractions dry-run)");
 }
 
+ProgramCache<PeakBudgetResolution>& PeakBudgetCache::For(int64_t dtype_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return by_dtype_bytes_[dtype_bytes];
+}
+
 std::shared_ptr<const PeakBudgetResolution> PeakBudgetCache::Resolve(const Program& program,
                                                                      const std::vector<int>& wrt,
                                                                      int64_t dtype_bytes,
                                                                      const PeakDryRun& dry_run) {
-  std::string key = StrCat(dtype_bytes, "|");
-  for (int w : wrt) key += StrCat(w, ",");
-  key += "|" + PrintProgram(program);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = resolved_.find(key);
-    if (it != resolved_.end()) return it->second;
-  }
+  // The program's structure fixes its arguments' shapes: the case is the
+  // program and wrt (no argument signature).
+  ProgramCache<PeakBudgetResolution>& cache = For(dtype_bytes);
+  if (std::shared_ptr<const PeakBudgetResolution> hit = cache.Find(program, {}, wrt)) return hit;
   auto r = std::make_shared<const PeakBudgetResolution>(
       ResolvePeakBudget(program, wrt, dtype_bytes, dry_run));
-  std::lock_guard<std::mutex> lock(mutex_);
-  // Bounded like the planned engine's plan cache: a long sweep of distinct
-  // programs must not grow it without end.
-  if (resolved_.size() >= 256) resolved_.clear();
-  resolved_.emplace(key, r);
+  cache.Put(program, {}, wrt, r);
   return r;
 }
 
 size_t PeakBudgetCache::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return resolved_.size();
+  size_t n = 0;
+  for (const auto& [bytes, cache] : by_dtype_bytes_) n += cache.size();
+  return n;
 }
 
 }  // namespace remat

@@ -85,6 +85,7 @@
 
 #include "engines/api/engine.h"
 #include "engines/api/program.h"
+#include "engines/exec/program_cache.h"
 
 namespace remat {
 
@@ -132,9 +133,10 @@ PeakBudgetResolution ResolvePeakBudget(const Program& program, const std::vector
 // its peak against the limit, its recomputation, and the search's size.
 std::string DescribePeakResolution(const PeakBudgetResolution& r);
 
-// Resolutions remembered by (program text, wrt), like SchedulePlanner's
-// schedules: repeated runs of the same program and shapes resolve once.
-// Thread-safe; resolution runs outside the lock.
+// Resolutions remembered by (program structure, wrt, dtype size), as the
+// engines keep their plans (engines/exec/program_cache.h): repeated runs of
+// the same program and shapes resolve once. Thread-safe; resolution runs
+// outside the lock.
 class PeakBudgetCache {
  public:
   std::shared_ptr<const PeakBudgetResolution> Resolve(const Program& program,
@@ -144,8 +146,9 @@ class PeakBudgetCache {
   size_t size() const;
 
  private:
+  ProgramCache<PeakBudgetResolution>& For(int64_t dtype_bytes);
   mutable std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const PeakBudgetResolution>> resolved_;
+  std::map<int64_t, ProgramCache<PeakBudgetResolution>> by_dtype_bytes_;
 };
 
 }  // namespace remat
