@@ -49,7 +49,7 @@ const std::vector<GenericDraw>& GenericDraws() {
     for (const OpDef& def : OpDefs()) {
       // Integer attributes only as a random op's key (beside a seed input).
       const bool random = def.num_ints == 1 && def.int_inputs != 0;
-      if ((def.num_ints > 0 && !random) || def.kind == OpKind::kName) continue;
+      if ((def.num_ints != 0 && !random) || def.kind == OpKind::kName) continue;
       Op op;
       op.kind = def.kind;
       const std::vector<Shape> in = def.example(op);
@@ -99,6 +99,8 @@ class Generator {
       Var x = pool[Int(0, static_cast<int>(pool.size()) - 1)];
       if (pick < 48) {
         pool.push_back(DrawFromRegistry(pool, x));
+      } else if (pick < 49) {
+        pool.push_back(Chance(50) ? DrawChoice(pool, x) : DrawConv(pool, x));
       } else if (pick < 51) {
         pool.push_back(DrawLayout(x));
       } else if (pick < 54) {
@@ -199,13 +201,67 @@ class Generator {
     }
   }
 
+  // An op that chooses: top_k_softmax of x, k 1 or 2 (at most the last
+  // axis), read out through a product with a value of x's shape (its rows
+  // sum to 1). The inputs' multiples of 1/8 tie often: the tie rule is
+  // exercised, in both precisions alike.
+  Var DrawChoice(const std::vector<Var>& pool, Var x) {
+    const Shape s = x.shape();
+    if (s.rank() == 0) return sin(x);
+    const int64_t k = std::min<int64_t>(Int(1, 2), s.dim(s.rank() - 1));
+    if (k < 1) return sin(x);
+    return mul(apply("top_k_softmax", {x}, {.ints = {k}}), SameShape(pool, x));
+  }
+
+  // The image ops on an (n, d) x: one time in three global_avg_pool of x
+  // seen as (n, d, 1, 1); else x seen as a one-channel image (1, 1, n, d),
+  // max-pooled by 3 x 3 windows, stride 1, padding 1 (x's shape again), or,
+  // for d odd, convolved with a (d, d) value of the pool as its one kernel,
+  // stride 1, padding (d - 1) / 2 (x's shape again); read back as (n, d).
+  Var DrawConv(const std::vector<Var>& pool, Var x) {
+    const Shape s = x.shape();
+    if (s.rank() != 2) return sin(x);
+    const int64_t n = s.dim(0), d = s.dim(1);
+    const int kind = Int(0, 2);
+    if (kind == 0) {
+      return apply("global_avg_pool", {apply("reshape", {x}, {.ints = {n, d, 1, 1}})});
+    }
+    if (kind == 1) {
+      const Var image = apply("reshape", {x}, {.ints = {1, 1, n, d}});
+      return apply("reshape", {apply("max_pool2d", {image}, {.ints = {3, 1, 1}})}, {.ints = {n, d}});
+    }
+    if (d % 2 == 0) return sin(x);
+    std::optional<Var> kernel;
+    for (const Var& v : pool) {
+      if (v.shape() == Shape({d, d})) kernel = v;
+    }
+    if (!kernel) return sin(x);
+    const Var image = apply("reshape", {x}, {.ints = {1, 1, n, d}});
+    const Var w = apply("reshape", {*kernel}, {.ints = {1, 1, d, d}});
+    const Var y = apply("conv2d", {image, w}, {.ints = {1, (d - 1) / 2}});
+    return apply("reshape", {y}, {.ints = {n, d}});
+  }
+
   // The layout ops: transpose where it keeps x's shape (square in its last
-  // two axes); else split_heads into a random divisor of each axis and
-  // merge_heads back (x's shape again).
+  // two axes); a rank-3 x permuted (the two leading axes swapped), reshaped
+  // to rank 2 and back; else split_heads into a random divisor of each axis
+  // and merge_heads back (x's shape again); a rank-1 x reshaped to a row
+  // and back.
   Var DrawLayout(Var x) {
-    const Shape& s = x.shape();
+    const Shape s = x.shape();  // a copy: tracing more values moves the program's shapes
     if ((s.rank() == 2 || s.rank() == 3) && s.dim(s.rank() - 1) == s.dim(s.rank() - 2)) {
       return transpose(x);
+    }
+    if (s.rank() == 3) {
+      const int64_t b = s.dim(0), n = s.dim(1), d = s.dim(2);
+      Var y = apply("permute", {x}, {.ints = {1, 0, 2}});            // (n, b, d)
+      y = apply("reshape", {y}, {.ints = {n, b * d}});              // (n, b d)
+      y = apply("reshape", {sin(y)}, {.ints = {n, b, d}});
+      return apply("permute", {y}, {.ints = {1, 0, 2}});
+    }
+    if (s.rank() == 1) {
+      const Var row = apply("reshape", {x}, {.ints = {1, s.dim(0)}});
+      return apply("reshape", {sin(row)}, {.ints = {s.dim(0)}});
     }
     if (s.rank() != 2) return relu(x);
     const int64_t batch = Divisor(s.dim(0)), heads = Divisor(s.dim(1));

@@ -39,6 +39,18 @@ The ops are jnp code that computes each op's forward definition
   embedding    jnp.take(table, ids, axis=0) (its gradient JAX's scatter-add)
   masked_fill  jnp.where(mask != 0, fill, x)
   cross_entropy  mean of logsumexp(logits) - logits[target] over rows
+  reshape      jnp.reshape to the op's dims
+  conv2d       jax.lax.conv_general_dilated, NCHW/OIHW, precision HIGHEST
+  max_pool2d   jax.lax.reduce_window with lax.max, -inf padding (its
+               gradient XLA's select-and-scatter, the first of equal values)
+  global_avg_pool  jnp.mean over H and W
+  batch_norm   training mode: (x - mean) * rsqrt(biased var + eps) * gamma +
+               beta, the statistics per channel over N (H W)
+  permute      jnp.transpose by the op's permutation
+  top_k_softmax  jax.lax.top_k (equal values: the lower index first, as
+               remat's tie rule), softmax over the k values, scattered back
+               with one_hot (zeros elsewhere); its gradient the choice held
+               fixed
   the rest     jnp's elementwise ops, sum, swapaxes, reshape/transpose
 Integer (i32) inputs (ids, targets, masks, seeds) are read from int32 .npy
 files and never differentiated (a wrt naming one is an error). Ids and
@@ -130,6 +142,12 @@ _ATTRS = {
     "rms_norm": {"scalar"},
     "split_heads": {"ints"},
     "merge_heads": {"ints"},
+    "reshape": {"ints"},
+    "permute": {"ints"},
+    "top_k_softmax": {"ints"},
+    "conv2d": {"ints"},
+    "max_pool2d": {"ints"},
+    "batch_norm": {"scalar"},
     "checkpoint": {"name", "policy"},
     "scan": {"name", "schedule"},
     "chain": {"name", "schedule"},
@@ -143,6 +161,8 @@ _ARITY = {
     "split_heads": 1, "merge_heads": 1, "bias_add": 2,
     "neg": 1, "sub": 2, "exp": 1, "log": 1, "silu": 1, "rms_norm": 2, "log_softmax": 1, "gelu_erf": 1,
     "dropout": 2, "embedding": 2, "masked_fill": 2, "cross_entropy": 2,
+    "reshape": 1, "permute": 1, "top_k_softmax": 1,
+    "conv2d": 2, "max_pool2d": 1, "global_avg_pool": 1, "batch_norm": 3,
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
@@ -462,6 +482,52 @@ class Builder:
             lse = jax.nn.logsumexp(logits, axis=-1)
             picked = jnp.take_along_axis(logits, targets[:, None], axis=-1)[:, 0]
             return jnp.mean(lse - picked)
+        if k == "reshape":
+            dims = [int(d) for d in op.attrs.get("ints", [])]
+            need(all(d >= 0 for d in dims) and math.prod(dims) == x[0].size,
+                 "reshape to %s keeps the element count" % dims)
+            return jnp.reshape(x[0], dims)
+        if k == "permute":
+            perm = [int(d) for d in op.attrs.get("ints", [])]
+            need(sorted(perm) == list(range(x[0].ndim)), "permute by %s: not a permutation of the axes" % perm)
+            return jnp.transpose(x[0], perm)
+        if k == "conv2d":
+            v, w = x
+            ints = [int(i) for i in op.attrs.get("ints", [])]
+            need(len(ints) == 2 and v.ndim == 4 and w.ndim == 4 and v.shape[1] == w.shape[1],
+                 "conv2d needs ints=[stride,padding], x (N,C,H,W) and w (O,C,KH,KW)")
+            s, p = ints
+            return jax.lax.conv_general_dilated(v, w, window_strides=(s, s), padding=[(p, p), (p, p)],
+                                                dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                                                precision=jax.lax.Precision.HIGHEST)
+        if k == "max_pool2d":
+            ints = [int(i) for i in op.attrs.get("ints", [])]
+            need(len(ints) == 3 and x[0].ndim == 4, "max_pool2d needs ints=[kernel,stride,padding] and x (N,C,H,W)")
+            kk, s, p = ints
+            return jax.lax.reduce_window(x[0], -jnp.inf, jax.lax.max, (1, 1, kk, kk), (1, 1, s, s),
+                                         [(0, 0), (0, 0), (p, p), (p, p)])
+        if k == "global_avg_pool":
+            need(x[0].ndim == 4, "global_avg_pool of x (N,C,H,W)")
+            return jnp.mean(x[0], axis=(2, 3))
+        if k == "batch_norm":
+            v, gamma, beta = x
+            eps = _scalar_attr(op, at)
+            need(v.ndim in (2, 4) and gamma.shape == beta.shape == v.shape[1:2] and eps > 0,
+                 "batch_norm needs x (N,C) or (N,C,H,W), gamma and beta (C), eps > 0")
+            axes = (0,) if v.ndim == 2 else (0, 2, 3)
+            shape = (1, -1) if v.ndim == 2 else (1, -1, 1, 1)
+            mean = jnp.mean(v, axis=axes, keepdims=True)
+            var = jnp.mean(jnp.square(v - mean), axis=axes, keepdims=True)
+            return ((v - mean) * jax.lax.rsqrt(var + jnp.float32(eps)) * gamma.reshape(shape)
+                    + beta.reshape(shape))
+        if k == "top_k_softmax":
+            ints = op.attrs.get("ints", [])
+            need(len(ints) == 1 and x[0].ndim >= 1 and 1 <= int(ints[0]) <= x[0].shape[-1],
+                 "top_k_softmax needs ints=[k], 1 <= k <= the last axis")
+            values, index = jax.lax.top_k(x[0], int(ints[0]))
+            weights = jax.nn.softmax(values, axis=-1)
+            onehot = jax.nn.one_hot(index, x[0].shape[-1], dtype=x[0].dtype)
+            return jnp.sum(onehot * weights[..., None], axis=-2)
         if k == "transpose":
             need(x[0].ndim in (2, 3), "transpose of a rank-2 or rank-3 tensor")
             return jnp.swapaxes(x[0], -1, -2)

@@ -5,7 +5,7 @@
 // Read: format versions 1.0, 2.0 and 3.0; dtypes '<f4' (f32), '<f8' (f64),
 // '<i4' (i32: ids, targets, seeds) and '<i8' (read as i32, numpy's default
 // integer; a value outside int32 is an error naming its index) only; C order
-// only; rank 0 to 3. The header dict is parsed the way
+// only; rank 0 to kMaxRank (6). The header dict is parsed the way
 // numpy writes it, tolerating what other writers vary: keys in any order,
 // single or double quotes, any spacing, a trailing comma or none, Python 2's
 // "3L" dimensions.

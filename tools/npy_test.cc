@@ -299,7 +299,7 @@ TEST(NpyTest, EveryFaultIsNamed) {
   ExpectError(Npy(Dict("<f4", "(2,"), eight), "bad shape");
   ExpectError(Npy(Dict("<f4", "(-2,)"), eight), "negative dimension");
   ExpectError(Npy(Dict("<f4", "(99999999999999999999,)"), eight), "dimension too large");
-  ExpectError(Npy(Dict("<f4", "(1, 1, 1, 2)"), eight), "has rank 4");
+  ExpectError(Npy(Dict("<f4", "(1, 1, 1, 1, 1, 1, 2)"), eight), "has rank 7");
   ExpectError(Npy(Dict("<f8", "(999999999999999999, 999999999999999999)"), eight),
               "too large");
   // A zero dimension after an overflowing product does not hide it.

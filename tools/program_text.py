@@ -151,7 +151,7 @@ def parse_program(text):
                 body.result = line.split("%", 1)[1].strip()
                 i += 1
                 return body
-            m = re.match(r"%([A-Za-z0-9_.]+)\s*(?::\s*(f32\[[0-9,]*\]))?\s*=\s*([a-z_]+)\s*\(([^)]*)\)(.*)$", line)
+            m = re.match(r"%([A-Za-z0-9_.]+)\s*(?::\s*(f32\[[0-9,]*\]))?\s*=\s*([a-z_][a-z0-9_]*)\s*\(([^)]*)\)(.*)$", line)
             if not m:
                 raise ParseError("line %d: cannot read the statement %r" % (n, line))
             op = Op()

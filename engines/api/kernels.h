@@ -93,8 +93,12 @@ struct KernelAttrs {
   bool transpose_a = false, transpose_b = false;  // MatMul
   double scalar = 0;                              // Scale: c; dropout: p
   int64_t key = 0;                                // dropout: the op's stable key
-  int64_t int_a = 0, int_b = 0;                   // SplitHeads: batch, heads; MergeHeads: batch
-  Shape shape;                                    // Broadcast: the output's shape
+  int64_t int_a = 0, int_b = 0;                   // SplitHeads: batch, heads; MergeHeads: batch;
+                                                  // conv2d: stride, padding; top_k_softmax: k;
+                                                  // max_pool2d: kernel, stride
+  int64_t int_c = 0;                              // max_pool2d: padding
+  Shape shape;                                    // Broadcast, reshape: the output's shape
+  std::vector<int64_t> perm;                      // permute: output axis i is input axis perm[i]
 };
 
 // The kernel table. A kernel is defined once, by its KernelDef: its name,

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
+#include <vector>
 
 #include "engines/api/error.h"
 #include "engines/api/kernels.h"
@@ -239,6 +241,294 @@ void GeluErfBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   }
 }
 
+// reshape: the elements in order (the output has the attribute's shape).
+template <typename T>
+void Reshape(const Tensor& x, Tensor& out) {
+  const T* a = static_cast<const T*>(x.raw());
+  T* y = static_cast<T*>(out.raw());
+  for (int64_t i = 0; i < x.num_elements(); ++i) y[i] = a[i];
+}
+
+// permute: output axis i is input axis perm[i]; the output walked in order.
+template <typename T>
+void Permute(const Tensor& x, std::span<const int64_t> perm, Tensor& out) {
+  const int r = x.shape().rank();
+  std::vector<int64_t> in_stride(static_cast<size_t>(r), 1);
+  for (int i = r - 2; i >= 0; --i) in_stride[i] = in_stride[i + 1] * x.shape().dim(i + 1);
+  // The input stride of each output axis, and the output's index as it counts.
+  std::vector<int64_t> stride(static_cast<size_t>(r)), index(static_cast<size_t>(r), 0);
+  for (int i = 0; i < r; ++i) stride[i] = in_stride[static_cast<size_t>(perm[i])];
+  const T* a = static_cast<const T*>(x.raw());
+  T* y = static_cast<T*>(out.raw());
+  int64_t from = 0;
+  for (int64_t o = 0; o < out.num_elements(); ++o) {
+    y[o] = a[from];
+    for (int i = r - 1; i >= 0; --i) {  // the next output index, last axis fastest
+      from += stride[i];
+      if (++index[i] < out.shape().dim(i)) break;
+      from -= stride[i] * index[i];
+      index[i] = 0;
+    }
+  }
+}
+
+// The contract's order for choices: a before b when a > b, or a is NaN and b
+// is not; among equal values the lower index (the caller's scan order).
+template <typename T>
+bool ChosenBefore(T a, T b) {
+  return a > b || (std::isnan(a) && !std::isnan(b));
+}
+
+// top_k_softmax per row: the k chosen one at a time (each the first j, in
+// increasing j, that no unchosen value comes before), m the first chosen,
+// s = sum over chosen j, in increasing j, of e^{x_j - m}; y_j = e^{x_j - m} / s
+// where chosen, else 0.
+template <typename T>
+void TopKSoftmax(const Tensor& x, int64_t k, Tensor& out) {
+  const int64_t cols = x.shape().dim(x.shape().rank() - 1);
+  const int64_t rows = cols == 0 ? 0 : x.num_elements() / cols;
+  std::vector<char> chosen(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = static_cast<const T*>(x.raw()) + r * cols;
+    T* yr = static_cast<T*>(out.raw()) + r * cols;
+    std::fill(chosen.begin(), chosen.end(), 0);
+    int64_t first = -1;
+    for (int64_t t = 0; t < k; ++t) {
+      int64_t best = -1;
+      for (int64_t j = 0; j < cols; ++j) {
+        if (!chosen[j] && (best < 0 || ChosenBefore(xr[j], xr[best]))) best = j;
+      }
+      chosen[best] = 1;
+      if (first < 0) first = best;
+    }
+    const T m = xr[first];
+    T s = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      if (chosen[j]) s += std::exp(xr[j] - m);
+    }
+    for (int64_t j = 0; j < cols; ++j) yr[j] = chosen[j] ? std::exp(xr[j] - m) / s : T(0);
+  }
+}
+
+// From top_k_softmax's output y: sum = sum_j y_j dy_j in increasing j (every
+// j), dx_j = y_j (dy_j - sum).
+template <typename T>
+void TopKSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
+  const int64_t cols = y.shape().dim(y.shape().rank() - 1);
+  const int64_t rows = cols == 0 ? 0 : y.num_elements() / cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* yr = static_cast<const T*>(y.raw()) + r * cols;
+    const T* gr = static_cast<const T*>(dy.raw()) + r * cols;
+    T* o = static_cast<T*>(out.raw()) + r * cols;
+    T sum = 0;
+    for (int64_t j = 0; j < cols; ++j) sum += yr[j] * gr[j];
+    for (int64_t j = 0; j < cols; ++j) o[j] = yr[j] * (gr[j] - sum);
+  }
+}
+
+// max_pool2d's choice in window (i, j) of one (H, W) plane: the window's
+// taps in row-major order (increasing index), the first valid one chosen,
+// then replaced only by a value ChosenBefore it (greater, or NaN over a
+// number): among equal values the lowest index (CONTRACT.md's tie rule).
+// Padding taps are skipped (never chosen); -1 for a window with none valid.
+template <typename T>
+int64_t PoolChoice(const T* plane, int64_t h, int64_t w, int64_t i, int64_t j, int64_t k,
+                   int64_t stride, int64_t pad) {
+  int64_t best = -1;
+  for (int64_t p = 0; p < k; ++p) {
+    const int64_t r = i * stride + p - pad;
+    if (r < 0 || r >= h) continue;
+    for (int64_t q = 0; q < k; ++q) {
+      const int64_t s = j * stride + q - pad;
+      if (s < 0 || s >= w) continue;
+      const int64_t at = r * w + s;
+      if (best < 0 || ChosenBefore(plane[at], plane[best])) best = at;
+    }
+  }
+  return best;
+}
+
+// max_pool2d: y = x at each window's choice (attrs: int_a = k, int_b =
+// stride, int_c = padding); a window with no valid tap (not from a valid
+// op) gives -inf.
+template <typename T>
+void MaxPool2d(const Tensor& x, int64_t k, int64_t stride, int64_t pad, Tensor& out) {
+  const Shape& xs = x.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), h = xs.dim(2), w = xs.dim(3);
+  const int64_t oh = out.shape().dim(2), ow = out.shape().dim(3);
+  const T* a = static_cast<const T*>(x.raw());
+  T* y = static_cast<T*>(out.raw());
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const T* plane = a + pl * h * w;
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t at = PoolChoice(plane, h, w, i, j, k, stride, pad);
+        y[(pl * oh + i) * ow + j] = at < 0 ? -std::numeric_limits<T>::infinity() : plane[at];
+      }
+    }
+  }
+}
+
+// max_pool2d's backward from x: dx = 0, then for each output in increasing
+// position dx[its choice] += dy (overlapping windows add in that order).
+template <typename T>
+void MaxPool2dBackward(const Tensor& x, const Tensor& dy, int64_t k, int64_t stride, int64_t pad,
+                       Tensor& out) {
+  const Shape& xs = x.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), h = xs.dim(2), w = xs.dim(3);
+  const int64_t oh = dy.shape().dim(2), ow = dy.shape().dim(3);
+  const T* a = static_cast<const T*>(x.raw());
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  for (int64_t i = 0; i < out.num_elements(); ++i) o[i] = T(0);
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t at = PoolChoice(a + pl * h * w, h, w, i, j, k, stride, pad);
+        if (at >= 0) o[pl * h * w + at] += g[(pl * oh + i) * ow + j];
+      }
+    }
+  }
+}
+
+// global_avg_pool: y[n, c] = (sum of the (H, W) plane in index order) / (H W).
+template <typename T>
+void GlobalAvgPool(const Tensor& x, Tensor& out) {
+  const Shape& xs = x.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), hw = xs.dim(2) * xs.dim(3);
+  const T* a = static_cast<const T*>(x.raw());
+  T* y = static_cast<T*>(out.raw());
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    T s = 0;
+    for (int64_t i = 0; i < hw; ++i) s += a[pl * hw + i];
+    y[pl] = s / static_cast<T>(hw);
+  }
+}
+
+// dx[n, c, :, :] = dy[n, c] / (H W); out has x's shape.
+template <typename T>
+void GlobalAvgPoolBackward(const Tensor& dy, Tensor& out) {
+  const Shape& xs = out.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), hw = xs.dim(2) * xs.dim(3);
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const T v = g[pl] / static_cast<T>(hw);
+    for (int64_t i = 0; i < hw; ++i) o[pl * hw + i] = v;
+  }
+}
+
+// Batch normalization's layout: x (N, C) or (N, C, H, W); channel c's M =
+// N H W elements, visited n-major then spatially in index order.
+struct ChannelLayout {
+  int64_t n, c, hw;
+  explicit ChannelLayout(const Shape& s)
+      : n(s.dim(0)), c(s.dim(1)), hw(s.rank() == 4 ? s.dim(2) * s.dim(3) : 1) {}
+  int64_t m() const { return n * hw; }
+  int64_t At(int64_t b, int64_t ch, int64_t i) const { return (b * c + ch) * hw + i; }
+};
+
+// Channel ch's batch statistics: mean = (sum in visiting order) / M,
+// rstd = 1 / sqrt((sum of (x - mean)^2 in that order) / M + eps).
+template <typename T>
+void BatchStats(const T* x, const ChannelLayout& l, int64_t ch, double eps, T* mean, T* rstd) {
+  const T m = static_cast<T>(l.m());
+  T s = 0;
+  for (int64_t b = 0; b < l.n; ++b)
+    for (int64_t i = 0; i < l.hw; ++i) s += x[l.At(b, ch, i)];
+  *mean = s / m;
+  T v = 0;
+  for (int64_t b = 0; b < l.n; ++b)
+    for (int64_t i = 0; i < l.hw; ++i) {
+      const T d = x[l.At(b, ch, i)] - *mean;
+      v += d * d;
+    }
+  *rstd = T(1) / std::sqrt(v / m + static_cast<T>(eps));
+}
+
+// batch_norm (training mode): y = ((x - mean) rstd) gamma + beta per channel.
+template <typename T>
+void BatchNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, Tensor& out) {
+  const ChannelLayout l(x.shape());
+  const T* a = static_cast<const T*>(x.raw());
+  const T* gm = static_cast<const T*>(gamma.raw());
+  const T* bt = static_cast<const T*>(beta.raw());
+  T* y = static_cast<T*>(out.raw());
+  for (int64_t ch = 0; ch < l.c; ++ch) {
+    T mean, rstd;
+    BatchStats(a, l, ch, eps, &mean, &rstd);
+    for (int64_t b = 0; b < l.n; ++b)
+      for (int64_t i = 0; i < l.hw; ++i) {
+        const int64_t at = l.At(b, ch, i);
+        y[at] = ((a[at] - mean) * rstd) * gm[ch] + bt[ch];
+      }
+  }
+}
+
+// dx = rstd (g - sum_g / M - xhat (sum_gx / M)), g = dy gamma, xhat =
+// (x - mean) rstd, sums over the channel in visiting order.
+template <typename T>
+void BatchNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy, double eps,
+                       Tensor& out) {
+  const ChannelLayout l(x.shape());
+  const T* a = static_cast<const T*>(x.raw());
+  const T* gm = static_cast<const T*>(gamma.raw());
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  const T m = static_cast<T>(l.m());
+  for (int64_t ch = 0; ch < l.c; ++ch) {
+    T mean, rstd;
+    BatchStats(a, l, ch, eps, &mean, &rstd);
+    T sum_g = 0, sum_gx = 0;
+    for (int64_t b = 0; b < l.n; ++b)
+      for (int64_t i = 0; i < l.hw; ++i) {
+        const int64_t at = l.At(b, ch, i);
+        const T gi = g[at] * gm[ch];
+        sum_g += gi;
+        sum_gx += gi * ((a[at] - mean) * rstd);
+      }
+    for (int64_t b = 0; b < l.n; ++b)
+      for (int64_t i = 0; i < l.hw; ++i) {
+        const int64_t at = l.At(b, ch, i);
+        o[at] = rstd * ((g[at] * gm[ch] - sum_g / m) - ((a[at] - mean) * rstd) * (sum_gx / m));
+      }
+  }
+}
+
+// dgamma[ch] = sum of dy xhat over the channel, in visiting order.
+template <typename T>
+void BatchNormGammaGrad(const Tensor& x, const Tensor& dy, double eps, Tensor& out) {
+  const ChannelLayout l(x.shape());
+  const T* a = static_cast<const T*>(x.raw());
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  for (int64_t ch = 0; ch < l.c; ++ch) {
+    T mean, rstd;
+    BatchStats(a, l, ch, eps, &mean, &rstd);
+    T s = 0;
+    for (int64_t b = 0; b < l.n; ++b)
+      for (int64_t i = 0; i < l.hw; ++i) {
+        const int64_t at = l.At(b, ch, i);
+        s += g[at] * ((a[at] - mean) * rstd);
+      }
+    o[ch] = s;
+  }
+}
+
+// dbeta[ch] = sum of dy over the channel, in visiting order.
+template <typename T>
+void ChannelSum(const Tensor& dy, Tensor& out) {
+  const ChannelLayout l(dy.shape());
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  for (int64_t ch = 0; ch < l.c; ++ch) {
+    T s = 0;
+    for (int64_t b = 0; b < l.n; ++b)
+      for (int64_t i = 0; i < l.hw; ++i) s += g[l.At(b, ch, i)];
+    o[ch] = s;
+  }
+}
+
 }  // namespace loop_kernels
 }  // namespace remat
 
@@ -261,6 +551,18 @@ void GeluErfBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   REMAT_KERNEL_IMPL(Backend, log_softmax, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::LogSoftmax<T>(*in[0], out); }); \
   REMAT_KERNEL_IMPL(Backend, log_softmax_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::LogSoftmaxBackward<T>(*in[0], *in[1], out); }); \
   REMAT_KERNEL_IMPL(Backend, gelu_erf, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GeluErf<T>(*in[0], out); }); \
-  REMAT_KERNEL_IMPL(Backend, gelu_erf_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GeluErfBackward<T>(*in[0], *in[1], out); })
+  REMAT_KERNEL_IMPL(Backend, gelu_erf_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GeluErfBackward<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, reshape, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Reshape<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, permute, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Permute<T>(*in[0], a.perm, out); }); \
+  REMAT_KERNEL_IMPL(Backend, top_k_softmax, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::TopKSoftmax<T>(*in[0], a.int_a, out); }); \
+  REMAT_KERNEL_IMPL(Backend, top_k_softmax_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::TopKSoftmaxBackward<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, max_pool2d, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::MaxPool2d<T>(*in[0], a.int_a, a.int_b, a.int_c, out); }); \
+  REMAT_KERNEL_IMPL(Backend, max_pool2d_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::MaxPool2dBackward<T>(*in[0], *in[1], a.int_a, a.int_b, a.int_c, out); }); \
+  REMAT_KERNEL_IMPL(Backend, global_avg_pool, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GlobalAvgPool<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, global_avg_pool_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GlobalAvgPoolBackward<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, batch_norm, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNorm<T>(*in[0], *in[1], *in[2], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, batch_norm_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormBackward<T>(*in[0], *in[1], *in[2], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, batch_norm_gamma_grad, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormGammaGrad<T>(*in[0], *in[1], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, channel_sum, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ChannelSum<T>(*in[0], out); })
 
 #endif  // REMAT_ENGINES_API_LOOP_KERNELS_H_

@@ -56,12 +56,16 @@ struct DepthArgs {
   double deepest() const;
 };
 
+// OpDef::num_ints of an op whose integer attribute is a list of any length.
+inline constexpr int kAnyNumberOfInts = -1;
+
 struct OpDef {
   OpKind kind;
   const char* name;  // in program text and listings: "matmul"
   int arity;         // number of inputs
   bool has_scalar;   // reads Op::scalar (scale's c)
-  int num_ints;      // reads Op::ints[0..num_ints)
+  int num_ints;      // reads Op::ints[0..num_ints); kAnyNumberOfInts: a list of any length
+                     // (reshape's dims), which the shape rule checks
   // The output shape on inputs of these shapes (arity and attribute count
   // already checked); throws remat::Error naming the shapes.
   Shape (*shape)(const Op& op, const std::vector<Shape>& inputs);

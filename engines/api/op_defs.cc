@@ -254,6 +254,263 @@ const KernelOp kGeluErfKernel = DefineKernel(
 const KernelOp kGeluErfBackwardKernel = DefineKernel(
     {.name = "gelu_erf_backward", .arity = 2, .shape = SameShapeOperands, .flops = PerElementOfX<2>});
 
+// reshape: the elements in order, under another shape (attrs.shape); a
+// copy, no FLOPs.
+const KernelOp kReshapeKernel = DefineKernel(
+    {.name = "reshape",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       if (a.shape.num_elements() != in[0]->num_elements()) {
+         throw Error(StrCat("cannot reshape ", in[0]->TypeString(), " (", in[0]->num_elements(),
+                            " elements) to ", a.shape.ToString(), " (", a.shape.num_elements(),
+                            " elements)"));
+       }
+       return a.shape;
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape&) -> int64_t { return 0; }});
+
+// The output shape of permuting `s` by `perm`, or an error naming both.
+Shape PermutedShape(const Shape& s, std::span<const int64_t> perm) {
+  std::vector<bool> seen(static_cast<size_t>(s.rank()), false);
+  bool ok = static_cast<int>(perm.size()) == s.rank();
+  std::vector<int64_t> dims;
+  for (size_t i = 0; ok && i < perm.size(); ++i) {
+    const int64_t p = perm[i];
+    ok = p >= 0 && p < s.rank() && !seen[static_cast<size_t>(p)];
+    if (ok) {
+      seen[static_cast<size_t>(p)] = true;
+      dims.push_back(s.dim(static_cast<int>(p)));
+    }
+  }
+  if (!ok) {
+    std::string list;
+    for (int64_t p : perm) list += StrCat(list.empty() ? "" : ",", p);
+    throw Error(StrCat("permute: [", list, "] is not a permutation of the ", s.rank(),
+                       " axes of ", s.ToString()));
+  }
+  return Shape(dims);
+}
+// permute: y[i_perm[0], ..., i_perm[r-1]] = x[i_0, ..., i_{r-1}]; a copy.
+const KernelOp kPermuteKernel = DefineKernel(
+    {.name = "permute",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       return PermutedShape(in[0]->shape(), a.perm);
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape&) -> int64_t { return 0; }});
+
+// top_k_softmax over the last axis (loop_kernels.h states the order and the
+// tie rule): 4 FLOPs per element (subtract, exp, sum, divide; the choice's
+// comparisons are not counted); its backward from y, 4 (the product, the
+// row sum, the subtraction, the product).
+Shape TopKOperands(std::span<const Tensor* const> in, const KernelAttrs& a) {
+  const Shape& s = in[0]->shape();
+  if (s.rank() == 0 || a.int_a < 1 || a.int_a > s.dim(s.rank() - 1)) {
+    throw Error(StrCat("top_k_softmax: k=", a.int_a, " must be in [1, C], C the last axis of ",
+                       in[0]->TypeString()));
+  }
+  for (size_t j = 1; j < in.size(); ++j) {
+    if (in[j]->shape() != s) {
+      throw Error(StrCat("operand ", j, " ", in[j]->TypeString(), " is not ", in[0]->TypeString()));
+    }
+  }
+  return s;
+}
+const KernelOp kTopKSoftmaxKernel = DefineKernel(
+    {.name = "top_k_softmax", .arity = 1, .shape = TopKOperands, .flops = PerElementOfX<4>});
+const KernelOp kTopKSoftmaxBackwardKernel = DefineKernel(
+    {.name = "top_k_softmax_backward",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs&) {
+       if (in[0]->shape().rank() == 0 || in[1]->shape() != in[0]->shape()) {
+         throw Error(StrCat("top_k_softmax's backward takes y and dy of one shape of rank >= 1, got ",
+                            in[0]->TypeString(), " and ", in[1]->TypeString()));
+       }
+       return in[0]->shape();
+     },
+     .flops = PerElementOfX<4>});
+
+// conv2d, NCHW: x (N, C, H, W) and w (O, C, KH, KW), stride s >= 1 and
+// zero padding p >= 0 on every side (attrs int_a = s, int_b = p); out (N, O,
+// OH, OW), OH = (H + 2p - KH) / s + 1 (floor), OW likewise. Its backward
+// kernels take the shape of what they compute as attrs.shape.
+Shape Conv2dShape(const Shape& x, const Shape& w, int64_t stride, int64_t pad) {
+  if (x.rank() != 4 || w.rank() != 4 || x.dim(1) != w.dim(1) || stride < 1 || pad < 0 ||
+      x.dim(2) + 2 * pad < w.dim(2) || x.dim(3) + 2 * pad < w.dim(3)) {
+    throw Error(StrCat("conv2d takes x (N, C, H, W) and w (O, C, KH, KW) with KH <= H + 2p and "
+                       "KW <= W + 2p, stride >= 1 and padding p >= 0; got x ", x.ToString(), ", w ",
+                       w.ToString(), ", stride ", stride, ", padding ", pad));
+  }
+  return Shape({x.dim(0), w.dim(0), (x.dim(2) + 2 * pad - w.dim(2)) / stride + 1,
+                (x.dim(3) + 2 * pad - w.dim(3)) / stride + 1});
+}
+// 2 FLOPs per multiply-add: 2 N O OH OW C KH KW, for the forward and for
+// each backward kernel alike. `w` and `y` are the weight's and the output's
+// shapes.
+int64_t ConvFlops(const Shape& w, const Shape& y) {
+  return 2 * y.num_elements() * w.dim(1) * w.dim(2) * w.dim(3);
+}
+const KernelOp kConv2dKernel = DefineKernel(
+    {.name = "conv2d",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       return Conv2dShape(in[0]->shape(), in[1]->shape(), a.int_a, a.int_b);
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape& out) {
+       return ConvFlops(in[1]->shape(), out);
+     }});
+// (dy, w) -> dx of shape attrs.shape.
+const KernelOp kConv2dBackwardDataKernel = DefineKernel(
+    {.name = "conv2d_backward_data",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       if (Conv2dShape(a.shape, in[1]->shape(), a.int_a, a.int_b) != in[0]->shape()) {
+         throw Error(StrCat("conv2d's backward: dy ", in[0]->TypeString(), " is not the output of x ",
+                            a.shape.ToString(), " and w ", in[1]->TypeString()));
+       }
+       return a.shape;
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape&) {
+       return ConvFlops(in[1]->shape(), in[0]->shape());
+     }});
+// (x, dy) -> dw of shape attrs.shape.
+const KernelOp kConv2dBackwardWeightsKernel = DefineKernel(
+    {.name = "conv2d_backward_weights",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       if (Conv2dShape(in[0]->shape(), a.shape, a.int_a, a.int_b) != in[1]->shape()) {
+         throw Error(StrCat("conv2d's backward: dy ", in[1]->TypeString(), " is not the output of x ",
+                            in[0]->TypeString(), " and w ", a.shape.ToString()));
+       }
+       return a.shape;
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape& out) {
+       return ConvFlops(out, in[1]->shape());
+     }});
+
+// max_pool2d over (H, W) of x (N, C, H, W): k x k windows, stride s >= 1,
+// padding 0 <= p <= k / 2 (PyTorch's bound: every window holds a pixel);
+// OH = (H + 2p - k) / s + 1. Ties and order: loop_kernels.h.
+Shape PoolShape(const Shape& x, int64_t k, int64_t stride, int64_t pad) {
+  if (x.rank() != 4 || k < 1 || stride < 1 || pad < 0 || 2 * pad > k || x.dim(2) + 2 * pad < k ||
+      x.dim(3) + 2 * pad < k) {
+    throw Error(StrCat("max_pool2d takes x (N, C, H, W), kernel k >= 1 within the padded image, "
+                       "stride >= 1 and padding 0 <= p <= k/2; got x ", x.ToString(), ", k ", k,
+                       ", stride ", stride, ", padding ", pad));
+  }
+  return Shape({x.dim(0), x.dim(1), (x.dim(2) + 2 * pad - k) / stride + 1,
+                (x.dim(3) + 2 * pad - k) / stride + 1});
+}
+const KernelOp kMaxPool2dKernel = DefineKernel(
+    {.name = "max_pool2d",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       return PoolShape(in[0]->shape(), a.int_a, a.int_b, a.int_c);
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape&) -> int64_t { return 0; }});
+// (x, dy) -> dx; one addition per output.
+const KernelOp kMaxPool2dBackwardKernel = DefineKernel(
+    {.name = "max_pool2d_backward",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       if (PoolShape(in[0]->shape(), a.int_a, a.int_b, a.int_c) != in[1]->shape()) {
+         throw Error(StrCat("max_pool2d's backward: dy ", in[1]->TypeString(),
+                            " is not the output of x ", in[0]->TypeString()));
+       }
+       return in[0]->shape();
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape&) { return in[1]->num_elements(); }});
+
+// global_avg_pool (N, C, H, W) -> (N, C): one FLOP per input element (the
+// sums) plus one per output (the division); its backward one per input.
+Shape GlobalPoolShape(const Shape& x) {
+  if (x.rank() != 4) {
+    throw Error(StrCat("global_avg_pool takes x (N, C, H, W); got ", x.ToString()));
+  }
+  return Shape({x.dim(0), x.dim(1)});
+}
+const KernelOp kGlobalAvgPoolKernel = DefineKernel(
+    {.name = "global_avg_pool",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs&) { return GlobalPoolShape(in[0]->shape()); },
+     .flops = [](std::span<const Tensor* const> in, const Shape& out) {
+       return in[0]->num_elements() + out.num_elements();
+     }});
+// dy (N, C) -> dx of shape attrs.shape (N, C, H, W).
+const KernelOp kGlobalAvgPoolBackwardKernel = DefineKernel(
+    {.name = "global_avg_pool_backward",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       if (GlobalPoolShape(a.shape) != in[0]->shape()) {
+         throw Error(StrCat("global_avg_pool's backward: dy ", in[0]->TypeString(),
+                            " is not the output of x ", a.shape.ToString()));
+       }
+       return a.shape;
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape& out) { return out.num_elements(); }});
+
+// batch_norm in training mode over x (N, C) or (N, C, H, W), gamma and beta
+// (C), eps > 0 (attrs.scalar); statistics per channel over N H W
+// (loop_kernels.h states the order). FLOPs per element: forward 7 (mean,
+// deviation, square, variance sum, normalize, scale, shift), backward 9,
+// gamma's gradient 5 (the statistics again and the product and sum).
+void CheckBatchNormOperands(const Shape& x, const Shape& gamma, double eps) {
+  if ((x.rank() != 2 && x.rank() != 4) || gamma != Shape({x.dim(1)}) || !(eps > 0) ||
+      !std::isfinite(eps)) {
+    throw Error(StrCat("batch_norm takes x (N, C) or (N, C, H, W), gamma and beta (C) and eps > 0; "
+                       "got x ", x.ToString(), ", gamma ", gamma.ToString(), ", eps ", eps));
+  }
+}
+const KernelOp kBatchNormKernel = DefineKernel(
+    {.name = "batch_norm",
+     .arity = 3,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckBatchNormOperands(in[0]->shape(), in[1]->shape(), a.scalar);
+       if (in[2]->shape() != in[1]->shape()) throw Error("batch_norm: beta is not gamma's shape");
+       return in[0]->shape();
+     },
+     .flops = PerElementOfX<7>});
+// (x, gamma, dy) -> dx.
+const KernelOp kBatchNormBackwardKernel = DefineKernel(
+    {.name = "batch_norm_backward",
+     .arity = 3,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckBatchNormOperands(in[0]->shape(), in[1]->shape(), a.scalar);
+       if (in[2]->shape() != in[0]->shape()) throw Error("batch_norm's backward: dy is not x's shape");
+       return in[0]->shape();
+     },
+     .flops = PerElementOfX<9>});
+// (x, dy) -> dgamma (C).
+const KernelOp kBatchNormGammaGradKernel = DefineKernel(
+    {.name = "batch_norm_gamma_grad",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       const Shape& x = in[0]->shape();
+       if (x.rank() < 2) throw Error("batch_norm's gamma gradient takes x of rank 2 or 4");
+       CheckBatchNormOperands(x, Shape({x.dim(1)}), a.scalar);
+       if (in[1]->shape() != x) throw Error("batch_norm's gamma gradient: dy is not x's shape");
+       return Shape({x.dim(1)});
+     },
+     .flops = PerElementOfX<5>});
+// dy (N, C[, H, W]) -> its sum per channel (C): beta's gradient.
+const KernelOp kChannelSumKernel = DefineKernel(
+    {.name = "channel_sum",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs&) {
+       const Shape& x = in[0]->shape();
+       if (x.rank() != 2 && x.rank() != 4) throw Error("channel_sum takes (N, C) or (N, C, H, W)");
+       return Shape({x.dim(1)});
+     },
+     .flops = OneFlopPerElement});
+
+// The reshape op's dims as a shape, each >= 0.
+Shape DimsOf(const Op& op) {
+  for (int64_t d : op.ints) {
+    if (d < 0) throw Error(StrCat("reshape: dim ", d, " is negative (no -1 inference: give every dim)"));
+  }
+  return Shape(op.ints);
+}
+
 // clang-format off
 const OpDef kOps[] = {
     // matmul  y = a @ b (rank 2, or rank 3 with one batch)
@@ -865,6 +1122,222 @@ const OpDef kOps[] = {
        k[0] = std::max(dy, a.kf_inputs[0]) + 9;
      },
      .example = Unary34},
+
+    // reshape  the elements in order under the dims of attr ints (one
+    //         element count, every dim given); saves nothing;
+    //         dx = reshape(dy) to x's shape; a copy: no FLOPs
+    {.kind = OpKind::kReshape, .name = "reshape", .arity = 1, .has_scalar = false,
+     .num_ints = kAnyNumberOfInts,
+     .shape = [](const Op& op, const Shapes& in) {
+       const Shape out = DimsOf(op);
+       if (out.num_elements() != in[0].num_elements()) {
+         throw Error(StrCat("cannot reshape ", in[0].ToString(), " (", in[0].num_elements(),
+                            " elements) to ", out.ToString(), " (", out.num_elements(), " elements)"));
+       }
+       return out;
+     },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kReshapeKernel, {&in[0]}, {.shape = DimsOf(op)});
+     },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kReshapeKernel, {&a.dout}, {.shape = a.input_shapes[0]});
+     },
+     .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
+     .example = [](Op& op) {
+       op.ints = {2, 6};
+       return Shapes{Shape({3, 4})};
+     }},
+
+    // permute  output axis i is input axis ints[i] (a permutation of x's
+    //         axes); saves nothing; dx = permute(dy) by the inverse
+    //         permutation; a copy: no FLOPs
+    {.kind = OpKind::kPermute, .name = "permute", .arity = 1, .has_scalar = false,
+     .num_ints = kAnyNumberOfInts,
+     .shape = [](const Op& op, const Shapes& in) { return PermutedShape(in[0], op.ints); },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kPermuteKernel, {&in[0]}, {.perm = op.ints});
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (!a.needs[0]) return;
+       std::vector<int64_t> inverse(op.ints.size());
+       for (size_t i = 0; i < op.ints.size(); ++i) inverse[static_cast<size_t>(op.ints[i])] = static_cast<int64_t>(i);
+       d[0] = k.Call(kPermuteKernel, {&a.dout}, {.perm = inverse});
+     },
+     .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
+     .example = [](Op& op) {
+       op.ints = {2, 0, 1};
+       return Shapes{Shape({2, 3, 4})};
+     }},
+
+    // top_k_softmax  over the last axis: the k largest x_j of each row
+    //         (attr ints = {k}, 1 <= k <= C; among equal values the lowest
+    //         index first, NaN above every number; CONTRACT.md's tie rule)
+    //         get softmax over those k, the others 0 (a mixture of experts'
+    //         top-k routing weights); saves y; dx = y * (dy - sum(dy * y)),
+    //         the choice held fixed (0 off it); FLOPs 4 per element
+    {.kind = OpKind::kTopKSoftmax, .name = "top_k_softmax", .arity = 1, .has_scalar = false,
+     .num_ints = 1,
+     .shape = [](const Op& op, const Shapes& in) {
+       const int64_t k = op.ints[0];
+       if (in[0].rank() == 0 || k < 1 || k > LastDim(in[0])) {
+         throw Error(StrCat("top_k_softmax: k=", k, " must be in [1, C], C the last axis of ",
+                            in[0].ToString()));
+       }
+       return in[0];
+     },
+     .saves = [](const Needs& needs, Saves& s) { s.output = needs[0]; },
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kTopKSoftmaxKernel, {&in[0]}, {.int_a = Int(op, 0)});
+     },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kTopKSoftmaxBackwardKernel, {&a.saved_output, &a.dout});
+     },
+     .flops = [](const Shapes&, const Shape& out) { return 4 * out.num_elements(); },
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + static_cast<double>(LastDim(a.inputs[0])) + 3; },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy, a.kf_output) + static_cast<double>(LastDim(a.inputs[0])) + 3;
+     },
+     .example = [](Op& op) {
+       op.ints = {2};
+       return Shapes{Shape({3, 4})};
+     },
+     .normalizes = true},
+
+    // conv2d  y = x (*) w: NCHW cross-correlation (PyTorch's nn.Conv2d
+    //         without bias, groups 1, dilation 1), attr ints = {stride,
+    //         padding}, zero padding on every side; oneDNN's convolution.
+    //         Saves w for dx and x for dw; dx = its backward-data, dw = its
+    //         backward-weights; FLOPs 2 N O OH OW C KH KW
+    {.kind = OpKind::kConv2d, .name = "conv2d", .arity = 2, .has_scalar = false, .num_ints = 2,
+     .shape = [](const Op& op, const Shapes& in) { return Conv2dShape(in[0], in[1], op.ints[0], op.ints[1]); },
+     .saves = SavesOther,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kConv2dKernel, {&in[0], &in[1]}, {.int_a = Int(op, 0), .int_b = Int(op, 1)});
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) {
+         d[0] = k.Call(kConv2dBackwardDataKernel, {&a.dout, &a.saved_inputs[1]},
+                       {.int_a = Int(op, 0), .int_b = Int(op, 1), .shape = a.input_shapes[0]});
+       }
+       if (a.needs[1]) {
+         d[1] = k.Call(kConv2dBackwardWeightsKernel, {&a.saved_inputs[0], &a.dout},
+                       {.int_a = Int(op, 0), .int_b = Int(op, 1), .shape = a.input_shapes[1]});
+       }
+     },
+     .flops = [](const Shapes& in, const Shape& out) { return ConvFlops(in[1], out); },
+     .forward_depth = [](const DepthArgs& a) {
+       const Shape& w = a.inputs[1];
+       return a.deepest() + static_cast<double>(w.dim(1) * w.dim(2) * w.dim(3));
+     },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       // dx sums O KH KW terms, dw N OH OW.
+       const Shape& w = a.inputs[1];
+       const Shape& y = a.output;
+       k[0] = std::max(dy, a.kf_inputs[1]) + static_cast<double>(w.dim(0) * w.dim(2) * w.dim(3));
+       k[1] = std::max(dy, a.kf_inputs[0]) + static_cast<double>(y.dim(0) * y.dim(2) * y.dim(3));
+     },
+     .example = [](Op& op) {
+       op.ints = {2, 1};
+       return Shapes{Shape({2, 3, 5, 5}), Shape({4, 3, 3, 3})};
+     }},
+
+    // max_pool2d  over (H, W) of x (N, C, H, W), attr ints = {k, stride,
+    //         padding}: each k x k window's largest pixel (NaN above every
+    //         number; among equal values the lowest index: CONTRACT.md's
+    //         tie rule); padding is never chosen. Saves x (the backward
+    //         chooses again from it); dx gets each output's dy at its
+    //         choice, outputs in increasing position; no forward FLOPs
+    {.kind = OpKind::kMaxPool2d, .name = "max_pool2d", .arity = 1, .has_scalar = false, .num_ints = 3,
+     .shape = [](const Op& op, const Shapes& in) { return PoolShape(in[0], op.ints[0], op.ints[1], op.ints[2]); },
+     .saves = SavesInput0,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kMaxPool2dKernel, {&in[0]}, {.int_a = Int(op, 0), .int_b = Int(op, 1), .int_c = Int(op, 2)});
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) {
+         d[0] = k.Call(kMaxPool2dBackwardKernel, {&a.saved_inputs[0], &a.dout},
+                       {.int_a = Int(op, 0), .int_b = Int(op, 1), .int_c = Int(op, 2)});
+       }
+     },
+     .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       // An input pixel sums the outputs whose windows chose it: at most
+       // the plane's outputs (ceil(k / s)^2, bounded without the attrs).
+       k[0] = dy + static_cast<double>(a.output.dim(2) * a.output.dim(3));
+     },
+     .example = [](Op& op) {
+       op.ints = {3, 2, 1};
+       return Shapes{Shape({2, 3, 5, 5})};
+     }},
+
+    // global_avg_pool  (N, C, H, W) -> (N, C): each plane's sum in index
+    //         order over H W; saves nothing; dx = dy / (H W) over the plane
+    {.kind = OpKind::kGlobalAvgPool, .name = "global_avg_pool", .arity = 1, .has_scalar = false,
+     .num_ints = 0,
+     .shape = [](const Op&, const Shapes& in) { return GlobalPoolShape(in[0]); },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Call(kGlobalAvgPoolKernel, {&in[0]}); },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kGlobalAvgPoolBackwardKernel, {&a.dout}, {.shape = a.input_shapes[0]});
+     },
+     .flops = [](const Shapes& in, const Shape& out) { return in[0].num_elements() + out.num_elements(); },
+     .forward_depth = [](const DepthArgs& a) {
+       return a.deepest() + static_cast<double>(a.inputs[0].dim(2) * a.inputs[0].dim(3)) + 1;
+     },
+     .backward_depth = [](const DepthArgs&, double dy, std::vector<double>& k) { k[0] = dy + 1; },
+     .example = [](Op&) { return Shapes{Shape({2, 3, 4, 5})}; }},
+
+    // batch_norm  training mode (PyTorch's nn.BatchNorm2d in train(), JAX's
+    //         BatchNorm with use_running_average=False): x (N, C) or (N, C,
+    //         H, W), gamma and beta (C), attr scalar = eps > 0; y = ((x -
+    //         mean) rstd) gamma + beta with the batch's statistics per
+    //         channel over N H W (biased variance). Saves x (dx, dgamma) and
+    //         gamma (dx); dbeta = dy summed per channel. The running
+    //         statistics are not computed here (CONTRACT.md, state)
+    {.kind = OpKind::kBatchNorm, .name = "batch_norm", .arity = 3, .has_scalar = true, .num_ints = 0,
+     .shape = [](const Op& op, const Shapes& in) {
+       CheckBatchNormOperands(in[0], in[1], op.scalar);
+       if (in[2] != in[1]) throw Error(StrCat("batch_norm: beta ", in[2].ToString(), " is not gamma's shape ", in[1].ToString()));
+       return in[0];
+     },
+     .saves = [](const Needs& needs, Saves& s) {
+       s.inputs[0] = needs[0] || needs[1];
+       s.inputs[1] = needs[0];
+     },
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kBatchNormKernel, {&in[0], &in[1], &in[2]}, {.scalar = op.scalar});
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) {
+         d[0] = k.Call(kBatchNormBackwardKernel, {&a.saved_inputs[0], &a.saved_inputs[1], &a.dout},
+                       {.scalar = op.scalar});
+       }
+       if (a.needs[1]) d[1] = k.Call(kBatchNormGammaGradKernel, {&a.saved_inputs[0], &a.dout}, {.scalar = op.scalar});
+       if (a.needs[2]) d[2] = k.Call(kChannelSumKernel, {&a.dout});
+     },
+     .flops = [](const Shapes& in, const Shape&) { return 7 * in[0].num_elements(); },
+     .forward_depth = [](const DepthArgs& a) {
+       const double m = static_cast<double>(a.inputs[0].num_elements() / std::max<int64_t>(1, a.inputs[0].dim(1)));
+       return a.deepest() + 2 * m + 6;
+     },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       const double m = static_cast<double>(a.inputs[0].num_elements() / std::max<int64_t>(1, a.inputs[0].dim(1)));
+       k[0] = std::max({dy, a.kf_inputs[0], a.kf_inputs[1]}) + 4 * m + 10;
+       k[1] = std::max(dy, a.kf_inputs[0]) + 3 * m + 6;
+       k[2] = dy + m;
+     },
+     .example = [](Op& op) {
+       op.scalar = 1e-5;
+       return Shapes{Shape({4, 3}), Shape({3}), Shape({3})};  // rank 2: the fuzzer's generic rule draws it
+     },
+     .normalizes = true},
 };
 // clang-format on
 

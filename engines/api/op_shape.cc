@@ -21,7 +21,7 @@ Shape OutputShape(const Op& op, const std::vector<Shape>& in) {
                        ", got ", in.size()));
   }
   const OpDef& def = Def(kind);
-  if (op.ints.size() != static_cast<size_t>(def.num_ints)) {
+  if (def.num_ints != kAnyNumberOfInts && op.ints.size() != static_cast<size_t>(def.num_ints)) {
     throw Error(StrCat(OpKindName(kind), " takes ", def.num_ints, " integer attributes, got ",
                        op.ints.size()));
   }

@@ -63,6 +63,13 @@ enum class OpKind {
   kRmsNorm,     // inputs x, gamma (C); attr `scalar` = eps
   kLogSoftmax,  // over the last axis
   kGeluErf,     // y = x Phi(x), erf form (PyTorch's nn.GELU())
+  kReshape,     // attr `ints` = the output's dims (one element count)
+  kPermute,     // attr `ints` = the permutation: output axis i is input axis ints[i]
+  kTopKSoftmax,  // over the last axis, the k largest only (attr `ints` = {k}); ties: lowest index
+  kConv2d,      // NCHW x, OIHW w; attr `ints` = {stride, padding}
+  kMaxPool2d,   // NCHW x; attr `ints` = {kernel, stride, padding}; ties: lowest index
+  kGlobalAvgPool,  // (N, C, H, W) -> (N, C)
+  kBatchNorm,   // training mode: inputs x, gamma, beta; attr `scalar` = eps
   kCheckpoint,
   kScan,
   kChain,
@@ -81,7 +88,7 @@ struct Op {
   std::shared_ptr<const Program> body;  // kCheckpoint, kScan, kChain
   Policy policy;                        // kCheckpoint
   double scalar = 0.0;                  // kScale: the constant c
-  std::vector<int64_t> ints;            // kSplitHeads: {batch, heads}; kMergeHeads: {batch}
+  std::vector<int64_t> ints;            // kSplitHeads: {batch, heads}; kReshape: dims; ... (op_defs.cc)
   std::string schedule;                 // kScan, kChain: a schedule spec, e.g. "revolve:8" (engines/schedule)
 };
 

@@ -614,7 +614,7 @@ class Parser {
     if (key == "policy") return kind == OpKind::kCheckpoint;
     if (key == "schedule") return kind == OpKind::kScan || kind == OpKind::kChain;
     if (key == "scalar") return !IsStructural(kind) && Def(kind).has_scalar;
-    if (key == "ints") return !IsStructural(kind) && Def(kind).num_ints > 0;
+    if (key == "ints") return !IsStructural(kind) && Def(kind).num_ints != 0;
     return false;
   }
 
@@ -694,10 +694,17 @@ class Parser {
     if (!IsStructural(op->kind) && Def(op->kind).has_scalar && !seen.count("scalar")) {
       Fail(op_token, StrCat(OpKindName(op->kind), " needs its constant: scalar=C"));
     }
-    if ((op->kind == OpKind::kSplitHeads || op->kind == OpKind::kMergeHeads) &&
-        !seen.count("ints")) {
-      Fail(op_token, StrCat(OpKindName(op->kind), " needs ints=",
-                            op->kind == OpKind::kSplitHeads ? "[BATCH,HEADS]" : "[BATCH]"));
+    if (!IsStructural(op->kind) && Def(op->kind).num_ints != 0 && !seen.count("ints")) {
+      const char* what = op->kind == OpKind::kSplitHeads   ? "[BATCH,HEADS]"
+                         : op->kind == OpKind::kMergeHeads ? "[BATCH]"
+                         : op->kind == OpKind::kReshape    ? "[D0,D1,...] (the output's dims)"
+                         : op->kind == OpKind::kPermute    ? "[P0,P1,...] (output axis i is input axis Pi)"
+                         : op->kind == OpKind::kTopKSoftmax ? "[K]"
+                         : op->kind == OpKind::kDropout    ? "[KEY]"
+                         : op->kind == OpKind::kConv2d     ? "[STRIDE,PADDING]"
+                         : op->kind == OpKind::kMaxPool2d  ? "[KERNEL,STRIDE,PADDING]"
+                                                            : "[...]";
+      Fail(op_token, StrCat(OpKindName(op->kind), " needs ints=", what));
     }
   }
 

@@ -1,4 +1,4 @@
-// Shapes of tensors: rank 0 (a scalar) to 3, row-major, non-negative dims.
+// Shapes of tensors: rank 0 (a scalar) to kMaxRank (6), row-major, non-negative dims.
 #ifndef REMAT_ENGINES_API_SHAPE_H_
 #define REMAT_ENGINES_API_SHAPE_H_
 
@@ -11,7 +11,7 @@
 
 namespace remat {
 
-inline constexpr int kMaxRank = 3;
+inline constexpr int kMaxRank = 6;
 
 class Shape {
  public:

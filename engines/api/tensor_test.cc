@@ -25,8 +25,9 @@ TEST(ShapeTest, CountsAndPrints) {
   EXPECT_EQ(Shape({3, 2}).PrependLeading(8), Shape({8, 3, 2}));
 }
 
-TEST(ShapeTest, RejectsRankFourAndNegativeDims) {
-  EXPECT_THROW(Shape({1, 2, 3, 4}), Error);
+TEST(ShapeTest, RejectsRankSevenAndNegativeDims) {
+  EXPECT_NO_THROW(Shape({1, 2, 3, 4, 5, 6}));
+  EXPECT_THROW(Shape({1, 2, 3, 4, 5, 6, 7}), Error);
   EXPECT_THROW(Shape({2, -1}), Error);
   EXPECT_THROW(Shape().DropLeading(), Error);
 }

@@ -94,9 +94,13 @@ std::vector<bool> Knapsack(const BudgetProblem& p, int64_t budget) {
       next.push_back(std::move(t));
     }
     // Keep the states no other dominates (fewer or equal bytes, more or
-    // equal value): sort by bytes, then value descending.
+    // equal value): sort by bytes, then value descending, then by the items
+    // (lexicographically), so that of two save sets of equal bytes and
+    // value the same one survives whatever the budget.
     std::sort(next.begin(), next.end(), [](const State& a, const State& b) {
-      return a.bytes != b.bytes ? a.bytes < b.bytes : a.value > b.value;
+      if (a.bytes != b.bytes) return a.bytes < b.bytes;
+      if (a.value != b.value) return a.value > b.value;
+      return a.items < b.items;
     });
     front.clear();
     for (State& s : next) {

@@ -30,9 +30,12 @@
 // - Peak-mode regions nested in peak-mode regions: an outer region's
 //   recomputation re-runs an inner one that may save (f > 0), and the
 //   inner's plan is not in the outer's objective, so the total FLOPs are
-//   neither constant between breakpoints nor monotone in f: a grid of 1/64
-//   steps joins the candidates there (PeakBudgetNested), and the answer is
-//   exact over the candidates only.
+//   neither constant between breakpoints nor monotone in f.
+// - A grid of 1/64 steps joins the candidates, nested or not: besides the
+//   nesting above, two save sets of one interval can recompute the same
+//   measured FLOPs at different peaks (peak_budget_test's seed 53: 44 FLOPs
+//   at 2232 and at 2104 bytes), so the interval ends alone can miss a plan
+//   that fits B. The answer is exact over the candidates only.
 // - Every candidate is dry-run (the peak is NOT monotone in f: a plan that
 //   keeps more of one value may free a larger one sooner, and the kernels'
 //   scratchpads move the moment of the peak, so bisection could miss the
@@ -52,10 +55,11 @@
 //   without data), and within the family (one fraction shared by every
 //   peak-mode region, each region planned optimally for its bytes) no other
 //   f has fewer recomputed FLOPs with a peak at most B, for peak-mode
-//   regions that do not nest, up to the MILP's choice among save sets of
-//   equal FLOPs inside an interval (the test's 1/64 grid met such plans, 22
-//   of 15,730 grid points with another peak than the candidate below, and
-//   never one with fewer FLOPs that fits where no candidate did).
+//   regions that do not nest, up to the solver's choice among save sets of
+//   equal FLOPs inside an interval (between two candidates of the grid, a
+//   plan of another peak may still exist; the 1/64 grid joined the
+//   candidates after it found one with fewer FLOPs that fit where no
+//   interval end did).
 // - Not exact: the family is not every save set. A global optimum would let
 //   each region (each instance) keep a different budget, and let the plan
 //   depend on the peak rather than on saved bytes (a value that is large but

@@ -252,6 +252,67 @@ class OneDnnKernels::State {
             tracker);
   }
 
+  // conv2d, NCHW x and OIHW w in plain layouts (so that no reorder runs and
+  // the tensors are used in place), direct algorithm, zero padding.
+  // `which`: 0 forward (x, w -> y), 1 backward data (dy, w -> dx), 2
+  // backward weights (x, dy -> dw).
+  void Conv2d(int which, const Tensor& a, const Tensor& b, Tensor& out, int64_t stride,
+              int64_t pad, const std::shared_ptr<MemoryTracker>& tracker) {
+    const Shape& xs = which == 1 ? out.shape() : a.shape();
+    const Shape& ws = which == 0 ? b.shape() : which == 1 ? b.shape() : out.shape();
+    const Shape& ys = which == 0 ? out.shape() : which == 1 ? a.shape() : b.shape();
+    auto dims = [](const Shape& s) { return Dims(s.dims().begin(), s.dims().end()); };
+    const auto x_md = F32Desc(dims(xs), Tag::nchw);
+    const auto w_md = F32Desc(dims(ws), Tag::oihw);
+    const auto y_md = F32Desc(dims(ys), Tag::nchw);
+    const Dims strides = {stride, stride}, padding = {pad, pad};
+    const dnnl::algorithm direct = dnnl::algorithm::convolution_direct;
+    auto forward_pd = [&](const dnnl::primitive_attr& attr) {
+      return dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, direct, x_md, w_md,
+                                          y_md, strides, padding, padding),
+          attr, engine_);
+    };
+    Dims key_dims = dims(xs);
+    for (int64_t d : ws.dims()) key_dims.push_back(d);
+    key_dims.push_back(stride);
+    key_dims.push_back(pad);
+    if (which == 0) {
+      const Cached& cached = Lookup<dnnl::convolution_forward>(Key("conv_fwd", key_dims), forward_pd);
+      Execute(cached,
+              {{DNNL_ARG_SRC, Memory(x_md, a)},
+               {DNNL_ARG_WEIGHTS, Memory(w_md, b)},
+               {DNNL_ARG_DST, Memory(y_md, out)}},
+              tracker);
+    } else if (which == 1) {
+      const Cached& cached = Lookup<dnnl::convolution_backward_data>(
+          Key("conv_bwd_data", key_dims), [&](const dnnl::primitive_attr& attr) {
+            return dnnl::convolution_backward_data::primitive_desc(
+                dnnl::convolution_backward_data::desc(direct, x_md, w_md, y_md, strides, padding,
+                                                      padding),
+                attr, engine_, forward_pd(dnnl::primitive_attr()));
+          });
+      Execute(cached,
+              {{DNNL_ARG_DIFF_DST, Memory(y_md, a)},
+               {DNNL_ARG_WEIGHTS, Memory(w_md, b)},
+               {DNNL_ARG_DIFF_SRC, Memory(x_md, out)}},
+              tracker);
+    } else {
+      const Cached& cached = Lookup<dnnl::convolution_backward_weights>(
+          Key("conv_bwd_weights", key_dims), [&](const dnnl::primitive_attr& attr) {
+            return dnnl::convolution_backward_weights::primitive_desc(
+                dnnl::convolution_backward_weights::desc(direct, x_md, w_md, y_md, strides,
+                                                         padding, padding),
+                attr, engine_, forward_pd(dnnl::primitive_attr()));
+          });
+      Execute(cached,
+              {{DNNL_ARG_SRC, Memory(x_md, a)},
+               {DNNL_ARG_DIFF_DST, Memory(y_md, b)},
+               {DNNL_ARG_DIFF_WEIGHTS, Memory(w_md, out)}},
+              tracker);
+    }
+  }
+
  private:
   struct Cached {
     dnnl::primitive primitive;
@@ -364,6 +425,19 @@ void OneDnnKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b,
                       b.TypeString(), transpose_b ? "^T" : "");
       },
       [&] { state_->MatMul(a, transpose_a, b, transpose_b, out, tracker()); });
+}
+
+void OneDnnKernels::DoConv2d(int which, const Tensor& a, const Tensor& b, int64_t stride,
+                             int64_t pad, Tensor& out) {
+  if (out.num_elements() == 0) return;
+  if (a.num_elements() == 0 || b.num_elements() == 0) {
+    // An empty sum is 0 (oneDNN refuses empty operands).
+    if (!dry_run()) std::memset(out.raw(), 0, out.bytes());
+    return;
+  }
+  static const char* const kNames[] = {"conv2d", "conv2d_backward_data", "conv2d_backward_weights"};
+  Guarded([&] { return StrCat(kNames[which], " on ", Types({&a, &b}), " -> ", out.TypeString()); },
+          [&] { state_->Conv2d(which, a, b, out, stride, pad, tracker()); });
 }
 
 void OneDnnKernels::Eltwise(const char* op, int algorithm, const Tensor& x, Tensor& out) {
@@ -726,6 +800,9 @@ REMAT_SHARED_KERNEL(transpose, k.DoTranspose(*in[0], out));
 REMAT_SHARED_KERNEL(split_heads, k.DoSplitHeads(*in[0], a.int_a, a.int_b, out));
 REMAT_SHARED_KERNEL(merge_heads, k.DoMergeHeads(*in[0], a.int_a, out));
 REMAT_SHARED_KERNEL(bias_add, k.DoBiasAdd(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(conv2d, k.DoConv2d(0, *in[0], *in[1], a.int_a, a.int_b, out));
+REMAT_SHARED_KERNEL(conv2d_backward_data, k.DoConv2d(1, *in[0], *in[1], a.int_a, a.int_b, out));
+REMAT_SHARED_KERNEL(conv2d_backward_weights, k.DoConv2d(2, *in[0], *in[1], a.int_a, a.int_b, out));
 #undef REMAT_SHARED_KERNEL
 
 }  // namespace remat

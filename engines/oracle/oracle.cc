@@ -1,8 +1,10 @@
 #include "engines/oracle/oracle.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numbers>
@@ -173,6 +175,74 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
       }
       return in[0];
     }
+    case OpKind::kReshape: {
+      want_inputs(1);
+      int64_t count = 1;
+      for (int64_t d : op.ints) {
+        if (d < 0) throw fail("reshape's dims must be >= 0");
+        count *= d;
+      }
+      if (count != in[0].num_elements()) throw fail("reshape keeps the element count");
+      return Shape(op.ints);
+    }
+    case OpKind::kPermute: {
+      want_inputs(1);
+      const std::vector<int64_t> sorted = [&] {
+        std::vector<int64_t> s = op.ints;
+        std::sort(s.begin(), s.end());
+        return s;
+      }();
+      for (size_t i = 0; i < sorted.size(); ++i) {
+        if (sorted[i] != static_cast<int64_t>(i)) throw fail("ints must be a permutation of the axes");
+      }
+      if (static_cast<int>(op.ints.size()) != in[0].rank()) throw fail("ints must name every axis once");
+      std::vector<int64_t> dims;
+      for (int64_t p : op.ints) dims.push_back(in[0].dim(static_cast<int>(p)));
+      return Shape(dims);
+    }
+    case OpKind::kTopKSoftmax:
+      want_inputs(1);
+      if (in[0].rank() == 0 || op.ints.size() != 1 || op.ints[0] < 1 ||
+          op.ints[0] > in[0].dim(in[0].rank() - 1)) {
+        throw fail("needs ints = {k}, 1 <= k <= the last axis");
+      }
+      return in[0];
+    case OpKind::kConv2d: {
+      want_inputs(2);
+      if (op.ints.size() != 2) throw fail("needs ints = {stride, padding}");
+      const int64_t stride = op.ints[0], pad = op.ints[1];
+      if (in[0].rank() != 4 || in[1].rank() != 4 || in[0].dim(1) != in[1].dim(1)) {
+        throw fail("takes x (N, C, H, W) and w (O, C, KH, KW)");
+      }
+      if (stride < 1 || pad < 0 || in[0].dim(2) + 2 * pad < in[1].dim(2) ||
+          in[0].dim(3) + 2 * pad < in[1].dim(3)) {
+        throw fail("needs stride >= 1, padding >= 0 and a kernel within the padded image");
+      }
+      return Shape({in[0].dim(0), in[1].dim(0), (in[0].dim(2) + 2 * pad - in[1].dim(2)) / stride + 1,
+                    (in[0].dim(3) + 2 * pad - in[1].dim(3)) / stride + 1});
+    }
+    case OpKind::kMaxPool2d: {
+      want_inputs(1);
+      if (op.ints.size() != 3) throw fail("needs ints = {kernel, stride, padding}");
+      const int64_t k = op.ints[0], stride = op.ints[1], pad = op.ints[2];
+      if (in[0].rank() != 4 || k < 1 || stride < 1 || pad < 0 || 2 * pad > k ||
+          in[0].dim(2) + 2 * pad < k || in[0].dim(3) + 2 * pad < k) {
+        throw fail("takes x (N, C, H, W), a kernel within the padded image, stride >= 1, 0 <= padding <= k/2");
+      }
+      return Shape({in[0].dim(0), in[0].dim(1), (in[0].dim(2) + 2 * pad - k) / stride + 1,
+                    (in[0].dim(3) + 2 * pad - k) / stride + 1});
+    }
+    case OpKind::kGlobalAvgPool:
+      want_inputs(1);
+      if (in[0].rank() != 4) throw fail("takes x (N, C, H, W)");
+      return Shape({in[0].dim(0), in[0].dim(1)});
+    case OpKind::kBatchNorm:
+      want_inputs(3);
+      if ((in[0].rank() != 2 && in[0].rank() != 4) || in[1] != Shape({in[0].dim(1)}) || in[2] != in[1]) {
+        throw fail("takes x (N, C) or (N, C, H, W), gamma and beta (C)");
+      }
+      if (!(op.scalar > 0)) throw fail("needs eps > 0");
+      return in[0];
     case OpKind::kCheckpoint:
     case OpKind::kScan:
     case OpKind::kChain:
@@ -184,6 +254,106 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
 
 // ---------------------------------------------------------------------------
 // Index maps of the ops that move elements.
+
+// permute: the index in the output of each input element, by its
+// multi-index (output axis i is input axis perm[i]).
+std::vector<int64_t> PermutedPositions(const Shape& in, const std::vector<int64_t>& perm) {
+  const int r = in.rank();
+  std::vector<int64_t> out_dims(static_cast<size_t>(r));
+  for (int i = 0; i < r; ++i) out_dims[i] = in.dim(static_cast<int>(perm[i]));
+  std::vector<int64_t> where(static_cast<size_t>(in.num_elements()));
+  std::vector<int64_t> idx(static_cast<size_t>(r));
+  for (int64_t flat = 0; flat < in.num_elements(); ++flat) {
+    int64_t rest = flat;
+    for (int a = r - 1; a >= 0; --a) {
+      idx[a] = rest % in.dim(a);
+      rest /= in.dim(a);
+    }
+    int64_t o = 0;
+    for (int i = 0; i < r; ++i) o = o * out_dims[i] + idx[static_cast<size_t>(perm[i])];
+    where[flat] = o;
+  }
+  return where;
+}
+
+// conv2d's geometry: x (N, C, H, W), w (O, C, KH, KW), y (N, O, OH, OW).
+struct ConvGeometry {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, stride, pad;
+  ConvGeometry(const Shape& x, const Shape& wt, const Shape& y, const std::vector<int64_t>& ints)
+      : n(x.dim(0)), c(x.dim(1)), h(x.dim(2)), w(x.dim(3)), o(wt.dim(0)), kh(wt.dim(2)),
+        kw(wt.dim(3)), oh(y.dim(2)), ow(y.dim(3)), stride(ints[0]), pad(ints[1]) {}
+  int64_t X(int64_t b, int64_t ch, int64_t r, int64_t s) const { return ((b * c + ch) * h + r) * w + s; }
+  int64_t W(int64_t oc, int64_t ch, int64_t p, int64_t q) const { return ((oc * c + ch) * kh + p) * kw + q; }
+  int64_t Y(int64_t b, int64_t oc, int64_t i, int64_t j) const { return ((b * o + oc) * oh + i) * ow + j; }
+};
+
+// max_pool2d's choice for output (b, ch, i, j) of x (N, C, H, W): the
+// window's valid pixel first in "greater first, NaN above every number,
+// equal values by lower index", as a flat index into x.
+int64_t PoolChoice(const Tensor& x, const std::vector<int64_t>& ints, int64_t plane, int64_t i,
+                   int64_t j) {
+  const int64_t k = ints[0], stride = ints[1], pad = ints[2];
+  const int64_t h = x.shape().dim(2), w = x.shape().dim(3);
+  std::vector<int64_t> taps;
+  for (int64_t r = i * stride - pad; r < i * stride - pad + k; ++r) {
+    for (int64_t s = j * stride - pad; s < j * stride - pad + k; ++s) {
+      if (r >= 0 && r < h && s >= 0 && s < w) taps.push_back((plane * h + r) * w + s);
+    }
+  }
+  const double* v = x.f64();
+  return *std::min_element(taps.begin(), taps.end(), [v](int64_t a, int64_t b) {
+    const bool na = std::isnan(v[a]), nb = std::isnan(v[b]);
+    if (na != nb) return na;
+    if (!na && v[a] != v[b]) return v[a] > v[b];
+    return a < b;
+  });
+}
+
+// batch_norm's per-channel statistics in f64: mean and 1 / sqrt(var + eps)
+// over the channel's N H W elements.
+void ChannelMoments(const double* x, const Shape& s, int64_t ch, double eps, double* mean,
+                    double* rstd) {
+  const int64_t n = s.dim(0), c = s.dim(1), hw = s.rank() == 4 ? s.dim(2) * s.dim(3) : 1;
+  double sum = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < hw; ++i) sum += x[(b * c + ch) * hw + i];
+  *mean = sum / static_cast<double>(n * hw);
+  double var = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < hw; ++i) var += std::pow(x[(b * c + ch) * hw + i] - *mean, 2);
+  *rstd = 1.0 / std::sqrt(var / static_cast<double>(n * hw) + eps);
+}
+
+// top_k_softmax's choice in a row: the k positions first in the order
+// "greater first, NaN above every number, equal values by lower index".
+std::vector<bool> TopKChoice(const double* xr, int64_t cols, int64_t k) {
+  std::vector<int64_t> order(static_cast<size_t>(cols));
+  for (int64_t j = 0; j < cols; ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(), [xr](int64_t a, int64_t b) {
+    const bool na = std::isnan(xr[a]), nb = std::isnan(xr[b]);
+    if (na != nb) return na;
+    return !na && xr[a] > xr[b];
+  });
+  std::vector<bool> chosen(static_cast<size_t>(cols), false);
+  for (int64_t t = 0; t < k; ++t) chosen[order[t]] = true;
+  return chosen;
+}
+
+// top_k_softmax's row from x: softmax over the chosen, 0 elsewhere.
+void TopKSoftmaxRow(const double* xr, int64_t cols, int64_t k, double* yr) {
+  const std::vector<bool> chosen = TopKChoice(xr, cols, k);
+  double m = -std::numeric_limits<double>::infinity();
+  bool nan = false;
+  for (int64_t j = 0; j < cols; ++j) {
+    if (!chosen[j]) continue;
+    nan = nan || std::isnan(xr[j]);
+    m = std::max(m, xr[j]);
+  }
+  if (nan) m = std::numeric_limits<double>::quiet_NaN();
+  double s = 0;
+  for (int64_t j = 0; j < cols; ++j) s += chosen[j] ? std::exp(xr[j] - m) : 0.0;
+  for (int64_t j = 0; j < cols; ++j) yr[j] = chosen[j] ? std::exp(xr[j] - m) / s : 0.0;
+}
 
 // Element (b, i, j) of a tensor of `batch` matrices of `rows` x `cols`.
 int64_t At(int64_t b, int64_t i, int64_t j, int64_t rows, int64_t cols) {
@@ -590,6 +760,75 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
       }
       flops_forward_ += 5 * n;
       return;
+    case OpKind::kReshape:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+      return;
+    case OpKind::kPermute: {
+      const std::vector<int64_t> where = PermutedPositions(in[0]->shape(), op.ints);
+      for (int64_t i = 0; i < n; ++i) y[where[i]] = x[i];
+      return;
+    }
+    case OpKind::kTopKSoftmax:
+      for (int64_t r = 0; r < rows; ++r) TopKSoftmaxRow(x + r * cols, cols, op.ints[0], y + r * cols);
+      flops_forward_ += 4 * n;
+      return;
+    case OpKind::kMaxPool2d: {
+      const Shape& s = out.shape();
+      for (int64_t pl = 0; pl < s.dim(0) * s.dim(1); ++pl)
+        for (int64_t i = 0; i < s.dim(2); ++i)
+          for (int64_t j = 0; j < s.dim(3); ++j) {
+            y[(pl * s.dim(2) + i) * s.dim(3) + j] = x[PoolChoice(*in[0], op.ints, pl, i, j)];
+          }
+      return;
+    }
+    case OpKind::kGlobalAvgPool: {
+      const int64_t hw = in[0]->shape().dim(2) * in[0]->shape().dim(3);
+      for (int64_t pl = 0; pl < out.num_elements(); ++pl) {
+        double acc = 0;
+        for (int64_t i = 0; i < hw; ++i) acc += x[pl * hw + i];
+        y[pl] = acc / static_cast<double>(hw);
+      }
+      flops_forward_ += n + out.num_elements();
+      return;
+    }
+    case OpKind::kBatchNorm: {
+      // Per channel: (x - mean) / sqrt(var + eps) * gamma + beta, the batch's
+      // mean and biased variance over N H W.
+      const Shape& s = in[0]->shape();
+      const int64_t c = s.dim(1), hw = s.rank() == 4 ? s.dim(2) * s.dim(3) : 1;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double mean, rstd;
+        ChannelMoments(x, s, ch, op.scalar, &mean, &rstd);
+        for (int64_t b = 0; b < s.dim(0); ++b)
+          for (int64_t i = 0; i < hw; ++i) {
+            const int64_t at = (b * c + ch) * hw + i;
+            y[at] = (x[at] - mean) * rstd * in[1]->f64()[ch] + in[2]->f64()[ch];
+          }
+      }
+      flops_forward_ += 7 * n;
+      return;
+    }
+    case OpKind::kConv2d: {
+      // y[b,o,i,j] = sum over c, p, q of x[b, c, i s + p - pad, j s + q - pad]
+      // w[o,c,p,q], the image zero outside.
+      const ConvGeometry g(in[0]->shape(), in[1]->shape(), out.shape(), op.ints);
+      const double* wt = in[1]->f64();
+      for (int64_t b = 0; b < g.n; ++b)
+        for (int64_t oc = 0; oc < g.o; ++oc)
+          for (int64_t i = 0; i < g.oh; ++i)
+            for (int64_t j = 0; j < g.ow; ++j) {
+              double acc = 0;
+              for (int64_t ch = 0; ch < g.c; ++ch)
+                for (int64_t p = 0; p < g.kh; ++p)
+                  for (int64_t q = 0; q < g.kw; ++q) {
+                    const int64_t r = i * g.stride + p - g.pad, s = j * g.stride + q - g.pad;
+                    if (r >= 0 && r < g.h && s >= 0 && s < g.w) acc += x[g.X(b, ch, r, s)] * wt[g.W(oc, ch, p, q)];
+                  }
+              y[g.Y(b, oc, i, j)] = acc;
+            }
+      flops_forward_ += 2 * out.num_elements() * g.c * g.kh * g.kw;
+      return;
+    }
     case OpKind::kGeluErf:
       // x Phi(x), Phi the standard normal CDF = erfc(-x / sqrt 2) / 2.
       for (int64_t i = 0; i < n; ++i) y[i] = x[i] * 0.5 * std::erfc(-x[i] / std::sqrt(2.0));
@@ -896,6 +1135,140 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
         for (int64_t j = 0; j < cols; ++j) {
           dx.f64()[r * cols + j] = dyr[j] - std::exp(xr[j] - m) / s * total;
         }
+      }
+      flops_backward_ += 4 * n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kReshape: {
+      // The elements keep their order: dx = dy under x's shape.
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[i];
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kPermute: {
+      // A permutation: each x element's adjoint is its image's.
+      const std::vector<int64_t> where = PermutedPositions(xs, op.ints);
+      Tensor dx = NewGradient(xs);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[where[i]];
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kMaxPool2d: {
+      // Each output's adjoint goes to the pixel it chose.
+      Tensor dx = NewGradient(xs);
+      const Shape& s = dy_tensor.shape();
+      for (int64_t pl = 0; pl < s.dim(0) * s.dim(1); ++pl)
+        for (int64_t i = 0; i < s.dim(2); ++i)
+          for (int64_t j = 0; j < s.dim(3); ++j) {
+            dx.f64()[PoolChoice(x_tensor, op.ints, pl, i, j)] += dy[(pl * s.dim(2) + i) * s.dim(3) + j];
+          }
+      flops_backward_ += dy_tensor.num_elements();
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kGlobalAvgPool: {
+      // y = mean of the plane: each pixel gets dy / (H W).
+      Tensor dx = NewGradient(xs);
+      const int64_t hw = xs.dim(2) * xs.dim(3);
+      for (int64_t i = 0; i < n; ++i) dx.f64()[i] = dy[i / hw] / static_cast<double>(hw);
+      flops_backward_ += n;
+      Contribute(e, 0, std::move(dx));
+      return;
+    }
+    case OpKind::kBatchNorm: {
+      // xhat = (x - mean) rstd, y = xhat gamma + beta, mean and rstd
+      // functions of the whole channel. Per channel, with g = dy gamma and M
+      // elements: dx = rstd (g - mean(g) - xhat mean(g xhat)) (the chain
+      // rule through mean and var), dgamma = sum dy xhat, dbeta = sum dy.
+      const double* gamma = slots_[e.inputs[1]].f64();
+      const int64_t c = xs.dim(1), hw = xs.rank() == 4 ? xs.dim(2) * xs.dim(3) : 1;
+      const double m = static_cast<double>(xs.dim(0) * hw);
+      Tensor dx = NewGradient(xs);
+      Tensor dgamma = NewGradient(Shape({c}));
+      Tensor dbeta = NewGradient(Shape({c}));
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double mean, rstd;
+        ChannelMoments(x, xs, ch, op.scalar, &mean, &rstd);
+        double sum_g = 0, sum_gx = 0;
+        for (int64_t b = 0; b < xs.dim(0); ++b)
+          for (int64_t i = 0; i < hw; ++i) {
+            const int64_t at = (b * c + ch) * hw + i;
+            const double xhat = (x[at] - mean) * rstd;
+            sum_g += dy[at] * gamma[ch];
+            sum_gx += dy[at] * gamma[ch] * xhat;
+            dgamma.f64()[ch] += dy[at] * xhat;
+            dbeta.f64()[ch] += dy[at];
+          }
+        for (int64_t b = 0; b < xs.dim(0); ++b)
+          for (int64_t i = 0; i < hw; ++i) {
+            const int64_t at = (b * c + ch) * hw + i;
+            const double xhat = (x[at] - mean) * rstd;
+            dx.f64()[at] = rstd * (dy[at] * gamma[ch] - sum_g / m - xhat * sum_gx / m);
+          }
+      }
+      flops_backward_ += 14 * n;
+      Contribute(e, 0, std::move(dx));
+      Contribute(e, 1, std::move(dgamma));
+      Contribute(e, 2, std::move(dbeta));
+      return;
+    }
+    case OpKind::kConv2d: {
+      // Each input element's adjoint gathers the outputs it reached: x[b,c,r,s]
+      // reached y[b,o,i,j] through tap (p, q) where r = i s + p - pad, so
+      // dx[b,c,r,s] = sum over o, p, q with (r + pad - p) / s a whole i in
+      // range (and j likewise) of dy[b,o,i,j] w[o,c,p,q];
+      // dw[o,c,p,q] = sum over b, i, j of x[b, c, i s + p - pad, ...] dy[b,o,i,j].
+      const Tensor& w_tensor = slots_[e.inputs[1]];
+      const double* wt = w_tensor.f64();
+      const ConvGeometry g(xs, w_tensor.shape(), dy_tensor.shape(), op.ints);
+      Tensor dx = NewGradient(xs);
+      Tensor dw = NewGradient(w_tensor.shape());
+      for (int64_t b = 0; b < g.n; ++b)
+        for (int64_t ch = 0; ch < g.c; ++ch)
+          for (int64_t r = 0; r < g.h; ++r)
+            for (int64_t s = 0; s < g.w; ++s) {
+              double acc = 0;
+              for (int64_t oc = 0; oc < g.o; ++oc)
+                for (int64_t p = 0; p < g.kh; ++p)
+                  for (int64_t q = 0; q < g.kw; ++q) {
+                    const int64_t ti = r + g.pad - p, tj = s + g.pad - q;
+                    if (ti < 0 || tj < 0 || ti % g.stride != 0 || tj % g.stride != 0) continue;
+                    const int64_t i = ti / g.stride, j = tj / g.stride;
+                    if (i < g.oh && j < g.ow) acc += dy[g.Y(b, oc, i, j)] * wt[g.W(oc, ch, p, q)];
+                  }
+              dx.f64()[g.X(b, ch, r, s)] = acc;
+            }
+      for (int64_t oc = 0; oc < g.o; ++oc)
+        for (int64_t ch = 0; ch < g.c; ++ch)
+          for (int64_t p = 0; p < g.kh; ++p)
+            for (int64_t q = 0; q < g.kw; ++q) {
+              double acc = 0;
+              for (int64_t b = 0; b < g.n; ++b)
+                for (int64_t i = 0; i < g.oh; ++i)
+                  for (int64_t j = 0; j < g.ow; ++j) {
+                    const int64_t r = i * g.stride + p - g.pad, s = j * g.stride + q - g.pad;
+                    if (r >= 0 && r < g.h && s >= 0 && s < g.w) acc += x[g.X(b, ch, r, s)] * dy[g.Y(b, oc, i, j)];
+                  }
+              dw.f64()[g.W(oc, ch, p, q)] = acc;
+            }
+      flops_backward_ += 4 * dy_tensor.num_elements() * g.c * g.kh * g.kw;
+      Contribute(e, 0, std::move(dx));
+      Contribute(e, 1, std::move(dw));
+      return;
+    }
+    case OpKind::kTopKSoftmax: {
+      // The choice held fixed, y is softmax over the chosen: dx_j =
+      // y_j (dy_j - sum_l y_l dy_l), y recomputed from x; 0 off the choice.
+      Tensor dx = NewGradient(xs);
+      std::vector<double> yr(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        TopKSoftmaxRow(x + r * cols, cols, op.ints[0], yr.data());
+        const double* dyr = dy + r * cols;
+        double total = 0;
+        for (int64_t j = 0; j < cols; ++j) total += yr[j] * dyr[j];
+        for (int64_t j = 0; j < cols; ++j) dx.f64()[r * cols + j] = yr[j] * (dyr[j] - total);
       }
       flops_backward_ += 4 * n;
       Contribute(e, 0, std::move(dx));

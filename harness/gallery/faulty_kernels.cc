@@ -1,8 +1,12 @@
 #include "harness/gallery/faulty_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
+#include <vector>
+
+#include "engines/api/loop_kernels.h"
 
 namespace remat {
 namespace {
@@ -110,6 +114,32 @@ void FaultyKernels::LayerNormGammaGradWrongEpsilon(const Tensor& x, const Tensor
   }
 }
 
+void FaultyKernels::TopKSoftmaxHigherIndexFirst(const Tensor& x, int64_t k, Tensor& out) const {
+  const int64_t cols = LastDim(x), rows = NumRows(x);
+  std::vector<char> chosen(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.f32() + r * cols;
+    float* yr = out.f32() + r * cols;
+    std::fill(chosen.begin(), chosen.end(), 0);
+    int64_t first = -1;
+    for (int64_t t = 0; t < k; ++t) {
+      int64_t best = -1;
+      for (int64_t j = 0; j < cols; ++j) {
+        // ">=": an equal value later in the row replaces the one chosen so far.
+        if (!chosen[j] && (best < 0 || !loop_kernels::ChosenBefore(xr[best], xr[j]))) best = j;
+      }
+      chosen[best] = 1;
+      if (first < 0) first = best;
+    }
+    const float m = xr[first];
+    float s = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      if (chosen[j]) s += std::exp(xr[j] - m);
+    }
+    for (int64_t j = 0; j < cols; ++j) yr[j] = chosen[j] ? std::exp(xr[j] - m) / s : 0.0f;
+  }
+}
+
 namespace {
 
 // FNV-1a over bytes.
@@ -131,6 +161,9 @@ uint64_t CallHash(KernelOp op, std::span<const Tensor* const> in, const KernelAt
   h = Mix(h, &a.key, sizeof a.key);
   h = Mix(h, &a.int_a, sizeof a.int_a);
   h = Mix(h, &a.int_b, sizeof a.int_b);
+  h = Mix(h, &a.int_c, sizeof a.int_c);
+  for (int64_t d : a.shape.dims()) h = Mix(h, &d, sizeof d);
+  for (int64_t p : a.perm) h = Mix(h, &p, sizeof p);
   for (const Tensor* t : in) {
     for (int64_t d : t->shape().dims()) h = Mix(h, &d, sizeof d);
     h = Mix(h, t->raw(), static_cast<size_t>(t->bytes()));
@@ -193,6 +226,15 @@ void FaultyKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> i
         StartRunIfNew();
         if (!calls_.insert(CallHash(op, in, attrs)).second) {
           out.f32()[0] = std::nextafter(out.f32()[0], INFINITY);
+        }
+      }
+      break;
+    case KernelFault::kTopKTiesToHigherIndexOnRecompute:
+      if (std::string_view(TableKernel(op).name) == "top_k_softmax" && tracker() &&
+          tracker()->category() == Category::kActivations) {
+        StartRunIfNew();
+        if (!calls_.insert(CallHash(op, in, attrs)).second) {
+          TopKSoftmaxHigherIndexFirst(*in[0], attrs.int_a, out);
         }
       }
       break;

@@ -48,6 +48,12 @@ enum class KernelFault {
   // position, not increasing (CONTRACT.md's scatter order): an atomic or
   // sorted scatter-add whose order is not the stated one.
   kEmbeddingRowsInReverseOrder,
+  // top_k_softmax, on a forward call that repeats an earlier call of the
+  // run (a recomputation), breaks ties by the higher index, not the lower
+  // (CONTRACT.md's tie rule): a kernel whose choice depends on the path it
+  // took (a parallel or sorted top-k), so that a recomputed routing is not
+  // the forward's.
+  kTopKTiesToHigherIndexOnRecompute,
 };
 
 class FaultyKernels : public OneDnnKernels {
@@ -89,6 +95,9 @@ class FaultyKernels : public OneDnnKernels {
   std::map<std::pair<int32_t, int64_t>, int64_t> draws_;
   // kRepeatedCallOneUlpOff: the hashes of this run's forward calls.
   std::set<uint64_t> calls_;
+  // kTopKTiesToHigherIndexOnRecompute: top_k_softmax with the higher index
+  // first among equal values, the kernel's arithmetic otherwise.
+  void TopKSoftmaxHigherIndexFirst(const Tensor& x, int64_t k, Tensor& out) const;
   // Resets the per-run state when the bound tracker (the run) changed.
   void StartRunIfNew();
 };

@@ -267,6 +267,12 @@ const std::vector<Entry>& Entries() {
         {"differs from eager"}},
        InKernels("faulty_embedding_scatter_order", KernelFault::kEmbeddingRowsInReverseOrder,
                  "onednn")},
+      {{"faulty_tie_last_index_on_recompute",
+        "top_k_softmax breaks a tie by the higher index when a call repeats (a recomputation), "
+        "by the lower in the forward pass (CONTRACT.md's tie rule)",
+        {"differs from eager"}},
+       InKernels("faulty_tie_last_index_on_recompute",
+                 KernelFault::kTopKTiesToHigherIndexOnRecompute, "onednn")},
       // The accounting.
       {{"faulty_leaked_buffer", "the last loss kept in a static: its buffer outlives the Result",
         {"bytes still live"}},
