@@ -279,34 +279,41 @@ bool ChosenBefore(T a, T b) {
   return a > b || (std::isnan(a) && !std::isnan(b));
 }
 
-// top_k_softmax per row: the k chosen one at a time (each the first j, in
-// increasing j, that no unchosen value comes before), m the first chosen,
-// s = sum over chosen j, in increasing j, of e^{x_j - m}; y_j = e^{x_j - m} / s
-// where chosen, else 0.
+// One row of top_k_softmax under the order `before(a, b)` (a is chosen
+// before b): the k chosen one at a time, each the first j, in increasing j,
+// that `before` puts ahead of every unchosen value met so far; m the first
+// chosen, s = sum over chosen j, in increasing j, of e^{x_j - m};
+// y_j = e^{x_j - m} / s where chosen, else 0. `chosen` has cols entries.
+template <typename T, typename Before>
+void TopKSoftmaxRow(const T* xr, int64_t cols, int64_t k, Before before, char* chosen, T* yr) {
+  std::fill(chosen, chosen + cols, 0);
+  int64_t first = -1;
+  for (int64_t t = 0; t < k; ++t) {
+    int64_t best = -1;
+    for (int64_t j = 0; j < cols; ++j) {
+      if (!chosen[j] && (best < 0 || before(xr[j], xr[best]))) best = j;
+    }
+    chosen[best] = 1;
+    if (first < 0) first = best;
+  }
+  const T m = xr[first];
+  T s = 0;
+  for (int64_t j = 0; j < cols; ++j) {
+    if (chosen[j]) s += std::exp(xr[j] - m);
+  }
+  for (int64_t j = 0; j < cols; ++j) yr[j] = chosen[j] ? std::exp(xr[j] - m) / s : T(0);
+}
+
+// top_k_softmax per row, under the contract's order (ChosenBefore, so that
+// of equal values the lowest index is chosen).
 template <typename T>
 void TopKSoftmax(const Tensor& x, int64_t k, Tensor& out) {
   const int64_t cols = x.shape().dim(x.shape().rank() - 1);
   const int64_t rows = cols == 0 ? 0 : x.num_elements() / cols;
   std::vector<char> chosen(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = static_cast<const T*>(x.raw()) + r * cols;
-    T* yr = static_cast<T*>(out.raw()) + r * cols;
-    std::fill(chosen.begin(), chosen.end(), 0);
-    int64_t first = -1;
-    for (int64_t t = 0; t < k; ++t) {
-      int64_t best = -1;
-      for (int64_t j = 0; j < cols; ++j) {
-        if (!chosen[j] && (best < 0 || ChosenBefore(xr[j], xr[best]))) best = j;
-      }
-      chosen[best] = 1;
-      if (first < 0) first = best;
-    }
-    const T m = xr[first];
-    T s = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      if (chosen[j]) s += std::exp(xr[j] - m);
-    }
-    for (int64_t j = 0; j < cols; ++j) yr[j] = chosen[j] ? std::exp(xr[j] - m) / s : T(0);
+    TopKSoftmaxRow(static_cast<const T*>(x.raw()) + r * cols, cols, k, ChosenBefore<T>,
+                   chosen.data(), static_cast<T*>(out.raw()) + r * cols);
   }
 }
 

@@ -117,26 +117,12 @@ void FaultyKernels::LayerNormGammaGradWrongEpsilon(const Tensor& x, const Tensor
 void FaultyKernels::TopKSoftmaxHigherIndexFirst(const Tensor& x, int64_t k, Tensor& out) const {
   const int64_t cols = LastDim(x), rows = NumRows(x);
   std::vector<char> chosen(static_cast<size_t>(cols));
+  // a before b unless b is strictly before a: an equal value later in the
+  // row replaces the one chosen so far.
+  const auto later_on_ties = [](float a, float b) { return !loop_kernels::ChosenBefore(b, a); };
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x.f32() + r * cols;
-    float* yr = out.f32() + r * cols;
-    std::fill(chosen.begin(), chosen.end(), 0);
-    int64_t first = -1;
-    for (int64_t t = 0; t < k; ++t) {
-      int64_t best = -1;
-      for (int64_t j = 0; j < cols; ++j) {
-        // ">=": an equal value later in the row replaces the one chosen so far.
-        if (!chosen[j] && (best < 0 || !loop_kernels::ChosenBefore(xr[best], xr[j]))) best = j;
-      }
-      chosen[best] = 1;
-      if (first < 0) first = best;
-    }
-    const float m = xr[first];
-    float s = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      if (chosen[j]) s += std::exp(xr[j] - m);
-    }
-    for (int64_t j = 0; j < cols; ++j) yr[j] = chosen[j] ? std::exp(xr[j] - m) / s : 0.0f;
+    loop_kernels::TopKSoftmaxRow(x.f32() + r * cols, cols, k, later_on_ties, chosen.data(),
+                                 out.f32() + r * cols);
   }
 }
 
