@@ -42,6 +42,19 @@ std::optional<std::string> FirstBitDifference(const Result& a, const Result& b) 
   for (size_t i = 0; i < a.grads.size(); ++i) {
     if (!BitwiseEqual(a.grads[i], b.grads[i])) return StrCat("gradient ", i);
   }
+  if (auto d = StateDiffers(a, b)) return d;
+  return std::nullopt;
+}
+
+std::optional<std::string> StateDiffers(const Result& a, const Result& b) {
+  for (const auto& [name, t] : a.state) {
+    auto other = b.state.find(name);
+    if (other == b.state.end()) return StrCat("state ", name, " (only one run has it)");
+    if (!BitwiseEqual(t, other->second)) return StrCat("state ", name);
+  }
+  for (const auto& [name, t] : b.state) {
+    if (!a.state.count(name)) return StrCat("state ", name, " (only one run has it)");
+  }
   return std::nullopt;
 }
 
@@ -123,6 +136,52 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
       }
     }
     a.tensors.push_back({names[t], k, tolerance, scale, tensor_worst});
+  }
+  // The new state: a value of every state op (CONTRACT.md, state), within
+  // the tolerance of its forward depth; nothing more.
+  const std::map<std::string, double> state_depths = StateRoundingDepths(c.program);
+  for (const auto& [name, r] : ref.state) {
+    auto it = got.state.find(name);
+    if (it == got.state.end() || !it->second.defined()) {
+      a.ok = false;
+      a.detail = StrCat(c.ToString(), ": no new state for ", name,
+                        " (the program's state op updates it: CONTRACT.md, state)");
+      return a;
+    }
+    const Tensor& g = it->second;
+    if (g.dtype() != expected || g.shape() != r.shape()) {
+      a.ok = false;
+      a.detail = StrCat(c.ToString(), ": state ", name, " is ", g.TypeString(), ", the oracle's ",
+                        r.TypeString(), " in ", DTypeName(expected));
+      return a;
+    }
+    double scale = 0;
+    for (int64_t i = 0; i < r.num_elements(); ++i) scale = std::max(scale, std::abs(r.at(i)));
+    const auto depth = state_depths.find(name);
+    const double k = depth == state_depths.end() ? 0 : depth->second;
+    const double tolerance = kF32ToleranceFactor * k * std::ldexp(1.0, -24) * scale;
+    double tensor_worst = 0;
+    for (int64_t i = 0; i < r.num_elements(); ++i) {
+      const double err = std::abs(g.at(i) - r.at(i));
+      const bool both_nan = std::isnan(g.at(i)) && std::isnan(r.at(i));
+      double ratio = both_nan ? 0 : (tolerance > 0 ? err / tolerance : (err > 0 ? INFINITY : 0));
+      if (std::isnan(ratio)) ratio = INFINITY;
+      tensor_worst = std::max(tensor_worst, ratio);
+      if (ratio > a.worst_ratio) {
+        a.worst_ratio = ratio;
+        a.detail = StrCat(c.ToString(), ": state ", name, "[", i, "] = ", g.at(i), ", oracle ",
+                          r.at(i), ", error ", err, ", tolerance ", tolerance, " (K=", k, ")");
+      }
+    }
+    a.tensors.push_back({"state " + name, k, tolerance, scale, tensor_worst});
+  }
+  for (const auto& [name, t] : got.state) {
+    if (!ref.state.count(name)) {
+      a.ok = false;
+      a.detail = StrCat(c.ToString(), ": a new state for ", name,
+                        ", which no state op of the program updates");
+      return a;
+    }
   }
   a.ok = a.worst_ratio <= 1.0;
   return a;

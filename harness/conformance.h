@@ -62,7 +62,8 @@ struct Agreement {
 
 // Compares value and gradients of `got` with the oracle's `oracle`: every
 // tensor of dtype `expected` (the engine's: f32 stays f32 end to end) and of
-// the oracle's shape, within its tolerance.
+// the oracle's shape, within its tolerance; and the new state (a tensor for
+// each of the oracle's, within the tolerance of its forward depth).
 Agreement CompareWithOracle(const Case& c, const Result& got, const Result& oracle,
                             DType expected = DType::kF32);
 
@@ -70,6 +71,9 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& orac
 // "value" or "gradient i"; nothing when they are bit-for-bit equal (NaNs
 // compare by bits). The check every engine-vs-eager equality test uses.
 std::optional<std::string> FirstBitDifference(const Result& a, const Result& b);
+// Where two results' new state (Result::state) differs: a name only one
+// has, or the first whose bits differ, as "state NAME"; nothing when equal.
+std::optional<std::string> StateDiffers(const Result& a, const Result& b);
 
 // A run and the tensor storage it allocated outside the trackers it
 // reported (RunOptions::on_tracker, and Result::tracker): the growth of the

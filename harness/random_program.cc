@@ -49,7 +49,10 @@ const std::vector<GenericDraw>& GenericDraws() {
     for (const OpDef& def : OpDefs()) {
       // Integer attributes only as a random op's key (beside a seed input).
       const bool random = def.num_ints == 1 && def.int_inputs != 0;
-      if ((def.num_ints != 0 && !random) || def.kind == OpKind::kName) continue;
+      if ((def.num_ints != 0 && !random) || def.kind == OpKind::kName ||
+          def.kind == OpKind::kState) {
+        continue;
+      }
       Op op;
       op.kind = def.kind;
       const std::vector<Shape> in = def.example(op);
@@ -97,8 +100,10 @@ class Generator {
     for (int i = 0; i < ops; ++i) {
       const int pick = Int(0, 99);
       Var x = pool[Int(0, static_cast<int>(pool.size()) - 1)];
-      if (pick < 48) {
+      if (pick < 47) {
         pool.push_back(DrawFromRegistry(pool, x));
+      } else if (pick < 48) {
+        pool.push_back(DrawRunning(pool, x));
       } else if (pick < 49) {
         pool.push_back(Chance(50) ? DrawChoice(pool, x) : DrawConv(pool, x));
       } else if (pick < 51) {
@@ -242,6 +247,25 @@ class Generator {
     return apply("reshape", {y}, {.ints = {n, d}});
   }
 
+  // batch_norm's running statistics of an (n, d) x, its columns the
+  // channels (n >= 2 rows), from a (d) value of the pool as the running
+  // one, read back into x's shape through bias_add. The program's first
+  // becomes the new state of its `bias` parameter (CONTRACT.md, state; never
+  // in a scan's body: scans' bodies are drawn apart).
+  Var DrawRunning(const std::vector<Var>& pool, Var x) {
+    const Shape s = x.shape();
+    if (s.rank() != 2 || s.dim(0) < 2) return sin(x);
+    std::optional<Var> r = BiasPartner(pool, x);
+    if (!r) return sin(x);
+    Var stat = apply(Chance(50) ? "batch_norm_running_mean" : "batch_norm_running_var", {x, *r},
+                     {.scalar = 0.25});
+    if (state_slot_free_) {
+      stat = apply("state", {stat}, {.name = "bias"});
+      state_slot_free_ = false;
+    }
+    return bias_add(x, stat);
+  }
+
   // The layout ops: transpose where it keeps x's shape (square in its last
   // two axes); a rank-3 x permuted (the two leading axes swapped), reshaped
   // to rank 2 and back; else split_heads into a random divisor of each axis
@@ -372,6 +396,7 @@ class Generator {
   }
 
   int64_t d_ = 0;  // the program's last dimension (ids are in [0, d))
+  bool state_slot_free_ = false;  // a `bias` parameter no state op updates yet
   std::map<int64_t, Var> stacked_;
   std::map<int64_t, Var> stacked_seeds_;  // by length: i32[L], one seed per scan step
   // The integer values visible where ops are drawn: a seed (i32[]), ids
@@ -409,6 +434,7 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
   }
   // A bias (d): bias_add's operand, every value's last dimension being d.
   if (g.Chance(50)) params.push_back({"bias", Shape({d})});
+  g.state_slot_free_ = params.back().name == "bias";
   const int ops = g.Int(1, options.max_ops);
   c.program = Trace(StrCat("random_", seed), params, [&](const std::vector<Var>& in) {
     std::vector<Var> pool;

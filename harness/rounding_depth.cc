@@ -8,8 +8,10 @@
 namespace remat {
 namespace {
 
-// The forward depths of every value of `p`, from its parameters'.
-std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& params);
+// The forward depths of every value of `p`, from its parameters'; with
+// `state`, each state op's under its parameter's name.
+std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& params,
+                                  std::map<std::string, double>* state = nullptr);
 
 // Runs a scan's steps forward: the carry's depth after the last step.
 double ScanForward(const Program& p, const Op& op, const std::vector<double>& kf) {
@@ -22,7 +24,8 @@ double ScanForward(const Program& p, const Op& op, const std::vector<double>& kf
   return step[0];
 }
 
-std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& params) {
+std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& params,
+                                  std::map<std::string, double>* state) {
   std::vector<double> kf(p.num_values(), 0.0);
   for (int i = 0; i < p.num_params(); ++i) kf[i] = params[i];
   for (const Op& op : p.ops) {
@@ -32,7 +35,7 @@ std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& p
       case OpKind::kChain: {
         std::vector<double> body_params;
         for (int v : op.inputs) body_params.push_back(kf[v]);
-        out = ForwardDepths(*op.body, body_params)[op.body->output];
+        out = ForwardDepths(*op.body, body_params, state)[op.body->output];
         break;
       }
       case OpKind::kScan: out = ScanForward(p, op, kf); break;
@@ -44,6 +47,7 @@ std::vector<double> ForwardDepths(const Program& p, const std::vector<double>& p
           kf_in.push_back(kf[v]);
         }
         out = Def(op.kind).forward_depth(DepthArgs{shapes, p.shapes[op.output], kf_in, 0.0});
+        if (op.kind == OpKind::kState && state != nullptr) (*state)[op.name] = out;
       }
     }
   }
@@ -154,6 +158,12 @@ std::vector<double> RoundingDepths(const Program& program, const std::vector<int
     out.push_back(reached[w] ? kb[w] : 0.0);
   }
   return out;
+}
+
+std::map<std::string, double> StateRoundingDepths(const Program& program) {
+  std::map<std::string, double> state;
+  ForwardDepths(program, std::vector<double>(program.num_params(), 0.0), &state);
+  return state;
 }
 
 }  // namespace remat

@@ -29,6 +29,8 @@
 #ifndef REMAT_HARNESS_ROUNDING_DEPTH_H_
 #define REMAT_HARNESS_ROUNDING_DEPTH_H_
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "engines/api/program.h"
@@ -37,6 +39,9 @@ namespace remat {
 
 // K for the value, then for each parameter in `wrt`, in that order.
 std::vector<double> RoundingDepths(const Program& program, const std::vector<int>& wrt);
+
+// K for each state op's value (Result::state), by its parameter's name.
+std::map<std::string, double> StateRoundingDepths(const Program& program);
 
 }  // namespace remat
 

@@ -91,7 +91,15 @@ std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
 }
 
 std::vector<int> WrtIndices(const Problem& problem, const Program& program) {
-  return SelectInputs(program, problem.wrt(), StrCat("problem ", problem.name(), ": wrt"));
+  const std::vector<std::string> names = problem.wrt();
+  std::vector<int> wrt = SelectInputs(program, names, StrCat("problem ", problem.name(), ": wrt"));
+  // A prefix selects parameters, not the buffers a state op updates (a
+  // running mean is not trained): those only when named in full.
+  for (const StateSlot& s : CheckStateOps(program)) {
+    if (std::find(names.begin(), names.end(), s.name) != names.end()) continue;
+    wrt.erase(std::remove(wrt.begin(), wrt.end(), s.param), wrt.end());
+  }
+  return wrt;
 }
 
 std::vector<int> SelectInputs(const Program& program, const std::vector<std::string>& names,

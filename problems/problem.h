@@ -80,7 +80,9 @@ ParamValues ResolveParams(const Problem& problem, const std::map<std::string, in
 std::vector<Tensor> MakeInputs(const Problem& problem, const Program& program,
                                const ParamValues& params, uint64_t seed);
 
-// The parameter indices of problem.wrt() in `program`.
+// The parameter indices of problem.wrt() in `program`, less the parameters
+// its state ops update (CONTRACT.md, state: buffers such as batch norm's
+// running statistics) unless wrt() names them in full.
 std::vector<int> WrtIndices(const Problem& problem, const Program& program);
 
 // The parameter indices `names` select in `program`, as Problem::wrt() names

@@ -8,17 +8,21 @@
 // checkpoint region (torch.utils.checkpoint around each BasicBlock), so the
 // blocks form a chain that the schedules reverse (--schedule).
 //
-// Batch norm runs in training mode (the batch's statistics). Its running
-// statistics are not part of the program yet: remat-bench's programs have
-// one output, and the running mean and variance are a second one
-// (CONTRACT.md, state; issue 23 leaves this open).
+// Batch norm runs in training mode (the batch's statistics) and updates its
+// running statistics as nn.BatchNorm2d does (momentum 0.1, the variance
+// unbiased): every batch norm <m> has buffers <m>.running_mean and
+// <m>.running_var, inputs that are never differentiated, and the program's
+// state ops give their new values (CONTRACT.md, state): engines return them
+// in Result::state, from the forward pass, however often they recompute a
+// block.
 //
 // Inputs: x (B, 3, R, R) and targets (i32 (B), in [0, C)), not
 // differentiated; conv1.weight (W, 3, K, K), bn1.weight and .bias (W); per
 // block layer<s>.<b>.conv1.weight, .bn1.weight, .bn1.bias, .conv2.weight,
 // .bn2.weight, .bn2.bias and, where it downsamples, .downsample.0.weight
 // (1 x 1 conv), .downsample.1.weight and .bias; fc.weight (W 2^(S-1), C) and
-// fc.bias (C) (torchvision's names; fc.weight is stored transposed).
+// fc.bias (C) (torchvision's names; fc.weight is stored transposed); after
+// each batch norm's bias, its .running_mean and .running_var.
 // Convolution weights are uniform with Kaiming's scale sqrt(6 / fan_in);
 // batch norm weights 1 +- 0.1 and biases +- 0.1.
 //
@@ -36,29 +40,35 @@
 namespace remat {
 namespace {
 
-constexpr double kBatchNormEps = 1e-5;  // nn.BatchNorm2d's default
+constexpr double kBatchNormEps = 1e-5;     // nn.BatchNorm2d's defaults
+constexpr double kBatchNormMomentum = 0.1;
 
 Var Conv(Var x, Var w, int64_t stride, int64_t pad) {
   return apply("conv2d", {x, w}, {.ints = {stride, pad}});
 }
-Var BatchNorm(Var x, Var gamma, Var beta) {
-  return apply("batch_norm", {x, gamma, beta}, {.scalar = kBatchNormEps});
+// nn.BatchNorm2d in training mode: `bn` = {weight, bias, running_mean,
+// running_var} and `name` its module path ("layer1.0.bn1"): the running
+// statistics' new values are the state of <name>.running_mean and
+// <name>.running_var.
+Var BatchNorm(Var x, const Var* bn, const std::string& name) {
+  apply("state", {apply("batch_norm_running_mean", {x, bn[2]}, {.scalar = kBatchNormMomentum})},
+        {.name = name + ".running_mean"});
+  apply("state", {apply("batch_norm_running_var", {x, bn[3]}, {.scalar = kBatchNormMomentum})},
+        {.name = name + ".running_var"});
+  return apply("batch_norm", {x, bn[0], bn[1]}, {.scalar = kBatchNormEps});
 }
 
-// One block's inputs, in order: conv1, bn1.weight, bn1.bias, conv2,
-// bn2.weight, bn2.bias, then (downsampling) downsample.0.weight,
-// downsample.1.weight, downsample.1.bias.
-const char* const kBlockWeights[] = {"conv1.weight", "bn1.weight", "bn1.bias",
-                                     "conv2.weight", "bn2.weight", "bn2.bias"};
-const char* const kDownsampleWeights[] = {"downsample.0.weight", "downsample.1.weight",
-                                          "downsample.1.bias"};
+// A batch norm's inputs, after its module path.
+const char* const kNormInputs[] = {".weight", ".bias", ".running_mean", ".running_var"};
 
-// BasicBlock: args = {x, its weights}.
-Var BasicBlock(const std::vector<Var>& a, int64_t stride) {
+// BasicBlock: args = {x, conv1, bn1 (4), conv2, bn2 (4)[, downsample.0,
+// downsample.1 (4)]}; `prefix` its module path ("layer1.0.").
+Var BasicBlock(const std::vector<Var>& a, int64_t stride, const std::string& prefix) {
   const Var x = a[0];
-  Var out = relu(BatchNorm(Conv(x, a[1], stride, 1), a[2], a[3]));
-  out = BatchNorm(Conv(out, a[4], 1, 1), a[5], a[6]);
-  const Var shortcut = a.size() > 7 ? BatchNorm(Conv(x, a[7], stride, 0), a[8], a[9]) : x;
+  Var out = relu(BatchNorm(Conv(x, a[1], stride, 1), &a[2], prefix + "bn1"));
+  out = BatchNorm(Conv(out, a[6], 1, 1), &a[7], prefix + "bn2");
+  const Var shortcut =
+      a.size() > 11 ? BatchNorm(Conv(x, a[11], stride, 0), &a[12], prefix + "downsample.1") : x;
   return relu(add(out, shortcut));
 }
 
@@ -104,12 +114,16 @@ class ResNet : public Problem {
     const int64_t blocks = p.at("N"), stem = p.at("K"), classes = p.at("C");
     std::vector<ParamDecl> params = {{"x", Shape({batch, 3, res, res})},
                                      {"targets", Shape({batch}), DType::kI32},
-                                     {"conv1.weight", Shape({width, 3, stem, stem})},
-                                     {"bn1.weight", Shape({width})},
-                                     {"bn1.bias", Shape({width})}};
-    // Per block: its stride and the range of its inputs in `params`.
+                                     {"conv1.weight", Shape({width, 3, stem, stem})}};
+    auto norm = [&params](const std::string& path, int64_t channels) {
+      for (const char* what : kNormInputs) params.push_back({path + what, Shape({channels})});
+    };
+    norm("bn1", width);
+    // Per block: its stride, module path and the range of its inputs in
+    // `params`.
     struct BlockPlan {
       int64_t stride;
+      std::string prefix;
       size_t first, count;
     };
     std::vector<BlockPlan> plan;
@@ -120,18 +134,14 @@ class ResNet : public Problem {
         const int64_t stride = s > 0 && b == 0 ? 2 : 1;
         const bool downsample = stride != 1 || in_width != out_width;
         const std::string prefix = "layer" + std::to_string(s + 1) + "." + std::to_string(b) + ".";
-        BlockPlan bp{stride, params.size(), 0};
-        const Shape chans({out_width});
-        params.push_back({prefix + kBlockWeights[0], Shape({out_width, in_width, 3, 3})});
-        params.push_back({prefix + kBlockWeights[1], chans});
-        params.push_back({prefix + kBlockWeights[2], chans});
-        params.push_back({prefix + kBlockWeights[3], Shape({out_width, out_width, 3, 3})});
-        params.push_back({prefix + kBlockWeights[4], chans});
-        params.push_back({prefix + kBlockWeights[5], chans});
+        BlockPlan bp{stride, prefix, params.size(), 0};
+        params.push_back({prefix + "conv1.weight", Shape({out_width, in_width, 3, 3})});
+        norm(prefix + "bn1", out_width);
+        params.push_back({prefix + "conv2.weight", Shape({out_width, out_width, 3, 3})});
+        norm(prefix + "bn2", out_width);
         if (downsample) {
-          params.push_back({prefix + kDownsampleWeights[0], Shape({out_width, in_width, 1, 1})});
-          params.push_back({prefix + kDownsampleWeights[1], chans});
-          params.push_back({prefix + kDownsampleWeights[2], chans});
+          params.push_back({prefix + "downsample.0.weight", Shape({out_width, in_width, 1, 1})});
+          norm(prefix + "downsample.1", out_width);
         }
         bp.count = params.size() - bp.first;
         plan.push_back(bp);
@@ -142,14 +152,16 @@ class ResNet : public Problem {
     params.push_back({"fc.weight", Shape({in_width, classes})});
     params.push_back({"fc.bias", Shape({classes})});
     return Trace("resnet", params, [&](const std::vector<Var>& in) {
-      Var x = relu(BatchNorm(Conv(in[0], in[2], 2, stem / 2), in[3], in[4]));
+      Var x = relu(BatchNorm(Conv(in[0], in[2], 2, stem / 2), &in[3], "bn1"));
       x = apply("max_pool2d", {x}, {.ints = {3, 2, 1}});
       for (const BlockPlan& bp : plan) {
         std::vector<Var> args = {x};
         for (size_t i = 0; i < bp.count; ++i) args.push_back(in[bp.first + i]);
         const int64_t stride = bp.stride;
-        x = checkpoint_n([stride](const std::vector<Var>& a) { return BasicBlock(a, stride); }, args,
-                         Policy(), "block");
+        const std::string prefix = bp.prefix;
+        x = checkpoint_n(
+            [stride, prefix](const std::vector<Var>& a) { return BasicBlock(a, stride, prefix); },
+            args, Policy(), "block");
       }
       const Var features = apply("global_avg_pool", {x});
       const Var logits = bias_add(matmul(features, in[fc]), in[fc + 1]);
@@ -166,9 +178,12 @@ class ResNet : public Problem {
     }
     return std::sqrt(6.0 / static_cast<double>(FanIn(input, p)));
   }
+  // Batch norm weights and running variances around 1, biases and running
+  // means around 0.
   double InputOffset(const std::string& input, const ParamValues&) const override {
     const bool norm = input.find("bn") != std::string::npos || input.find("downsample.1") != std::string::npos;
-    return norm && input.find(".weight") != std::string::npos ? 1.0 : 0.0;
+    const bool one = input.find(".weight") != std::string::npos || input.find(".running_var") != std::string::npos;
+    return norm && one ? 1.0 : 0.0;
   }
   int64_t InputIntBound(const std::string& input, const ParamValues& p) const override {
     if (input == "targets") return p.at("C");

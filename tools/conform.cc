@@ -178,6 +178,10 @@ ConformCase RunCase(const ConformOptions& o, const Problem& problem, const std::
     for (const std::string& name : wrt) {
       got.grads.push_back(ReadNpy((dir / ("grad_" + name + ".npy")).string()));
     }
+    // The new state, one file per state op (CONTRACT.md, state).
+    for (const StateSlot& s : CheckStateOps(c.program)) {
+      got.state[s.name] = ReadNpy((dir / ("state_" + s.name + ".npy")).string());
+    }
   } catch (const Error& err) {
     std::string what = err.what();
     const size_t slash = what.rfind('/', what.find(':'));

@@ -16,7 +16,9 @@ It runs in two compiled phases, as remat's engines run a gradient:
 (One jit of value_and_grad would let XLA fuse the forward into the backward
 and keep fewer bytes than the residuals saved_residuals lists: its peak is
 not the peak of the program that saves them.) It writes DIR/loss.npy,
-DIR/grad_<input>.npy for each name in wrt, and DIR/stats.json.
+DIR/grad_<input>.npy for each name in wrt, DIR/state_<input>.npy for each
+input a state op updates (engines/api/CONTRACT.md, state), and
+DIR/stats.json.
 
 The ops are jnp code that computes each op's forward definition
 (engines/api/rules.cc, engines/api/kernels.h); their gradients are JAX's:
@@ -46,6 +48,12 @@ The ops are jnp code that computes each op's forward definition
   global_avg_pool  jnp.mean over H and W
   batch_norm   training mode: (x - mean) * rsqrt(biased var + eps) * gamma +
                beta, the statistics per channel over N (H W)
+  batch_norm_running_mean, batch_norm_running_var
+               (1 - m) * running + m * jnp.mean / jnp.var(ddof=1) per channel
+  state        the identity; its value is the new state of the parameter it
+               names, returned beside the output of every enclosing region
+               (jax.checkpoint of a function with an auxiliary output) and
+               written to DIR/state_<parameter>.npy
   permute      jnp.transpose by the op's permutation
   top_k_softmax  jax.lax.top_k (equal values: the lower index first, as
                remat's tie rule), softmax over the k values, scattered back
@@ -148,6 +156,9 @@ _ATTRS = {
     "conv2d": {"ints"},
     "max_pool2d": {"ints"},
     "batch_norm": {"scalar"},
+    "batch_norm_running_mean": {"scalar"},
+    "batch_norm_running_var": {"scalar"},
+    "state": {"name"},
     "checkpoint": {"name", "policy"},
     "scan": {"name", "schedule"},
     "chain": {"name", "schedule"},
@@ -163,6 +174,7 @@ _ARITY = {
     "dropout": 2, "embedding": 2, "masked_fill": 2, "cross_entropy": 2,
     "reshape": 1, "permute": 1, "top_k_softmax": 1,
     "conv2d": 2, "max_pool2d": 1, "global_avg_pool": 1, "batch_norm": 3,
+    "batch_norm_running_mean": 2, "batch_norm_running_var": 2, "state": 1,
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
@@ -351,13 +363,18 @@ class Builder:
             raise ProgramError("%s: index %d at position %d is outside [0, %d)" % (at, int(a.ravel()[i]), i, bound))
 
     def function(self):
-        """f(*inputs) -> the loss, traceable by JAX."""
+        """f(*inputs) -> (the loss, the new state {parameter name: value}),
+        traceable by JAX."""
         return lambda *args: self._run(self.program, list(args), "program %s" % self.program.name)
 
     def _run(self, body, values, where, inline=False):
-        """The value of `body` on `values`. inline: its checkpoint regions
-        (nested ones too) run as plain code, storing everything, as remat's
-        engines run the steps a checkpoint_every:K scan does not checkpoint."""
+        """(The value of `body` on `values`, the new state its state ops give,
+        by parameter name): a checkpoint region returns its state beside its
+        output, as a function under jax.checkpoint returns auxiliary values,
+        so the state comes from the forward pass whatever JAX recomputes.
+        inline: its checkpoint regions (nested ones too) run as plain code,
+        storing everything, as remat's engines run the steps a
+        checkpoint_every:K scan does not checkpoint."""
         jnp = self.jax.numpy
         if len(values) != len(body.params):
             raise ProgramError("%s: called with %d values for %d parameters"
@@ -369,13 +386,26 @@ class Builder:
                 raise ProgramError("%s: parameter %s is %s %s, declared %s%s"
                                    % (where, pid, v.dtype, tuple(v.shape), kind, list(shape)))
             env[pid] = v
+        state = {}
         for op in body.ops:
             at = "%s: %%%s = %s" % (where, op.out, op.kind)
             try:
                 x = [env[v] for v in op.inputs]
             except KeyError as e:
                 raise ProgramError("%s: reads %%%s, which is not a value of this body" % (at, e.args[0]))
-            y = self._op(op, x, at, inline)
+            if op.kind in ("checkpoint", "scan", "chain"):
+                y, inner = self._op(op, x, at, inline)
+            else:
+                y, inner = self._op(op, x, at, inline), {}
+            if op.kind == "state":
+                name = op.attrs.get("name")
+                if not name:
+                    raise ProgramError("%s: a state op without its name=" % at)
+                inner = {name: y}
+            for name, v in inner.items():
+                if name in state:
+                    raise ProgramError("%s: parameter %r gets a new state twice" % (at, name))
+                state[name] = v
             if op.type is not None and tuple(y.shape) != op.type:
                 raise ProgramError("%s: gives %s, declared f32%s" % (at, tuple(y.shape), list(op.type)))
             if y.dtype != jnp.float32:
@@ -383,7 +413,7 @@ class Builder:
             env[op.out] = y
         if body.result not in env:
             raise ProgramError("%s: returns %%%s, which is not a value of this body" % (where, body.result))
-        return env[body.result]
+        return env[body.result], state
 
     def _op(self, op, x, at, inline):
         jax = self.jax
@@ -552,6 +582,17 @@ class Builder:
             bh, s, dh = x[0].shape
             heads = bh // batch
             return x[0].reshape(batch, heads, s, dh).transpose(0, 2, 1, 3).reshape(batch * s, heads * dh)
+        if k == "state":
+            return x[0]
+        if k in ("batch_norm_running_mean", "batch_norm_running_var"):
+            v, running = x
+            need(v.ndim in (2, 4) and running.shape == (v.shape[1],) and v.size // max(1, v.shape[1]) >= 2,
+                 "expected x (N, C) or (N, C, H, W) with N H W >= 2 and a running statistic (C)")
+            m = _scalar_attr(op, at)
+            need(0 <= m <= 1, "a momentum in [0, 1]")
+            axes = (0,) if v.ndim == 2 else (0, 2, 3)
+            stat = jnp.mean(v, axis=axes) if k.endswith("mean") else jnp.var(v, axis=axes, ddof=1)
+            return jnp.float32(1 - m) * running + jnp.float32(m) * stat
         if k == "checkpoint":
             body = op.body
             if inline:
@@ -565,11 +606,18 @@ class Builder:
             body = op.body
             every = self._every.get(id(op), 0)
             carry, xs = x[0], tuple(x[1:])
+            def no_state(out_state):
+                out, state = out_state
+                if state:
+                    raise ProgramError("%s: a state op inside a scan's body (parameter %r would be updated "
+                                       "once per step)" % (at, sorted(state)[0]))
+                return out
+
             if every == 0 or inline:
                 def step(c, xs_i):
-                    return self._run(body, [c] + list(xs_i), at, inline), None
+                    return no_state(self._run(body, [c] + list(xs_i), at, inline)), None
 
-                return jax.lax.scan(step, carry, xs)[0]
+                return jax.lax.scan(step, carry, xs)[0], {}
             # checkpoint_every:K: step i runs as written (its regions
             # honoured) when (i + 1) % K == 0, inline otherwise: one
             # lax.scan over the L // K groups of K steps, then one over the
@@ -578,18 +626,18 @@ class Builder:
 
             def group(c, xs_g):
                 for j in range(every):
-                    c = self._run(body, [c] + [t[j] for t in xs_g], at, inline=(j + 1) % every != 0)
+                    c = no_state(self._run(body, [c] + [t[j] for t in xs_g], at, inline=(j + 1) % every != 0))
                 return c, None
 
             def tail(c, xs_i):
-                return self._run(body, [c] + list(xs_i), at, inline=True), None
+                return no_state(self._run(body, [c] + list(xs_i), at, inline=True)), None
 
             if groups:
                 grouped = tuple(t[:groups * every].reshape((groups, every) + t.shape[1:]) for t in xs)
                 carry = jax.lax.scan(group, carry, grouped)[0]
             if left:
                 carry = jax.lax.scan(tail, carry, tuple(t[groups * every:] for t in xs))[0]
-            return carry
+            return carry, {}
         if k == "chain":
             # The body's ops are the blocks, each a checkpoint op: running the
             # body runs them in order, each under its own policy.
@@ -677,7 +725,11 @@ def run(d):
     wrt_idx = tuple(names.index(n) for n in wrt)
 
     builder = Builder(jax, program)  # raises Unsupported before anything runs
-    f = builder.function()
+    f_and_state = builder.function()
+
+    def f(*a):
+        return f_and_state(*a)[0]
+
     if program.int_params:
         # Ids and targets checked where they are concrete: one run op by op.
         with jax.disable_jit():
@@ -690,21 +742,22 @@ def run(d):
     fixed_idx = tuple(i for i in range(len(args)) if i not in wrt_set)
 
     def forward(w, fixed):
-        """jax.vjp of f in the wrt inputs `w`, the `fixed` ones held."""
+        """jax.vjp of f in the wrt inputs `w`, the `fixed` ones held, with the
+        new state as its auxiliary output."""
         def of_wrt(*w_):
             a = [None] * len(args)
             for i, v in zip(wrt_idx, w_):
                 a[i] = v
             for i, v in zip(fixed_idx, fixed):
                 a[i] = v
-            return f(*a)
-        return jax.vjp(of_wrt, *w)
+            return f_and_state(*a)
+        return jax.vjp(of_wrt, *w, has_aux=True)
 
     w = tuple(args[i] for i in wrt_idx)
     fixed = tuple(args[i] for i in fixed_idx)
     try:
         fwd = jax.jit(forward).lower(w, fixed).compile()
-        loss, pullback = fwd(w, fixed)
+        loss, pullback, state = fwd(w, fixed)
         bwd = jax.jit(lambda p: p(jax.numpy.ones((), jax.numpy.float32))).lower(pullback).compile()
     except Exception as e:  # noqa: BLE001 - re-raised unless an offload policy is the likely cause
         if not builder.offloads:
@@ -721,6 +774,8 @@ def run(d):
     np.save(os.path.join(d, "loss.npy"), np.asarray(loss, dtype=np.float32))
     for n, g in zip(wrt, grads):
         np.save(os.path.join(d, "grad_%s.npy" % n), np.asarray(g, dtype=np.float32))
+    for n, v in state.items():
+        np.save(os.path.join(d, "state_%s.npy" % n), np.asarray(v, dtype=np.float32))
     with open(os.path.join(d, "stats.json"), "w") as out:
         json.dump({"engine": "jax %s (jaxlib %s)" % (jax.__version__, jaxlib.__version__),
                    "jax_version": jax.__version__,

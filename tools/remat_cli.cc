@@ -105,7 +105,7 @@ void AddCaseOptions(po::options_description* d, CaseOptions* o, const std::strin
       "seed", po::value(&o->seed)->default_value(1), "seed of the generated inputs")(
       "inputs", po::value(&o->inputs_dir),
       "read inputs from DIR/<input name>.npy instead of generating them (every input needs its "
-      "file; another .npy there, other than the loss.npy and grad_*.npy --dump writes, is an "
+      "file; another .npy there, other than the loss.npy, grad_*.npy and state_*.npy --dump writes, is an "
       "error)")(
       "max-memory", po::value(&o->max_memory),
       "fail before allocating past this many bytes (e.g. 4GiB, 0 for none); default: 80% of "
@@ -170,7 +170,7 @@ const Problem& ResolveProblem(const CaseOptions& o, std::shared_ptr<const Proble
 }
 
 // Checks that `dir` holds no .npy file that names no input of `program`,
-// other than what --dump writes beside the inputs (loss.npy, grad_*.npy): a
+// other than what --dump writes beside the inputs (loss.npy, grad_*.npy, state_*.npy): a
 // misspelt input's file would otherwise be silently ignored.
 void CheckNoExtraInputs(const std::string& dir, const Program& program, const std::string& what) {
   if (!std::filesystem::is_directory(dir)) {
@@ -183,7 +183,10 @@ void CheckNoExtraInputs(const std::string& dir, const Program& program, const st
     const std::string stem = entry.path().stem().string();
     const bool input = std::find(program.param_names.begin(), program.param_names.end(), stem) !=
                        program.param_names.end();
-    if (!input && file != "loss.npy" && stem.rfind("grad_", 0) != 0) extra.push_back(file);
+    if (!input && file != "loss.npy" && stem.rfind("grad_", 0) != 0 &&
+        stem.rfind("state_", 0) != 0) {
+      extra.push_back(file);
+    }
   }
   std::sort(extra.begin(), extra.end());
   if (!extra.empty()) {
@@ -311,6 +314,7 @@ void Dump(const std::string& dir, const Case& c, const Result& r, const Stats& f
   for (size_t j = 0; j < c.wrt.size(); ++j) {
     WriteNpy(path("grad_" + c.program.param_names[c.wrt[j]] + ".npy"), r.grads[j]);
   }
+  for (const auto& [name, t] : r.state) WriteNpy(path("state_" + name + ".npy"), t);
   for (int i = 0; i < c.program.num_params(); ++i) {
     WriteNpy(path(c.program.param_names[i] + ".npy"), c.inputs[i]);
   }
@@ -366,6 +370,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     j["grad_norms"] = nlohmann::json::object();
     for (size_t i = 0; i < r.grads.size(); ++i) j["grad_norms"][names[i]] = Norm(r.grads[i]);
+    // The new state's norms (CONTRACT.md, state; --dump writes the tensors).
+    if (!r.state.empty()) {
+      j["state_norms"] = nlohmann::json::object();
+      for (const auto& [name, t] : r.state) j["state_norms"][name] = Norm(t);
+    }
     AddPlatform(&j);
     out << j.dump(2) << "\n";
     return 0;
@@ -382,6 +391,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << "grad " << std::left << std::setw(7) << names[i] << " norm " << Norm(r.grads[i])
         << "\n";
   }
+  for (const auto& [name, t] : r.state) out << "state " << name << " norm " << Norm(t) << "\n";
   out << "peak        " << FormatBytes(s.peak_bytes) << " (" << s.peak_bytes << " bytes) at "
       << s.peak_site << "\n";
   if (cap.bytes > 0) {

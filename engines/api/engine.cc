@@ -32,6 +32,7 @@ void ValidateArguments(const Program& program, const std::vector<Tensor>& args,
                          want_int ? "" : " (or f64)", ", got ", a.TypeString()));
     }
   }
+  CheckStateOps(program);
   // Every run validates: a handful of indices, each compared with those
   // before it (a std::set allocated a node per index per run).
   for (size_t i = 0; i < wrt.size(); ++i) {

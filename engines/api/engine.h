@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +85,11 @@ struct Result {
   // (engines/autodiff/plan.h): one line per decision of the plan the run
   // carried out. Empty for an engine that decides online.
   std::vector<std::string> plan;
+  // The program's new state (CONTRACT.md, state): for every state op, the
+  // value of its input as the forward pass computed it, under the name of
+  // the parameter it updates; once per run, whatever the engine recomputes.
+  // Empty for a program without state ops.
+  std::map<std::string, Tensor> state;
 };
 
 class Engine {
@@ -112,8 +118,9 @@ class Engine {
                               const std::vector<int>& wrt, const RunOptions& options = {}) = 0;
 };
 
-// Throws remat::Error unless `args` fit `program`'s parameters and `wrt`
-// names distinct parameters.
+// Throws remat::Error unless `args` fit `program`'s parameters, `wrt`
+// names distinct parameters and the program's state ops are valid
+// (CheckStateOps).
 void ValidateArguments(const Program& program, const std::vector<Tensor>& args,
                        const std::vector<int>& wrt);
 

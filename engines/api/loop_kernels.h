@@ -536,6 +536,80 @@ void ChannelSum(const Tensor& dy, Tensor& out) {
   }
 }
 
+// batch_norm's running statistics (PyTorch's update of running_mean and
+// running_var in training mode): r' = T(1 - m) r + T(m) s per channel, m
+// the momentum, s the batch's mean (as BatchStats: the sum in visiting order
+// / M) or its unbiased variance (the squares of x - mean summed in visiting
+// order, / (M - 1)).
+template <typename T>
+T ChannelMean(const T* x, const ChannelLayout& l, int64_t ch) {
+  T s = 0;
+  for (int64_t b = 0; b < l.n; ++b)
+    for (int64_t i = 0; i < l.hw; ++i) s += x[l.At(b, ch, i)];
+  return s / static_cast<T>(l.m());
+}
+template <typename T>
+void BatchNormRunningMean(const Tensor& x, const Tensor& running, double momentum, Tensor& out) {
+  const ChannelLayout l(x.shape());
+  const T* a = static_cast<const T*>(x.raw());
+  const T* r = static_cast<const T*>(running.raw());
+  T* o = static_cast<T*>(out.raw());
+  const T keep = static_cast<T>(1 - momentum), take = static_cast<T>(momentum);
+  for (int64_t ch = 0; ch < l.c; ++ch) o[ch] = keep * r[ch] + take * ChannelMean(a, l, ch);
+}
+template <typename T>
+void BatchNormRunningVar(const Tensor& x, const Tensor& running, double momentum, Tensor& out) {
+  const ChannelLayout l(x.shape());
+  const T* a = static_cast<const T*>(x.raw());
+  const T* r = static_cast<const T*>(running.raw());
+  T* o = static_cast<T*>(out.raw());
+  const T keep = static_cast<T>(1 - momentum), take = static_cast<T>(momentum);
+  for (int64_t ch = 0; ch < l.c; ++ch) {
+    const T mean = ChannelMean(a, l, ch);
+    T v = 0;
+    for (int64_t b = 0; b < l.n; ++b)
+      for (int64_t i = 0; i < l.hw; ++i) {
+        const T d = a[l.At(b, ch, i)] - mean;
+        v += d * d;
+      }
+    o[ch] = keep * r[ch] + take * (v / static_cast<T>(l.m() - 1));
+  }
+}
+
+// The running mean's dx = dy[ch] (T(m) / T(M)) on every element of channel
+// ch; out has x's shape.
+template <typename T>
+void BatchNormRunningMeanBackward(const Tensor& dy, double momentum, Tensor& out) {
+  const ChannelLayout l(out.shape());
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  const T f = static_cast<T>(momentum) / static_cast<T>(l.m());
+  for (int64_t ch = 0; ch < l.c; ++ch) {
+    const T v = g[ch] * f;
+    for (int64_t b = 0; b < l.n; ++b)
+      for (int64_t i = 0; i < l.hw; ++i) o[l.At(b, ch, i)] = v;
+  }
+}
+
+// The running variance's dx = (dy[ch] (T(2 m) / T(M - 1))) (x - mean).
+template <typename T>
+void BatchNormRunningVarBackward(const Tensor& x, const Tensor& dy, double momentum, Tensor& out) {
+  const ChannelLayout l(x.shape());
+  const T* a = static_cast<const T*>(x.raw());
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  const T f = static_cast<T>(2 * momentum) / static_cast<T>(l.m() - 1);
+  for (int64_t ch = 0; ch < l.c; ++ch) {
+    const T mean = ChannelMean(a, l, ch);
+    const T v = g[ch] * f;
+    for (int64_t b = 0; b < l.n; ++b)
+      for (int64_t i = 0; i < l.hw; ++i) {
+        const int64_t at = l.At(b, ch, i);
+        o[at] = v * (a[at] - mean);
+      }
+  }
+}
+
 }  // namespace loop_kernels
 }  // namespace remat
 
@@ -570,6 +644,10 @@ void ChannelSum(const Tensor& dy, Tensor& out) {
   REMAT_KERNEL_IMPL(Backend, batch_norm, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNorm<T>(*in[0], *in[1], *in[2], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormBackward<T>(*in[0], *in[1], *in[2], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_gamma_grad, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormGammaGrad<T>(*in[0], *in[1], a.scalar, out); }); \
-  REMAT_KERNEL_IMPL(Backend, channel_sum, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ChannelSum<T>(*in[0], out); })
+  REMAT_KERNEL_IMPL(Backend, channel_sum, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ChannelSum<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, batch_norm_running_mean, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningMean<T>(*in[0], *in[1], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, batch_norm_running_var, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningVar<T>(*in[0], *in[1], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, batch_norm_running_mean_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningMeanBackward<T>(*in[0], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, batch_norm_running_var_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningVarBackward<T>(*in[0], *in[1], a.scalar, out); })
 
 #endif  // REMAT_ENGINES_API_LOOP_KERNELS_H_

@@ -503,6 +503,59 @@ const KernelOp kChannelSumKernel = DefineKernel(
      },
      .flops = OneFlopPerElement});
 
+// batch_norm's running statistics: x (N, C) or (N, C, H, W) with M = N H W
+// >= 2 elements a channel (PyTorch refuses one value a channel in training),
+// running (C), momentum in [0, 1] (attrs.scalar). FLOPs per channel: the
+// mean's M + 1 and the update's 3; the variance adds 3 M + 1 (deviation,
+// square, sum; the division). Backward: the mean's 1 per element, the
+// variance's the mean again and 2 per element.
+void CheckRunningOperands(const char* op, const Shape& x, const Shape& running, double momentum) {
+  if ((x.rank() != 2 && x.rank() != 4) || running != Shape({x.dim(1)}) ||
+      x.num_elements() / std::max<int64_t>(1, x.dim(1)) < 2 || !(momentum >= 0 && momentum <= 1)) {
+    throw Error(StrCat(op, " takes x (N, C) or (N, C, H, W) with at least 2 values a channel "
+                       "(N H W >= 2), its running statistic (C) and a momentum in [0, 1]; got x ",
+                       x.ToString(), ", running ", running.ToString(), ", momentum ", momentum));
+  }
+}
+int64_t RunningMeanFlops(const Shape& x) { return x.num_elements() + 4 * x.dim(1); }
+int64_t RunningVarFlops(const Shape& x) { return 4 * x.num_elements() + 5 * x.dim(1); }
+const KernelOp kBatchNormRunningMeanKernel = DefineKernel(
+    {.name = "batch_norm_running_mean",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckRunningOperands("batch_norm_running_mean", in[0]->shape(), in[1]->shape(), a.scalar);
+       return in[1]->shape();
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape&) { return RunningMeanFlops(in[0]->shape()); }});
+const KernelOp kBatchNormRunningVarKernel = DefineKernel(
+    {.name = "batch_norm_running_var",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckRunningOperands("batch_norm_running_var", in[0]->shape(), in[1]->shape(), a.scalar);
+       return in[1]->shape();
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape&) { return RunningVarFlops(in[0]->shape()); }});
+// dy (C) -> dx of shape attrs.shape.
+const KernelOp kBatchNormRunningMeanBackwardKernel = DefineKernel(
+    {.name = "batch_norm_running_mean_backward",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckRunningOperands("batch_norm_running_mean's backward", a.shape, in[0]->shape(), a.scalar);
+       return a.shape;
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape& out) { return out.num_elements(); }});
+// (x, dy (C)) -> dx.
+const KernelOp kBatchNormRunningVarBackwardKernel = DefineKernel(
+    {.name = "batch_norm_running_var_backward",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckRunningOperands("batch_norm_running_var's backward", in[0]->shape(), in[1]->shape(), a.scalar);
+       return in[0]->shape();
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape&) {
+       return 3 * in[0]->num_elements() + in[0]->shape().dim(1);
+     }});
+
 // The reshape op's dims as a shape, each >= 0.
 Shape DimsOf(const Op& op) {
   for (int64_t d : op.ints) {
@@ -1338,6 +1391,100 @@ const OpDef kOps[] = {
        return Shapes{Shape({4, 3}), Shape({3}), Shape({3})};  // rank 2: the fuzzer's generic rule draws it
      },
      .normalizes = true},
+
+    // batch_norm_running_mean  the new running mean of batch_norm in
+    //         training mode (PyTorch's running_mean after a forward pass): x
+    //         (N, C[, H, W]) with N H W >= 2, running (C), attr scalar = the
+    //         momentum m in [0, 1]: r' = (1 - m) r + m mean(x) per channel.
+    //         Saves nothing; dx = dy m / M on the channel, dr = dy (1 - m).
+    //         Its output is meant for a state op (CONTRACT.md, state)
+    {.kind = OpKind::kBatchNormRunningMean, .name = "batch_norm_running_mean", .arity = 2,
+     .has_scalar = true, .num_ints = 0,
+     .shape = [](const Op& op, const Shapes& in) {
+       CheckRunningOperands("batch_norm_running_mean", in[0], in[1], op.scalar);
+       return in[1];
+     },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kBatchNormRunningMeanKernel, {&in[0], &in[1]}, {.scalar = op.scalar});
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) {
+         d[0] = k.Call(kBatchNormRunningMeanBackwardKernel, {&a.dout},
+                       {.scalar = op.scalar, .shape = a.input_shapes[0]});
+       }
+       if (a.needs[1]) d[1] = k.Scale(a.dout, 1 - op.scalar);
+     },
+     .flops = [](const Shapes& in, const Shape&) { return RunningMeanFlops(in[0]); },
+     .forward_depth = [](const DepthArgs& a) {
+       return a.deepest() + static_cast<double>(a.inputs[0].num_elements() / a.inputs[0].dim(1)) + 4;
+     },
+     .backward_depth = [](const DepthArgs&, double dy, std::vector<double>& k) {
+       k[0] = dy + 3;
+       k[1] = dy + 2;
+     },
+     .example = [](Op& op) {
+       op.scalar = 0.1;
+       return Shapes{Shape({2, 3, 2, 2}), Shape({3})};
+     }},
+
+    // batch_norm_running_var  the new running variance: as the mean's, with
+    //         the batch's unbiased variance (sum of (x - mean)^2 / (M - 1),
+    //         PyTorch's). Saves x for dx = dy m 2 (x - mean) / (M - 1);
+    //         dr = dy (1 - m)
+    {.kind = OpKind::kBatchNormRunningVar, .name = "batch_norm_running_var", .arity = 2,
+     .has_scalar = true, .num_ints = 0,
+     .shape = [](const Op& op, const Shapes& in) {
+       CheckRunningOperands("batch_norm_running_var", in[0], in[1], op.scalar);
+       return in[1];
+     },
+     .saves = [](const Needs& needs, Saves& s) { s.inputs[0] = needs[0]; },
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kBatchNormRunningVarKernel, {&in[0], &in[1]}, {.scalar = op.scalar});
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) {
+         d[0] = k.Call(kBatchNormRunningVarBackwardKernel, {&a.saved_inputs[0], &a.dout}, {.scalar = op.scalar});
+       }
+       if (a.needs[1]) d[1] = k.Scale(a.dout, 1 - op.scalar);
+     },
+     .flops = [](const Shapes& in, const Shape&) { return RunningVarFlops(in[0]); },
+     .forward_depth = [](const DepthArgs& a) {
+       const double m = static_cast<double>(a.inputs[0].num_elements() / a.inputs[0].dim(1));
+       return a.deepest() + 2 * m + 8;
+     },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       const double m = static_cast<double>(a.inputs[0].num_elements() / a.inputs[0].dim(1));
+       k[0] = std::max(dy, a.kf_inputs[0]) + m + 6;
+       k[1] = dy + 2;
+     },
+     .example = [](Op& op) {
+       op.scalar = 0.1;
+       return Shapes{Shape({2, 3, 2, 2}), Shape({3})};
+     }},
+
+    // state   y = x, the new value of the program's parameter named by attr
+    //         name (a running statistic): engines return it in
+    //         Result::state, from the forward pass, once per run
+    //         (CONTRACT.md, state). Saves nothing; dx = dy; its output is
+    //         its input's buffer
+    {.kind = OpKind::kState, .name = "state", .arity = 1, .has_scalar = false, .num_ints = 0,
+     .shape = [](const Op& op, const Shapes& in) {
+       if (op.name.empty()) throw Error("state needs the name of the parameter it updates");
+       return in[0];
+     },
+     .saves = SavesNothing,
+     .forward = [](Kernels&, const Op&, const Tensors& in) { return in[0]; },
+     .backward = [](Kernels&, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = a.dout;
+     },
+     .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
+     .example = [](Op& op) {
+       op.name = "x0";
+       return Shapes{Shape({3, 4})};
+     }},
 };
 // clang-format on
 

@@ -80,7 +80,7 @@ void Print(const Program& p, const std::string& dtype, const std::string& indent
   *out += ". let\n";
   for (const Op& op : p.ops) {
     std::string line = StrCat(indent, "    ", typed(op.output), " = ", OpKindName(op.kind));
-    if (op.kind == OpKind::kName) line += StrCat("[", op.name, "]");
+    if (op.kind == OpKind::kName || op.kind == OpKind::kState) line += StrCat("[", op.name, "]");
     if (op.kind == OpKind::kCheckpoint) {
       line += StrCat("[policy=", op.policy.ToString(), op.name.empty() ? "" : ", " + op.name, "]");
     }
@@ -105,6 +105,50 @@ void Print(const Program& p, const std::string& dtype, const std::string& indent
 }
 
 }  // namespace
+
+namespace {
+
+void CollectStateOps(const Program& top, const Program& p, bool in_scan,
+                     std::vector<StateSlot>* out) {
+  for (const Op& op : p.ops) {
+    if (op.kind == OpKind::kState) {
+      const std::string where = StrCat("program ", top.name, ": ", Program::Describe(op));
+      if (in_scan) {
+        throw Error(StrCat(where, ": a state op inside a scan's body would update parameter '",
+                           op.name, "' once per step; keep state out of scans"));
+      }
+      auto it = std::find(top.param_names.begin(), top.param_names.end(), op.name);
+      if (it == top.param_names.end()) {
+        throw Error(StrCat(where, ": state names '", op.name,
+                           "', which is not a parameter of the program (",
+                           Join(top.param_names, ", "), ")"));
+      }
+      const int param = static_cast<int>(it - top.param_names.begin());
+      const Shape& shape = p.shapes[op.inputs[0]];
+      if (top.shapes[param] != shape || top.dtype(param) != DType::kF32) {
+        throw Error(StrCat(where, ": the new value of '", op.name, "' is f32", shape.ToString(),
+                           " but the parameter is ", DTypeName(top.dtype(param)),
+                           top.shapes[param].ToString()));
+      }
+      for (const StateSlot& s : *out) {
+        if (s.name == op.name) {
+          throw Error(StrCat(where, ": parameter '", op.name,
+                             "' is updated by two state ops; a run gives it one new value"));
+        }
+      }
+      out->push_back({op.name, param, shape});
+    }
+    if (op.body) CollectStateOps(top, *op.body, in_scan || op.kind == OpKind::kScan, out);
+  }
+}
+
+}  // namespace
+
+std::vector<StateSlot> CheckStateOps(const Program& program) {
+  std::vector<StateSlot> slots;
+  CollectStateOps(program, program, false, &slots);
+  return slots;
+}
 
 std::vector<std::string> Program::Labels() const {
   std::set<std::string> labels;

@@ -70,6 +70,9 @@ enum class OpKind {
   kMaxPool2d,   // NCHW x; attr `ints` = {kernel, stride, padding}; ties: lowest index
   kGlobalAvgPool,  // (N, C, H, W) -> (N, C)
   kBatchNorm,   // training mode: inputs x, gamma, beta; attr `scalar` = eps
+  kBatchNormRunningMean,  // inputs x, running mean (C); attr `scalar` = momentum
+  kBatchNormRunningVar,   // inputs x, running var (C); attr `scalar` = momentum
+  kState,       // y = x, the new value of the parameter named `name` (CONTRACT.md, state)
   kCheckpoint,
   kScan,
   kChain,
@@ -84,7 +87,7 @@ struct Op {
   int output = -1;          // value id
   std::string site;         // where it was traced: "problems/layer_loss.cc:40"
   std::string scope;        // the enclosing labelled function, e.g. "middle"
-  std::string name;         // kName: the label; kCheckpoint, kScan: the region label
+  std::string name;         // kName: the label; kState: the parameter; kCheckpoint, kScan: the region label
   std::shared_ptr<const Program> body;  // kCheckpoint, kScan, kChain
   Policy policy;                        // kCheckpoint
   double scalar = 0.0;                  // kScale: the constant c
@@ -163,6 +166,18 @@ Program InlineCheckpoints(const Program& program);
 // Warnings for names-policies in `program` that name a label no
 // checkpoint_name in the program has (a likely typo): one line each.
 std::vector<std::string> PolicyWarnings(const Program& program);
+
+// A state op's slot: the parameter it gives the new value of.
+struct StateSlot {
+  std::string name;  // the parameter's name, as Result::state keys it
+  int param = -1;    // its index in the top-level program
+  Shape shape;
+};
+// The state ops of `program` (nested bodies included), in program order.
+// Throws remat::Error naming the op unless each names a distinct f32
+// parameter of the top-level program with its input's shape, and none is
+// in a scan's body (a step would update the parameter once per step).
+std::vector<StateSlot> CheckStateOps(const Program& program);
 
 // A jaxpr-like listing: parameters with types, one line per op with its site,
 // bodies indented. `dtype` is printed in the types ("f32").

@@ -227,5 +227,70 @@ TEST(ApplyScheduleTest, CheckpointEveryKeepsEveryKthBlock) {
                                                 "everything_saveable", own}));
 }
 
+// A state program: r (4) updated by the running mean of x inside a region.
+Program RunningMean(const std::string& slot, const Shape& running) {
+  return Trace("running", {{"x", Shape({3, 4})}, {"r", running}}, [&](const std::vector<Var>& a) {
+    Var y = checkpoint(
+        [&](Var x, Var r) {
+          apply("state", {apply("batch_norm_running_mean", {x, r}, {.scalar = 0.1})},
+                {.name = slot});
+          return sin(x);
+        },
+        Policy())(a[0], a[1]);
+    return sum(y);
+  });
+}
+
+TEST(CheckStateOpsTest, ListsEachSlotAndRefusesWhatCannotBeState) {
+  const std::vector<StateSlot> slots = CheckStateOps(RunningMean("r", Shape({4})));
+  ASSERT_EQ(slots.size(), 1u);
+  EXPECT_EQ(slots[0].name, "r");
+  EXPECT_EQ(slots[0].param, 1);
+  EXPECT_EQ(slots[0].shape, Shape({4}));
+  // A name that is no parameter, named with the parameters there are.
+  try {
+    CheckStateOps(RunningMean("running_mean", Shape({4})));
+    FAIL() << "accepted a state op naming no parameter";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'running_mean', which is not a parameter"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("program_test.cc:"), std::string::npos) << e.what();
+  }
+  // The new value's shape is not the parameter's: x (3, 4) as the state of r.
+  const Program wrong_shape =
+      Trace("wrong", {{"x", Shape({3, 4})}, {"r", Shape({4})}}, [](const std::vector<Var>& a) {
+        return sum(apply("state", {a[0]}, {.name = "r"}));
+      });
+  EXPECT_THROW(CheckStateOps(wrong_shape), Error);
+  // Two state ops for one parameter.
+  const Program twice =
+      Trace("twice", {{"x", Shape({3, 4})}, {"r", Shape({4})}}, [](const std::vector<Var>& a) {
+        Var m = apply("batch_norm_running_mean", {a[0], a[1]}, {.scalar = 0.1});
+        apply("state", {m}, {.name = "r"});
+        return sum(apply("state", {m}, {.name = "r"}));
+      });
+  try {
+    CheckStateOps(twice);
+    FAIL() << "accepted two state ops for one parameter";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("updated by two state ops"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckStateOpsTest, RefusesStateInAScanBody) {
+  const Program p = Trace("scanned", {{"c", Shape({4})}, {"xs", Shape({2, 4})}, {"r", Shape({4})}},
+                          [](const std::vector<Var>& a) {
+                            return sum(scan(
+                                [](Var c, Var x) { return add(apply("state", {c}, {.name = "r"}), x); },
+                                a[0], a[1]));
+                          });
+  try {
+    CheckStateOps(p);
+    FAIL() << "accepted a state op in a scan's body";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("inside a scan's body"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace remat

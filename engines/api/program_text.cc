@@ -132,7 +132,7 @@ void PrintBody(const Program& p, const std::string& indent, std::string* out) {
     line += StrCat(" = ", OpKindName(op.kind), "(");
     for (size_t i = 0; i < op.inputs.size(); ++i) line += (i ? ", " : "") + ref(op.inputs[i]);
     line += ")";
-    if (!op.name.empty() || op.kind == OpKind::kName) line += " name=" + Quote(op.name);
+    if (!op.name.empty() || op.kind == OpKind::kName || op.kind == OpKind::kState) line += " name=" + Quote(op.name);
     if (op.kind == OpKind::kCheckpoint) line += " policy=" + Quote(op.policy.ToString());
     if (!op.schedule.empty()) line += " schedule=" + Quote(op.schedule);
     if ((!IsStructural(op.kind) && Def(op.kind).has_scalar) || op.scalar != 0.0 ||
@@ -610,7 +610,7 @@ class Parser {
   // Which attributes `kind` takes.
   static bool Takes(OpKind kind, const std::string& key) {
     if (key == "scope" || key == "@") return true;
-    if (key == "name") return kind == OpKind::kName || IsStructural(kind);
+    if (key == "name") return kind == OpKind::kName || kind == OpKind::kState || IsStructural(kind);
     if (key == "policy") return kind == OpKind::kCheckpoint;
     if (key == "schedule") return kind == OpKind::kScan || kind == OpKind::kChain;
     if (key == "scalar") return !IsStructural(kind) && Def(kind).has_scalar;

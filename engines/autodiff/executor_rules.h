@@ -108,6 +108,17 @@ class ExecutorRules {
     (void)body;
     return saved;
   }
+  // State (CONTRACT.md, state). Whether a region's recomputation runs its
+  // state ops too (the contract: no, nothing reads them).
+  virtual bool RunsStateOpsOnRecompute() const { return false; }
+  // A state op ran, in the forward pass or a recomputation, giving `value`
+  // as the new value of the parameter whose run tensor is *param; returns
+  // whether the run commits it as that parameter's Result::state (the
+  // contract: the forward pass's, once; *param untouched).
+  virtual bool CommitState(bool recomputing, const Tensor& value, Tensor* param) {
+    (void)value, (void)param;
+    return !recomputing;
+  }
 };
 
 // The contract's rules, stateless: what an executor built without rules of

@@ -153,6 +153,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
 
   std::vector<bool> needs(program.num_params(), false);
   for (int w : wrt) needs[w] = true;
+  for (const StateSlot& s : CheckStateOps(program)) state_params_.emplace(s.name, inputs[s.param]);
 
   // Forward.
   Tape tape;
@@ -197,6 +198,9 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   result.stats.kernel_calls = kernels_->kernel_calls();
   result.stats.flops_backward = kernels_->flops() - recomputed_flops_;
 
+  result.state = std::move(state_);
+  state_.clear();
+  state_params_.clear();
   inputs.clear();
   arguments_.clear();
   origin_.clear();
@@ -237,7 +241,8 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
                              const RegionPlan plan = active_planner_->PlanRegion(op);
                              return !plan.honour || plan.may_save;
                            }());
-      run[k] = !saved && (wanted[op.output] || records);
+      const bool state = op.kind == OpKind::kState && rules_->RunsStateOpsOnRecompute();
+      run[k] = !saved && (wanted[op.output] || records || state);
       if (run[k]) {
         for (int in : op.inputs) wanted[in] = true;
       }
@@ -279,7 +284,8 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
       Log(recomputing_ ? "recompute" : "forward", where, op, p);
       ++op_runs_[Program::Describe(op)];
       out = remat::Forward(*kernels_, op, in);
-      if (op.kind != OpKind::kName) rules_->OnComputed(out);
+      if (op.kind != OpKind::kName && op.kind != OpKind::kState) rules_->OnComputed(out);
+      if (op.kind == OpKind::kState) CommitState(op, out);
     } else if (op.kind == OpKind::kCheckpoint) {
       ForwardCheckpoint(op, in, in_needs, op_tape, /*run=*/true, where, &out);
     } else if (op.kind == OpKind::kChain) {
@@ -366,6 +372,26 @@ Tensor ReverseMode::Forward(const Program& p, std::vector<Tensor> inputs,
     }
   }
   return values[p.output];
+}
+
+void ReverseMode::CommitState(const Op& op, const Tensor& value) {
+  // The forward pass commits; a recomputation computes the same value
+  // again and must not (CONTRACT.md, state): the rules decide, so that a
+  // faulty rule can.
+  auto param = state_params_.find(op.name);
+  if (param == state_params_.end()) {
+    throw Error(StrCat(Program::Describe(op), ": state names '", op.name,
+                       "', which is not a parameter of the program"));
+  }
+  if (!rules_->CommitState(recomputing_, value, &param->second)) return;
+  if (recomputing_) {
+    state_[op.name] = value;
+    return;
+  }
+  if (!state_.emplace(op.name, value).second) {
+    throw Error(StrCat(Program::Describe(op), ": the forward pass ran the state op for '", op.name,
+                       "' twice"));
+  }
 }
 
 Tensor ReverseMode::ForwardInline(const Program& body, const std::vector<Tensor>& in,

@@ -151,6 +151,8 @@ class ReverseMode {
   // Runs a structural op's body as if its ops stood in the enclosing program
   // (a checkpoint the engine does not honour, an unscheduled chain); with
   // `op_tape`, the body's tape goes to op_tape->body for Backward.
+  // A state op's value, run in the forward pass: Result::state's.
+  void CommitState(const Op& op, const Tensor& value);
   Tensor ForwardInline(const Program& body, const std::vector<Tensor>& in,
                        const std::vector<bool>& needs, OpTape* op_tape, const std::string& where);
   void ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
@@ -251,6 +253,10 @@ class ReverseMode {
   // every step): what stacks a scan's residuals into one listing line.
   std::unordered_map<const Buffer*, const Op*> producer_;
   std::unordered_map<const Buffer*, Tensor> arguments_;  // the whole argument, by buffer
+  // The new state, as the forward pass's state ops give it (Result::state).
+  std::map<std::string, Tensor> state_;
+  // The run's tensor of each parameter a state op updates, by name.
+  std::map<std::string, Tensor> state_params_;
 };
 
 }  // namespace remat

@@ -137,6 +137,7 @@ class Run {
   std::vector<uint64_t> fingerprints_;
   Stats stats_;
   std::vector<std::string> schedule_;
+  std::vector<std::pair<std::string, Handle>> state_;  // the state ops' values, in order
 };
 
 std::unique_ptr<Frame> Run::NewFrame(const Program& program, Frame* parent, const Op* op,
@@ -226,6 +227,18 @@ void Run::Forward(Frame& f) {
         // The identity: the same cell under another name.
         const Handle in = f.values[op.inputs[0]];
         if (in.slices.empty()) pool_.AddLabel(in.cell, op.name);
+        Bind(f, op.output, in);
+        pool_.ReleaseUse(in.cell);
+        Record("forward", op);
+        ++stats_.op_runs[Program::Describe(op)];
+        break;
+      }
+      case OpKind::kState: {
+        // The identity, and the run's new state: its cell is kept to the
+        // end (never evicted, never freed), as the result is.
+        const Handle in = f.values[op.inputs[0]];
+        pool_.MakePermanent(in.cell);
+        state_.emplace_back(op.name, in);
         Bind(f, op.output, in);
         pool_.ReleaseUse(in.cell);
         Record("forward", op);
@@ -580,6 +593,14 @@ Result Run::Go(const std::vector<Tensor>& args, const std::vector<int>& wrt) {
       value = Copy(value, tracker_);
     }
     r.value = value;
+  }
+  for (const auto& [name, h] : state_) {
+    Tensor t = Sliced(pool_.tensor(h.cell), h.slices);
+    if (pool_.name(h.cell).rfind("from the argument", 0) == 0 || !h.slices.empty()) {
+      const ScopedSite site(tracker_.get(), Category::kActivations, "the new state");
+      t = Copy(t, tracker_);
+    }
+    r.state[name] = t;
   }
   stats_.seconds_backward = SecondsSince(t1);
   stats_.seconds_in_kernels = k_.kernel_seconds();

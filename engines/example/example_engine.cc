@@ -5,6 +5,7 @@
 // ResidualListing for Stats::residuals. Its own traversal: a tape per
 // program execution, regions inline, scans step by step, no plan
 // (predicted_peak_bytes -1). On eager's kernels, so held to eager's bits.
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -43,6 +44,16 @@ class ExampleEngine : public Engine {
     if (!options.plan_only) RequireArgumentData(program, args);
     RunMemory memory(k_, options, /*dry_run=*/options.plan_only);
     tracker_ = memory.tracker();
+    // The run's tensors held by the engine go when the run does, thrown or
+    // not (a refused run must leave its tracker at zero).
+    struct Forget {
+      ExampleEngine* e;
+      ~Forget() {
+        e->state_.clear();
+        e->origin_.clear();
+        e->arguments_.clear();
+      }
+    } forget{this};
     Result r;
     std::vector<bool> needs(program.num_params(), false);
     for (int w : wrt) needs[w] = true;
@@ -75,6 +86,8 @@ class ExampleEngine : public Engine {
       }
     }
     r.stats.flops_backward = k_.flops();
+    r.state = std::move(state_);
+    state_.clear();
     memory.Finish(&r);
     return r;
   }
@@ -124,6 +137,8 @@ class ExampleEngine : public Engine {
         values[op.output] = remat::Forward(k_, op, x);
         // The source print_saved_residuals gives: the op, then its labels.
         const Buffer* out = values[op.output].buffer();
+        // The new state: the forward pass runs every op once.
+        if (op.kind == OpKind::kState) state_[op.name] = values[op.output];
         if (op.kind == OpKind::kName) {
           origin_[out].first += " named '" + op.name + "'";
         } else if (arguments_.count(out) == 0) {
@@ -228,6 +243,7 @@ class ExampleEngine : public Engine {
   // Each buffer's source, and whether a scan step computed it.
   std::unordered_map<const Buffer*, std::pair<std::string, bool>> origin_;
   std::unordered_map<const Buffer*, Tensor> arguments_;
+  std::map<std::string, Tensor> state_;  // the state ops' values (Result::state)
 };
 
 }  // namespace

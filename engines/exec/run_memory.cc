@@ -104,6 +104,20 @@ void RunMemory::Finish(Result* result) {
   };
   hold(result->value, 0);
   for (size_t i = 0; i < result->grads.size(); ++i) hold(result->grads[i], i + 1);
+  // The new state (rarely more than a few tensors): each buffer once, and
+  // not if the value or a gradient holds it.
+  std::vector<const Buffer*> state_buffers;
+  for (const auto& [name, t] : result->state) {
+    if (!t.defined() || t.buffer() == result->value.buffer() ||
+        std::find(state_buffers.begin(), state_buffers.end(), t.buffer()) != state_buffers.end()) {
+      continue;
+    }
+    bool in_grads = false;
+    for (const Tensor& g : result->grads) in_grads = in_grads || g.buffer() == t.buffer();
+    if (in_grads) continue;
+    state_buffers.push_back(t.buffer());
+    hold(t, 0);
+  }
   const int64_t live = tracker_->live_bytes();
   if (live != held_bytes) {
     throw Error(StrCat("the run ended with ", live, " bytes live in its tracker where its Result "

@@ -243,6 +243,21 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
       }
       if (!(op.scalar > 0)) throw fail("needs eps > 0");
       return in[0];
+    case OpKind::kBatchNormRunningMean:
+    case OpKind::kBatchNormRunningVar:
+      want_inputs(2);
+      if ((in[0].rank() != 2 && in[0].rank() != 4) || in[1] != Shape({in[0].dim(1)})) {
+        throw fail("takes x (N, C) or (N, C, H, W) and a running statistic (C)");
+      }
+      if (in[0].num_elements() / std::max<int64_t>(1, in[0].dim(1)) < 2) {
+        throw fail("needs at least 2 values a channel");
+      }
+      if (!(op.scalar >= 0 && op.scalar <= 1)) throw fail("needs a momentum in [0, 1]");
+      return in[1];
+    case OpKind::kState:
+      want_inputs(1);
+      if (op.name.empty()) throw fail("needs the name of the parameter it updates");
+      return in[0];
     case OpKind::kCheckpoint:
     case OpKind::kScan:
     case OpKind::kChain:
@@ -494,6 +509,12 @@ Result PlainReverseMode::Run(const Program& program, const std::vector<Tensor>& 
     ScopedSite site(tracker_.get(), Category::kActivations, "value");
     result.value = Copy(slots_[output], tracker_);
   }
+  // The new state: each state op's value, as the forward pass computed it.
+  for (const Entry& e : list_) {
+    if (e.op->kind != OpKind::kState || e.slice) continue;
+    ScopedSite site(tracker_.get(), Category::kActivations, Program::Describe(*e.op));
+    result.state[e.op->name] = Copy(slots_[e.output], tracker_);
+  }
   result.stats.seconds_forward = SecondsSince(forward_start);
   result.stats.residuals = Residuals(program, &result.stats.residual_bytes);
 
@@ -733,8 +754,34 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
       return;
     }
     case OpKind::kName:
+    case OpKind::kState:
       for (int64_t i = 0; i < n; ++i) y[i] = x[i];
       return;
+    case OpKind::kBatchNormRunningMean:
+    case OpKind::kBatchNormRunningVar: {
+      // r' = (1 - m) r + m s per channel, s the batch's mean or its
+      // unbiased variance (sum of squares of deviations / (M - 1)).
+      const Shape& s = in[0]->shape();
+      const int64_t c = s.dim(1), m = s.num_elements() / c;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double mean, rstd;
+        ChannelMoments(x, s, ch, 1.0, &mean, &rstd);
+        double stat = mean;
+        if (op.kind == OpKind::kBatchNormRunningVar) {
+          // The squares of the deviations summed again (rstd's variance is
+          // the biased one, with eps).
+          double v = 0;
+          for (int64_t b = 0; b < s.dim(0); ++b)
+            for (int64_t i = 0; i < m / s.dim(0); ++i) {
+              v += std::pow(x[(b * c + ch) * (m / s.dim(0)) + i] - mean, 2);
+            }
+          stat = v / static_cast<double>(m - 1);
+        }
+        y[ch] = (1 - op.scalar) * in[1]->f64()[ch] + op.scalar * stat;
+      }
+      flops_forward_ += op.kind == OpKind::kBatchNormRunningMean ? n + 4 * c : 4 * n + 5 * c;
+      return;
+    }
     case OpKind::kEmbedding: {
       // y[p, :] = table[ids[p], :].
       const int64_t v = in[0]->shape().dim(0), d = in[0]->shape().dim(1);
@@ -1369,6 +1416,32 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
       Contribute(e, 0, std::move(dx));
       return;
     }
+    case OpKind::kBatchNormRunningMean:
+    case OpKind::kBatchNormRunningVar: {
+      // r' = (1 - m) r + m s: dr = (1 - m) dy; through the mean, each
+      // element gets m dy / M; through the unbiased variance, m dy 2 (x -
+      // mean) / (M - 1) (the mean's own term sums to zero).
+      const int64_t c = xs.dim(1), m = xs.num_elements() / c, hw = m / xs.dim(0);
+      Tensor dx = NewGradient(xs);
+      Tensor dr = NewGradient(Shape({c}));
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double mean, rstd;
+        ChannelMoments(x, xs, ch, 1.0, &mean, &rstd);
+        dr.f64()[ch] = (1 - op.scalar) * dy[ch];
+        for (int64_t b = 0; b < xs.dim(0); ++b)
+          for (int64_t i = 0; i < hw; ++i) {
+            const int64_t at = (b * c + ch) * hw + i;
+            dx.f64()[at] = op.kind == OpKind::kBatchNormRunningMean
+                               ? op.scalar * dy[ch] / static_cast<double>(m)
+                               : op.scalar * dy[ch] * 2 * (x[at] - mean) / static_cast<double>(m - 1);
+          }
+      }
+      flops_backward_ += 3 * n + c;
+      Contribute(e, 0, std::move(dx));
+      Contribute(e, 1, std::move(dr));
+      return;
+    }
+    case OpKind::kState:
     case OpKind::kName: {
       // The identity: dx = dy.
       Tensor dx = NewGradient(xs);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engines/api/kernels.h"
@@ -80,6 +81,8 @@ struct CompiledPlan {
   int64_t arena_live_bytes = 0;
   SlotRef value;
   std::vector<SlotRef> grads;
+  // Result::state: each parameter's new value, by name.
+  std::vector<std::pair<std::string, SlotRef>> state;
   // The dry run's statistics: memory as predicted, FLOPs, residuals, runs.
   Stats stats;
   std::vector<std::string> schedule;

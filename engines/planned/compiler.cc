@@ -117,12 +117,14 @@ class Recorder : public BufferRecorder, public KernelObserver {
     plan->sites = sites_;
     plan->value = Ref(result.value);
     for (const Tensor& g : result.grads) plan->grads.push_back(Ref(g));
+    for (const auto& [name, t] : result.state) plan->state.emplace_back(name, Ref(t));
     std::vector<bool> escapes(n, false);
     auto mark = [&](const SlotRef& r) {
       if (r.slot >= 0) escapes[r.slot] = true;
     };
     mark(plan->value);
     for (const SlotRef& g : plan->grads) mark(g);
+    for (const auto& [name, r] : plan->state) mark(r);
 
     // Instructions in event order: a buffer nothing claimed is a fill of its
     // own (zeros, or storage written later); a release is a free.
@@ -171,6 +173,7 @@ class Recorder : public BufferRecorder, public KernelObserver {
     }
     fix(&plan->value);
     for (SlotRef& g : plan->grads) fix(&g);
+    for (auto& [name, r] : plan->state) fix(&r);
 
     // Placement: every device buffer that dies in the run goes in the arena;
     // the returned results and the host tier are allocated apart.

@@ -225,6 +225,7 @@ PlannedEngine::Binding& PlannedEngine::Bind(const CompiledPlan& plan) {
   std::vector<bool> returned(n, false);
   returned[plan.value.slot] = true;
   for (const SlotRef& g : plan.grads) returned[g.slot] = true;
+  for (const auto& [name, r] : plan.state) returned[r.slot] = true;
   b.binder = std::make_shared<MemoryTracker>();
   char* arena = static_cast<char*>(arena_->data());
   class At : public BufferStorage {
@@ -298,6 +299,7 @@ PlannedEngine::Binding& PlannedEngine::Bind(const CompiledPlan& plan) {
   // A result whose slot no other result refers to, whole, is moved out.
   std::vector<SlotRef> results = {plan.value};
   results.insert(results.end(), plan.grads.begin(), plan.grads.end());
+  for (const auto& [name, r] : plan.state) results.push_back(r);
   for (const SlotRef& r : results) {
     int refs = 0;
     for (const SlotRef& o : results) refs += o.slot == r.slot;
@@ -488,6 +490,10 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   result.grads.reserve(plan.grads.size());
   for (size_t i = 0; i < plan.grads.size(); ++i) {
     result.grads.push_back(take(plan.grads[i], binding.move_out[i + 1]));
+  }
+  for (size_t i = 0; i < plan.state.size(); ++i) {
+    const auto& [name, r] = plan.state[i];
+    result.state[name] = take(r, binding.move_out[1 + plan.grads.size() + i]);
   }
   slots.Clear();
   const int64_t end = KernelClock::Ticks();

@@ -31,6 +31,7 @@ bool SameBits(const Tensor& a, const Tensor& b) {
 int64_t ResultBytes(const Result& r) {
   int64_t bytes = r.value.bytes();
   for (const Tensor& g : r.grads) bytes += g.bytes();
+  for (const auto& [name, t] : r.state) bytes += t.bytes();
   return bytes;
 }
 

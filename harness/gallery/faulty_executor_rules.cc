@@ -142,4 +142,11 @@ const std::map<int, Tensor>* StaleSavedValueRules::SavedForRecompute(
   return it == last_saved_.end() ? saved : &it->second;
 }
 
+bool StateUpdatedOnRecomputeRules::CommitState(bool, const Tensor& value, Tensor* param) {
+  if (!value.dry() && !param->dry() && value.buffer() != param->buffer()) {
+    std::memcpy(param->raw(), value.raw(), static_cast<size_t>(value.bytes()));
+  }
+  return true;
+}
+
 }  // namespace remat

@@ -110,6 +110,17 @@ class StaleSavedValueRules : public ExecutorRules {
   std::map<const Program*, std::map<int, Tensor>> last_saved_;
 };
 
+// State kept in place, as nn.BatchNorm2d keeps its running statistics: a
+// state op writes its value into its parameter's tensor (the caller's
+// argument), and a region's recomputation runs its state ops again and
+// commits them, so a recomputed running statistic is updated twice (the
+// update applied to the already-updated buffer: pytorch#96136).
+class StateUpdatedOnRecomputeRules : public ExecutorRules {
+ public:
+  bool RunsStateOpsOnRecompute() const override { return true; }
+  bool CommitState(bool recomputing, const Tensor& value, Tensor* param) override;
+};
+
 }  // namespace remat
 
 #endif  // REMAT_HARNESS_GALLERY_FAULTY_EXECUTOR_RULES_H_

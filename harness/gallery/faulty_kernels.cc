@@ -224,6 +224,16 @@ void FaultyKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> i
         }
       }
       break;
+    case KernelFault::kRunningStatIsBatchStat: {
+      const std::string_view name = TableKernel(op).name;
+      if (name == "batch_norm_running_mean" || name == "batch_norm_running_var") {
+        // The kernel again with momentum 1: r' = 0 r + 1 s.
+        KernelAttrs all = attrs;
+        all.scalar = 1.0;
+        OneDnnKernels::RunTableKernel(op, in, all, out);
+      }
+      break;
+    }
     case KernelFault::kReluGradAtZeroIsOne:
       if (op == KernelOp::kReluBackward) ReluGradAtZeroIsOne(*in[0], *in[1], out);
       break;

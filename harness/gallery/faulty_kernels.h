@@ -54,6 +54,10 @@ enum class KernelFault {
   // took (a parallel or sorted top-k), so that a recomputed routing is not
   // the forward's.
   kTopKTiesToHigherIndexOnRecompute,
+  // batch_norm_running_mean and _var give the batch's statistic itself (the
+  // mean, the unbiased variance) as the new running one: the batch's
+  // statistics confused with the running ones (momentum 1 where it is m).
+  kRunningStatIsBatchStat,
 };
 
 class FaultyKernels : public OneDnnKernels {

@@ -273,6 +273,18 @@ const std::vector<Entry>& Entries() {
         {"differs from eager"}},
        InKernels("faulty_tie_last_index_on_recompute",
                  KernelFault::kTopKTiesToHigherIndexOnRecompute, "onednn")},
+      {{"faulty_batch_stats_as_running",
+        "batch norm's running statistics replaced by the batch's (the mean and unbiased "
+        "variance given as the new running ones, the momentum ignored)",
+        {"differs from eager"}},
+       InKernels("faulty_batch_stats_as_running", KernelFault::kRunningStatIsBatchStat,
+                 "onednn")},
+      {{"faulty_running_stats_updated_on_recompute",
+        "state kept in place, as nn.BatchNorm2d keeps its running statistics, and a region's "
+        "recomputation runs its state ops again: a recomputed block's running statistics are "
+        "updated twice",
+        {"differs from eager"}},
+       InRules<StateUpdatedOnRecomputeRules>("faulty_running_stats_updated_on_recompute")},
       // The accounting.
       {{"faulty_leaked_buffer", "the last loss kept in a static: its buffer outlives the Result",
         {"bytes still live"}},
