@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engines/api/error.h"
@@ -300,6 +301,56 @@ TEST_P(ConformanceTest, GradientsFollowTheOrderOfWrt) {
                                    << case_.program.param_names[last.wrt[0]]
                                    << "} alone: the " << diff.value_or("")
                                    << " differs from eager's with the same wrt";
+  }
+}
+
+// One instance through a sequence of calls that differ from the call
+// before in one thing each (the input values, the policy, the wrt list, the
+// program), then back to the first call: every call is checked against a
+// fresh instance's first run of it, bits and every Stats field that does
+// not measure time, so that a cache keyed on too little (a plan reused for
+// other values, another policy, another wrt, another program) or state kept
+// between runs shows.
+TEST_P(ConformanceTest, ASequenceOfCallsIsCheckedAsIfEachWereTheFirst) {
+  const Problem& other_problem = FindProblem(GetParam() == "layer_loss" ? "dot_policy" : "layer_loss");
+  Case other = MakeCase(other_problem, ResolveParams(other_problem, {}, /*test_sizes=*/true));
+  other.wrt = AllInputs(other.program);
+  Case new_values = MakeCase(*case_.problem, case_.params, /*seed=*/2);
+  new_values.wrt = case_.wrt;
+  Case policy = case_;
+  policy.program = ApplyPolicy(case_.program, Policy::Parse("everything_saveable"));
+  Case nothing = case_;
+  nothing.program = ApplyPolicy(case_.program, Policy::Parse("nothing_saveable"));
+  Case one_input = case_;
+  one_input.wrt = {case_.wrt.front()};
+  Case reversed = case_;
+  reversed.wrt.assign(case_.wrt.rbegin(), case_.wrt.rend());
+  const std::vector<std::pair<std::string, const Case*>> calls = {
+      {"the first call", &case_},           {"new input values", &new_values},
+      {"everything_saveable", &policy},     {"nothing_saveable", &nothing},
+      {"one input in wrt", &one_input},     {"wrt reversed", &reversed},
+      {"another program", &other},          {"the first call again", &case_}};
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const auto& [what, c] = calls[i];
+    const std::string where = StrCat(EngineUnderTest(), " on ", case_.ToString(), ", call ", i + 1,
+                                     " of a sequence on one instance (", what, ")");
+    const Result got = engine_->ValueAndGrad(c->program, c->inputs, c->wrt);
+    const Result want = MakeEngine(EngineUnderTest())->ValueAndGrad(c->program, c->inputs, c->wrt);
+    const std::optional<std::string> diff = FirstBitDifference(want, got);
+    EXPECT_FALSE(diff.has_value()) << where << ": the " << diff.value_or("")
+                                   << " differs from a fresh instance's";
+    const Stats& a = want.stats;
+    const Stats& b = got.stats;
+    EXPECT_EQ(a.peak_bytes, b.peak_bytes) << where << ": Stats::peak_bytes";
+    EXPECT_EQ(a.peak_bytes_by_category, b.peak_bytes_by_category)
+        << where << ": Stats::peak_bytes_by_category";
+    EXPECT_EQ(a.predicted_peak_bytes, b.predicted_peak_bytes) << where << ": Stats::predicted_peak_bytes";
+    EXPECT_EQ(a.residual_bytes, b.residual_bytes) << where << ": Stats::residual_bytes";
+    EXPECT_EQ(a.flops_forward, b.flops_forward) << where << ": Stats::flops_forward";
+    EXPECT_EQ(a.flops_recomputed, b.flops_recomputed) << where << ": Stats::flops_recomputed";
+    EXPECT_EQ(a.flops_backward, b.flops_backward) << where << ": Stats::flops_backward";
+    EXPECT_EQ(a.kernel_calls, b.kernel_calls) << where << ": Stats::kernel_calls";
+    EXPECT_TRUE(a.op_runs == b.op_runs) << where << ": Stats::op_runs";
   }
 }
 

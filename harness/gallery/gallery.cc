@@ -2,6 +2,7 @@
 #include "harness/gallery/gallery.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -170,6 +171,26 @@ class ParameterOrderGradientsEngine : public Decorator {
   }
 };
 
+// Caches the program it plans by the program's name and its parameters'
+// shapes (as a jit cache keyed on the function and not on its static
+// arguments): a later call with another policy or schedule, same name and
+// shapes, runs the first call's program. Bits stay eager's (a policy
+// changes none); what is saved and recomputed is the wrong program's.
+class NameKeyedPlanCacheEngine : public Decorator {
+ public:
+  using Decorator::Decorator;
+  Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                      const std::vector<int>& wrt, const RunOptions& options) override {
+    std::string key = program.name;
+    for (int i = 0; i < program.num_params(); ++i) key += " " + program.shapes[i].ToString();
+    const Program& cached = cache_.emplace(key, program).first->second;
+    return inner().ValueAndGrad(cached, args, wrt, options);
+  }
+
+ private:
+  std::map<std::string, Program> cache_;
+};
+
 template <typename T>
 EngineFactory Around(const std::string& name) {
   return [name] { return std::make_unique<T>(name); };
@@ -285,6 +306,11 @@ const std::vector<Entry>& Entries() {
         "updated twice",
         {"differs from eager"}},
        InRules<StateUpdatedOnRecomputeRules>("faulty_running_stats_updated_on_recompute")},
+      {{"faulty_plan_cache_keyed_on_name",
+        "the program cached by its name and parameter shapes: a later call with another policy "
+        "runs the first call's program",
+        {"a sequence on one instance"}},
+       Around<NameKeyedPlanCacheEngine>("faulty_plan_cache_keyed_on_name")},
       // The accounting.
       {{"faulty_leaked_buffer", "the last loss kept in a static: its buffer outlives the Result",
         {"bytes still live"}},
