@@ -29,6 +29,17 @@ Mapped (all float32, remat's ops; program.h):
   torch.exp                     exp          torch.log               log
   *  (same shapes)              mul          * or / by a Python number  scale
   .sum(), torch.sum (all axes)  sum          .mean() (all axes)  sum, then scale 1/n
+  nn.Conv2d(bias=False, square stride/padding, groups 1)   conv2d (OIHW weights as they are)
+  nn.BatchNorm2d, training mode  batch_norm with the batch's statistics; the new
+                               running_mean and running_var (momentum, unbiased
+                               variance) as the state of those buffers (state ops:
+                               remat returns them, --dump writes state_<path>.npy);
+                               num_batches_tracked is not exported
+  nn.MaxPool2d(k, s, p)         max_pool2d   nn.AdaptiveAvgPool2d(1)  global_avg_pool
+  torch.flatten, .view, .reshape  reshape to the traced shape   nn.Identity  (nothing)
+  F.cross_entropy, nn.CrossEntropyLoss (mean, no weight)  cross_entropy; integer
+                               example inputs (targets) are i32 inputs
+  out += x                      add
   torch.utils.checkpoint.checkpoint(module, ...)   a checkpoint region (nothing_saveable)
   torch.utils.checkpoint.checkpoint_sequential(seq, segments, x)
                                consecutive regions, as torch 1.13 runs it: every
@@ -159,8 +170,30 @@ def _quote(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _type(shape):
-    return "f32[%s]" % ",".join(str(d) for d in shape)
+_INTEGER = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
+
+
+def _type(shape, dtype=torch.float32):
+    """f32[...], or i32[...] for an integer tensor (ids, targets)."""
+    return "%s[%s]" % ("i32" if dtype in _INTEGER else "f32", ",".join(str(d) for d in shape))
+
+
+class _BuffersKept:
+    """Restores every buffer of `root` on exit: running the model to find its
+    shapes (ShapeProp) must not change it (batch norm's running statistics
+    are updated by every forward pass in training mode)."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def __enter__(self):
+        self.saved = [(b, b.detach().clone()) for b in self.root.buffers()]
+        return self
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            for b, v in self.saved:
+                b.copy_(v)
 
 
 def _ident(name):
@@ -264,9 +297,13 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
         meta = node.meta.get("tensor_meta")
         return tuple(meta.shape) if meta is not None else None
 
-    def emit(op, inputs, node, attrs=""):
+    def dtype(node):
+        meta = node.meta.get("tensor_meta")
+        return meta.dtype if meta is not None else torch.float32
+
+    def emit(op, inputs, node, attrs="", typed=True):
         out = writer.fresh()
-        s = shape(node) if node is not None else None
+        s = shape(node) if node is not None and typed else None
         t = ": %s" % _type(s) if s is not None else ""
         site = " @ %s" % _quote(where(node)) if node is not None else ""
         lines.append("%s%%%s%s = %s(%s)%s%s" % (indent, out, t, op, ", ".join("%" + i for i in inputs), attrs, site))
@@ -329,6 +366,57 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
             return emit("softmax", [env[x]], node)
         return None
 
+    def pair(value, what, node):
+        """A square attribute (k or (k, k)) as one int."""
+        v = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+        if len(v) != 2 or v[0] != v[1]:
+            fail(node, "%s %r (remat's is square)" % (what, value))
+        return int(v[0])
+
+    def conv2d(node, m, x):
+        if m.bias is not None or m.groups != 1 or pair(m.dilation, "dilation", node) != 1 \
+                or m.padding_mode != "zeros" or isinstance(m.padding, str):
+            fail(node, "nn.Conv2d(bias=%s, groups=%d, dilation=%r, padding=%r, padding_mode=%r) (remat's "
+                 "conv2d: no bias, groups 1, dilation 1, zero padding given as a number)"
+                 % (m.bias is not None, m.groups, m.dilation, m.padding, m.padding_mode))
+        stride, pad = pair(m.stride, "stride", node), pair(m.padding, "padding", node)
+        return emit("conv2d", [env[x], param(m, "weight", node)], node, " ints=[%d,%d]" % (stride, pad))
+
+    def batch_norm(node, m, x):
+        """nn.BatchNorm2d in training mode: the batch's statistics, and the new
+        running ones as the state of its running_mean and running_var
+        (engines/api/CONTRACT.md, state). num_batches_tracked, an integer
+        counter that changes nothing when momentum is set, is not exported."""
+        if not m.training:
+            fail(node, "nn.BatchNorm2d in eval mode (remat's batch_norm normalizes with the batch's "
+                 "statistics: export the model in train())")
+        if not m.affine or not m.track_running_stats or m.momentum is None:
+            fail(node, "nn.BatchNorm2d(affine=%s, track_running_stats=%s, momentum=%r) (remat's: affine, "
+                 "running statistics, a momentum)" % (m.affine, m.track_running_stats, m.momentum))
+        for stat, op in (("running_mean", "batch_norm_running_mean"), ("running_var", "batch_norm_running_var")):
+            new = emit(op, [env[x], param(m, stat, node)], node, " scalar=%r" % float(m.momentum), typed=False)
+            # The state op names the program's input: its id at the top level.
+            name = _ident(tensor_path(getattr(m, stat), m, stat, node))
+            emit("state", [new], node, " name=%s" % _quote(name), typed=False)
+        return emit("batch_norm", [env[x], param(m, "weight", node), param(m, "bias", node)], node,
+                    " scalar=%r" % float(m.eps))
+
+    def max_pool2d(node, m, x):
+        if pair(m.dilation, "dilation", node) != 1 or m.ceil_mode or m.return_indices:
+            fail(node, "nn.MaxPool2d(dilation=%r, ceil_mode=%s, return_indices=%s) (remat's max_pool2d: "
+                 "dilation 1, floor)" % (m.dilation, m.ceil_mode, m.return_indices))
+        k = pair(m.kernel_size, "kernel_size", node)
+        stride = pair(m.stride if m.stride is not None else m.kernel_size, "stride", node)
+        return emit("max_pool2d", [env[x]], node, " ints=[%d,%d,%d]" % (k, stride, pair(m.padding, "padding", node)))
+
+    def cross_entropy(node, weight, ignore_index, reduction, label_smoothing, logits, targets):
+        if weight is not None or reduction != "mean" or label_smoothing:
+            fail(node, "cross_entropy(weight=%s, reduction=%r, label_smoothing=%r) (remat's: no weight, "
+                 "the mean over rows, no smoothing)" % (weight is not None, reduction, label_smoothing))
+        if shape(logits) is None or len(shape(logits)) != 2:
+            fail(node, "cross_entropy of logits %s (remat's takes (N, C))" % (shape(logits),))
+        return emit("cross_entropy", [env[logits], env[targets]], node)
+
     for node in gm.graph.nodes:
         try:
             if node.op == "placeholder":
@@ -365,6 +453,23 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                     if m.dim not in (-1, len(shape(x)) - 1):
                         fail(node, "nn.Softmax(dim=%r) (remat's softmax is over the last axis)" % m.dim)
                     env[node] = emit("softmax", [env[x]], node)
+                elif isinstance(m, nn.Identity):
+                    env[node] = env[x]
+                elif isinstance(m, nn.Conv2d):
+                    env[node] = conv2d(node, m, x)
+                elif isinstance(m, nn.BatchNorm2d):
+                    env[node] = batch_norm(node, m, x)
+                elif isinstance(m, nn.MaxPool2d):
+                    env[node] = max_pool2d(node, m, x)
+                elif isinstance(m, nn.AdaptiveAvgPool2d):
+                    size = m.output_size if isinstance(m.output_size, tuple) else (m.output_size,) * 2
+                    if tuple(size) != (1, 1):
+                        fail(node, "nn.AdaptiveAvgPool2d(%r) (remat's global_avg_pool: output size 1)" % (m.output_size,))
+                    env[node] = emit("reshape", [emit("global_avg_pool", [env[x]], node, typed=False)], node,
+                                     " ints=[%s]" % ",".join(str(d) for d in shape(node)))
+                elif isinstance(m, nn.CrossEntropyLoss):
+                    env[node] = cross_entropy(node, m.weight, m.ignore_index, m.reduction,
+                                              m.label_smoothing, node.args[0], node.args[1])
                 else:
                     fail(node, "nn.%s" % type(m).__name__)
             elif node.op == "call_function" and node.target is _checkpoint_marker:
@@ -377,13 +482,14 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                 with _Patched(region):
                     graph = _trace(region, sub_prefix)
                 sub = torch.fx.GraphModule(region, graph)
-                ShapeProp(sub).propagate(*[torch.zeros(shape(a)) for a in inner_args])
+                with _BuffersKept(root):
+                    ShapeProp(sub).propagate(*[torch.zeros(shape(a), dtype=dtype(a)) for a in inner_args])
                 body_lines, body_params = [], _Params()
                 body_ids = ["a%d" % i for i in range(len(inner_args))]
                 out = _convert(sub, region, root, sub_prefix, body_ids, writer,
                                body_lines, indent + "  ", body_params)
                 outer_inputs = [env[a] for a in inner_args]
-                param_decls = ["%s: %s" % (i, _type(shape(a))) for i, a in zip(body_ids, inner_args)]
+                param_decls = ["%s: %s" % (i, _type(shape(a), dtype(a))) for i, a in zip(body_ids, inner_args)]
                 for bid, path, t, transposed in body_params.items():
                     outer_inputs.append(params.get(path[:-2] if transposed else path, t, transposed))
                     param_decls.append("%s: %s" % (bid, _type(t.t().shape if transposed else t.shape)))
@@ -398,7 +504,8 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                 env[node] = y
             elif node.op in ("call_function", "call_method"):
                 t, args, kwargs = node.target, node.args, node.kwargs
-                names = {operator.add: "add", torch.add: "add", "add": "add", operator.mul: "mul", torch.mul: "mul",
+                names = {operator.add: "add", operator.iadd: "add", torch.add: "add", "add": "add",
+                         "add_": "add", operator.mul: "mul", torch.mul: "mul",
                          "mul": "mul", operator.truediv: "div", torch.div: "div", "div": "div",
                          operator.sub: "sub", torch.sub: "sub", "sub": "sub"}
                 if t in names:
@@ -429,6 +536,15 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                     env[node] = emit("softmax", [env[args[0]]], node)
                 elif t is F.layer_norm:
                     fail(node, "F.layer_norm (use nn.LayerNorm)")
+                elif t in (torch.flatten, "flatten", "view", "reshape", torch.reshape):
+                    # The output's shape, as ShapeProp found it (x.view(x.size(0), -1) included).
+                    env[node] = emit("reshape", [env[args[0]]], node,
+                                     " ints=[%s]" % ",".join(str(d) for d in shape(node)))
+                elif t is F.cross_entropy:
+                    kw = dict(kwargs)
+                    env[node] = cross_entropy(node, kw.get("weight"), kw.get("ignore_index", -100),
+                                              kw.get("reduction", "mean"), kw.get("label_smoothing", 0.0),
+                                              args[0], args[1] if len(args) > 1 else kw.get("target"))
                 else:
                     y = unary(node, t, args, kwargs) if callable(t) else None
                     if y is None:
@@ -451,7 +567,8 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
     with _Patched(module):
         graph = _trace(module, "")
     gm = torch.fx.GraphModule(module, graph)
-    ShapeProp(gm).propagate(*example_inputs)
+    with _BuffersKept(module):
+        ShapeProp(gm).propagate(*example_inputs)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
         raise ExportError("forward takes %d inputs, %d examples given" % (len(placeholders), len(example_inputs)))
@@ -490,7 +607,7 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
                               % (pid, owners[pid][0], owners[pid][1], kind, path))
         owners[pid] = (kind, path)
     decls = ["%s: %s" % (pid, _type(t.shape)) for pid, t in exported]
-    decls += ["%s: %s" % (i, _type(x.shape)) for i, x in zip(input_ids, example_inputs)]
+    decls += ["%s: %s" % (i, _type(x.shape, x.dtype)) for i, x in zip(input_ids, example_inputs)]
     text = "# exported from PyTorch %s by tools/torch_export.py\n" % torch.__version__
     text += "program %s(%s) {\n" % (_ident(name or type(module).__name__), ", ".join(decls))
     text += "\n".join(lines) + "\n  return %%%s\n}\n" % out
@@ -500,5 +617,6 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
     for pid, t in exported:
         np.save(os.path.join(out_dir, pid + ".npy"), t.contiguous().numpy().astype(np.float32))
     for i, x in zip(input_ids, example_inputs):
-        np.save(os.path.join(out_dir, i + ".npy"), x.detach().numpy().astype(np.float32))
+        kind = np.int32 if x.dtype in _INTEGER else np.float32
+        np.save(os.path.join(out_dir, i + ".npy"), x.detach().numpy().astype(kind))
     return text

@@ -32,6 +32,7 @@ try:
     import numpy as np
     import torch
     import torch.nn as nn
+    import torch.nn.functional as F
     from torch.utils.checkpoint import checkpoint, checkpoint_sequential
     sys.path.insert(0, HERE)
     from torch_export import ExportError, export
@@ -101,6 +102,73 @@ if HAVE_TORCH:
 
         def forward(self, x):
             return checkpoint_sequential(self.seq, self.segments, x).sum()
+
+    class BasicBlock(nn.Module):
+        """torchvision's BasicBlock, as torchvision writes it."""
+        expansion = 1
+
+        def __init__(self, inplanes, planes, stride=1, downsample=None):
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, kernel_size=3, stride=stride, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(planes, planes, kernel_size=3, stride=1, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.downsample = downsample
+            self.stride = stride
+
+        def forward(self, x):
+            identity = x
+            out = self.conv1(x)
+            out = self.bn1(out)
+            out = self.relu(out)
+            out = self.conv2(out)
+            out = self.bn2(out)
+            if self.downsample is not None:
+                identity = self.downsample(x)
+            out += identity
+            out = self.relu(out)
+            return out
+
+    class ResNet(nn.Module):
+        """torchvision's ResNet with BasicBlocks (layers [2, 2, 2, 2] is
+        ResNet-18), narrower; each block under torch.utils.checkpoint when
+        `checkpointed`, the loss F.cross_entropy on integer targets."""
+
+        def __init__(self, layers=(1, 1), width=4, num_classes=5, checkpointed=False):
+            super().__init__()
+            self.inplanes = width
+            self.checkpointed = checkpointed
+            self.conv1 = nn.Conv2d(3, width, kernel_size=7, stride=2, padding=3, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            stages = []
+            for i, blocks in enumerate(layers):
+                stages.append(self._make_layer(width * 2 ** i, blocks, stride=1 if i == 0 else 2))
+            self.layers = nn.ModuleList(stages)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(width * 2 ** (len(layers) - 1), num_classes)
+
+        def _make_layer(self, planes, blocks, stride):
+            downsample = None
+            if stride != 1 or self.inplanes != planes:
+                downsample = nn.Sequential(
+                    nn.Conv2d(self.inplanes, planes, kernel_size=1, stride=stride, bias=False),
+                    nn.BatchNorm2d(planes))
+            layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
+            self.inplanes = planes
+            for _ in range(1, blocks):
+                layers.append(BasicBlock(self.inplanes, planes))
+            return nn.Sequential(*layers)
+
+        def forward(self, x, targets):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            for stage in self.layers:
+                for block in stage:
+                    x = checkpoint(block, x) if self.checkpointed else block(x)
+            x = torch.flatten(self.avgpool(x), 1)
+            return F.cross_entropy(self.fc(x), targets)
 
     # Names the random trees below draw from, for modules and tensors alike,
     # so that the same last name recurs at every depth.
@@ -334,6 +402,54 @@ class TorchExportTest(unittest.TestCase):
         for op in ("neg(", "exp(", "log(", "sub("):
             self.assertIn(op, text)
         self.check(m, torch.randn(4, 16))
+
+    def test_resnet_with_batch_norm_state(self):
+        # A torchvision-style ResNet in training mode, blocks checkpointed:
+        # remat's loss and gradients are PyTorch autograd's, and the new
+        # running statistics remat returns as state (state_<buffer>.npy) are
+        # those one forward pass of PyTorch leaves in the buffers, though
+        # remat recomputes every block (PyTorch's reentrant checkpoint
+        # updates them again when it recomputes: pytorch#96136).
+        torch.manual_seed(5)
+        model = ResNet(layers=(2, 1), width=4, num_classes=5, checkpointed=True).train()
+        with torch.no_grad():
+            for m in model.modules():
+                if isinstance(m, nn.BatchNorm2d):  # away from 1 and 0, so the updates show
+                    m.running_mean.uniform_(-0.5, 0.5)
+                    m.running_var.uniform_(0.5, 1.5)
+        x = torch.randn(3, 3, 32, 32)
+        targets = torch.tensor([1, 4, 0])
+        buffers_before = {n: b.numpy().copy() for n, b in model.named_buffers()}
+        d, out = tempfile.mkdtemp(), tempfile.mkdtemp()
+        text = export(model, (x, targets), d)
+        self.assertIn("targets: i32[3]", text)
+        self.assertEqual(text.count(" = state("), 2 * 8, "two state ops per batch norm (8 of them)")
+        self.remat("run", "--program", os.path.join(d, "program.txt"), "--inputs", d, "--wrt", "all",
+                   "--engine", "recompute", "--dump", out)
+        # PyTorch: one forward pass for the new buffers, then the gradients.
+        reference = ResNet(layers=(2, 1), width=4, num_classes=5).train()
+        reference.load_state_dict(model.state_dict())
+        loss = reference(x, targets)
+        new_state = {n: b.detach().numpy().copy() for n, b in reference.named_buffers()
+                     if "running" in n}
+        loss.backward()
+        r_loss = float(np.load(os.path.join(out, "loss.npy")))
+        self.assertLessEqual(abs(r_loss - loss.item()), RTOL * abs(loss.item()) * 4)
+        for name, p in reference.named_parameters():
+            path = os.path.join(out, "grad_%s.npy" % name)
+            got = np.load(path) if os.path.exists(path) else np.load(os.path.join(out, "grad_%s.T.npy" % name)).T
+            ref = p.grad.numpy()
+            self.assertLessEqual(np.max(np.abs(got - ref)), RTOL * 4 * np.max(np.abs(ref)), name)
+        self.assertEqual(len(new_state), 16)
+        for name, ref in new_state.items():
+            got = np.load(os.path.join(out, "state_%s.npy" % name))
+            before = model.state_dict()[name].numpy()
+            self.assertGreater(np.max(np.abs(ref - before)), 1e-3, "%s: the update shows" % name)
+            self.assertLessEqual(np.max(np.abs(got - ref)), RTOL * 4 * np.max(np.abs(ref)), name)
+        # The export left the model as it was (its forward passes to find
+        # shapes ran with the buffers restored).
+        for name, b in model.named_buffers():
+            self.assertTrue(np.array_equal(b.numpy(), buffers_before[name]), name)
 
     def test_every_unsupported_use_in_one_message(self):
         class Many(nn.Module):
