@@ -14,8 +14,8 @@
 # Python, no venv module) prints "SKIPPED: <reason>" and exits 1, leaving no
 # half-made .venv/ behind.
 #
-# To add a package (torch for tools/torch_engine.py), append its pin to
-# PINNED; the next run installs it into the existing environment.
+# To add a package, append its pin to PINNED (or TORCH_PINNED); the next run
+# installs it into the existing environment.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +30,39 @@ PINNED=(
   opt_einsum==3.4.0
   scipy==1.17.1
 )
+# PyTorch 2 (tools/torch_export.py; its test runs on this PyTorch when the
+# environment has it, else on Debian's 1.13), with every dependency pinned:
+# PyPI's Linux wheel needs the CUDA libraries' wheels even on CPU (about 3.5
+# GB to download, 7 GB installed). Installed after the packages above, and
+# optional: when it cannot be installed, JAX's environment stays and the
+# script says so.
+TORCH_PINNED=(
+  torch==2.9.1
+  triton==3.5.1
+  nvidia-cublas-cu12==12.8.4.1
+  nvidia-cuda-cupti-cu12==12.8.90
+  nvidia-cuda-nvrtc-cu12==12.8.93
+  nvidia-cuda-runtime-cu12==12.8.90
+  nvidia-cudnn-cu12==9.10.2.21
+  nvidia-cufft-cu12==11.3.3.83
+  nvidia-cufile-cu12==1.13.1.3
+  nvidia-curand-cu12==10.3.9.90
+  nvidia-cusolver-cu12==11.7.3.90
+  nvidia-cusparse-cu12==12.5.8.93
+  nvidia-cusparselt-cu12==0.7.1
+  nvidia-nccl-cu12==2.27.5
+  nvidia-nvjitlink-cu12==12.8.93
+  nvidia-nvshmem-cu12==3.3.20
+  nvidia-nvtx-cu12==12.8.90
+  sympy==1.14.0
+  mpmath==1.3.0
+  networkx==3.6.1
+  Jinja2==3.1.6
+  MarkupSafe==3.0.4
+  filelock==4.3.1
+  fsspec==2026.9.0
+  typing_extensions==4.16.0
+)
 PYTHON=${REMAT_VENV_PYTHON:-/usr/bin/python3}
 VENV=.venv
 
@@ -38,19 +71,40 @@ skip() {
   exit 1
 }
 
-# Whether the environment has exactly the pinned versions (pip's own view,
-# without the network).
+# Whether the environment has exactly the pinned versions of the packages
+# named (default: PINNED), pip's own view, without the network.
 has_pins() {
   local frozen
   frozen=$("$VENV/bin/python" -m pip freeze --disable-pip-version-check 2>/dev/null) || return 1
+  local pins=("$@")
+  ((${#pins[@]})) || pins=("${PINNED[@]}")
   local pin
-  for pin in "${PINNED[@]}"; do
+  for pin in "${pins[@]}"; do
     grep -qixF "$pin" <<<"$frozen" || return 1
   done
 }
 
+# PyTorch into an environment that has the rest; never fails the script.
+install_torch() {
+  if has_pins "${TORCH_PINNED[@]}"; then
+    echo "python env: PyTorch ${TORCH_PINNED[0]#torch==} already installed"
+    return 0
+  fi
+  echo "python env: installing PyTorch into $VENV: ${TORCH_PINNED[*]}"
+  local tlog
+  tlog=$(mktemp)
+  if "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
+      "${TORCH_PINNED[@]}" >"$tlog" 2>&1 && has_pins "${TORCH_PINNED[@]}"; then
+    echo "python env: PyTorch ${TORCH_PINNED[0]#torch==} installed"
+  else
+    echo "python env: PyTorch NOT installed (tools/torch_export_test uses Debian's instead): $(grep -m1 -E 'ERROR|error' "$tlog" || tail -n 1 "$tlog")"
+  fi
+  rm -f "$tlog"
+}
+
 if [[ -x "$VENV/bin/python" ]] && has_pins; then
   echo "python env: $VENV/bin/python ($(IFS=' '; echo "${PINNED[*]}")), already installed"
+  install_torch
   exit 0
 fi
 
@@ -75,4 +129,5 @@ if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
 fi
 grep -E '^Successfully installed|^Requirement already satisfied' "$log" | sort -u
 has_pins || skip "$VENV lacks a pinned version after pip install (pip freeze: $("$VENV/bin/python" -m pip freeze 2>&1 | tr '\n' ' '))"
+install_torch
 echo "python env: $VENV/bin/python (${PINNED[*]})"

@@ -200,6 +200,14 @@ def _ident(name):
     return "".join(c if c.isalnum() or c in "_." else "_" for c in name)
 
 
+class _Const:
+    """A Python value the traced code computes from shapes (`B, T = x.shape`,
+    x.size(0)): concrete, from the example inputs, never a program value."""
+
+    def __init__(self, value):
+        self.value = value
+
+
 class _Writer:
     def __init__(self):
         self.count = 0
@@ -302,6 +310,8 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
         return meta.dtype if meta is not None else torch.float32
 
     def emit(op, inputs, node, attrs="", typed=True):
+        if any(not isinstance(i, str) for i in inputs):
+            fail(node, "%s of a Python value computed from shapes (a tensor is expected)" % op)
         out = writer.fresh()
         s = shape(node) if node is not None and typed else None
         t = ": %s" % _type(s) if s is not None else ""
@@ -317,7 +327,17 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
             fail(node, "%s with a non-tensor argument %r" % (node.target, a))
         return env[a]
 
+    def concrete(a):
+        """a, or the Python value of a node the traced code computed from shapes."""
+        if isinstance(a, torch.fx.Node) and isinstance(env.get(a), _Const):
+            return env[a].value
+        return a
+
     def binary(node, a, b, name):
+        a, b = concrete(a), concrete(b)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            ops = {"add": operator.add, "mul": operator.mul, "sub": operator.sub, "div": operator.truediv}
+            return _Const(ops[name](a, b))
         if isinstance(b, (int, float)) and name in ("mul", "div"):
             c = float(b) if name == "mul" else 1.0 / float(b)
             return emit("scale", [tensor_arg(node, a)], node, " scalar=%r" % c)
@@ -508,7 +528,15 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                          "add_": "add", operator.mul: "mul", torch.mul: "mul",
                          "mul": "mul", operator.truediv: "div", torch.div: "div", "div": "div",
                          operator.sub: "sub", torch.sub: "sub", "sub": "sub"}
-                if t in names:
+                if t is getattr and args[1] == "shape":
+                    env[node] = _Const(tuple(shape(args[0])))
+                elif t == "size":
+                    dims = tuple(shape(args[0]))
+                    dim = concrete(args[1]) if len(args) > 1 else kwargs.get("dim")
+                    env[node] = _Const(dims if dim is None else dims[dim])
+                elif t is operator.getitem and isinstance(env.get(args[0]), _Const):
+                    env[node] = _Const(env[args[0]].value[concrete(args[1])])
+                elif t in names:
                     env[node] = binary(node, args[0], args[1], names[t])
                 elif t in (operator.matmul, torch.matmul, torch.mm, torch.bmm, "matmul"):
                     env[node] = emit("matmul", [env[args[0]], env[args[1]]], node)
