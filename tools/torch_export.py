@@ -21,6 +21,11 @@ Mapped (all float32, remat's ops; program.h):
                                written transposed, as "<path>.weight.T" (in, out),
                                so that remat's gradient of it is PyTorch's, transposed
   nn.ReLU, relu                relu          nn.GELU(approximate='tanh')  gelu
+  nn.GELU(), F.gelu (erf)       gelu_erf      F.log_softmax(dim=-1)   log_softmax
+  nn.Embedding (plain)          embedding on integer ids
+  nn.Dropout, F.dropout         dropout on the program's input dropout_seed (i32[]), a key
+                               per dropout in export order: the contract's mask, not
+                               PyTorch's; the identity in eval mode or with p = 0
   nn.LayerNorm(eps=1e-5, affine)  layer_norm  nn.Softmax(dim=-1), softmax(dim=-1)
   torch.sin, torch.cos          sin, cos     x * x, x ** 2, torch.square  square
   matmul, @ (rank 2 or 3)       matmul       .transpose(-2, -1), .t(), .mT  transpose
@@ -45,7 +50,7 @@ Mapped (all float32, remat's ops; program.h):
                                consecutive regions, as torch 1.13 runs it: every
                                segment but the last checkpointed, the last inline;
                                remat's --schedule groups the regions into a chain
-Anything else (nn.Dropout, erf GELU, another eps, softmax over another axis,
+Anything else (another LayerNorm eps, softmax over another axis,
 a checkpoint of something that is not an nn.Module, ...) raises ExportError
 naming the module path and the op, every such use of the model in one
 message (one line each); the exporter never writes a different graph.
@@ -72,6 +77,10 @@ class _Unsupported(ExportError):
 
 
 _REGIONS = []  # the callables of traced checkpoint calls, by index
+# Dropout's seed, an i32[] input of the program (one tensor, so that every
+# body that reads it is given the same input), and the last key given.
+_DROPOUT_SEED = [torch.tensor(0, dtype=torch.int32)]
+_DROPOUT_KEYS = [0]
 _ERRORS = []  # what the model uses that remat cannot take, one message a node
 _UNSUPPORTED = " is not supported by remat's op set (tools/torch_export.py lists what is)"
 
@@ -376,9 +385,16 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
         if fn is torch.square:
             return emit("square", [env[x]], node)
         if fn is F.gelu:
-            if kwargs.get("approximate", "none") != "tanh":
-                fail(node, "gelu with approximate='none' (the erf form; remat's gelu is the tanh form)")
-            return emit("gelu", [env[x]], node)
+            return emit("gelu" if kwargs.get("approximate", "none") == "tanh" else "gelu_erf", [env[x]], node)
+        if fn is F.dropout:
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            training = args[2] if len(args) > 2 else kwargs.get("training", True)
+            return dropout(node, p, training, x)
+        if fn in (F.log_softmax, torch.log_softmax):
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            if dim not in (-1, len(shape(x)) - 1):
+                fail(node, "log_softmax over dim %r (remat's is over the last axis)" % dim)
+            return emit("log_softmax", [env[x]], node)
         if fn in (torch.softmax, F.softmax):
             dim = args[1] if len(args) > 1 else kwargs.get("dim")
             if dim not in (-1, len(shape(x)) - 1):
@@ -429,6 +445,20 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
         stride = pair(m.stride if m.stride is not None else m.kernel_size, "stride", node)
         return emit("max_pool2d", [env[x]], node, " ints=[%d,%d,%d]" % (k, stride, pair(m.padding, "padding", node)))
 
+    def dropout(node, p, training, x):
+        """Identity in eval mode or with p = 0; otherwise remat's dropout,
+        whose mask is the contract's generator's (engines/api/philox.h) on the
+        program's input `dropout_seed` and a key per dropout of the model, in
+        export order: not PyTorch's mask (compare with PyTorch at p = 0 or in
+        eval mode), the same on every recomputation."""
+        if not training or p == 0:
+            return env[x]
+        if not 0 < p < 1:
+            fail(node, "dropout with p=%r (remat's takes p in [0, 1))" % p)
+        seed = params.get("dropout_seed", _DROPOUT_SEED[0], False)
+        _DROPOUT_KEYS[0] += 1
+        return emit("dropout", [env[x], seed], node, " scalar=%r ints=[%d]" % (float(p), _DROPOUT_KEYS[0]))
+
     def cross_entropy(node, weight, ignore_index, reduction, label_smoothing, logits, targets):
         if weight is not None or reduction != "mean" or label_smoothing:
             fail(node, "cross_entropy(weight=%s, reduction=%r, label_smoothing=%r) (remat's: no weight, "
@@ -461,9 +491,7 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                 elif isinstance(m, nn.ReLU):
                     env[node] = emit("relu", [env[x]], node)
                 elif isinstance(m, nn.GELU):
-                    if m.approximate != "tanh":
-                        fail(node, "nn.GELU(approximate=%r) (remat's gelu is the tanh form: nn.GELU(approximate='tanh'))" % m.approximate)
-                    env[node] = emit("gelu", [env[x]], node)
+                    env[node] = emit("gelu" if m.approximate == "tanh" else "gelu_erf", [env[x]], node)
                 elif isinstance(m, nn.LayerNorm):
                     if m.eps != 1e-5 or not m.elementwise_affine or len(m.normalized_shape) != 1:
                         fail(node, "nn.LayerNorm(eps=%g, elementwise_affine=%s, shape %s) (remat's: eps 1e-5, affine, last axis)"
@@ -475,6 +503,16 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                     env[node] = emit("softmax", [env[x]], node)
                 elif isinstance(m, nn.Identity):
                     env[node] = env[x]
+                elif isinstance(m, nn.Embedding):
+                    if m.padding_idx is not None or m.max_norm is not None or m.scale_grad_by_freq or m.sparse:
+                        fail(node, "nn.Embedding(padding_idx=%r, max_norm=%r, scale_grad_by_freq=%s, sparse=%s) "
+                             "(remat's embedding: a plain table)" % (m.padding_idx, m.max_norm,
+                                                                     m.scale_grad_by_freq, m.sparse))
+                    if dtype(x) not in _INTEGER:
+                        fail(node, "nn.Embedding of a %s input (ids are integers)" % dtype(x))
+                    env[node] = emit("embedding", [param(m, "weight", node), env[x]], node)
+                elif isinstance(m, nn.Dropout):
+                    env[node] = dropout(node, m.p, m.training, x)
                 elif isinstance(m, nn.Conv2d):
                     env[node] = conv2d(node, m, x)
                 elif isinstance(m, nn.BatchNorm2d):
@@ -512,7 +550,7 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                 param_decls = ["%s: %s" % (i, _type(shape(a), dtype(a))) for i, a in zip(body_ids, inner_args)]
                 for bid, path, t, transposed in body_params.items():
                     outer_inputs.append(params.get(path[:-2] if transposed else path, t, transposed))
-                    param_decls.append("%s: %s" % (bid, _type(t.t().shape if transposed else t.shape)))
+                    param_decls.append("%s: %s" % (bid, _type(t.t().shape if transposed else t.shape, t.dtype)))
                 y = writer.fresh()
                 lines.append("%s%%%s: %s = checkpoint(%s) name=%s policy=\"nothing_saveable\" {"
                              % (indent, y, _type(shape(node)), ", ".join("%" + i for i in outer_inputs),
@@ -592,6 +630,7 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
     """Writes out_dir/program.txt and out_dir/<input>.npy; returns the program's text."""
     _REGIONS.clear()
     del _ERRORS[:]
+    _DROPOUT_KEYS[0] = 0
     with _Patched(module):
         graph = _trace(module, "")
     gm = torch.fx.GraphModule(module, graph)
@@ -634,7 +673,7 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
             raise ExportError("two inputs of the program would both be named %r: %s %r and %s %r; rename one"
                               % (pid, owners[pid][0], owners[pid][1], kind, path))
         owners[pid] = (kind, path)
-    decls = ["%s: %s" % (pid, _type(t.shape)) for pid, t in exported]
+    decls = ["%s: %s" % (pid, _type(t.shape, t.dtype)) for pid, t in exported]
     decls += ["%s: %s" % (i, _type(x.shape, x.dtype)) for i, x in zip(input_ids, example_inputs)]
     text = "# exported from PyTorch %s by tools/torch_export.py\n" % torch.__version__
     text += "program %s(%s) {\n" % (_ident(name or type(module).__name__), ", ".join(decls))
@@ -643,7 +682,8 @@ def export(module, example_inputs, out_dir, loss=None, name=None):
     with open(os.path.join(out_dir, "program.txt"), "w") as f:
         f.write(text)
     for pid, t in exported:
-        np.save(os.path.join(out_dir, pid + ".npy"), t.contiguous().numpy().astype(np.float32))
+        kind = np.int32 if t.dtype in _INTEGER else np.float32
+        np.save(os.path.join(out_dir, pid + ".npy"), t.contiguous().numpy().astype(kind))
     for i, x in zip(input_ids, example_inputs):
         kind = np.int32 if x.dtype in _INTEGER else np.float32
         np.save(os.path.join(out_dir, i + ".npy"), x.detach().numpy().astype(kind))
