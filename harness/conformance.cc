@@ -89,37 +89,68 @@ std::vector<std::string> OutputNames(const Case& c) {
 
 Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref, DType expected) {
   Agreement a;
-  // Per output: the value's K and each gradient's (harness/rounding_depth.h).
+  // The tensors compared, each with its rounding depth
+  // (harness/rounding_depth.h): the value, each gradient, then the new
+  // state (CONTRACT.md, state: a value of every state op, at its forward
+  // depth; nothing more).
+  struct Compared {
+    std::string name;
+    const Tensor* got;
+    const Tensor* ref;
+    double k;
+  };
+  std::vector<Compared> compared;
   const std::vector<double> depths = RoundingDepths(c.program, c.wrt);
-  std::vector<const Tensor*> gots = {&got.value}, refs = {&ref.value};
-  for (size_t i = 0; i < got.grads.size(); ++i) gots.push_back(&got.grads[i]);
-  for (size_t i = 0; i < ref.grads.size(); ++i) refs.push_back(&ref.grads[i]);
   const std::vector<std::string> names = OutputNames(c);
-  if (gots.size() != refs.size() || gots.size() != names.size()) {
+  if (got.grads.size() != ref.grads.size() || ref.grads.size() + 1 != names.size()) {
     a.ok = false;
-    a.detail =
-        StrCat(c.ToString(), ": ", gots.size() - 1, " gradients, the oracle has ", refs.size() - 1);
+    a.detail = StrCat(c.ToString(), ": ", got.grads.size(), " gradients, the oracle has ",
+                      ref.grads.size());
     return a;
   }
-  for (size_t t = 0; t < gots.size(); ++t) {
-    const Tensor& g = *gots[t];
-    const Tensor& r = *refs[t];
+  compared.push_back({names[0], &got.value, &ref.value, depths[0]});
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    compared.push_back({names[i + 1], &got.grads[i], &ref.grads[i], depths[i + 1]});
+  }
+  const std::map<std::string, double> state_depths = StateRoundingDepths(c.program);
+  for (const auto& [name, r] : ref.state) {
+    auto it = got.state.find(name);
+    if (it == got.state.end() || !it->second.defined()) {
+      a.ok = false;
+      a.detail = StrCat(c.ToString(), ": no new state for ", name,
+                        " (the program's state op updates it: CONTRACT.md, state)");
+      return a;
+    }
+    const auto depth = state_depths.find(name);
+    compared.push_back({"state " + name, &it->second, &r,
+                        depth == state_depths.end() ? 0 : depth->second});
+  }
+  for (const auto& [name, t] : got.state) {
+    if (!ref.state.count(name)) {
+      a.ok = false;
+      a.detail = StrCat(c.ToString(), ": a new state for ", name,
+                        ", which no state op of the program updates");
+      return a;
+    }
+  }
+  for (const Compared& t : compared) {
+    const Tensor& g = *t.got;
+    const Tensor& r = *t.ref;
     if (g.dtype() != expected) {
       a.ok = false;
-      a.detail = StrCat(c.ToString(), ": ", names[t], " is ", g.TypeString(), ", expected ",
+      a.detail = StrCat(c.ToString(), ": ", t.name, " is ", g.TypeString(), ", expected ",
                         DTypeName(expected), " (the engine's dtype, end to end)");
       return a;
     }
     if (g.shape() != r.shape()) {
       a.ok = false;
-      a.detail = StrCat(c.ToString(), ": ", names[t], " is ", g.TypeString(), ", the oracle's ",
+      a.detail = StrCat(c.ToString(), ": ", t.name, " is ", g.TypeString(), ", the oracle's ",
                         r.TypeString());
       return a;
     }
     double scale = 0;
     for (int64_t i = 0; i < r.num_elements(); ++i) scale = std::max(scale, std::abs(r.at(i)));
-    const double k = depths[t];
-    const double tolerance = kF32ToleranceFactor * k * std::ldexp(1.0, -24) * scale;
+    const double tolerance = kF32ToleranceFactor * t.k * std::ldexp(1.0, -24) * scale;
     double tensor_worst = 0;
     for (int64_t i = 0; i < r.num_elements(); ++i) {
       const double err = std::abs(g.at(i) - r.at(i));
@@ -130,58 +161,12 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
       tensor_worst = std::max(tensor_worst, ratio);
       if (ratio > a.worst_ratio) {
         a.worst_ratio = ratio;
-        a.detail = StrCat(c.ToString(), ": ", names[t], "[", i, "] = ", g.at(i), ", oracle ",
+        a.detail = StrCat(c.ToString(), ": ", t.name, "[", i, "] = ", g.at(i), ", oracle ",
                           r.at(i), ", error ", err, ", tolerance ", tolerance, " (", kF32ToleranceFactor,
-                          " * K=", k, " * 2^-24 * max|ref|=", scale, ")");
+                          " * K=", t.k, " * 2^-24 * max|ref|=", scale, ")");
       }
     }
-    a.tensors.push_back({names[t], k, tolerance, scale, tensor_worst});
-  }
-  // The new state: a value of every state op (CONTRACT.md, state), within
-  // the tolerance of its forward depth; nothing more.
-  const std::map<std::string, double> state_depths = StateRoundingDepths(c.program);
-  for (const auto& [name, r] : ref.state) {
-    auto it = got.state.find(name);
-    if (it == got.state.end() || !it->second.defined()) {
-      a.ok = false;
-      a.detail = StrCat(c.ToString(), ": no new state for ", name,
-                        " (the program's state op updates it: CONTRACT.md, state)");
-      return a;
-    }
-    const Tensor& g = it->second;
-    if (g.dtype() != expected || g.shape() != r.shape()) {
-      a.ok = false;
-      a.detail = StrCat(c.ToString(), ": state ", name, " is ", g.TypeString(), ", the oracle's ",
-                        r.TypeString(), " in ", DTypeName(expected));
-      return a;
-    }
-    double scale = 0;
-    for (int64_t i = 0; i < r.num_elements(); ++i) scale = std::max(scale, std::abs(r.at(i)));
-    const auto depth = state_depths.find(name);
-    const double k = depth == state_depths.end() ? 0 : depth->second;
-    const double tolerance = kF32ToleranceFactor * k * std::ldexp(1.0, -24) * scale;
-    double tensor_worst = 0;
-    for (int64_t i = 0; i < r.num_elements(); ++i) {
-      const double err = std::abs(g.at(i) - r.at(i));
-      const bool both_nan = std::isnan(g.at(i)) && std::isnan(r.at(i));
-      double ratio = both_nan ? 0 : (tolerance > 0 ? err / tolerance : (err > 0 ? INFINITY : 0));
-      if (std::isnan(ratio)) ratio = INFINITY;
-      tensor_worst = std::max(tensor_worst, ratio);
-      if (ratio > a.worst_ratio) {
-        a.worst_ratio = ratio;
-        a.detail = StrCat(c.ToString(), ": state ", name, "[", i, "] = ", g.at(i), ", oracle ",
-                          r.at(i), ", error ", err, ", tolerance ", tolerance, " (K=", k, ")");
-      }
-    }
-    a.tensors.push_back({"state " + name, k, tolerance, scale, tensor_worst});
-  }
-  for (const auto& [name, t] : got.state) {
-    if (!ref.state.count(name)) {
-      a.ok = false;
-      a.detail = StrCat(c.ToString(), ": a new state for ", name,
-                        ", which no state op of the program updates");
-      return a;
-    }
+    a.tensors.push_back({t.name, t.k, tolerance, scale, tensor_worst});
   }
   a.ok = a.worst_ratio <= 1.0;
   return a;
