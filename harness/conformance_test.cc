@@ -41,6 +41,27 @@ std::vector<int> AllInputs(const Program& program) {
   return all;
 }
 
+// The arguments' bytes, to check after a run that the engine wrote none of
+// them (CONTRACT.md, state: the caller applies the new state; an engine
+// that keeps state in place, as nn.BatchNorm2d does, writes its buffers).
+std::vector<std::string> ArgumentBytes(const std::vector<Tensor>& args) {
+  std::vector<std::string> bytes;
+  for (const Tensor& a : args) {
+    bytes.push_back(a.dry() ? std::string()
+                            : std::string(static_cast<const char*>(a.raw()),
+                                          static_cast<size_t>(a.bytes())));
+  }
+  return bytes;
+}
+void ExpectArgumentsUnwritten(const std::vector<std::string>& before, const Program& program,
+                              const std::vector<Tensor>& args, const std::string& what) {
+  const std::vector<std::string> after = ArgumentBytes(args);
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
+    EXPECT_EQ(before[i], after[i]) << what << " wrote to its argument " << program.param_names[i]
+                                   << " (arguments are never written: CONTRACT.md, state)";
+  }
+}
+
 std::vector<std::string> ProblemNames() {
   std::vector<std::string> names;
   for (const auto& p : AllProblems()) names.push_back(p->name());
@@ -59,7 +80,11 @@ class ConformanceTest : public ::testing::TestWithParam<std::string> {
   }
 
   Result Run(const RunOptions& options = {}) {
-    return engine_->ValueAndGrad(case_.program, case_.inputs, case_.wrt, options);
+    const std::vector<std::string> before = ArgumentBytes(case_.inputs);
+    Result r = engine_->ValueAndGrad(case_.program, case_.inputs, case_.wrt, options);
+    ExpectArgumentsUnwritten(before, case_.program, case_.inputs,
+                             StrCat(EngineUnderTest(), " on ", case_.ToString()));
+    return r;
   }
 
   Case case_;
@@ -770,7 +795,10 @@ class VariantTest : public ::testing::TestWithParam<std::tuple<std::string, std:
   // on these valid programs is a failure that says so.
   std::optional<CountedRun> RunVariant() {
     try {
-      return RunCountingStorage(*engine_, program_, case_.inputs, case_.wrt);
+      const std::vector<std::string> before = ArgumentBytes(case_.inputs);
+      CountedRun run = RunCountingStorage(*engine_, program_, case_.inputs, case_.wrt);
+      ExpectArgumentsUnwritten(before, program_, case_.inputs, What());
+      return run;
     } catch (const Error& e) {
       ADD_FAILURE() << What() << ": threw on a valid program: " << e.what();
       return std::nullopt;

@@ -304,7 +304,7 @@ const std::vector<Entry>& Entries() {
         "state kept in place, as nn.BatchNorm2d keeps its running statistics, and a region's "
         "recomputation runs its state ops again: a recomputed block's running statistics are "
         "updated twice",
-        {"differs from eager"}},
+        {"differs from eager", "wrote to its argument"}},
        InRules<StateUpdatedOnRecomputeRules>("faulty_running_stats_updated_on_recompute")},
       {{"faulty_plan_cache_keyed_on_name",
         "the program cached by its name and parameter shapes: a later call with another policy "
