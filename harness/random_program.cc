@@ -273,6 +273,18 @@ class Generator {
   // and back.
   Var DrawLayout(Var x) {
     const Shape s = x.shape();  // a copy: tracing more values moves the program's shapes
+    if (s.rank() == 2 && s.dim(1) >= 2 && s.dim(1) % 2 == 0 && Chance(25)) {
+      // x's halves on the last axis (torch's split), multiplied, and read
+      // out through a matmul with the second half's sine laid out as
+      // (d/2, n): an (n, n) value (without a concat the halves cannot
+      // make x's shape again).
+      const int64_t h = s.dim(1) / 2;
+      Var a = apply("slice", {x}, {.ints = {1, 0, h}});
+      Var b = apply("slice", {x}, {.ints = {1, h, h}});
+      return apply("reshape", {matmul(apply("reshape", {mul(a, b)}, {.ints = {s.dim(0), h}}),
+                                      apply("reshape", {sin(b)}, {.ints = {h, s.dim(0)}}))},
+                   {.ints = {s.dim(0), s.dim(0)}});
+    }
     if ((s.rank() == 2 || s.rank() == 3) && s.dim(s.rank() - 1) == s.dim(s.rank() - 2)) {
       return transpose(x);
     }

@@ -1,9 +1,11 @@
 #include "problems/program_file.h"
 
+#include <filesystem>
 #include <set>
 #include <utility>
 
 #include "engines/api/error.h"
+#include "engines/api/npy.h"
 #include "engines/api/program_text.h"
 
 namespace remat {
@@ -41,9 +43,23 @@ Program ProgramFileProblem::Build(const ParamValues& params) const {
 std::vector<std::string> ProgramFileProblem::wrt() const {
   std::vector<std::string> out;
   for (int i = 0; i < program_.num_params(); ++i) {
-    if (program_.dtype(i) != DType::kI32) out.push_back(program_.param_names[i]);
+    if (program_.dtype(i) != DType::kI32 && !program_.is_data(i)) {
+      out.push_back(program_.param_names[i]);
+    }
   }
   return out;
+}
+
+Tensor ProgramFileProblem::FixedInput(const std::string& input, const Shape&,
+                                      const ParamValues&) const {
+  int index = -1;
+  for (int i = 0; i < program_.num_params(); ++i) {
+    if (program_.param_names[i] == input) index = i;
+  }
+  if (index < 0 || program_.dtype(index) != DType::kI32) return Tensor();
+  const std::filesystem::path file = std::filesystem::path(path_).parent_path() / (input + ".npy");
+  if (!std::filesystem::exists(file)) return Tensor();
+  return ReadNpy(file.string());
 }
 
 }  // namespace remat

@@ -28,8 +28,17 @@ class ProgramFileProblem : public Problem {
   std::string description() const override;
   std::vector<ParamSpec> params() const override { return {}; }
   Program Build(const ParamValues& params) const override;
-  // Every float input, in order (integer inputs are never differentiated).
+  // Every float input that is not marked `data`, in order (integer inputs
+  // are never differentiated; data inputs only when --wrt names them).
   std::vector<std::string> wrt() const override;
+  // An integer input (token ids, targets, a mask, a seed) is read from
+  // <name>.npy beside the program file where there is one, as
+  // tools/torch_export.py writes them: no random draw gives ids within a
+  // vocabulary or a causal mask. Float inputs, and integer ones without a
+  // file, are drawn (MakeCase). A file that cannot be read is an Error
+  // naming it.
+  Tensor FixedInput(const std::string& input, const Shape& shape,
+                    const ParamValues& params) const override;
 
   const std::string& path() const { return path_; }
 

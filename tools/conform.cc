@@ -21,7 +21,7 @@
 #include "engines/api/registry.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
-#include "tools/npy.h"
+#include "engines/api/npy.h"
 
 namespace remat {
 namespace {

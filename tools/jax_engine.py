@@ -159,6 +159,7 @@ _ATTRS = {
     "batch_norm_running_mean": {"scalar"},
     "batch_norm_running_var": {"scalar"},
     "state": {"name"},
+    "slice": {"ints"},
     "checkpoint": {"name", "policy"},
     "scan": {"name", "schedule"},
     "chain": {"name", "schedule"},
@@ -174,7 +175,7 @@ _ARITY = {
     "dropout": 2, "embedding": 2, "masked_fill": 2, "cross_entropy": 2,
     "reshape": 1, "permute": 1, "top_k_softmax": 1,
     "conv2d": 2, "max_pool2d": 1, "global_avg_pool": 1, "batch_norm": 3,
-    "batch_norm_running_mean": 2, "batch_norm_running_var": 2, "state": 1,
+    "batch_norm_running_mean": 2, "batch_norm_running_var": 2, "state": 1, "slice": 1,
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
@@ -584,6 +585,12 @@ class Builder:
             return x[0].reshape(batch, heads, s, dh).transpose(0, 2, 1, 3).reshape(batch * s, heads * dh)
         if k == "state":
             return x[0]
+        if k == "slice":
+            ints = op.attrs.get("ints", [])
+            need(len(ints) == 3 and 0 <= int(ints[0]) < x[0].ndim and int(ints[1]) >= 0 and int(ints[2]) >= 0
+                 and int(ints[1]) + int(ints[2]) <= x[0].shape[int(ints[0])],
+                 "slice needs ints=[axis,start,length] within x")
+            return jax.lax.slice_in_dim(x[0], int(ints[1]), int(ints[1]) + int(ints[2]), axis=int(ints[0]))
         if k in ("batch_norm_running_mean", "batch_norm_running_var"):
             v, running = x
             need(v.ndim in (2, 4) and running.shape == (v.shape[1],) and v.size // max(1, v.shape[1]) >= 2,

@@ -30,7 +30,8 @@ PINNED=(
   opt_einsum==3.4.0
   scipy==1.17.1
 )
-# PyTorch 2 (tools/torch_export.py; its test runs on this PyTorch when the
+# PyTorch 2 and torchvision (tools/torch_export.py; its test runs on this PyTorch,
+# and exports torchvision's own ResNet-18, when the
 # environment has it, else on Debian's 1.13), with every dependency pinned:
 # PyPI's Linux wheel needs the CUDA libraries' wheels even on CPU (about 3.5
 # GB to download, 7 GB installed). Installed after the packages above, and
@@ -38,6 +39,8 @@ PINNED=(
 # script says so.
 TORCH_PINNED=(
   torch==2.9.1
+  torchvision==0.24.1
+  pillow==13.0.0
   triton==3.5.1
   nvidia-cublas-cu12==12.8.4.1
   nvidia-cuda-cupti-cu12==12.8.90

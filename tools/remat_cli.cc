@@ -26,7 +26,7 @@
 #include "problems/problem.h"
 #include "problems/program_file.h"
 #include "tools/conform.h"
-#include "tools/npy.h"
+#include "engines/api/npy.h"
 
 namespace remat {
 namespace {

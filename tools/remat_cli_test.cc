@@ -14,7 +14,7 @@
 #include "harness/conformance.h"
 #include "harness/stats_json.h"
 #include "engines/schedule/schedule.h"
-#include "tools/npy.h"
+#include "engines/api/npy.h"
 
 namespace remat {
 namespace {

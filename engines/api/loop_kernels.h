@@ -610,6 +610,38 @@ void BatchNormRunningVarBackward(const Tensor& x, const Tensor& dy, double momen
   }
 }
 
+// slice: out = x[..., start:start + length, ...] on `axis` (out's shape
+// says the length); walked in out's order.
+template <typename T>
+void Slice(const Tensor& x, int64_t axis, int64_t start, Tensor& out) {
+  const Shape& xs = x.shape();
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= xs.dim(i);
+  for (int i = static_cast<int>(axis) + 1; i < xs.rank(); ++i) inner *= xs.dim(i);
+  const int64_t n = xs.dim(static_cast<int>(axis)), len = out.shape().dim(static_cast<int>(axis));
+  const T* a = static_cast<const T*>(x.raw());
+  T* o = static_cast<T*>(out.raw());
+  for (int64_t p = 0; p < outer; ++p)
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t q = 0; q < inner; ++q) o[(p * len + j) * inner + q] = a[(p * n + start + j) * inner + q];
+}
+
+// slice's backward: dx = 0 but for the slice, which is dy (out has x's shape).
+template <typename T>
+void SliceBackward(const Tensor& dy, int64_t axis, int64_t start, Tensor& out) {
+  const Shape& xs = out.shape();
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= xs.dim(i);
+  for (int i = static_cast<int>(axis) + 1; i < xs.rank(); ++i) inner *= xs.dim(i);
+  const int64_t n = xs.dim(static_cast<int>(axis)), len = dy.shape().dim(static_cast<int>(axis));
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  for (int64_t i = 0; i < out.num_elements(); ++i) o[i] = T(0);
+  for (int64_t p = 0; p < outer; ++p)
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t q = 0; q < inner; ++q) o[(p * n + start + j) * inner + q] = g[(p * len + j) * inner + q];
+}
+
 }  // namespace loop_kernels
 }  // namespace remat
 
@@ -648,6 +680,8 @@ void BatchNormRunningVarBackward(const Tensor& x, const Tensor& dy, double momen
   REMAT_KERNEL_IMPL(Backend, batch_norm_running_mean, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningMean<T>(*in[0], *in[1], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_running_var, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningVar<T>(*in[0], *in[1], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_running_mean_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningMeanBackward<T>(*in[0], a.scalar, out); }); \
-  REMAT_KERNEL_IMPL(Backend, batch_norm_running_var_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningVarBackward<T>(*in[0], *in[1], a.scalar, out); })
+  REMAT_KERNEL_IMPL(Backend, batch_norm_running_var_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningVarBackward<T>(*in[0], *in[1], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, slice, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Slice<T>(*in[0], a.int_a, a.int_b, out); }); \
+  REMAT_KERNEL_IMPL(Backend, slice_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::SliceBackward<T>(*in[0], a.int_a, a.int_b, out); })
 
 #endif  // REMAT_ENGINES_API_LOOP_KERNELS_H_

@@ -556,6 +556,39 @@ const KernelOp kBatchNormRunningVarBackwardKernel = DefineKernel(
        return 3 * in[0]->num_elements() + in[0]->shape().dim(1);
      }});
 
+// The identity's rules (name, state): the output is the input's buffer,
+// and dx = dy.
+Tensor IdentityForward(Kernels&, const Op&, const Tensors& in) { return in[0]; }
+void IdentityBackward(Kernels&, const Op&, const BackwardArgs& a, Tensors& d) {
+  if (a.needs[0]) d[0] = a.dout;
+}
+
+// slice: ints = {axis, start, length}, 0 <= start, length >= 0, start +
+// length <= the axis' size. A copy: no FLOPs.
+Shape SliceShape(const Op& op, const Shape& x) {
+  const int64_t axis = op.ints[0], start = op.ints[1], length = op.ints[2];
+  if (axis < 0 || axis >= x.rank() || start < 0 || length < 0 ||
+      start + length > x.dim(static_cast<int>(axis))) {
+    throw Error(StrCat("slice: ints = {axis, start, length} = {", axis, ", ", start, ", ", length,
+                       "} is not within x ", x.ToString()));
+  }
+  std::vector<int64_t> dims;
+  for (int i = 0; i < x.rank(); ++i) dims.push_back(i == axis ? length : x.dim(i));
+  return Shape(dims);
+}
+// x -> attrs.shape (the slice's), axis int_a, start int_b.
+const KernelOp kSliceKernel = DefineKernel(
+    {.name = "slice",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const>, const KernelAttrs& a) { return a.shape; },
+     .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; }});
+// dy -> dx of shape attrs.shape (x's).
+const KernelOp kSliceBackwardKernel = DefineKernel(
+    {.name = "slice_backward",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const>, const KernelAttrs& a) { return a.shape; },
+     .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; }});
+
 // The reshape op's dims as a shape, each >= 0.
 Shape DimsOf(const Op& op) {
   for (int64_t d : op.ints) {
@@ -698,10 +731,8 @@ const OpDef kOps[] = {
        return in[0];
      },
      .saves = SavesNothing,
-     .forward = [](Kernels&, const Op&, const Tensors& in) { return in[0]; },
-     .backward = [](Kernels&, const Op&, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = a.dout;
-     },
+     .forward = IdentityForward,
+     .backward = IdentityBackward,
      .flops = NoFlops,
      .forward_depth = ExactDepth,
      .backward_depth = PassThrough,
@@ -1474,15 +1505,37 @@ const OpDef kOps[] = {
        return in[0];
      },
      .saves = SavesNothing,
-     .forward = [](Kernels&, const Op&, const Tensors& in) { return in[0]; },
-     .backward = [](Kernels&, const Op&, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = a.dout;
-     },
+     .forward = IdentityForward,
+     .backward = IdentityBackward,
      .flops = NoFlops,
      .forward_depth = ExactDepth,
      .backward_depth = PassThrough,
      .example = [](Op& op) {
        op.name = "x0";
+       return Shapes{Shape({3, 4})};
+     }},
+
+    // slice   y = x[..., start:start + length, ...] on one axis (attr ints =
+    //         {axis, start, length}): torch's narrow, split and chunk, one
+    //         piece each. Saves nothing; dx = dy in the slice, 0 elsewhere
+    {.kind = OpKind::kSlice, .name = "slice", .arity = 1, .has_scalar = false, .num_ints = 3,
+     .shape = [](const Op& op, const Shapes& in) { return SliceShape(op, in[0]); },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kSliceKernel, {&in[0]},
+                     {.int_a = op.ints[0], .int_b = op.ints[1], .shape = SliceShape(op, in[0].shape())});
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) {
+         d[0] = k.Call(kSliceBackwardKernel, {&a.dout},
+                       {.int_a = op.ints[0], .int_b = op.ints[1], .shape = a.input_shapes[0]});
+       }
+     },
+     .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
+     .example = [](Op& op) {
+       op.ints = {1, 1, 2};
        return Shapes{Shape({3, 4})};
      }},
 };

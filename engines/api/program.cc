@@ -189,6 +189,7 @@ Program WrapInCheckpoint(const Program& program, const Policy& policy, const std
   Program outer;
   outer.name = program.name;
   outer.param_names = program.param_names;
+  outer.data_params = program.data_params;
   outer.shapes.assign(program.shapes.begin(), program.shapes.begin() + program.num_params());
   outer.dtypes = ParamDTypes(program);
   Op op;
@@ -337,6 +338,7 @@ std::shared_ptr<const Program> WithSchedule(const Program& p, const std::string&
   auto out = std::make_shared<Program>();
   out->name = p.name;
   out->param_names = p.param_names;
+  out->data_params = p.data_params;
   out->shapes.assign(p.shapes.begin(), p.shapes.begin() + p.num_params());
   out->dtypes = ParamDTypes(p);
   std::vector<int> ids(p.num_values(), -1);
@@ -408,6 +410,7 @@ Program InlineCheckpoints(const Program& program) {
   Program out;
   out.name = program.name;
   out.param_names = program.param_names;
+  out.data_params = program.data_params;
   out.shapes.assign(program.shapes.begin(), program.shapes.begin() + program.num_params());
   out.dtypes = ParamDTypes(program);
   std::vector<int> params;

@@ -73,6 +73,7 @@ enum class OpKind {
   kBatchNormRunningMean,  // inputs x, running mean (C); attr `scalar` = momentum
   kBatchNormRunningVar,   // inputs x, running var (C); attr `scalar` = momentum
   kState,       // y = x, the new value of the parameter named `name` (CONTRACT.md, state)
+  kSlice,       // attr `ints` = {axis, start, length}: x's elements start..start+length-1 on axis
   kCheckpoint,
   kScan,
   kChain,
@@ -103,10 +104,18 @@ struct Program {
   // f32. Today only parameters are integers: no op yields one.
   std::vector<DType> dtypes;
   std::vector<std::string> param_names;  // parameters are values 0..n-1
+  // By parameter: a data input (an image, token ids, targets, a constant
+  // the exporter folded), which a program file's default --wrt leaves out
+  // (ProgramFileProblem::wrt); written `x: f32[8,16] data`. Entries missing
+  // at the end are false (a parameter, trained).
+  std::vector<bool> data_params;
   std::vector<Op> ops;        // topological order
   int output = -1;
 
   int num_params() const { return static_cast<int>(param_names.size()); }
+  bool is_data(int param) const {
+    return param >= 0 && param < static_cast<int>(data_params.size()) && data_params[param];
+  }
   int num_values() const { return static_cast<int>(shapes.size()); }
   // The op that produces `value`, or -1 for a parameter.
   int Producer(int value) const;

@@ -117,6 +117,7 @@ std::string Params(const Program& p, const std::vector<std::string>& ids) {
     if (i) out += ", ";
     out += StrCat(ids[i], ": ", TypeText(p.shapes[i], p.dtype(i)));
     if (ids[i] != p.param_names[i]) out += " name=" + Quote(p.param_names[i]);
+    if (p.is_data(i)) out += " data";
   }
   return out + ")";
 }
@@ -512,7 +513,16 @@ class Parser {
           Expect("=", "after 'name' (name=\"...\")");
           name = String("the parameter's name");
         }
+        bool data = false;
+        if (IsWord(Peek(), "data")) {
+          Next();
+          data = true;
+        }
         Define(scope, id, static_cast<int>(p->shapes.size()));
+        if (data) {
+          p->data_params.resize(p->param_names.size(), false);
+          p->data_params.push_back(true);
+        }
         p->param_names.push_back(name);
         p->shapes.push_back(shape);
         p->dtypes.push_back(dtype);
@@ -703,6 +713,7 @@ class Parser {
                          : op->kind == OpKind::kDropout    ? "[KEY]"
                          : op->kind == OpKind::kConv2d     ? "[STRIDE,PADDING]"
                          : op->kind == OpKind::kMaxPool2d  ? "[KERNEL,STRIDE,PADDING]"
+                         : op->kind == OpKind::kSlice      ? "[AXIS,START,LENGTH]"
                                                             : "[...]";
       Fail(op_token, StrCat(OpKindName(op->kind), " needs ints=", what));
     }
@@ -989,6 +1000,12 @@ std::string ProgramDifference(const Program& a, const Program& b) {
   if (a.param_names != b.param_names) {
     return StrCat("parameters (", Join(a.param_names, ", "), ") vs (", Join(b.param_names, ", "),
                   ")");
+  }
+  for (int i = 0; i < a.num_params(); ++i) {
+    if (a.is_data(i) != b.is_data(i)) {
+      return StrCat("parameter ", a.param_names[i], ": ", a.is_data(i) ? "data" : "trained", " vs ",
+                    b.is_data(i) ? "data" : "trained");
+    }
   }
   if (a.num_values() != b.num_values()) {
     return StrCat(a.num_values(), " values vs ", b.num_values());

@@ -27,7 +27,9 @@
 //
 //   file      := 'program' NAME '(' params ')' '{' EOL statements '}' EOF
 //   params    := [ param { ',' param } ]
-//   param     := ID ':' TYPE [ 'name' '=' STRING ]
+//   param     := ID ':' TYPE [ 'name' '=' STRING ] [ 'data' ]   (data: an image, ids, targets,
+//                                                        a folded constant: not in a program
+//                                                        file's default --wrt)
 //   statement := '%' ID [ ':' TYPE ] '=' OP '(' [ VALUE { ',' VALUE } ] ')'
 //                  { attribute } [ '{' EOL body '}' ] EOL
 //              | 'return' VALUE EOL                     (the last statement)

@@ -100,6 +100,7 @@ TEST(ProgramTextTest, EveryAttributeRoundTrips) {
                     });
   p.param_names[1] = "";     // as a chain's unnamed inputs
   p.param_names[2] = "has space";
+  p.data_params = {true, false, true};  // x and b: data inputs
   p.ops[0].site = "";
   p.ops[1].scope = "scope \"quoted\"";
   const std::vector<std::string> policies = {
@@ -121,7 +122,9 @@ TEST(ProgramTextTest, EveryAttributeRoundTrips) {
   EXPECT_NE(text.find("scalar=0.1 "), std::string::npos) << text;
   EXPECT_NE(text.find("scalar=-0 "), std::string::npos) << text;
   EXPECT_NE(text.find("scalar=1.0000000000000002 "), std::string::npos) << text;
-  EXPECT_NE(text.find("1: f32[6] name=\"\""), std::string::npos) << text;
+  EXPECT_NE(text.find("1: f32[6] name=\"\","), std::string::npos) << text;
+  EXPECT_NE(text.find("x: f32[4,6] data,"), std::string::npos) << text;
+  EXPECT_NE(text.find("name=\"has space\" data)"), std::string::npos) << text;
   EXPECT_NE(text.find("program \"odd \\\"name\\\"\"("), std::string::npos) << text;
 }
 
@@ -143,6 +146,7 @@ TEST(ProgramTextTest, ProgramDifferenceFindsEachAttribute) {
   EXPECT_NE(changed([](Program& q, Program&) { q.ops[0].schedule = "sqrt"; }), "");
   EXPECT_NE(changed([](Program& q, Program&) { q.ops[0].ints = {1}; }), "");
   EXPECT_NE(changed([](Program& q, Program&) { q.param_names[0] = "v"; }), "");
+  EXPECT_NE(changed([](Program& q, Program&) { q.data_params = {true}; }), "");
   EXPECT_NE(changed([](Program&, Program& b) { b.ops[1].name = "n"; }), "");
   EXPECT_NE(changed([](Program&, Program& b) { b.name = "n"; }), "");
 }

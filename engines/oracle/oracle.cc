@@ -258,6 +258,18 @@ Shape PrimitiveShape(const Op& op, const std::vector<Shape>& in) {
       want_inputs(1);
       if (op.name.empty()) throw fail("needs the name of the parameter it updates");
       return in[0];
+    case OpKind::kSlice: {
+      want_inputs(1);
+      if (op.ints.size() != 3) throw fail("needs ints = {axis, start, length}");
+      const int64_t axis = op.ints[0], start = op.ints[1], length = op.ints[2];
+      if (axis < 0 || axis >= in[0].rank() || start < 0 || length < 0 ||
+          start + length > in[0].dim(static_cast<int>(axis))) {
+        throw fail("slices outside x");
+      }
+      std::vector<int64_t> dims;
+      for (int i = 0; i < in[0].rank(); ++i) dims.push_back(i == axis ? length : in[0].dim(i));
+      return Shape(dims);
+    }
     case OpKind::kCheckpoint:
     case OpKind::kScan:
     case OpKind::kChain:
@@ -757,6 +769,19 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
     case OpKind::kState:
       for (int64_t i = 0; i < n; ++i) y[i] = x[i];
       return;
+    case OpKind::kSlice: {
+      // y[p, j, q] = x[p, start + j, q], p over the axes before, q after.
+      const Shape& s = in[0]->shape();
+      const int axis = static_cast<int>(op.ints[0]);
+      int64_t inner = 1;
+      for (int i = axis + 1; i < s.rank(); ++i) inner *= s.dim(i);
+      const int64_t len = op.ints[2], size = s.dim(axis);
+      for (int64_t o = 0; o < out.num_elements(); ++o) {
+        const int64_t q = o % inner, j = (o / inner) % len, p = o / inner / len;
+        y[o] = x[(p * size + op.ints[1] + j) * inner + q];
+      }
+      return;
+    }
     case OpKind::kBatchNormRunningMean:
     case OpKind::kBatchNormRunningVar: {
       // r' = (1 - m) r + m s per channel, s the batch's mean or its
@@ -1439,6 +1464,20 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
       flops_backward_ += 3 * n + c;
       Contribute(e, 0, std::move(dx));
       Contribute(e, 1, std::move(dr));
+      return;
+    }
+    case OpKind::kSlice: {
+      // dx = dy where the slice took x's elements, 0 elsewhere.
+      const int axis = static_cast<int>(op.ints[0]);
+      int64_t inner = 1;
+      for (int i = axis + 1; i < xs.rank(); ++i) inner *= xs.dim(i);
+      const int64_t len = op.ints[2], size = xs.dim(axis);
+      Tensor dx = NewGradient(xs);
+      for (int64_t o = 0; o < dy_tensor.num_elements(); ++o) {
+        const int64_t q = o % inner, j = (o / inner) % len, p = o / inner / len;
+        dx.f64()[(p * size + op.ints[1] + j) * inner + q] = dy[o];
+      }
+      Contribute(e, 0, std::move(dx));
       return;
     }
     case OpKind::kState:

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "engines/api/error.h"
-#include "tools/npy.h"
+#include "engines/api/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

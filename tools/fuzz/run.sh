@@ -15,7 +15,7 @@ if ! command -v clang++ >/dev/null; then
   exit 2
 fi
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
-core=(engines/api/shape.cc engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc tools/npy.cc)
+core=(engines/api/shape.cc engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc engines/api/npy.cc)
 text=(engines/api/program_text.cc engines/api/op_shape.cc engines/api/program.cc
       engines/api/policy.cc engines/api/tracer.cc engines/api/kernels.cc engines/api/philox.cc engines/api/kernel_clock.cc
       engines/api/shape.cc engines/api/units.cc engines/api/schedule_spec.cc engines/api/op_defs.cc
@@ -27,7 +27,7 @@ cli=(engines/api/*.cc engines/plan/*.cc engines/autodiff/*.cc engines/exec/*.cc 
      engines/recompute/recompute_engine.cc engines/schedule/schedule.cc engines/budget/*.cc
      engines/dtr/cell_pool.cc engines/dtr/dtr_engine.cc engines/planned/*.cc problems/*.cc
      harness/conformance.cc harness/memory_caps.cc harness/rounding_depth.cc harness/stats_json.cc
-     tools/npy.cc tools/conform.cc tools/remat_cli.cc)
+     engines/api/npy.cc tools/conform.cc tools/remat_cli.cc)
 cli=($(ls "${cli[@]}" 2>/dev/null | grep -v '_test.cc$' || true))
 
 build() {  # name sources...

@@ -1,4 +1,4 @@
-#include "tools/npy.h"
+#include "engines/api/npy.h"
 
 #include <algorithm>
 #include <bit>
@@ -19,7 +19,7 @@ namespace remat {
 
 // Tensors are copied to and from the file's little-endian data as raw bytes.
 static_assert(std::endian::native == std::endian::little,
-              "tools/npy.cc copies '<f4'/'<f8' data as raw bytes: little-endian hosts only");
+              "engines/api/npy.cc copies '<f4'/'<f8' data as raw bytes: little-endian hosts only");
 
 namespace {
 

@@ -19,8 +19,8 @@
 // reads out of bounds, and nothing is allocated for the data before its
 // length has been checked against the header, so a lying header cannot make
 // the reader allocate more than the file holds.
-#ifndef REMAT_TOOLS_NPY_H_
-#define REMAT_TOOLS_NPY_H_
+#ifndef REMAT_ENGINES_API_NPY_H_
+#define REMAT_ENGINES_API_NPY_H_
 
 #include <string>
 
@@ -50,4 +50,4 @@ std::string SerializeNpy(const Tensor& t);
 
 }  // namespace remat
 
-#endif  // REMAT_TOOLS_NPY_H_
+#endif  // REMAT_ENGINES_API_NPY_H_

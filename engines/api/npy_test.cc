@@ -1,4 +1,4 @@
-#include "tools/npy.h"
+#include "engines/api/npy.h"
 
 #include <gtest/gtest.h>
 
