@@ -1030,6 +1030,9 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
             elif node.op == "call_function" and node.target is _checkpoint_marker:
                 region = _REGIONS[node.args[0]]
                 inner_args = list(node.args[1:])
+                if not all(isinstance(a, torch.fx.Node) for a in inner_args):
+                    fail(node, "checkpoint with a non-tensor argument %r (remat's regions take tensors)"
+                         % next(a for a in inner_args if not isinstance(a, torch.fx.Node)))
                 path = paths.get(id(region))
                 # A region checkpoint_sequential made is a new nn.Sequential of
                 # the root's modules: named by its first module's path.
@@ -1072,7 +1075,9 @@ def _convert(gm, traced, root, prefix, arg_ids, writer, lines, indent, params):
                     dim = concrete(args[1]) if len(args) > 1 else kwargs.get("dim")
                     env[node] = _Const(dims if dim is None else dims[dim])
                 elif t is operator.getitem and isinstance(env.get(args[0]), _Const):
-                    env[node] = _Const(env[args[0]].value[concrete(args[1])])
+                    item = env.get(args[0]).value[concrete(args[1])]
+                    # A piece of a folded tensor's split is folded too.
+                    env[node] = _Folded(item, None) if isinstance(item, torch.Tensor) else _Const(item)
                 elif t in names:
                     env[node] = binary(node, args[0], args[1], names[t])
                 elif t in (operator.matmul, torch.matmul, torch.mm, torch.bmm, "matmul"):

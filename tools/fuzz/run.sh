@@ -27,7 +27,7 @@ cli=(engines/api/*.cc engines/plan/*.cc engines/autodiff/*.cc engines/exec/*.cc 
      engines/recompute/recompute_engine.cc engines/schedule/schedule.cc engines/budget/*.cc
      engines/dtr/cell_pool.cc engines/dtr/dtr_engine.cc engines/planned/*.cc problems/*.cc
      harness/conformance.cc harness/memory_caps.cc harness/rounding_depth.cc harness/stats_json.cc
-     engines/api/npy.cc tools/conform.cc tools/remat_cli.cc)
+     tools/conform.cc tools/remat_cli.cc)
 cli=($(ls "${cli[@]}" 2>/dev/null | grep -v '_test.cc$' || true))
 
 build() {  # name sources...
