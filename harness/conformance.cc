@@ -87,6 +87,26 @@ std::vector<std::string> OutputNames(const Case& c) {
   return names;
 }
 
+namespace {
+
+// Element `flat` of a row-major tensor of `shape` as its index per axis,
+// "[3,5]" (a scalar's is ""): what a reader finds in the tensor, where a flat
+// index would have to be divided out by hand.
+std::string IndexString(const Shape& shape, int64_t flat) {
+  if (shape.rank() == 0) return "";
+  std::vector<int64_t> index(shape.rank());
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    const int64_t n = shape.dim(d);
+    index[d] = n > 0 ? flat % n : 0;
+    flat = n > 0 ? flat / n : 0;
+  }
+  std::string out = "[";
+  for (int d = 0; d < shape.rank(); ++d) out += StrCat(d ? "," : "", index[d]);
+  return out + "]";
+}
+
+}  // namespace
+
 Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref, DType expected) {
   Agreement a;
   // The tensors compared, each with its rounding depth
@@ -104,6 +124,7 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
   const std::vector<std::string> names = OutputNames(c);
   if (got.grads.size() != ref.grads.size() || ref.grads.size() + 1 != names.size()) {
     a.ok = false;
+    a.kind = Agreement::Kind::kCount;
     a.detail = StrCat(c.ToString(), ": ", got.grads.size(), " gradients, the oracle has ",
                       ref.grads.size());
     return a;
@@ -117,6 +138,7 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
     auto it = got.state.find(name);
     if (it == got.state.end() || !it->second.defined()) {
       a.ok = false;
+      a.kind = Agreement::Kind::kCount;
       a.detail = StrCat(c.ToString(), ": no new state for ", name,
                         " (the program's state op updates it: CONTRACT.md, state)");
       return a;
@@ -128,6 +150,7 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
   for (const auto& [name, t] : got.state) {
     if (!ref.state.count(name)) {
       a.ok = false;
+      a.kind = Agreement::Kind::kCount;
       a.detail = StrCat(c.ToString(), ": a new state for ", name,
                         ", which no state op of the program updates");
       return a;
@@ -136,16 +159,20 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
   for (const Compared& t : compared) {
     const Tensor& g = *t.got;
     const Tensor& r = *t.ref;
+    // The expected type is the engine's dtype at the oracle's shape: the
+    // oracle computes in f64, which is no part of what is expected.
+    const std::string want = StrCat(DTypeName(expected), r.shape().ToString());
     if (g.dtype() != expected) {
       a.ok = false;
-      a.detail = StrCat(c.ToString(), ": ", t.name, " is ", g.TypeString(), ", expected ",
-                        DTypeName(expected), " (the engine's dtype, end to end)");
+      a.kind = Agreement::Kind::kDType;
+      a.detail = StrCat(c.ToString(), ": ", t.name, " is ", g.TypeString(), ", expected ", want,
+                        " (the engine's dtype, end to end)");
       return a;
     }
     if (g.shape() != r.shape()) {
       a.ok = false;
-      a.detail = StrCat(c.ToString(), ": ", t.name, " is ", g.TypeString(), ", the oracle's ",
-                        r.TypeString());
+      a.kind = Agreement::Kind::kShape;
+      a.detail = StrCat(c.ToString(), ": ", t.name, " is ", g.TypeString(), ", expected ", want);
       return a;
     }
     double scale = 0;
@@ -161,7 +188,8 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
       tensor_worst = std::max(tensor_worst, ratio);
       if (ratio > a.worst_ratio) {
         a.worst_ratio = ratio;
-        a.detail = StrCat(c.ToString(), ": ", t.name, "[", i, "] = ", g.at(i), ", oracle ",
+        a.detail = StrCat(c.ToString(), ": ", t.name, IndexString(r.shape(), i), " = ", g.at(i),
+                          ", oracle ",
                           r.at(i), ", error ", err, ", tolerance ", tolerance, " (", kF32ToleranceFactor,
                           " * K=", t.k, " * 2^-24 * max|ref|=", scale, ")");
       }
@@ -169,6 +197,7 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
     a.tensors.push_back({t.name, t.k, tolerance, scale, tensor_worst});
   }
   a.ok = a.worst_ratio <= 1.0;
+  if (!a.ok) a.kind = Agreement::Kind::kValue;
   return a;
 }
 

@@ -46,9 +46,21 @@ inline constexpr double kF32ToleranceFactor = 4.0;
 
 struct Agreement {
   bool ok = true;
+  // What kind of disagreement `detail` names, so that a caller reports a
+  // wrong shape as a wrong shape, not as a number over its tolerance.
+  enum class Kind {
+    kNone,      // ok
+    kCount,     // a gradient or a new state missing or extra
+    kDType,     // a tensor of another dtype than the engine's
+    kShape,     // a tensor of another shape than the oracle's
+    kValue,     // a number outside its tolerance
+  };
+  Kind kind = Kind::kNone;
   // The largest error over its allowed tolerance, over all tensors (<= 1 is ok).
   double worst_ratio = 0;
-  std::string detail;  // the worst tensor, element, values and tolerance
+  // The worst tensor, element (its index per axis: "grad w1[3,5]"), values
+  // and tolerance; or the tensor and its expected type ("f32[16,16]").
+  std::string detail;
   // Each tensor's bound and how much of it was used: the margin.
   struct TensorMargin {
     std::string name;        // "value", "grad w1", ...

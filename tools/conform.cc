@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <cstdio>
@@ -96,8 +97,15 @@ std::string UnsupportedReason(const std::string& log) {
   return "unsupported (the engine gave no 'unsupported: ...' line)";
 }
 
-// Checks stats.json's memory fields; returns what is inconsistent, or "".
-std::string CheckStats(const std::string& path, int64_t* residual_bytes) {
+// stats.json as read: the memory fields an engine may report.
+struct Stats {
+  int64_t peak_bytes = -1;      // -1: not reported
+  int64_t residual_bytes = -1;  // -1: not reported
+  double residual_slack = -1;   // a fraction; -1: not declared
+};
+
+// Reads stats.json; returns what is malformed or inconsistent, or "".
+std::string ReadStats(const std::string& path, Stats* stats) {
   std::ifstream in(path);
   nlohmann::json j;
   try {
@@ -106,31 +114,75 @@ std::string CheckStats(const std::string& path, int64_t* residual_bytes) {
     return StrCat("stats.json: not JSON: ", e.what());
   }
   if (!j.is_object()) return "stats.json: not a JSON object";
-  int64_t values[2] = {-1, -1};
+  int64_t* fields[2] = {&stats->peak_bytes, &stats->residual_bytes};
   const char* keys[2] = {"peak_bytes", "residual_bytes"};
   for (int k = 0; k < 2; ++k) {
     if (!j.contains(keys[k]) || j[keys[k]].is_null()) continue;
     if (!j[keys[k]].is_number_integer()) {
       return StrCat("stats.json: ", keys[k], " is ", j[keys[k]].dump(), ", not an integer");
     }
-    values[k] = j[keys[k]].get<int64_t>();
-    if (values[k] < 0) return StrCat("stats.json: ", keys[k], " is negative (", values[k], ")");
+    *fields[k] = j[keys[k]].get<int64_t>();
+    if (*fields[k] < 0) return StrCat("stats.json: ", keys[k], " is negative (", *fields[k], ")");
   }
-  if (values[0] >= 0 && values[1] >= 0 && values[0] < values[1]) {
-    return StrCat("stats.json: peak_bytes ", values[0], " < residual_bytes ", values[1],
+  if (stats->peak_bytes >= 0 && stats->residual_bytes >= 0 &&
+      stats->peak_bytes < stats->residual_bytes) {
+    return StrCat("stats.json: peak_bytes ", stats->peak_bytes, " < residual_bytes ",
+                  stats->residual_bytes,
                   ": what is saved for the backward pass is held at the peak");
   }
-  *residual_bytes = values[1];
+  if (j.contains("residual_slack") && !j["residual_slack"].is_null()) {
+    const nlohmann::json& v = j["residual_slack"];
+    if (!v.is_number() || !(v.get<double>() >= 0)) {
+      return StrCat("stats.json: residual_slack is ", v.dump(),
+                    ", expected a fraction >= 0 (0.1: within 10% of remat's prediction)");
+    }
+    if (stats->residual_bytes < 0) {
+      return "stats.json: residual_slack without residual_bytes: a slack of nothing";
+    }
+    stats->residual_slack = v.get<double>();
+  }
   return "";
+}
+
+// "+12.5%": how far `got` is from `predicted`, relative to it.
+std::string RelativeDifference(int64_t got, int64_t predicted) {
+  if (predicted == 0) return got == 0 ? "+0%" : "+inf%";
+  std::ostringstream s;
+  const double d = 100.0 * (static_cast<double>(got) - predicted) / predicted;
+  s << (d >= 0 ? "+" : "");
+  // "+137%", "+8.33%": never an exponent.
+  if (std::abs(d) >= 100) {
+    s << std::fixed << std::setprecision(0) << d << "%";
+  } else {
+    s << std::setprecision(3) << d << "%";
+  }
+  return s.str();
+}
+
+// A case's name as every line and the JUnit XML print it: the problem at
+// its test sizes, and the policy unless as written.
+std::string CaseName(const Problem& problem, const std::string& policy) {
+  const ParamValues params = ResolveParams(problem, {}, /*test_sizes=*/true);
+  return StrCat(problem.name(), params.empty() ? "" : " ", FormatParams(params),
+                policy.empty() ? "" : " policy=" + policy);
+}
+
+// The policy a case ran under, as the bench spells it.
+std::string PolicyLabel(const std::string& policy) {
+  return policy.empty() ? "as-written" : policy;
 }
 
 // One case: writes its directory, runs the engine, judges what it wrote.
 ConformCase RunCase(const ConformOptions& o, const Problem& problem, const std::string& policy,
-                    const fs::path& dir, Engine& oracle, Engine& recompute) {
+                    const fs::path& dir, double timeout_seconds, Engine& oracle,
+                    Engine& recompute) {
   ConformCase result;
+  result.problem = problem.name();
+  result.policy = policy;
+  result.outcome = ConformOutcome::kFail;
   Case c = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
+  result.name = CaseName(problem, policy);
   if (!policy.empty()) c.program = ApplyPolicy(c.program, Policy::Parse(policy));
-  result.name = c.ToString() + (policy.empty() ? "" : " policy=" + policy);
   fs::remove_all(dir);
   fs::create_directories(dir);
   {
@@ -151,23 +203,24 @@ ConformCase RunCase(const ConformOptions& o, const Problem& problem, const std::
   const std::string log = (dir / "engine.log").string();
   const auto start = std::chrono::steady_clock::now();
   const Exit e = RunWithTimeout(o.engine_cmd + " " + ShellQuote(dir.string()), log,
-                                o.timeout_seconds);
+                                timeout_seconds);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   auto fail = [&](const std::string& why) {
-    result.outcome = "fail";
+    result.outcome = ConformOutcome::kFail;
     result.detail = why;
     return result;
   };
   if (e.timed_out) {
-    return fail(StrCat("timed out after ", o.timeout_seconds, " s (killed); log: ",
-                       LogTail(log, 3)));
+    return fail(StrCat("timed out after ", timeout_seconds, " s (killed",
+                       timeout_seconds < o.timeout_seconds ? ": the run's --time-limit" : "",
+                       "); log: ", LogTail(log, 3)));
   }
   if (e.signal != 0) {
     return fail(StrCat("killed by signal ", e.signal, " (", strsignal(e.signal), "); log: ",
                        LogTail(log, 3)));
   }
   if (e.status == kUnsupportedExit) {
-    result.outcome = "unsupported";
+    result.outcome = ConformOutcome::kUnsupported;
     result.detail = UnsupportedReason(log);
     return result;
   }
@@ -190,24 +243,75 @@ ConformCase RunCase(const ConformOptions& o, const Problem& problem, const std::
   const Result ref = oracle.ValueAndGrad(c.program, c.inputs, c.wrt);
   const Agreement a = CompareWithOracle(c, got, ref, DType::kF32);
   if (!a.ok) {
-    return fail(StrCat("disagrees with the float64 oracle (", std::setprecision(3),
-                       a.worst_ratio, "x the tolerance): ", a.detail));
+    // The case's name leads the line already; the detail need not repeat it.
+    std::string what = a.detail;
+    const std::string prefix = c.ToString() + ": ";
+    if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+    switch (a.kind) {
+      case Agreement::Kind::kShape: return fail("wrong shape: " + what);
+      case Agreement::Kind::kDType: return fail("wrong dtype: " + what);
+      case Agreement::Kind::kCount: return fail(what);
+      default:
+        return fail(StrCat("disagrees with the float64 oracle (", std::setprecision(3),
+                           a.worst_ratio, "x the tolerance): ", what));
+    }
   }
-  int64_t residual = -1;
+  Stats stats;
   if (fs::exists(dir / "stats.json")) {
-    const std::string bad = CheckStats((dir / "stats.json").string(), &residual);
+    const std::string bad = ReadStats((dir / "stats.json").string(), &stats);
     if (!bad.empty()) return fail(bad);
   }
   std::ostringstream detail;
   detail << "worst " << std::setprecision(2) << a.worst_ratio << "x tolerance";
-  if (residual >= 0) {
+  if (stats.residual_bytes >= 0) {
     const Result mine = recompute.ValueAndGrad(c.program, c.inputs, c.wrt);
-    detail << "; residuals " << residual << " B (remat recompute: " << mine.stats.residual_bytes
-           << " B)";
+    result.residual_bytes = stats.residual_bytes;
+    result.predicted_residual_bytes = mine.stats.residual_bytes;
+    const std::string off = RelativeDifference(stats.residual_bytes, mine.stats.residual_bytes);
+    if (stats.residual_slack >= 0 &&
+        std::abs(static_cast<double>(stats.residual_bytes - mine.stats.residual_bytes)) >
+            stats.residual_slack * static_cast<double>(mine.stats.residual_bytes)) {
+      return fail(StrCat("residuals ", stats.residual_bytes, " B, remat's prediction ",
+                         mine.stats.residual_bytes, " B (", off,
+                         "): beyond the engine's declared residual_slack of ",
+                         100 * stats.residual_slack, "%"));
+    }
+    detail << "; residuals " << stats.residual_bytes << " B (remat recompute: "
+           << mine.stats.residual_bytes << " B"
+           << (stats.residual_bytes == mine.stats.residual_bytes ? "" : ", " + off) << ")";
   }
-  result.outcome = "pass";
+  result.outcome = ConformOutcome::kPass;
   result.detail = detail.str();
   return result;
+}
+
+// Whether the engine's residuals follow the policy on one problem: where
+// remat saves strictly less under nothing_saveable than under
+// everything_saveable, does the engine too? Judged on the run, not on the
+// case (CONTRACT.md, "Engines in another process"): an engine whose op rules
+// differ may legitimately save the same under both on a problem (PyTorch's
+// relu saves its output, which is the next layer's input: a chain of them
+// saves as much stored as checkpointed), but an engine that follows the
+// policy nowhere ignores it. `later` is the case of the two that ran second;
+// a pair that does not follow gets a note in its detail.
+enum class PolicyOrder { kNotJudged, kFollows, kDoesNot };
+PolicyOrder JudgePolicyOrder(const ConformCase& earlier, ConformCase* later) {
+  if (earlier.outcome != ConformOutcome::kPass || later->outcome != ConformOutcome::kPass) {
+    return PolicyOrder::kNotJudged;
+  }
+  if (earlier.residual_bytes < 0 || later->residual_bytes < 0) return PolicyOrder::kNotJudged;
+  const bool later_is_nothing = later->policy == "nothing_saveable";
+  const ConformCase& nothing = later_is_nothing ? *later : earlier;
+  const ConformCase& everything = later_is_nothing ? earlier : *later;
+  if (nothing.predicted_residual_bytes >= everything.predicted_residual_bytes) {
+    return PolicyOrder::kNotJudged;
+  }
+  if (nothing.residual_bytes < everything.residual_bytes) return PolicyOrder::kFollows;
+  later->detail += StrCat("; note: ", nothing.residual_bytes, " B under nothing_saveable, not below ",
+                          everything.residual_bytes, " B under everything_saveable, where remat saves ",
+                          nothing.predicted_residual_bytes, " B < ",
+                          everything.predicted_residual_bytes, " B");
+  return PolicyOrder::kDoesNot;
 }
 
 std::string XmlEscape(const std::string& s) {
@@ -233,9 +337,12 @@ std::string XmlEscape(const std::string& s) {
 
 }  // namespace
 
-std::vector<ConformCase> RunConform(const ConformOptions& o, std::ostream& out) {
+ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
   if (o.engine_cmd.empty()) throw Error("--engine-cmd: empty; expected a command, e.g. \"python3 my_engine.py\"");
   if (!(o.timeout_seconds > 0)) throw Error(StrCat("--timeout ", o.timeout_seconds, ": expected seconds > 0"));
+  if (!(o.time_limit_seconds >= 0)) {
+    throw Error(StrCat("--time-limit ", o.time_limit_seconds, ": expected seconds > 0 (0: none)"));
+  }
   std::vector<const Problem*> problems;
   if (o.problems.empty()) {
     for (const auto& p : AllProblems()) problems.push_back(p.get());
@@ -270,43 +377,122 @@ std::vector<ConformCase> RunConform(const ConformOptions& o, std::ostream& out) 
   }
   std::unique_ptr<Engine> oracle = MakeEngine("oracle");
   std::unique_ptr<Engine> recompute = MakeEngine("recompute");
-  std::vector<ConformCase> cases;
-  int counts[3] = {0, 0, 0};
+  ConformRun run;
+  const auto start = std::chrono::steady_clock::now();
+  std::string stopped;  // why the remaining cases are not run
+  // The problems where remat's residuals differ between nothing_saveable and
+  // everything_saveable and the engine reported both; those where the
+  // engine's did not follow.
+  int judged_problems = 0;
+  std::vector<std::string> unfollowed;
   for (const Problem* problem : problems) {
+    // The index in run.cases of this problem's nothing_saveable and
+    // everything_saveable cases, once run: the pair JudgePolicyOrder reads.
+    int nothing = -1, everything = -1;
     for (const std::string& policy : policies) {
       const std::string dir_name = problem->name() + "." + (policy.empty() ? "as_written" : policy);
       std::string safe;
       for (char ch : dir_name) safe += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' ? ch : '_';
       ConformCase r;
+      r.problem = problem->name();
+      r.policy = policy;
+      r.name = CaseName(*problem, policy);
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (stopped.empty() && o.time_limit_seconds > 0 && elapsed >= o.time_limit_seconds) {
+        stopped = StrCat("not run: the run's --time-limit of ", o.time_limit_seconds,
+                         " s was reached");
+      }
+      if (!stopped.empty()) {
+        r.outcome = ConformOutcome::kNotRun;
+        r.detail = stopped;
+        run.cases.push_back(r);
+        continue;
+      }
+      const double timeout =
+          o.time_limit_seconds > 0 ? std::min(o.timeout_seconds, o.time_limit_seconds - elapsed)
+                                   : o.timeout_seconds;
       try {
-        r = RunCase(o, *problem, policy, root / safe, *oracle, *recompute);
+        r = RunCase(o, *problem, policy, root / safe, timeout, *oracle, *recompute);
       } catch (const Error& e) {
-        r.name = problem->name() + (policy.empty() ? "" : " policy=" + policy);
-        r.outcome = "fail";
+        r.outcome = ConformOutcome::kFail;
         r.detail = e.what();
       }
-      const char* label = r.outcome == "pass" ? "PASS " : r.outcome == "fail" ? "FAIL " : "UNSUP";
-      out << label << " " << r.name << ": " << r.detail << "\n" << std::flush;
-      ++counts[r.outcome == "pass" ? 0 : r.outcome == "fail" ? 1 : 2];
-      cases.push_back(r);
+      const bool is_nothing = policy == "nothing_saveable";
+      const bool is_everything = policy == "everything_saveable";
+      PolicyOrder order = PolicyOrder::kNotJudged;
+      if (is_nothing && everything >= 0) order = JudgePolicyOrder(run.cases[everything], &r);
+      if (is_everything && nothing >= 0) order = JudgePolicyOrder(run.cases[nothing], &r);
+      if (order != PolicyOrder::kNotJudged) {
+        ++judged_problems;
+        if (order == PolicyOrder::kDoesNot) unfollowed.push_back(problem->name());
+      }
+      if (is_nothing) nothing = static_cast<int>(run.cases.size());
+      if (is_everything) everything = static_cast<int>(run.cases.size());
+      const char* label = r.outcome == ConformOutcome::kPass   ? "PASS "
+                          : r.outcome == ConformOutcome::kFail ? "FAIL "
+                                                               : "UNSUP";
+      out << label << " " << r.name << ": " << r.detail << "\n";
+      if (r.outcome == ConformOutcome::kFail) {
+        // benchdnn's repro line: the one command that reruns this case,
+        // keeping its directory to look into.
+        out << "      rerun: remat conform --engine-cmd " << ShellQuote(o.engine_cmd)
+            << " --problems " << problem->name() << " --policies " << PolicyLabel(policy)
+            << " --keep /tmp/remat-conform\n";
+        if (o.fail_fast) stopped = "not run: --fail-fast stopped the run at the first failure";
+      }
+      out << std::flush;
+      run.cases.push_back(r);
     }
   }
-  out << counts[0] << " passed, " << counts[1] << " failed, " << counts[2] << " unsupported\n";
+  int passed = 0, failed = 0, unsupported = 0, not_run = 0;
+  for (const ConformCase& c : run.cases) {
+    passed += c.outcome == ConformOutcome::kPass;
+    failed += c.outcome == ConformOutcome::kFail;
+    unsupported += c.outcome == ConformOutcome::kUnsupported;
+    not_run += c.outcome == ConformOutcome::kNotRun;
+  }
+  if (judged_problems > 0) {
+    out << "residuals follow the policy (less under nothing_saveable than everything_saveable, as "
+           "remat's) on "
+        << judged_problems - static_cast<int>(unfollowed.size()) << " of " << judged_problems
+        << " problems" << (unfollowed.empty() ? "" : "; not on " + Join(unfollowed, ", "))
+        << "\n";
+  }
+  out << passed << " passed, " << failed << " failed, " << unsupported << " unsupported";
+  if (not_run > 0) out << ", " << not_run << " not run (" << stopped.substr(9) << ")";
+  out << "\n";
+  if (failed > 0) {
+    run.verdict = StrCat(failed, " of ", run.cases.size(), " cases failed");
+  } else if (not_run > 0) {
+    run.verdict = StrCat(not_run, " of ", run.cases.size(), " cases were not run");
+  } else if (judged_problems > 0 && static_cast<int>(unfollowed.size()) == judged_problems) {
+    run.verdict = StrCat("the residuals follow the policy on none of the ", judged_problems,
+                         " problems where remat's do: the engine saves as much under "
+                         "nothing_saveable as under everything_saveable, as one that ignores the "
+                         "regions' policy does");
+  } else if (unsupported == static_cast<int>(run.cases.size()) && !o.allow_unsupported) {
+    run.verdict = StrCat("every case (", unsupported,
+                         ") was unsupported: the engine was judged on nothing "
+                         "(--allow-unsupported accepts that)");
+  }
+  run.ok = run.verdict.empty();
+  if (!run.ok) out << "remat conform: " << run.verdict << "\n";
   if (!o.junit_path.empty()) {
     std::ofstream x(o.junit_path);
-    x << ConformJUnit(cases);
+    x << ConformJUnit(run.cases);
     if (!x) throw Error(StrCat("--junit ", o.junit_path, ": cannot write"));
   }
   if (!keep) fs::remove_all(root);
-  return cases;
+  return run;
 }
 
 std::string ConformJUnit(const std::vector<ConformCase>& cases) {
   int failures = 0, skipped = 0;
   double total = 0;
   for (const ConformCase& c : cases) {
-    failures += c.outcome == "fail";
-    skipped += c.outcome == "unsupported";
+    failures += c.outcome == ConformOutcome::kFail;
+    skipped += c.outcome == ConformOutcome::kUnsupported || c.outcome == ConformOutcome::kNotRun;
     total += c.seconds;
   }
   std::ostringstream x;
@@ -316,9 +502,9 @@ std::string ConformJUnit(const std::vector<ConformCase>& cases) {
   for (const ConformCase& c : cases) {
     x << "  <testcase classname=\"conform\" name=\"" << XmlEscape(c.name) << "\" time=\""
       << c.seconds << "\"";
-    if (c.outcome == "pass") {
+    if (c.outcome == ConformOutcome::kPass) {
       x << "/>\n";
-    } else if (c.outcome == "fail") {
+    } else if (c.outcome == ConformOutcome::kFail) {
       x << ">\n    <failure message=\"" << XmlEscape(c.detail) << "\"/>\n  </testcase>\n";
     } else {
       x << ">\n    <skipped message=\"" << XmlEscape(c.detail) << "\"/>\n  </testcase>\n";

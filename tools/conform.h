@@ -11,16 +11,32 @@
 //                                      killed (its process group) after the timeout
 //   the engine writes  DIR/loss.npy           the value, f32[]
 //                      DIR/grad_<input>.npy   one per name in "wrt", f32
+//                      DIR/state_<name>.npy   one per state op (CONTRACT.md)
 //                      DIR/stats.json         optional: {"peak_bytes",
-//                                             "residual_bytes"} as it measures them
+//                                             "residual_bytes", "residual_slack"}
+//                                             (CONTRACT.md, "Engines in another
+//                                             process")
 //   and exits 0; or prints "unsupported: WHY" and exits kUnsupportedExit
 //   for a program it cannot run as asked (the case counts as unsupported,
 //   not failed).
 // A case passes when the value and every gradient agree with the float64
 // oracle within harness/conformance.h's per-tensor tolerance and the memory
-// fields present are consistent (non-negative integers, peak >= residuals).
+// fields present are consistent (non-negative integers, peak >= residuals)
+// and hold what they claim:
+//   - residuals follow the policy: where remat's prediction (the recompute
+//     engine's residual bytes) under nothing_saveable is below its
+//     prediction under everything_saveable, the engine's must be below its
+//     own too (judged on whichever of the two cases ran second);
+//   - with "residual_slack": S in stats.json, the residual bytes are within
+//     S (a fraction) of remat's prediction; without it the difference is
+//     reported, not judged.
 // Anything else (a non-zero exit, a timeout, a missing or malformed file, a
 // wrong shape or dtype, a wrong number) fails, with the reason named.
+//
+// The run fails (RunConform's `ok` is false, remat exits 1) when a case
+// failed, when a case was not run (--fail-fast, --time-limit), or when every
+// case was unsupported (an engine judged on nothing) unless
+// allow_unsupported.
 #ifndef REMAT_TOOLS_CONFORM_H_
 #define REMAT_TOOLS_CONFORM_H_
 
@@ -42,23 +58,41 @@ struct ConformOptions {
   std::vector<std::string> policies;
   std::string junit_path;  // "" for none
   std::string keep_dir;    // "" for a temporary directory, removed after
-  double timeout_seconds = 60;
+  double timeout_seconds = 60;     // per case
+  double time_limit_seconds = 0;   // the whole run; 0 for none
+  bool fail_fast = false;          // stop at the first failed case
+  bool allow_unsupported = false;  // a run of only unsupported cases is ok
 };
+
+enum class ConformOutcome { kPass, kFail, kUnsupported, kNotRun };
 
 struct ConformCase {
-  std::string name;     // "layer_loss d=16 N=8 policy=dots_saveable"
-  std::string outcome;  // "pass", "fail", "unsupported"
+  std::string name;     // "layer_loss N=8 d=16 policy=dots_saveable"
+  std::string problem;  // "layer_loss"
+  std::string policy;   // "" as written, else the spec
+  ConformOutcome outcome = ConformOutcome::kNotRun;
   std::string detail;   // the reason, or the margin for a pass
   double seconds = 0;
+  // The engine's residual bytes (stats.json) and remat's prediction for the
+  // same program; -1 where there is none.
+  int64_t residual_bytes = -1;
+  int64_t predicted_residual_bytes = -1;
 };
 
-// Runs every case, prints one line per case and a summary line
-// ("N passed, N failed, N unsupported") to `out`, writes the JUnit XML if
-// asked. Returns the cases.
-std::vector<ConformCase> RunConform(const ConformOptions& options, std::ostream& out);
+struct ConformRun {
+  std::vector<ConformCase> cases;
+  bool ok = false;
+  std::string verdict;  // why the run failed; "" when ok
+};
+
+// Runs every case, prints one line per case (a failed one followed by the
+// command that reruns it alone) and a summary line ("N passed, N failed, N
+// unsupported", then ", N not run" when some were not), then the verdict
+// when the run failed, to `out`; writes the JUnit XML if asked.
+ConformRun RunConform(const ConformOptions& options, std::ostream& out);
 
 // The JUnit XML of `cases` (a <testsuite> of <testcase>s: a failure as
-// <failure>, unsupported as <skipped>).
+// <failure>, unsupported and not run as <skipped>).
 std::string ConformJUnit(const std::vector<ConformCase>& cases);
 
 }  // namespace remat

@@ -498,13 +498,17 @@ int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostr
 int PrintProgram(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CaseOptions o;
   std::string format = "text";
+  bool inline_checkpoints = false;
   po::options_description desc(
       "remat program: the program of a problem (or of a program file, as read back) as text "
       "that remat run --program FILE reads");
   AddCaseOptions(&desc, &o, kRunEngine);
   desc.add_options()("format", po::value(&format)->default_value(format),
                      "text: the program text format (engines/api/program_text.h); listing: the "
-                     "jaxpr-like listing, not parseable");
+                     "jaxpr-like listing, not parseable")(
+      "inline", po::bool_switch(&inline_checkpoints),
+      "inline every checkpoint region first (the function without checkpointing, as "
+      "torch.compile sees a model; then --policy wraps the whole of it in one region)");
   if (!Parse(args, desc, out)) return 0;
   if (format != "text" && format != "listing") {
     throw Error(StrCat("--format '", format, "': expected text or listing"));
@@ -515,13 +519,14 @@ int PrintProgram(const std::vector<std::string>& args, std::ostream& out, std::o
   const ParamValues params = ResolveParams(problem, ParseParamFlags(o.params));
   Program program = problem.Build(params);
   WrtFromFlags(o.wrt, program, {});  // checked, though a listing takes no gradient
+  if (inline_checkpoints) program = InlineCheckpoints(program);
   if (!o.policy.empty()) {
     program = ApplyPolicy(program, Policy::Parse(o.policy));
     for (const std::string& w : PolicyWarnings(program)) err << "remat: " << w << "\n";
   }
   if (!o.schedule.empty()) program = ApplySchedule(program, o.schedule);
   out << "# " << problem.name() << (params.empty() ? "" : " ") << FormatParams(params)
-      << (o.policy.empty() ? "" : " --policy " + o.policy)
+      << (inline_checkpoints ? " --inline" : "") << (o.policy.empty() ? "" : " --policy " + o.policy)
       << (o.schedule.empty() ? "" : " --schedule " + o.schedule) << "\n"
       << (format == "text" ? remat::PrintProgram(program) : ToString(program));
   return 0;
@@ -745,19 +750,22 @@ int Conform(const std::vector<std::string>& args, std::ostream& out) {
                      "optionally stats.json, or prints 'unsupported: WHY' and exits 77")(
       "problems", po::value(&problems)->composing(), "NAME[,NAME...]: default every problem")(
       "policies", po::value(&policies)->composing(),
-      "SPEC[,SPEC...]: policies applied to every region (as_written: the problem as it is); "
-      "default as_written and every policy")(
+      "SPEC[,SPEC...]: policies applied to every region (as-written or as_written: the "
+      "problem as it is); default as-written and every policy")(
       "junit", po::value(&o.junit_path), "FILE: write a JUnit XML report")(
       "keep", po::value(&o.keep_dir), "DIR: keep each case's directory under DIR")(
-      "timeout", po::value(&o.timeout_seconds)->default_value(60), "seconds per case");
+      "timeout", po::value(&o.timeout_seconds)->default_value(60), "seconds per case")(
+      "time-limit", po::value(&o.time_limit_seconds)->default_value(0),
+      "seconds for the whole run (0: none); the cases left are not run, and the run fails")(
+      "fail-fast", po::bool_switch(&o.fail_fast), "stop at the first failed case")(
+      "allow-unsupported", po::bool_switch(&o.allow_unsupported),
+      "exit 0 when every case is unsupported (otherwise an engine judged on nothing fails)");
   if (!Parse(args, desc, out)) return 0;
   o.problems = SplitCommas(problems);
-  for (std::string& p : SplitCommas(policies)) o.policies.push_back(p == "as_written" ? "" : p);
-  const std::vector<ConformCase> cases = RunConform(o, out);
-  for (const ConformCase& c : cases) {
-    if (c.outcome == "fail") return 1;
+  for (std::string& p : SplitCommas(policies)) {
+    o.policies.push_back(p == "as_written" || p == "as-written" ? "" : p);
   }
-  return 0;
+  return RunConform(o, out).ok ? 0 : 1;
 }
 
 }  // namespace

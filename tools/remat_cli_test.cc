@@ -13,6 +13,7 @@
 #include "engines/onednn/platform.h"
 #include "harness/conformance.h"
 #include "harness/stats_json.h"
+#include "problems/problem.h"
 #include "engines/schedule/schedule.h"
 #include "engines/api/npy.h"
 
@@ -715,6 +716,14 @@ std::string EngineScript(const std::string& name, const std::string& body) {
   return path;
 }
 
+Output ConformOn(const std::string& script, const std::string& problem,
+                 const std::string& policies, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"conform", "--engine-cmd", script, "--problems", problem,
+                                   "--policies", policies};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return Remat(args);
+}
+
 Output Conform(const std::string& script, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args = {"conform", "--engine-cmd", script, "--problems", "layer_loss",
                                    "--policies", "as_written"};
@@ -725,6 +734,10 @@ Output Conform(const std::string& script, const std::vector<std::string>& extra 
 constexpr char kRightEngine[] =
     "\"$remat\" run --program \"$d/program.txt\" --inputs \"$d\" --wrt all --dump \"$d\" "
     "--engine recompute >/dev/null";
+// Right numbers, but it stores everything whatever the policy.
+constexpr char kPolicyIgnoringEngine[] =
+    "\"$remat\" run --program \"$d/program.txt\" --inputs \"$d\" --wrt all --dump \"$d\" "
+    "--engine eager >/dev/null";
 
 TEST(RematCliTest, ConformPassesARightEngineAndWritesJUnit) {
   const std::string xml = TempDir("conform.xml");
@@ -779,13 +792,131 @@ TEST(RematCliTest, ConformKillsAHangingEngineAtTheTimeout) {
 }
 
 TEST(RematCliTest, ConformCountsUnsupportedApartFromFailed) {
-  Output o = Conform(EngineScript("unsupported", "echo 'unsupported: no regions'; exit 77"));
+  const std::string unsupported = EngineScript("unsupported", "echo 'unsupported: no regions'; exit 77");
+  Output o = Conform(unsupported, {"--allow-unsupported"});
   EXPECT_EQ(o.status, 0) << o.out;
   EXPECT_NE(o.out.find("UNSUP layer_loss N=8 d=16: unsupported: no regions"), std::string::npos)
       << o.out;
   EXPECT_NE(o.out.find("0 passed, 0 failed, 1 unsupported"), std::string::npos) << o.out;
+  // Without --allow-unsupported, an engine judged on nothing fails the run.
+  Output nothing = Conform(unsupported);
+  EXPECT_EQ(nothing.status, 1) << nothing.out;
+  EXPECT_NE(nothing.out.find("every case (1) was unsupported: the engine was judged on nothing"),
+            std::string::npos)
+      << nothing.out;
   EXPECT_EQ(Remat({"conform"}).status, 2);  // --engine-cmd is required
   EXPECT_EQ(Conform("true", {"--policies", "no_such_policy"}).status, 1);
+}
+
+// A wrong shape or dtype is named as such, with the type expected (the
+// engine's f32, not the oracle's f64), and a wrong element by its index on
+// every axis.
+TEST(RematCliTest, ConformNamesAWrongShapeAndTheElementByAxis) {
+  Output o = Conform(EngineScript(
+      "wrong_shape", std::string(kRightEngine) + "; cp \"$d/loss.npy\" \"$d/grad_w2.npy\""));
+  EXPECT_EQ(o.status, 1) << o.out;
+  EXPECT_NE(o.out.find("FAIL  layer_loss N=8 d=16: wrong shape: grad w2 is f32[], expected f32[16,16]"),
+            std::string::npos)
+      << o.out;
+
+  const Problem& problem = FindProblem("layer_loss");
+  const Case c = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
+  const Result ref = MakeEngine("oracle")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  Result got;
+  got.value = Cast(ref.value, DType::kF32);
+  for (const Tensor& g : ref.grads) got.grads.push_back(Cast(g, DType::kF32));
+  ASSERT_EQ(got.grads[0].shape().rank(), 2);
+  const int64_t cols = got.grads[0].shape().dim(1);
+  got.grads[0].f32()[2 * cols + 3] += 1.0f;  // grad 0's row 2, column 3
+  const Agreement a = CompareWithOracle(c, got, ref);
+  EXPECT_FALSE(a.ok);
+  EXPECT_EQ(a.kind, Agreement::Kind::kValue);
+  EXPECT_NE(a.detail.find("[2,3] = "), std::string::npos) << a.detail;
+  got.grads[0] = Cast(got.grads[0], DType::kF64);
+  const Agreement dtype = CompareWithOracle(c, got, ref);
+  EXPECT_EQ(dtype.kind, Agreement::Kind::kDType);
+  EXPECT_NE(dtype.detail.find("is f64[16,16], expected f32[16,16]"), std::string::npos)
+      << dtype.detail;
+}
+
+// Memory claims are judged: residuals that ignore the policy (eager saves
+// the same under every policy) fail the run where remat's prediction
+// differs (sin_chain saves 44 B under nothing_saveable, 116 B under
+// everything_saveable; layer_loss 2560 B under both), and a declared
+// residual_slack is held to.
+TEST(RematCliTest, ConformJudgesResidualsAgainstThePolicy) {
+  const std::string both = "everything_saveable,nothing_saveable";
+  Output right = ConformOn(EngineScript("right_memory", kRightEngine), "sin_chain,layer_loss", both);
+  EXPECT_EQ(right.status, 0) << right.out;
+  EXPECT_NE(right.out.find("residuals follow the policy (less under nothing_saveable than "
+                           "everything_saveable, as remat's) on 1 of 1 problems\n4 passed, 0 failed"),
+            std::string::npos)
+      << right.out;
+
+  const std::string ignores = EngineScript("ignores_policies", kPolicyIgnoringEngine);
+  Output o = ConformOn(ignores, "sin_chain,layer_loss", both);
+  EXPECT_EQ(o.status, 1) << o.out;
+  EXPECT_NE(o.out.find(" policy=nothing_saveable: worst "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("; note: 116 B under nothing_saveable, not below 116 B under "
+                       "everything_saveable, where remat saves 44 B < 116 B"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("on 0 of 1 problems; not on sin_chain\n4 passed, 0 failed"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("remat conform: the residuals follow the policy on none of the 1 problems"),
+            std::string::npos)
+      << o.out;
+  // The pair is judged in either order of the two cases.
+  Output reversed = ConformOn(ignores, "sin_chain", "nothing_saveable,everything_saveable");
+  EXPECT_EQ(reversed.status, 1) << reversed.out;
+  EXPECT_NE(reversed.out.find(" policy=everything_saveable: worst "), std::string::npos)
+      << reversed.out;
+  EXPECT_NE(reversed.out.find("; note: 116 B under nothing_saveable"), std::string::npos)
+      << reversed.out;
+  // Where remat saves the same under both, nothing is judged.
+  Output same = ConformOn(ignores, "layer_loss", both);
+  EXPECT_EQ(same.status, 0) << same.out;
+  EXPECT_EQ(same.out.find("residuals follow"), std::string::npos) << same.out;
+
+  Output slack = Conform(EngineScript("claims_slack",
+                                      std::string(kRightEngine) +
+                                          "; echo '{\"residual_bytes\": 1, \"residual_slack\": 0.1}' "
+                                          "> \"$d/stats.json\""));
+  EXPECT_EQ(slack.status, 1) << slack.out;
+  EXPECT_NE(slack.out.find("beyond the engine's declared residual_slack of 10%"), std::string::npos)
+      << slack.out;
+  Output bad = Conform(EngineScript("bad_slack", std::string(kRightEngine) +
+                                                     "; echo '{\"residual_bytes\": 1, "
+                                                     "\"residual_slack\": \"some\"}' > \"$d/stats.json\""));
+  EXPECT_NE(bad.out.find("residual_slack is \"some\", expected a fraction"), std::string::npos)
+      << bad.out;
+}
+
+// --fail-fast stops at the first failure and --time-limit bounds the whole
+// run; the cases left are counted as not run, the run fails, and a failed
+// case prints the command that reruns it alone.
+TEST(RematCliTest, ConformStopsAtFailFastAndTheTimeLimit) {
+  const std::string two = "as-written,dots_saveable,nothing_saveable";
+  Output o = ConformOn(EngineScript("crashes_fast", "exit 3"), "layer_loss", two, {"--fail-fast"});
+  EXPECT_EQ(o.status, 1) << o.out;
+  EXPECT_NE(o.out.find("0 passed, 1 failed, 0 unsupported, 2 not run (--fail-fast"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("      rerun: remat conform --engine-cmd '"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("--problems layer_loss --policies as-written --keep"), std::string::npos)
+      << o.out;
+
+  const auto start = std::chrono::steady_clock::now();
+  Output slow = ConformOn(EngineScript("hangs_long", "sleep 60"), "layer_loss", two,
+                          {"--time-limit", "1"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(slow.status, 1) << slow.out;
+  EXPECT_NE(slow.out.find("killed: the run's --time-limit"), std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.find("2 not run (the run's --time-limit of 1 s was reached)"),
+            std::string::npos)
+      << slow.out;
+  EXPECT_EQ(Conform("true", {"--time-limit", "-1"}).status, 1);
 }
 
 }  // namespace

@@ -24,7 +24,10 @@ report has its tables and says the plots were skipped):
                             for each schedule (scan_stack)
 Sections: a table per problem; the frontier case's schedules relative to eager;
 rows run at scale (//harness:bench --sweep=scale: one run each, peak by
-category, refusals past --max-memory).
+category, refusals past --max-memory); with --compile-budget TSV,
+torch.compile's activation_memory_budget against remat's memory_budget:B
+(tools/torch_compile_budget.py's run: a table per problem, the gaps, and
+compile_budget.png; --section-only prints that section alone).
 """
 
 import argparse
@@ -471,11 +474,120 @@ def platform_warnings(runs):
     return out
 
 
+def load_compile_budget(path):
+    """The rows of a tools/torch_compile_budget.py TSV, and its header comment."""
+    with open(path) as f:
+        lines = [l.rstrip("\n") for l in f if l.strip()]
+    comment = [l[1:].strip() for l in lines if l.startswith("#")]
+    body = [l.split("\t") for l in lines if not l.startswith("#")]
+    if not body:
+        raise SystemExit("report: %s: no header line" % path)
+    header, rows = body[0], []
+    for fields in body[1:]:
+        row = dict(zip(header, fields))
+        for k, v in row.items():
+            if k.startswith(("torch_", "remat_")) and not k.startswith(("remat_plan",)):
+                row[k] = int(v)
+        rows.append(row)
+    return rows, comment[0] if comment else ""
+
+
+def compile_budget_section(path, out_dir):
+    """The torch.compile-vs-remat section: one table per problem, the largest
+    gaps, and compile_budget.png (when matplotlib is there)."""
+    rows, comment = load_compile_budget(path)
+    mib = lambda b: "%.2f" % (b / MIB)  # noqa: E731
+    gflop = lambda f: "%.3f" % (f / 1e9)  # noqa: E731
+    md = ["## torch.compile's activation_memory_budget against remat's memory_budget:B", "",
+          "Generated from `%s` (`.venv/bin/python %s > %s`). Both plan the same function "
+          "(the problem at its bench size, regions inlined: a model with no checkpoint calls) "
+          "under the same fraction B (0 recomputes what can be, 1 saves what no checkpointing "
+          "would): PyTorch's min-cut partitioner with its knapsack, remat's engines/budget "
+          "planner. Saved bytes exclude the inputs; recomputed FLOPs are matmul and "
+          "convolution FLOPs (what FlopCounterMode counts) on both sides. The two sides' "
+          "B = 1 differ because their op rules differ (PyTorch's relu keeps its output, "
+          "remat's and JAX's its input; PyTorch's dropout keeps its mask, remat's its seed), "
+          "so the last columns give remat's plan within the bytes torch.compile gave "
+          "activations (its saved bytes less the masks): the two planners at one memory "
+          "size." % (path, comment.split(";", 1)[1].strip() if ";" in comment else "tools/torch_compile_budget.py",
+                     path), ""]
+    by_problem = defaultdict(list)
+    for r in rows:
+        by_problem[(r["problem"], r["size"])].append(r)
+    gaps = []
+    for (problem, size), mine in by_problem.items():
+        md += ["### %s (%s)" % (problem, size), "",
+               "| B | torch saved MiB | torch recomputed GFLOP | remat saved MiB | remat recomputed GFLOP "
+               "| remat plan | at torch's activation bytes: remat saved MiB | remat recomputed GFLOP | verdict |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in sorted(mine, key=lambda r: float(r["budget"])):
+            md.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["budget"], mib(r["torch_saved_bytes"]), gflop(r["torch_recomputed_flops"]),
+                mib(r["remat_saved_bytes"]), gflop(r["remat_recomputed_flops"]), r["remat_plan"],
+                mib(r["remat_saved_bytes_at_torch_bytes"]), gflop(r["remat_recomputed_flops_at_torch_bytes"]),
+                r["verdict_at_torch_bytes"]))
+            gaps.append((r["torch_recomputed_flops"] - r["remat_recomputed_flops_at_torch_bytes"], problem, r["budget"]))
+        md.append("")
+    better = [g for g in gaps if g[0] > 0]
+    worse = [g for g in gaps if g[0] < 0]
+    equal = len(gaps) - len(better) - len(worse)
+    summary = ("At torch.compile's activation bytes, remat's plan recomputes the same FLOPs in %d of %d "
+               "cases" % (equal, len(gaps)))
+    if better:
+        g = max(better)
+        summary += "; fewer in %d, at most %s GFLOP fewer (%s, B = %s)" % (len(better), gflop(g[0]), g[1], g[2])
+    if worse:
+        g = min(worse)
+        summary += "; more in %d, at most %s GFLOP more (%s, B = %s: a plan not proven optimal, or a "                   "byte count between the two)" % (len(worse), gflop(-g[0]), g[1], g[2])
+    md += [summary + ".", ""]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return md + ["matplotlib is not installed: compile_budget.png skipped.", ""]
+    keys = list(by_problem)
+    cols = 3
+    fig, axes = plt.subplots((len(keys) + cols - 1) // cols, cols, figsize=(13, 4 * ((len(keys) + cols - 1) // cols)),
+                             squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        mine = sorted(by_problem[key], key=lambda r: float(r["budget"]))
+        ax.plot([r["torch_saved_bytes"] / MIB for r in mine], [r["torch_recomputed_flops"] / 1e9 for r in mine],
+                "o-", label="torch.compile at B")
+        ax.plot([r["remat_saved_bytes"] / MIB for r in mine], [r["remat_recomputed_flops"] / 1e9 for r in mine],
+                "s--", label="remat memory_budget:B")
+        ax.plot([r["remat_saved_bytes_at_torch_bytes"] / MIB for r in mine],
+                [r["remat_recomputed_flops_at_torch_bytes"] / 1e9 for r in mine],
+                "x", markersize=9, label="remat at torch's activation bytes")
+        for r in mine:
+            ax.annotate(r["budget"], (r["torch_saved_bytes"] / MIB, r["torch_recomputed_flops"] / 1e9),
+                        fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set_title("%s %s" % key, fontsize=9)
+        ax.set_xlabel("saved MiB")
+        ax.set_ylabel("recomputed GFLOP (matmul, conv)")
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "compile_budget.png"), dpi=100)
+    plt.close(fig)
+    return md + ["![torch.compile vs remat](compile_budget.png)", ""]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("inputs", nargs="*", default=["results/latest.json"])
     parser.add_argument("--out", default="results")
+    parser.add_argument("--compile-budget", metavar="TSV",
+                        help="a tools/torch_compile_budget.py run: its section and compile_budget.png")
+    parser.add_argument("--section-only", action="store_true",
+                        help="with --compile-budget: print that section alone (to stdout) and write its plot")
     args = parser.parse_args()
+    if args.compile_budget and args.section_only:
+        os.makedirs(args.out, exist_ok=True)
+        print("\n".join(compile_budget_section(args.compile_budget, args.out)))
+        return 0
     missing = [p for p in args.inputs if not os.path.exists(p)]
     if missing:
         print(f"report: no such results file: {', '.join(missing)} "
@@ -513,6 +625,8 @@ def main():
         md += [f"## {problem}", "", table(mine), ""]
     md += frontier_table(rows)
     md += scale_table(rows)
+    if args.compile_budget:
+        md += compile_budget_section(args.compile_budget, args.out)
     if made:
         md += ["## Plots", ""]
         for file, title in made:

@@ -117,6 +117,37 @@ class ReportTest(unittest.TestCase):
                 self.assertIn(f"({png})", md)
             self.assertIn("`schedules_vs_depth.png`: Peak memory vs depth for each schedule", md)
 
+    def test_the_compile_budget_section_and_its_gaps(self):
+        # tools/torch_compile_budget.py's TSV: one problem, three budgets;
+        # remat recomputes fewer FLOPs at B = 0.5, the same elsewhere.
+        header = ["problem", "size", "budget", "torch_saved_bytes", "torch_saved_mask_bytes",
+                  "torch_recomputed_flops", "torch_max_saved_bytes", "remat_saved_bytes",
+                  "remat_recomputed_flops", "remat_recomputed_flops_all_ops", "remat_max_saved_bytes",
+                  "remat_plan", "verdict", "remat_saved_bytes_at_torch_bytes",
+                  "remat_recomputed_flops_at_torch_bytes", "remat_plan_at_torch_bytes", "verdict_at_torch_bytes"]
+        lines = ["# torch 2.9.1; tools/torch_compile_budget.py --problems gpt --budgets 0,0.5,1",
+                 "\t".join(header)]
+        for b, tb, tf, rf2, v in (("0", 0, 4000000000, 4000000000, "equal"),
+                                  ("0.5", MIB, 2000000000, 1500000000, "remat better by 500000000 FLOPs (25.0%)"),
+                                  ("1", 2 * MIB, 0, 0, "equal")):
+            lines.append("\t".join(str(x) for x in (
+                "gpt", "B=4 T=64", b, tb, 0, tf, 2 * MIB, tb, rf2, rf2 + 5, 2 * MIB, "milp, proven optimal",
+                "remat better", tb, rf2, "milp, proven optimal", v)))
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            tsv = os.path.join(tmp, "compile_budget.tsv")
+            with open(tsv, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+            md = subprocess.run([python, report.__file__, "--compile-budget", tsv, "--section-only", "--out", tmp],
+                                check=True, capture_output=True, text=True).stdout
+            self.assertIn("## torch.compile's activation_memory_budget against remat's memory_budget:B", md)
+            self.assertIn("### gpt (B=4 T=64)", md)
+            self.assertIn("| 0.5 | 1.00 | 2.000 | 1.00 | 1.500 | milp, proven optimal | 1.00 | 1.500 | "
+                          "remat better by 500000000 FLOPs (25.0%) |", md)
+            self.assertIn("recomputes the same FLOPs in 2 of 3 cases; fewer in 1, at most 0.500 GFLOP fewer "
+                          "(gpt, B = 0.5).", md)
+            self.assertTrue(os.path.getsize(os.path.join(tmp, "compile_budget.png")) > 0)
+
     def test_each_run_names_its_platform_and_differing_isas_are_warned_about(self):
         avx512 = schedules_run()
         avx512["machine"] = {"cpu": "AMD EPYC", "cores": 2, "onednn": "oneDNN 2.6.3",

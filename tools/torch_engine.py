@@ -215,6 +215,12 @@ class Interpreter:
         outs = out if isinstance(out, (tuple, list)) else [out]
         return sum(t.numel() * t.element_size() for t in outs if isinstance(t, torch.Tensor))
 
+    def dropout_keep(self, seed, key, shape, p):
+        """The contract's mask: True where an element is kept (a bool tensor of `shape`)."""
+        np = self.np
+        bits = random_bits(np, int(seed), key, math.prod(shape)).reshape(shape)
+        return self.torch.from_numpy(bits >= np.uint64(int(math.floor(math.ldexp(p, 32)))))
+
     def run(self, body, values, where, names_as_ops=False):
         torch, np = self.torch, self.np
         import torch.nn.functional as F
@@ -284,8 +290,7 @@ class Interpreter:
                 y = F.cross_entropy(x[0], x[1])
             elif k == "dropout":
                 p = scalar()
-                bits = random_bits(np, int(x[1]), ints[0], x[0].numel()).reshape(tuple(x[0].shape))
-                keep = torch.from_numpy(bits >= np.uint64(int(math.floor(math.ldexp(p, 32)))))
+                keep = self.dropout_keep(x[1], ints[0], tuple(x[0].shape), p)
                 y = torch.where(keep, x[0] * float(np.float32(1.0 / (1.0 - p))), torch.zeros_like(x[0]))
             elif k == "conv2d":
                 y = F.conv2d(x[0], x[1], stride=ints[0], padding=ints[1])

@@ -10,18 +10,20 @@ the selective policies are unsupported too, saying so.
 """
 
 import os
+import re
 import subprocess
 import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# A case is a process that imports torch (about 2 s): 12 problems under 5
+# A case is a process that imports torch (about 2 s): 12 problems under 6
 # policies (the selective kinds: dots, dots without batch dimensions as
-# dot_policy is written, names) keep the test within its timeout.
-POLICIES = ["as_written", "nothing_saveable", "dots_saveable", "save_only_these_names",
+# dot_policy is written, names; everything_saveable beside nothing_saveable
+# for remat conform's memory judgement) keep the test within its timeout.
+POLICIES = ["as_written", "nothing_saveable", "everything_saveable", "dots_saveable", "save_only_these_names",
             "offload_dot_with_no_batch_dims"]
-SELECTIVE = POLICIES[2:4]
+SELECTIVE = ["dots_saveable", "save_only_these_names"]
 
 
 def torch_python():
@@ -55,8 +57,15 @@ class TorchEngineConformTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         lines = r.stdout.splitlines()
         self.assertRegex(lines[-1], r"^\d+ passed, 0 failed, \d+ unsupported$")
+        # PyTorch's relu saves its output, the next layer's input: a chain of
+        # them saves as much stored as checkpointed (scan_stack, mlp_chain),
+        # so its residuals follow the policy on most problems, not all.
+        follow = [l for l in lines if l.startswith("residuals follow the policy")]
+        self.assertEqual(len(follow), 1, r.stdout)
+        m = re.search(r"on (\d+) of (\d+) problems", follow[0])
+        self.assertGreaterEqual(int(m.group(1)), int(m.group(2)) // 2, follow[0])
         cases = [l for l in lines[:-1] if l.split()[:1] in (["PASS"], ["UNSUP"])]
-        self.assertEqual(len(cases), len(lines) - 1, r.stdout)
+        self.assertEqual(len(cases), len(lines) - 2, r.stdout)
         for l in cases:
             policy = l.split(" policy=")[1].split(":")[0] if " policy=" in l else "as_written"
             offload = policy.startswith("offload") or "offload" in l.split(":", 1)[1]

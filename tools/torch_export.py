@@ -100,6 +100,8 @@ import torch
 import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
+import functools
+
 import torch.utils.checkpoint as tcp
 
 
@@ -337,8 +339,11 @@ class _Patched:
                                   "preserve_rng_state, determinism_check and debug; a context_fn, as selective "
                                   "checkpointing's, is not exported)" % sorted(kwargs))
             owner = getattr(function, "__self__", None)
-            if isinstance(owner, nn.Module) and getattr(function, "__name__", None) in ("__call__", "forward"):
-                function = owner  # checkpoint(block.forward, x), checkpoint(layer.__call__, x)
+            if isinstance(owner, nn.Module) and getattr(function, "__name__", None) in (
+                    "__call__", "forward", "_call_impl", "_wrapped_call_impl"):
+                # checkpoint(block.forward, x), checkpoint(layer.__call__, x)
+                # (PyTorch 2's __call__ is the bound _wrapped_call_impl)
+                function = owner
             if not isinstance(function, nn.Module) or (type(function).__module__.startswith("torch.nn")
                                                         and not isinstance(function, nn.Sequential)):
                 # A function, or one of torch.nn's modules (a leaf: traced as
@@ -368,6 +373,14 @@ class _Patched:
                 if any(v is o for o in replacements):
                     self.saved.append((g, k, v))
                     g[k] = replacements[orig_cp if v is orig_cp else orig_seq]
+            # Hugging Face's gradient_checkpointing_enable() keeps
+            # functools.partial(checkpoint, **kwargs) on each model as
+            # _gradient_checkpointing_func: the same partial over ours.
+            for k, v in list(vars(m).items()):
+                if isinstance(v, functools.partial) and any(v.func is o for o in replacements):
+                    self.saved.append((vars(m), k, v))
+                    vars(m)[k] = functools.partial(replacements[orig_cp if v.func is orig_cp else orig_seq],
+                                                   *v.args, **v.keywords)
         return self
 
     def __exit__(self, *exc):

@@ -22,6 +22,7 @@ say which. Needs PyTorch; skipped, and passed,
 without it.
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -683,6 +684,52 @@ class TorchExportTest(unittest.TestCase):
 
         with self.assertRaisesRegex(ExportError, r"keyword arguments \['context_fn'\] are not supported"):
             export(Selective(), (torch.randn(2, 4),), tempfile.mkdtemp())
+
+    def test_hugging_face_style_partial_checkpoint(self):
+        # transformers' gradient_checkpointing_enable() stores
+        # functools.partial(checkpoint, use_reentrant=...) on the model and
+        # its layers call self._gradient_checkpointing_func(layer.__call__, x):
+        # each call is a region, the model untouched after export.
+        if torch.__version__.startswith("1."):
+            self.skipTest("PyTorch 1.13's checkpoint has no use_reentrant=False for every function")
+
+        class Layer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+
+        class HfStyle(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([Layer() for _ in range(3)])
+                self.gradient_checkpointing = False
+
+            def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
+                kwargs = gradient_checkpointing_kwargs or {"use_reentrant": True}
+                self._gradient_checkpointing_func = functools.partial(checkpoint, **kwargs)
+                self.gradient_checkpointing = True
+
+            def forward(self, x):
+                for layer in self.layers:
+                    if self.gradient_checkpointing and self.training:
+                        x = self._gradient_checkpointing_func(layer.__call__, x)
+                    else:
+                        x = layer(x)
+                return (x ** 2).sum()
+
+        torch.manual_seed(5)
+        m = HfStyle()
+        m.gradient_checkpointing_enable({"use_reentrant": False})
+        partial = m._gradient_checkpointing_func
+        text = export(m, (torch.randn(4, 8),), tempfile.mkdtemp())
+        self.assertEqual(text.count('policy="nothing_saveable"'), 3, text)
+        for i in range(3):
+            self.assertIn('name="layers.%d"' % i, text)
+        self.assertIs(m._gradient_checkpointing_func, partial, "export left the model changed")
+        self.check(m, torch.randn(4, 8), params_only=True)
 
     def test_a_mask_from_the_inputs_is_named(self):
         class DataMask(nn.Module):

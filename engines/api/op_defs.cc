@@ -800,7 +800,9 @@ const OpDef kOps[] = {
      .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4}), Shape({4})}; },
      .normalizes = true},
 
-    // gelu    y = gelu(x), tanh form; saves x; dx = dy * gelu'(x)
+    // gelu    y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh
+    //         form (PyTorch's GELU(approximate='tanh')); saves x;
+    //         dx = dy * gelu'(x)
     {.kind = OpKind::kGelu, .name = "gelu", .arity = 1, .has_scalar = false, .num_ints = 0,
      .shape = SameAsFirst,
      .saves = SavesInput0,
