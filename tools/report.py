@@ -540,6 +540,16 @@ def compile_budget_section(path, out_dir):
         g = min(worse)
         summary += "; more in %d, at most %s GFLOP more (%s, B = %s: a plan not proven optimal, or a "                   "byte count between the two)" % (len(worse), gflop(-g[0]), g[1], g[2])
     md += [summary + ".", ""]
+    less = [(r["remat_saved_bytes"] - r["torch_saved_bytes"], r["problem"], r["budget"]) for r in rows
+            if r["torch_saved_bytes"] < r["remat_saved_bytes"]]
+    more_flops = [r for r in rows if r["torch_recomputed_flops"] > r["remat_recomputed_flops"]]
+    if less:
+        g = max(less)
+        why = (" the plans differ with the op rules, not the planners (which agree at equal bytes):"
+               if not better and not worse else "")
+        md += ["At the same fraction B%s torch.compile saves fewer bytes than remat in %d of %d cases (at most "
+               "%s MiB fewer: %s, B = %s) and recomputes more FLOPs in %d." % (
+                   why, len(less), len(rows), mib(g[0]), g[1], g[2], len(more_flops)), ""]
     try:
         import matplotlib
         matplotlib.use("Agg")
