@@ -363,7 +363,23 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       continue;
     }
     if (arg == "--peer") {
-      flags.peer = true;
+      flags.peers.assign(std::begin(kPeerEngines), std::end(kPeerEngines));
+      continue;
+    }
+    if (arg.rfind("--peer=", 0) == 0) {
+      flags.peers.clear();
+      std::stringstream list(arg.substr(7));
+      for (std::string name; std::getline(list, name, ',');) {
+        if (std::find(std::begin(kPeerEngines), std::end(kPeerEngines), name) == std::end(kPeerEngines)) {
+          throw Error(StrCat("--peer: unknown engine '", name, "'; peers: ",
+                             Join(std::vector<std::string>(std::begin(kPeerEngines), std::end(kPeerEngines)),
+                                  ", ")));
+        }
+        if (std::find(flags.peers.begin(), flags.peers.end(), name) == flags.peers.end()) {
+          flags.peers.push_back(name);
+        }
+      }
+      if (flags.peers.empty()) throw Error("--peer=: an empty list; peers: jax, torch, torch-compile");
       continue;
     }
     if (arg == "--paired") {
@@ -531,8 +547,11 @@ std::string BenchHelp() {
       "  --max-memory=B    refuse a row whose predicted peak exceeds B bytes (4GiB,\n"
       "                    512MiB, 0 for no limit) before it allocates; the row reports\n"
       "                    the error (default: 80% of physical memory)\n"
-      "  --peer            also run tools/peer_pytorch.py (PyTorch, if installed) on every\n"
-      "                    scan_stack size of the run, and add its rows\n"
+      "  --peer[=LIST]     also time the field's engines (jax, torch, torch-compile; all\n"
+      "                    three without a list) on every size of scan_stack, mlp_chain,\n"
+      "                    transformer_stack and gpt the run has an eager row at, as\n"
+      "                    written and under everything_saveable (tools/peer_time.py in\n"
+      "                    .venv: tools/python_env.sh), x eager against that row\n"
       "  --unpaired        time rows alone, x eager from eager's own row (faster, and\n"
       "                    at the mercy of a neighbour's load). By default every row is\n"
       "                    paired: its runs interleave with eager runs on the same case,\n"

@@ -189,7 +189,10 @@ struct BenchFlags {
   // peak is past it fails with the engine's error before allocating.
   // ParseBenchFlags starts from DefaultMaxMemoryBytes().
   int64_t max_memory_bytes = 0;
-  bool peer = false;                  // --peer: add the PyTorch peer's rows
+  // --peer[=jax,torch,torch-compile]: the field's engines (tools/peer_time.py)
+  // timed on the run's peer problems, each case beside eager's row; empty:
+  // none. `--peer` alone is all three (kPeerEngines).
+  std::vector<std::string> peers;
   // Ratios from eager runs interleaved with each row's (the default;
   // --unpaired turns it off, --paired is accepted and changes nothing).
   bool paired = true;
@@ -382,6 +385,11 @@ enum class RowKind {
   kValueAndGrad,  // engine->ValueAndGrad on a problem
   kMatMulBound,   // oneDNN alone on a dense layer's three matmuls: the GFLOP/s ceiling
 };
+
+// The engines --peer knows, as tools/peer_time.py --engine names them, and
+// the problems they time (every size the run has eager rows at).
+inline constexpr const char* kPeerEngines[] = {"jax", "torch", "torch-compile"};
+inline constexpr const char* kPeerProblems[] = {"scan_stack", "mlp_chain", "transformer_stack", "gpt"};
 
 struct PlannedRow {
   RowKind kind = RowKind::kValueAndGrad;

@@ -43,6 +43,9 @@
 #include "harness/bench_lib.h"
 #include "harness/memory_caps.h"
 #include "harness/conformance.h"
+#include "engines/api/npy.h"
+#include "engines/api/policy.h"
+#include "engines/api/program_text.h"
 #include "problems/problem.h"
 #include "problems/program_file.h"
 
@@ -850,60 +853,119 @@ double SampleWindowInChild(const std::vector<std::string>& args, int window,
   return seconds;
 }
 
-// Runs tools/peer_pytorch.py on every scan_stack size of `results` and adds
-// its rows to `run`, each with vs_eager against eager's row in this run.
-// Optional: without Python or torch the run says so and goes on.
-void AddPeerRows(const std::vector<RowResult>& results, nlohmann::json* run, std::ostream& out) {
-  std::map<std::string, double> eager_ms;  // by "L=..,d=..,N=.."
-  std::string configs;
-  for (const RowResult& r : results) {
-    if (r.row.problem != "scan_stack" || r.row.engine != kBaselineEngine) continue;
-    std::map<std::string, int64_t> p(r.row.params.begin(), r.row.params.end());
-    const std::string config = StrCat("L=", p["L"], ",d=", p["d"], ",N=", p["N"]);
-    eager_ms[config] = r.real_time_ms;
-    configs += " --config " + config;
-  }
-  if (configs.empty()) {
-    out << "\npeer: no scan_stack row in this run; no PyTorch rows\n";
-    return;
-  }
+// Runs `command` through the shell; returns its exit status and its output
+// (stdout and stderr together).
+int Capture(const std::string& command, std::string* output) {
+  output->clear();
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output->append(buffer, n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The field's engines (--peer) on the run's peer cases: for every eager row
+// of a kPeerProblems problem, the case as written and under
+// everything_saveable (no checkpointing), written as remat conform writes a
+// case (program.txt, <input>.npy, case.json) with eager's inputs, and timed
+// by tools/peer_time.py in the workspace's .venv (or $REMAT_VENV). Each peer
+// row's time is its least run, as the bench's rows', and vs_eager is that
+// over the eager row's time in this run. A peer that is not installed, that
+// refuses a case (unsupported) or fails is a row with the error: the run
+// goes on.
+void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::string>& peers,
+                 nlohmann::json* run, std::ostream& out) {
+  namespace fs = std::filesystem;
   const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-  const std::string script = StrCat(workspace ? workspace : ".", "/tools/peer_pytorch.py");
-  const std::string command = StrCat("/usr/bin/python3 ", script, configs, " 2>/dev/null");
-  out << "\npeer: " << command << "\n" << std::flush;
-  std::string text;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[4096];
-    for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, n);
-    if (pclose(pipe) != 0) text.clear();
-  }
-  nlohmann::json peer;
-  try {
-    peer = nlohmann::json::parse(text);
-  } catch (const std::exception&) {
-    out << "peer: PyTorch is not available here (tools/bazel with REMAT_OPTIONAL=1 installs "
-           "python3-torch); no peer rows\n";
+  const std::string root = workspace ? workspace : ".";
+  const char* venv = std::getenv("REMAT_VENV");
+  const std::string python = StrCat(venv ? std::string(venv) : root + "/.venv", "/bin/python");
+  const std::string script = root + "/tools/peer_time.py";
+  (*run)["peer"] = {{"engines", peers}, {"python", python}, {"script", script}};
+  if (!fs::exists(python)) {
+    out << "\npeer: " << python << " not found (tools/python_env.sh makes .venv with JAX and "
+        << "PyTorch); no peer rows\n";
+    (*run)["peer"]["error"] = python + " not found";
     return;
   }
-  (*run)["peer"] = {{"command", command},
-                    {"version", peer.value("version", "")},
-                    {"threads", peer.value("threads", nlohmann::json())},
-                    {"threads_tried", peer.value("threads_tried", nlohmann::json())}};
-  out << "peer: PyTorch " << peer.value("version", "?") << ", threads "
-      << peer.value("threads", nlohmann::json()).dump() << "\n";
-  for (nlohmann::json row : peer["rows"]) {
-    const auto& p = row["params"];
-    const std::string config =
-        StrCat("L=", p["L"].get<int64_t>(), ",d=", p["d"].get<int64_t>(), ",N=", p["N"].get<int64_t>());
-    const double ms = row["real_time_ms"].get<double>();
-    if (eager_ms.count(config)) row["vs_eager"] = ms / eager_ms[config];
-    char line[256];
-    std::snprintf(line, sizeof line, "  scan_stack %-22s pytorch/%-22s %8.1f ms  x eager %.2f\n",
-                  config.c_str(), row.value("policy", "").c_str(), ms,
-                  row.value("vs_eager", 0.0));
-    out << line;
-    (*run)["rows"].push_back(row);
+  std::string pattern = (fs::temp_directory_path() / "remat-peer-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw Error("peer: cannot create a temporary directory");
+  const fs::path tmp = pattern;
+  out << "\npeer: " << python << " " << script << " --engine {" << Join(peers, ",")
+      << "} (least of 5 runs after 2 warm-ups)\n";
+  for (const RowResult& r : results) {
+    if (r.row.engine != kBaselineEngine || !r.error.empty() || !r.row.program_file.empty() ||
+        r.row.kind != RowKind::kValueAndGrad ||
+        std::find(std::begin(kPeerProblems), std::end(kPeerProblems), r.row.problem) ==
+            std::end(kPeerProblems)) {
+      continue;
+    }
+    const ParamValues params(r.row.params.begin(), r.row.params.end());
+    nlohmann::json params_json = nlohmann::json::object();
+    std::string params_text;
+    for (const auto& [name, value] : r.row.params) {
+      params_json[name] = value;
+      params_text += StrCat(params_text.empty() ? "" : ",", name, "=", value);
+    }
+    for (const std::string& variant : {std::string(kAsWritten), std::string("everything_saveable")}) {
+      Case c = MakeCase(FindProblem(r.row.problem), params, /*seed=*/1);  // eager's row's inputs
+      if (variant != kAsWritten) c.program = ApplyPolicy(c.program, Policy::Parse(variant));
+      const fs::path dir = tmp / StrCat(r.row.problem, ".", params_text, ".", variant);
+      fs::create_directories(dir);
+      std::ofstream(dir / "program.txt") << PrintProgram(c.program);
+      nlohmann::json wrt = nlohmann::json::array();
+      for (int w : c.wrt) wrt.push_back(c.program.param_names[w]);
+      std::ofstream(dir / "case.json") << nlohmann::json{{"wrt", wrt}}.dump() << "\n";
+      for (int i = 0; i < c.program.num_params(); ++i) {
+        WriteNpy((dir / (c.program.param_names[i] + ".npy")).string(), c.inputs[i]);
+      }
+      for (const std::string& peer : peers) {
+        nlohmann::json row = {{"name", StrCat("peer/", r.row.problem, "/", params_text, "/", peer, "/",
+                                              variant)},
+                              {"problem", r.row.problem},
+                              {"params", params_json},
+                              {"engine", peer},
+                              {"policy", variant},
+                              {"peer", true}};
+        std::string output;
+        const int status = Capture(StrCat(python, " ", script, " --engine ", peer, " --repeats 5 '",
+                                          dir.string(), "'"),
+                                   &output);
+        const size_t last = output.find_last_of('\n', output.size() >= 2 ? output.size() - 2 : 0);
+        const std::string last_line = output.substr(last == std::string::npos ? 0 : last + 1);
+        std::string shown;
+        if (status == 0) {
+          try {
+            const nlohmann::json j = nlohmann::json::parse(last_line);
+            row["real_time_ms"] = j.at("min_ms");
+            row["median_time_ms"] = j.at("median_ms");
+            row["times_ms"] = j.at("times_ms");
+            row["compile_seconds"] = j.at("compile_seconds");
+            row["version"] = j.at("version");
+            row["threads"] = j.at("threads");
+            row["vs_eager"] = j.at("min_ms").get<double>() / r.real_time_ms;
+            char line[64];
+            std::snprintf(line, sizeof line, "%9.1f ms  x eager %.2f", j.at("min_ms").get<double>(),
+                          row["vs_eager"].get<double>());
+            shown = line;
+          } catch (const std::exception& e) {
+            row["error"] = StrCat("tools/peer_time.py printed no result: ", last_line);
+          }
+        } else {
+          std::string why = last_line;
+          while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+          row["error"] = status == 77 ? why : StrCat("exit ", status, ": ", why);
+        }
+        if (row.contains("error")) shown = "error: " + row["error"].get<std::string>();
+        out << "  " << r.row.problem << " " << params_text << "  " << peer << "/" << variant << "  "
+            << shown << "\n"
+            << std::flush;
+        (*run)["rows"].push_back(row);
+      }
+    }
   }
+  fs::remove_all(tmp);
 }
 
 int Main(int argc, char** argv) {
@@ -1041,7 +1103,7 @@ int Main(int argc, char** argv) {
 
   try {
     nlohmann::json run = ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);
-    if (flags.peer) AddPeerRows(results, &run, console ? std::cout : std::cerr);
+    if (!flags.peers.empty()) AddPeerRows(results, flags.peers, &run, console ? std::cout : std::cerr);
     const std::vector<std::string> written =
         WriteResults(ResultsDir(flags.out_dir), UtcStamp(started), run);
     std::cerr << "\nbench: wrote " << Join(written, " and ") << "\n";

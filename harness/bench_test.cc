@@ -114,6 +114,26 @@ TEST(BenchPlan, SweepsAndErrors) {
   EXPECT_THROW(ParseBenchFlags({"bench", "--engines"}, &rest), Error);
 }
 
+// --peer alone is every peer; --peer=LIST names them (once each); an unknown
+// name or an empty list is an error naming the peers there are.
+TEST(BenchPlan, PeerFlags) {
+  std::vector<std::string> rest;
+  EXPECT_TRUE(ParseBenchFlags({"bench"}, &rest).peers.empty());
+  EXPECT_EQ(ParseBenchFlags({"bench", "--peer"}, &rest).peers,
+            (std::vector<std::string>{"jax", "torch", "torch-compile"}));
+  EXPECT_EQ(ParseBenchFlags({"bench", "--peer=torch-compile,jax,jax"}, &rest).peers,
+            (std::vector<std::string>{"torch-compile", "jax"}));
+  try {
+    ParseBenchFlags({"bench", "--peer=pytorch"}, &rest);
+    ADD_FAILURE() << "--peer=pytorch was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown engine 'pytorch'; peers: jax, torch, torch-compile"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ParseBenchFlags({"bench", "--peer="}, &rest), Error);
+}
+
 // --program=FILE: rows for the file's program on the selected engines and
 // policies (schedules only where it has a scan or a chain), its case named
 // after the program and the file.
