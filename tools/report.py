@@ -407,6 +407,60 @@ def frontier_table(rows):
     return out + [""]
 
 
+def peer_table(rows):
+    """The field's engines (bench --peer) beside remat's, case by case: each
+    as written (checkpointed) and without checkpointing, x eager's row of the
+    same run."""
+    peers = [r for r in rows if r.get("peer")]
+    if not peers:
+        return []
+    mine = {}
+    for r in rows:
+        if not r.get("peer") and not failed(r) and r.get("engine") in ("eager", "recompute"):
+            mine[(r["_run"],) + key_of(r) + (r["engine"], r.get("policy"))] = r
+    out = ["## The field's engines, in the same run", "",
+           "Rows of `//harness:bench -- --peer`: JAX (`jax.jit(jax.value_and_grad(...))`, regions as "
+           "`jax.checkpoint`), PyTorch (eager autograd, regions as `torch.utils.checkpoint`) and "
+           "torch.compile (inductor) run the same program on eager's inputs (tools/peer_time.py: "
+           "the least of 5 runs after 2 warm-ups, compiling not timed); `x eager` is over eager's "
+           "row of the same run. `checkpointed` is the problem as written, `plain` the problem "
+           "under everything_saveable (no recomputation).", "",
+           "| problem | size | engine | plain ms | plain x eager | checkpointed ms | checkpointed x eager |",
+           "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    cases = []
+    for r in peers:
+        case = (r["_run"],) + key_of(r)
+        if case not in cases:
+            cases.append(case)
+
+    def cell(r):
+        if r is None:
+            return "", ""
+        if failed(r):
+            return "error: " + r["error"].replace("|", "/")[:80], ""
+        ratio = r.get("vs_eager")
+        return f"{r['real_time_ms']:.1f}", "" if ratio is None else f"{ratio:.2f}"
+
+    for case in cases:
+        run, problem, params = case
+        eager = mine.get(case + ("eager", "as-written"))
+        recompute = mine.get(case + ("recompute", "as-written"))
+        if eager:
+            out.append("| {} | {} | remat eager / recompute | {:.1f} | 1.00 | {} | {} |".format(
+                problem, fmt_params(params), eager["real_time_ms"],
+                f"{recompute['real_time_ms']:.1f}" if recompute else "",
+                f"{time_vs_eager(recompute, eager):.2f}" if recompute else ""))
+        for engine in ("jax", "torch", "torch-compile"):
+            got = {r.get("policy"): r for r in peers
+                   if (r["_run"],) + key_of(r) == case and r.get("engine") == engine}
+            if not got:
+                continue
+            plain, checkpointed = cell(got.get("everything_saveable")), cell(got.get("as-written"))
+            out.append(f"| {problem} | {fmt_params(params)} | {engine} | {plain[0]} | {plain[1]} | "
+                       f"{checkpointed[0]} | {checkpointed[1]} |")
+    return out + [""]
+
+
 def scale_table(rows):
     """Rows run at scale (marked big: one run each), with the peak by category."""
     big = [r for r in rows if r.get("big")]
@@ -604,7 +658,9 @@ def main():
               "(run tools/bazel run //harness:bench first)", file=sys.stderr)
         return 2
     runs = load(args.inputs)
-    rows = [row for run in runs for row in run.get("rows", [])]
+    every_row = [row for run in runs for row in run.get("rows", [])]
+    # The field's engines' rows have their own table (peer_table).
+    rows = [row for row in every_row if not row.get("peer")]
     os.makedirs(args.out, exist_ok=True)
     made, note = plots(rows, args.out)
 
@@ -634,6 +690,7 @@ def main():
         mine = [r for r in rows if r.get("problem") == problem]
         md += [f"## {problem}", "", table(mine), ""]
     md += frontier_table(rows)
+    md += peer_table(every_row)
     md += scale_table(rows)
     if args.compile_budget:
         md += compile_budget_section(args.compile_budget, args.out)

@@ -117,6 +117,34 @@ class ReportTest(unittest.TestCase):
                 self.assertIn(f"({png})", md)
             self.assertIn("`schedules_vs_depth.png`: Peak memory vs depth for each schedule", md)
 
+    def test_the_peers_table_pairs_each_engine_with_eager_of_its_case(self):
+        case = "L=8,d=512,N=256"
+        peer = lambda engine, policy, ms, **extra: dict(  # noqa: E731
+            {"name": f"peer/scan_stack/{case}/{engine}/{policy}", "problem": "scan_stack",
+             "params": {"L": 8, "d": 512, "N": 256}, "engine": engine, "policy": policy, "peer": True,
+             "real_time_ms": ms, "vs_eager": ms / 40.0}, **extra)
+        run = {"command": "tools/bazel run //harness:bench -- --peer", "machine": {"cpu": "test", "cores": 2},
+               "date": "2026-01-01T00:00:00Z",
+               "rows": [row(case, "eager", "as-written", 40, 100, 10, 1.0),
+                        row(case, "recompute", "as-written", 50, 80, 5, 1.25),
+                        peer("jax", "everything_saveable", 44), peer("jax", "as-written", 60),
+                        peer("torch-compile", "everything_saveable", 0, error="unsupported: no"),
+                        peer("torch-compile", "as-written", 80)]}
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            path = os.path.join(tmp, "peer.json")
+            with open(path, "w") as f:
+                json.dump(run, f)
+            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+            subprocess.run([python, report.__file__, path, "--out", tmp], check=True, stdout=subprocess.DEVNULL)
+            with open(os.path.join(tmp, "REPORT.md")) as f:
+                md = f.read()
+        self.assertIn("## The field's engines, in the same run", md)
+        self.assertIn("| scan_stack | L=8,N=256,d=512 | remat eager / recompute | 40.0 | 1.00 | 50.0 | 1.25 |", md)
+        self.assertIn("| scan_stack | L=8,N=256,d=512 | jax | 44.0 | 1.10 | 60.0 | 1.50 |", md)
+        self.assertIn("| scan_stack | L=8,N=256,d=512 | torch-compile | error: unsupported: no |  | 80.0 | 2.00 |", md)
+        # Peer rows stay out of the problem's own table.
+        self.assertNotIn("jax/as-written", md.split("## The field's engines")[0])
+
     def test_the_compile_budget_section_and_its_gaps(self):
         # tools/torch_compile_budget.py's TSV: one problem, three budgets;
         # remat recomputes fewer FLOPs at B = 0.5, the same elsewhere.
