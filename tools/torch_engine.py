@@ -39,6 +39,11 @@ on stdout and exit status 77 (tools/conform.h's kUnsupportedExit):
 Every other op of engines/api/program.h maps to PyTorch's (ids and targets as
 int64 indices). No torch: the message "unsupported: PyTorch is not installed"
 and exit 77.
+
+stats.json has no peak_bytes: PyTorch's CPU allocator keeps no high-water
+mark (torch.cuda.max_memory_allocated is CUDA's alone), and the resident set
+of the interpreter (Python, the library, the allocator's cache) is not the
+computation's peak that remat reports (CONTRACT.md, section 8).
 """
 
 import functools
