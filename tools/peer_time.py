@@ -32,27 +32,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from program_text import parse_program  # noqa: E402
+from program_text import load_case  # noqa: E402
 
 UNSUPPORTED_EXIT = 77
 NOT_INSTALLED_EXIT = 3
-
-
-def load(d, np):
-    with open(os.path.join(d, "program.txt")) as f:
-        program = parse_program(f.read())
-    names = [name for _, name, _ in program.params]
-    wrt = [n for (pid, n, _) in program.params if pid not in program.int_params]
-    if os.path.exists(os.path.join(d, "case.json")):
-        with open(os.path.join(d, "case.json")) as f:
-            wrt = json.load(f).get("wrt", wrt)
-    arrays = []
-    for pid, name, shape in program.params:
-        a = np.load(os.path.join(d, name + ".npy"))
-        if tuple(a.shape) != tuple(shape):
-            raise SystemExit("peer_time: %s.npy is %s, the program says %s" % (name, a.shape, shape))
-        arrays.append(a)
-    return program, names, wrt, arrays
 
 
 def timed(step, repeats):
@@ -81,7 +64,8 @@ def run_jax(d, repeats):
     import jax_engine
     jax.config.update("jax_enable_x64", False)
     jax.config.update("jax_default_matmul_precision", "highest")
-    program, names, wrt, arrays = load(d, np)
+    program, wrt, arrays = load_case(d, np)
+    names = [name for _, name, _ in program.params]
     args = [jax.numpy.asarray(a.astype(np.int32 if pid in program.int_params else np.float32))
             for (pid, _, _), a in zip(program.params, arrays)]
     try:
@@ -111,7 +95,8 @@ def run_torch(d, repeats, compile_it):
         return NOT_INSTALLED_EXIT, None
     import torch_engine
     torch.set_num_threads(os.cpu_count() or 1)
-    program, names, wrt, arrays = load(d, np)
+    program, wrt, arrays = load_case(d, np)
+    names = [name for _, name, _ in program.params]
     args = []
     for (pid, name, _), a in zip(program.params, arrays):
         if pid in program.int_params:

@@ -194,3 +194,26 @@ def parse_program(text):
     program = statements(Body(params))
     program.name = name
     return program
+
+
+def load_case(d, np):
+    """A case directory as remat conform writes it (tools/conform.h): the
+    parsed DIR/program.txt, the names to differentiate (DIR/case.json's
+    "wrt"; without it every float input) and each input's array from
+    DIR/<name>.npy, in the program's order. A file of another shape than the
+    program's is a ParseError naming it."""
+    import json
+    import os
+    with open(os.path.join(d, "program.txt")) as f:
+        program = parse_program(f.read())
+    wrt = [name for pid, name, _ in program.params if pid not in program.int_params]
+    if os.path.exists(os.path.join(d, "case.json")):
+        with open(os.path.join(d, "case.json")) as f:
+            wrt = json.load(f).get("wrt", wrt)
+    arrays = []
+    for _, name, shape in program.params:
+        a = np.load(os.path.join(d, name + ".npy"))
+        if tuple(a.shape) != tuple(shape):
+            raise ParseError("%s.npy is %s, the program says %s" % (name, tuple(a.shape), tuple(shape)))
+        arrays.append(a)
+    return program, wrt, arrays

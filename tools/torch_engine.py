@@ -52,7 +52,7 @@ import math
 import os
 import sys
 
-from program_text import ParseError, parse_program  # tools/program_text.py, beside this file
+from program_text import ParseError, load_case  # tools/program_text.py, beside this file
 
 UNSUPPORTED_EXIT = 77
 LAYER_NORM_EPS = 1e-5
@@ -355,18 +355,9 @@ def main(argv):
     except ImportError as e:
         print("unsupported: PyTorch is not installed (%s)" % e)
         return UNSUPPORTED_EXIT
-    with open(os.path.join(d, "program.txt")) as f:
-        program = parse_program(f.read())
-    floats = [name for pid, name, _ in program.params if pid not in program.int_params]
-    wrt = floats
-    if os.path.exists(os.path.join(d, "case.json")):
-        with open(os.path.join(d, "case.json")) as f:
-            wrt = json.load(f).get("wrt", wrt)
+    program, wrt, arrays = load_case(d, np)
     args = []
-    for pid, name, shape in program.params:
-        a = np.load(os.path.join(d, name + ".npy"))
-        if tuple(a.shape) != shape:
-            raise ParseError("%s.npy is %s, the program says %s" % (name, tuple(a.shape), shape))
+    for (pid, name, _), a in zip(program.params, arrays):
         if pid in program.int_params:
             args.append(torch.from_numpy(a.astype(np.int64)))
         else:
