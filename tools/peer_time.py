@@ -97,12 +97,7 @@ def run_torch(d, repeats, compile_it):
     torch.set_num_threads(os.cpu_count() or 1)
     program, wrt, arrays = load_case(d, np)
     names = [name for _, name, _ in program.params]
-    args = []
-    for (pid, name, _), a in zip(program.params, arrays):
-        if pid in program.int_params:
-            args.append(torch.from_numpy(a.astype(np.int64)))
-        else:
-            args.append(torch.from_numpy(a.astype(np.float32)).requires_grad_(name in wrt))
+    args = torch_engine.torch_arguments(torch, np, program, arrays, wrt)
     wanted = [args[names.index(n)] for n in wrt]
     interp = torch_engine.Interpreter(torch, np, program)
 

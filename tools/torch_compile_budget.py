@@ -280,15 +280,9 @@ def main(argv):
         eager = json.loads(remat(o.remat, ["run", "--program", path, "--inputs", d, "--engine", "eager", "--json"]))
         eager_runs = eager["stats"]["op_runs"]
         wrt = eager["wrt"]
-        args, wrt_index = [], []
-        for i, (pid, name, shape) in enumerate(program.params):
-            a = np.load(os.path.join(d, name + ".npy"))
-            if pid in program.int_params:
-                args.append(torch.from_numpy(a.astype(np.int64)))
-            else:
-                args.append(torch.from_numpy(a.astype(np.float32)).requires_grad_(name in wrt))
-                if name in wrt:
-                    wrt_index.append(i)
+        arrays = [np.load(os.path.join(d, name + ".npy")) for _, name, _ in program.params]
+        args = torch_engine.torch_arguments(torch, np, program, arrays, wrt)
+        wrt_index = [i for i, (_, name, _) in enumerate(program.params) if name in wrt]
         torch_max = None
         rows = []
         for budget in sorted(o.budgets.split(","), key=float, reverse=True):

@@ -344,6 +344,18 @@ class Interpreter:
         return env[body.result]
 
 
+def torch_arguments(torch, np, program, arrays, wrt):
+    """The program's arguments as PyTorch takes them: ids and targets as
+    int64 indices, the rest float32, requiring grad where named in wrt."""
+    args = []
+    for (pid, name, _), a in zip(program.params, arrays):
+        if pid in program.int_params:
+            args.append(torch.from_numpy(a.astype(np.int64)))
+        else:
+            args.append(torch.from_numpy(a.astype(np.float32)).requires_grad_(name in wrt))
+    return args
+
+
 def main(argv):
     if len(argv) != 2:
         print("usage: torch_engine.py DIR", file=sys.stderr)
@@ -356,12 +368,7 @@ def main(argv):
         print("unsupported: PyTorch is not installed (%s)" % e)
         return UNSUPPORTED_EXIT
     program, wrt, arrays = load_case(d, np)
-    args = []
-    for (pid, name, _), a in zip(program.params, arrays):
-        if pid in program.int_params:
-            args.append(torch.from_numpy(a.astype(np.int64)))
-        else:
-            args.append(torch.from_numpy(a.astype(np.float32)).requires_grad_(name in wrt))
+    args = torch_arguments(torch, np, program, arrays, wrt)
     torch.manual_seed(0)
 
     saved = []
