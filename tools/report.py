@@ -646,7 +646,8 @@ def main():
     parser.add_argument("--compile-budget", metavar="TSV",
                         help="a tools/torch_compile_budget.py run: its section and compile_budget.png")
     parser.add_argument("--section-only", action="store_true",
-                        help="with --compile-budget: print that section alone (to stdout) and write its plot")
+                        help="print one section alone (to stdout): with --compile-budget that one (and write "
+                             "its plot), else the inputs' peer table (bench --peer)")
     args = parser.parse_args()
     if args.compile_budget and args.section_only:
         os.makedirs(args.out, exist_ok=True)
@@ -659,6 +660,9 @@ def main():
         return 2
     runs = load(args.inputs)
     every_row = [row for run in runs for row in run.get("rows", [])]
+    if args.section_only:
+        print("\n".join(peer_table(every_row)))
+        return 0
     # The field's engines' rows have their own table (peer_table).
     rows = [row for row in every_row if not row.get("peer")]
     os.makedirs(args.out, exist_ok=True)
