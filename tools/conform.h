@@ -23,18 +23,22 @@
 // oracle within harness/conformance.h's per-tensor tolerance and the memory
 // fields present are consistent (non-negative integers, peak >= residuals)
 // and hold what they claim:
-//   - residuals follow the policy: where remat's prediction (the recompute
-//     engine's residual bytes) under nothing_saveable is below its
-//     prediction under everything_saveable, the engine's must be below its
-//     own too (judged on whichever of the two cases ran second);
 //   - with "residual_slack": S in stats.json, the residual bytes are within
 //     S (a fraction) of remat's prediction; without it the difference is
 //     reported, not judged.
+// and, over the run, the residuals follow the policy: on the problems where
+// remat's prediction (the recompute engine's residual bytes) under
+// nothing_saveable is below its prediction under everything_saveable, the
+// engine's are below its own on at least one. An engine's op rules may make
+// the two equal on a problem (PyTorch's relu keeps its output, the next
+// layer's input), noted on the case that ran second of the pair; an engine
+// that ignores the regions' policies follows it nowhere.
 // Anything else (a non-zero exit, a timeout, a missing or malformed file, a
 // wrong shape or dtype, a wrong number) fails, with the reason named.
 //
 // The run fails (RunConform's `ok` is false, remat exits 1) when a case
-// failed, when a case was not run (--fail-fast, --time-limit), or when every
+// failed, when a case was not run (--fail-fast, --time-limit), when the
+// residuals follow the policy on none of the problems judged, or when every
 // case was unsupported (an engine judged on nothing) unless
 // allow_unsupported.
 #ifndef REMAT_TOOLS_CONFORM_H_
