@@ -42,10 +42,9 @@
 #include "engines/onednn/platform.h"
 #include "harness/bench_lib.h"
 #include "harness/memory_caps.h"
+#include "harness/case_directory.h"
 #include "harness/conformance.h"
-#include "engines/api/npy.h"
 #include "engines/api/policy.h"
-#include "engines/api/program_text.h"
 #include "problems/problem.h"
 #include "problems/program_file.h"
 
@@ -912,14 +911,7 @@ void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::s
       Case c = MakeCase(FindProblem(r.row.problem), params, /*seed=*/1);  // eager's row's inputs
       if (variant != kAsWritten) c.program = ApplyPolicy(c.program, Policy::Parse(variant));
       const fs::path dir = tmp / StrCat(r.row.problem, ".", params_text, ".", variant);
-      fs::create_directories(dir);
-      std::ofstream(dir / "program.txt") << PrintProgram(c.program);
-      nlohmann::json wrt = nlohmann::json::array();
-      for (int w : c.wrt) wrt.push_back(c.program.param_names[w]);
-      std::ofstream(dir / "case.json") << nlohmann::json{{"wrt", wrt}}.dump() << "\n";
-      for (int i = 0; i < c.program.num_params(); ++i) {
-        WriteNpy((dir / (c.program.param_names[i] + ".npy")).string(), c.inputs[i]);
-      }
+      WriteCaseDirectory(c, variant == kAsWritten ? "" : variant, dir.string());
       for (const std::string& peer : peers) {
         nlohmann::json row = {{"name", StrCat("peer/", r.row.problem, "/", params_text, "/", peer, "/",
                                               variant)},

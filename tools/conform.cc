@@ -20,6 +20,7 @@
 #include "engines/api/policy.h"
 #include "engines/api/program_text.h"
 #include "engines/api/registry.h"
+#include "harness/case_directory.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
 #include "engines/api/npy.h"
@@ -162,9 +163,10 @@ std::string RelativeDifference(int64_t got, int64_t predicted) {
 // A case's name as every line and the JUnit XML print it: the problem at
 // its test sizes, and the policy unless as written.
 std::string CaseName(const Problem& problem, const std::string& policy) {
-  const ParamValues params = ResolveParams(problem, {}, /*test_sizes=*/true);
-  return StrCat(problem.name(), params.empty() ? "" : " ", FormatParams(params),
-                policy.empty() ? "" : " policy=" + policy);
+  Case named;  // no program, no inputs: only what ToString prints
+  named.problem = &problem;
+  named.params = ResolveParams(problem, {}, /*test_sizes=*/true);
+  return named.ToString() + (policy.empty() ? "" : " policy=" + policy);
 }
 
 // The policy a case ran under, as the bench spells it.
@@ -172,34 +174,14 @@ std::string PolicyLabel(const std::string& policy) {
   return policy.empty() ? "as-written" : policy;
 }
 
-// One case: writes its directory, runs the engine, judges what it wrote.
+// One case: writes its directory, runs the engine, judges what it wrote;
+// returns `result` (named by the caller) with the outcome filled in.
 ConformCase RunCase(const ConformOptions& o, const Problem& problem, const std::string& policy,
                     const fs::path& dir, double timeout_seconds, Engine& oracle,
-                    Engine& recompute) {
-  ConformCase result;
-  result.problem = problem.name();
-  result.policy = policy;
-  result.outcome = ConformOutcome::kFail;
+                    Engine& recompute, ConformCase result) {
   Case c = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
-  result.name = CaseName(problem, policy);
   if (!policy.empty()) c.program = ApplyPolicy(c.program, Policy::Parse(policy));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  {
-    std::ofstream p(dir / "program.txt");
-    p << PrintProgram(c.program);
-    if (!p) throw Error(StrCat((dir / "program.txt").string(), ": cannot write"));
-  }
-  std::vector<std::string> wrt;
-  for (int w : c.wrt) wrt.push_back(c.program.param_names[w]);
-  for (int i = 0; i < c.program.num_params(); ++i) {
-    WriteNpy((dir / (c.program.param_names[i] + ".npy")).string(), c.inputs[i]);
-  }
-  {
-    std::ofstream j(dir / "case.json");
-    j << nlohmann::json{{"problem", problem.name()}, {"policy", policy}, {"wrt", wrt}}.dump(2)
-      << "\n";
-  }
+  const std::vector<std::string> wrt = WriteCaseDirectory(c, policy, dir.string());
   const std::string log = (dir / "engine.log").string();
   const auto start = std::chrono::steady_clock::now();
   const Exit e = RunWithTimeout(o.engine_cmd + " " + ShellQuote(dir.string()), log,
@@ -341,7 +323,7 @@ ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
   if (o.engine_cmd.empty()) throw Error("--engine-cmd: empty; expected a command, e.g. \"python3 my_engine.py\"");
   if (!(o.timeout_seconds > 0)) throw Error(StrCat("--timeout ", o.timeout_seconds, ": expected seconds > 0"));
   if (!(o.time_limit_seconds >= 0)) {
-    throw Error(StrCat("--time-limit ", o.time_limit_seconds, ": expected seconds > 0 (0: none)"));
+    throw Error(StrCat("--time-limit ", o.time_limit_seconds, ": expected seconds >= 0 (0: none)"));
   }
   std::vector<const Problem*> problems;
   if (o.problems.empty()) {
@@ -413,7 +395,7 @@ ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
           o.time_limit_seconds > 0 ? std::min(o.timeout_seconds, o.time_limit_seconds - elapsed)
                                    : o.timeout_seconds;
       try {
-        r = RunCase(o, *problem, policy, root / safe, timeout, *oracle, *recompute);
+        r = RunCase(o, *problem, policy, root / safe, timeout, *oracle, *recompute, r);
       } catch (const Error& e) {
         r.outcome = ConformOutcome::kFail;
         r.detail = e.what();

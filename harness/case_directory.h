@@ -1,0 +1,25 @@
+// A case written as a directory for an engine in another process: what
+// `remat conform` hands each case to (tools/conform.h) and what the bench's
+// --peer times (tools/peer_time.py).
+#ifndef REMAT_HARNESS_CASE_DIRECTORY_H_
+#define REMAT_HARNESS_CASE_DIRECTORY_H_
+
+#include <string>
+#include <vector>
+
+#include "harness/conformance.h"
+
+namespace remat {
+
+// Writes DIR/program.txt (c.program, engines/api/program_text.h),
+// DIR/<input>.npy for every parameter (c.inputs) and DIR/case.json
+// {"problem", "policy", "wrt": [names]}, replacing whatever DIR held.
+// `policy` is the spec applied to c.program ("" as written), for logs.
+// Returns the names in "wrt"; throws remat::Error naming a file it cannot
+// write.
+std::vector<std::string> WriteCaseDirectory(const Case& c, const std::string& policy,
+                                            const std::string& dir);
+
+}  // namespace remat
+
+#endif  // REMAT_HARNESS_CASE_DIRECTORY_H_
