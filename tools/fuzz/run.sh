@@ -21,14 +21,18 @@ text=(engines/api/program_text.cc engines/api/op_shape.cc engines/api/program.cc
       engines/api/shape.cc engines/api/units.cc engines/api/schedule_spec.cc engines/api/op_defs.cc
       engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc
       engines/schedule/schedule.cc)
-cli=(engines/api/*.cc engines/plan/*.cc engines/autodiff/*.cc engines/exec/*.cc engines/eager/eager_registration.cc engines/onednn/onednn_kernels.cc
-     engines/onednn/platform.cc engines/oracle/oracle.cc engines/oracle/oracle_registration.cc
-     engines/reference/reference_kernels.cc engines/eager/reference_registration.cc
-     engines/recompute/recompute_engine.cc engines/schedule/schedule.cc engines/budget/*.cc
-     engines/dtr/cell_pool.cc engines/dtr/dtr_engine.cc engines/planned/*.cc problems/*.cc
-     harness/conformance.cc harness/memory_caps.cc harness/rounding_depth.cc harness/stats_json.cc
-     tools/conform.cc tools/remat_cli.cc)
-cli=($(ls "${cli[@]}" 2>/dev/null | grep -v '_test.cc$' || true))
+# The CLI fuzzer links what //tools:remat links, less its main(): the list is
+# Bazel's, so a source added to the build cannot be missing here.
+if ! cli_labels=$(tools/bazel query 'kind("source file", deps(//tools:remat))' 2>/dev/null); then
+  echo "fuzz: 'tools/bazel query deps(//tools:remat)' failed; run it to see why" >&2
+  exit 2
+fi
+cli=($(printf '%s\n' "$cli_labels" | grep '^//.*\.cc$' | grep -v ':remat_main\.cc$' |
+       sed -e 's#^//##' -e 's#:#/#'))
+if ((${#cli[@]} == 0)); then
+  echo "fuzz: Bazel named no sources for //tools:remat" >&2
+  exit 2
+fi
 
 build() {  # name sources...
   local name=$1
