@@ -3,9 +3,15 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engines/api/error.h"
+#include "engines/api/op_def.h"
+#include "engines/api/rules.h"
 #include "harness/rounding_depth.h"
 
 namespace remat {
@@ -276,6 +282,191 @@ std::optional<std::string> ResidualListingDiffers(const Stats& eager, const Stat
   if (!extra.empty()) out += StrCat("lines eager does not list:", Lines(extra));
   if (exact && !missing.empty()) {
     out += StrCat(out.empty() ? "" : "\n  ", "eager's lines it lacks:", Lines(missing));
+  }
+  return out;
+}
+
+namespace {
+
+// Schedule lines by label ("forward", "recompute", "backward"); lines with
+// none of them in `unlabelled`. (What follows the label is the op, in a
+// form that differs between engines: lines are counted, not matched.)
+std::map<std::string, int64_t> ScheduleCounts(const std::vector<std::string>& schedule,
+                                              std::vector<std::string>& unlabelled) {
+  std::map<std::string, int64_t> counts;
+  for (const std::string& line : schedule) {
+    const std::string label = line.substr(0, line.find(' '));
+    if (label != "forward" && label != "recompute" && label != "backward") {
+      unlabelled.push_back(line);
+    } else {
+      ++counts[label];
+    }
+  }
+  return counts;
+}
+
+// The FLOPs of one run of each primitive op, by Program::Describe(op), as
+// Kernels counts them; -1 where two ops of one description differ.
+void OpFlops(const Program& p, std::map<std::string, int64_t>* flops) {
+  std::vector<Shape> in;
+  for (const Op& op : p.ops) {
+    if (!IsPrimitive(op.kind)) {
+      OpFlops(*op.body, flops);
+      continue;
+    }
+    in.clear();
+    for (int v : op.inputs) in.push_back(p.shapes[v]);
+    const int64_t f = Def(op.kind).flops(in, p.shapes[op.output]);
+    const auto [it, inserted] = flops->emplace(Program::Describe(op), f);
+    if (!inserted && it->second != f) it->second = -1;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> StatsContradictions(const Program& program, const Result& got,
+                                             const Result& eager, bool schedules,
+                                             bool same_kernels) {
+  std::vector<std::string> out;
+  const Stats& s = got.stats;
+  auto at_least = [&out](const char* field, int64_t value, int64_t least) {
+    if (value < least) out.push_back(StrCat("Stats::", field, " is ", value, ", below ", least));
+  };
+  at_least("peak_bytes", s.peak_bytes, 0);
+  at_least("host_peak_bytes", s.host_peak_bytes, 0);
+  at_least("predicted_peak_bytes", s.predicted_peak_bytes, -1);
+  at_least("residual_bytes", s.residual_bytes, 0);
+  at_least("flops_forward", s.flops_forward, 0);
+  at_least("flops_recomputed", s.flops_recomputed, 0);
+  at_least("flops_backward", s.flops_backward, 0);
+  at_least("kernel_calls", s.kernel_calls, 0);
+  at_least("arena_bytes", s.arena_bytes, -1);
+  for (int c = 0; c < kNumCategories; ++c) {
+    const std::string name = CategoryName(static_cast<Category>(c));
+    at_least(StrCat("peak_bytes_by_category[", name, "]").c_str(), s.peak_bytes_by_category[c], 0);
+    at_least(StrCat("high_water_bytes_by_category[", name, "]").c_str(),
+             s.high_water_bytes_by_category[c], 0);
+  }
+  const std::pair<const char*, double> times[] = {{"seconds_forward", s.seconds_forward},
+                                                  {"seconds_backward", s.seconds_backward},
+                                                  {"seconds_in_kernels", s.seconds_in_kernels},
+                                                  {"seconds_compile", s.seconds_compile}};
+  for (const auto& [field, seconds] : times) {
+    if (!(seconds >= 0)) out.push_back(StrCat("Stats::", field, " is ", seconds, " s, below 0"));
+  }
+  // The kernels' time is part of the forward and backward passes' (a
+  // microsecond of slack for two clocks read apart).
+  if (s.seconds_in_kernels > s.seconds_total() * 1.001 + 1e-6) {
+    out.push_back(StrCat("Stats::seconds_in_kernels (", s.seconds_in_kernels,
+                         " s) is more than the run's seconds_forward + seconds_backward (",
+                         s.seconds_total(), " s)"));
+  }
+  if (got.tracker != nullptr) {
+    const MemoryTracker& t = *got.tracker;
+    if (s.peak_bytes != t.peak_bytes()) {
+      out.push_back(StrCat("Stats::peak_bytes is ", s.peak_bytes, ", the tracker's high-water mark ",
+                           t.peak_bytes()));
+    }
+    if (s.host_peak_bytes != t.peak_host_bytes()) {
+      out.push_back(StrCat("Stats::host_peak_bytes is ", s.host_peak_bytes,
+                           ", the tracker's host high-water mark ", t.peak_host_bytes()));
+    }
+    for (int c = 0; c < kNumCategories; ++c) {
+      const Category cat = static_cast<Category>(c);
+      if (s.peak_bytes_by_category[c] != t.peak_bytes(cat)) {
+        out.push_back(StrCat("Stats::peak_bytes_by_category[", CategoryName(cat), "] is ",
+                             s.peak_bytes_by_category[c], ", the tracker's at its peak ",
+                             t.peak_bytes(cat)));
+      }
+      if (s.high_water_bytes_by_category[c] != t.high_water_bytes(cat)) {
+        out.push_back(StrCat("Stats::high_water_bytes_by_category[", CategoryName(cat), "] is ",
+                             s.high_water_bytes_by_category[c], ", the tracker's ",
+                             t.high_water_bytes(cat)));
+      }
+    }
+  }
+  const Stats& e = eager.stats;
+  if (s.flops_forward != e.flops_forward) {
+    out.push_back(StrCat("Stats::flops_forward is ", s.flops_forward, ", eager's ", e.flops_forward,
+                         " (the forward pass is the program once; recomputation is "
+                         "flops_recomputed)"));
+  }
+  if (same_kernels && s.flops_backward != e.flops_backward) {
+    out.push_back(StrCat("Stats::flops_backward is ", s.flops_backward, ", eager's ",
+                         e.flops_backward, " (recomputation excluded)"));
+  }
+  bool recomputed = false;
+  for (const auto& [op, n] : e.op_runs) {
+    const int64_t have = s.op_runs.count(op) ? s.op_runs.at(op) : 0;
+    if (have < n) {
+      out.push_back(StrCat("Stats::op_runs counts '", op, "' ", have, " times, fewer than eager's ", n,
+                           " (the forward pass runs every op)"));
+    }
+    recomputed = recomputed || have > n;
+  }
+  for (const auto& [op, n] : s.op_runs) {
+    if (e.op_runs.count(op) == 0) {
+      out.push_back(StrCat("Stats::op_runs counts '", op, "' (", n, " runs), an op eager never ran"));
+    }
+  }
+  // (The converse does not hold: recomputing only ops that cost no FLOPs,
+  // a reshape, is recomputation of 0 FLOPs.)
+  if (s.flops_recomputed > 0 && !recomputed) {
+    out.push_back(StrCat("Stats::flops_recomputed is ", s.flops_recomputed,
+                         " while op_runs equals eager's (nothing recomputed)"));
+  }
+  if (same_kernels) {
+    std::map<std::string, int64_t> flops;
+    OpFlops(program, &flops);
+    int64_t beyond = 0;
+    bool known = true;
+    for (const auto& [op, n] : s.op_runs) {
+      const auto f = flops.find(op);
+      const int64_t base = e.op_runs.count(op) ? e.op_runs.at(op) : 0;
+      if (n <= base) continue;
+      known = known && f != flops.end() && f->second >= 0;
+      if (known) beyond += (n - base) * f->second;
+    }
+    if (known && beyond != s.flops_recomputed) {
+      out.push_back(StrCat("Stats::flops_recomputed is ", s.flops_recomputed,
+                           ", while the op runs beyond eager's in Stats::op_runs cost ", beyond,
+                           " FLOPs"));
+    }
+  }
+  std::set<std::string> arguments;
+  for (const Residual& r : s.residuals) {
+    if (r.is_argument && !arguments.insert(r.source).second) {
+      out.push_back(StrCat("the residual listing lists '", r.source, "' twice"));
+    }
+  }
+  if (schedules) {
+    std::vector<std::string> unlabelled, eager_unlabelled;
+    auto have = ScheduleCounts(got.schedule, unlabelled);
+    auto want = ScheduleCounts(eager.schedule, eager_unlabelled);
+    if (got.schedule.empty()) {
+      out.push_back("Result::schedule is empty under RunOptions::record_schedule");
+    } else {
+      for (const std::string& line : unlabelled) {
+        out.push_back(StrCat("Result::schedule's line '", line,
+                             "' starts with none of forward, recompute, backward"));
+      }
+      int64_t runs = 0;
+      for (const auto& [op, n] : s.op_runs) runs += n;
+      if (!same_kernels) return out;
+      if (have["forward"] != want["forward"]) {
+        out.push_back(StrCat("Result::schedule has ", have["forward"], " forward lines, eager's ",
+                             want["forward"], " (the forward pass runs the program once)"));
+      }
+      if (have["backward"] != want["backward"]) {
+        out.push_back(StrCat("Result::schedule has ", have["backward"], " backward lines, eager's ",
+                             want["backward"]));
+      }
+      if (have["forward"] + have["recompute"] != runs) {
+        out.push_back(StrCat("Result::schedule has ", have["forward"], " forward and ",
+                             have["recompute"], " recompute lines, while Stats::op_runs counts ",
+                             runs, " op runs"));
+      }
+    }
   }
   return out;
 }

@@ -121,6 +121,34 @@ CountedRun RunCountingStorage(Engine& engine, const Program& program,
 std::optional<std::string> ResidualListingDiffers(const Stats& eager, const Stats& got, bool exact,
                                                   bool values_only = false);
 
+// Where an engine's Stats (and schedule) contradict their definitions
+// (engines/api/stats.h, CONTRACT.md sections 4 and 5), one sentence each,
+// naming the field; empty when none does. `got` is the engine's run and
+// `eager` eager's run of the same program, arguments and wrt (both with
+// RunOptions::record_schedule when `schedules` is true); `same_kernels`
+// when the engine runs on remat's Kernels (Engine::kernels() not ""), which
+// count FLOPs and kernel calls one way for every engine. The rules:
+// - no byte count, FLOP count or time below 0 (predicted_peak_bytes and
+//   arena_bytes: -1 for none); seconds_in_kernels within the run's time;
+// - every byte field the tracker keeps is the tracker's (Result::tracker):
+//   peak_bytes, peak_bytes_by_category, high_water_bytes_by_category,
+//   host_peak_bytes;
+// - the forward pass is the program's, whatever is recomputed:
+//   flops_forward is eager's; op_runs has eager's ops, each run at least as
+//   often; flops_recomputed is 0 when every op ran as often as in eager,
+//   and on remat's Kernels, the FLOP model's count (engines/api/op_defs.cc)
+//   of the runs beyond eager's;
+// - on remat's Kernels, the backward pass is eager's too: flops_backward is
+//   eager's (recomputation excluded);
+// - no argument listed twice in the residual listing;
+// - the schedule: every line labelled forward, recompute or backward; on
+//   remat's Kernels, one line per kernel run: as many forward lines as
+//   eager's (the program once), forward and recompute lines adding up to
+//   op_runs, as many backward lines as eager's.
+std::vector<std::string> StatsContradictions(const Program& program, const Result& got,
+                                             const Result& eager, bool schedules,
+                                             bool same_kernels);
+
 // Names of value/gradient tensors in Result order: "value", "grad w1", ...
 std::vector<std::string> OutputNames(const Case& c);
 

@@ -174,6 +174,45 @@ TEST_P(ConformanceTest, SameInputsGiveTheSameBits) {
   }
 }
 
+// Every field an engine reports, by its definition (StatsContradictions:
+// the tracker's marks, eager's forward and backward passes, the schedule's
+// lines against op_runs), and plan_only: a dry run's Result, tensors without
+// data, whose peak is the one the real run then measures.
+TEST_P(ConformanceTest, EveryReportedFieldFollowsItsDefinition) {
+  const std::string what = StrCat(EngineUnderTest(), " on ", case_.ToString());
+  RunOptions options;
+  options.record_schedule = true;
+  std::unique_ptr<Engine> eager = MakeEngine("eager");
+  const Result want = eager->ValueAndGrad(case_.program, case_.inputs, case_.wrt, options);
+  const Result got = Run(options);
+  for (const std::string& c : StatsContradictions(case_.program, got, want, /*schedules=*/true, !engine_->kernels().empty())) {
+    ADD_FAILURE() << what << ": " << c;
+  }
+  RunOptions plan;
+  plan.plan_only = true;
+  Result dry;
+  try {
+    dry = Run(plan);
+  } catch (const Error& e) {
+    // An engine that cannot plan refuses plan_only by name (CONTRACT.md
+    // section 5), as the float64 oracle does.
+    EXPECT_NE(std::string(e.what()).find("plan_only"), std::string::npos)
+        << what << ": a plan_only run threw an error that does not name plan_only: " << e.what();
+    return;
+  }
+  std::vector<const Tensor*> outputs = {&dry.value};
+  for (const Tensor& g : dry.grads) outputs.push_back(&g);
+  for (const Tensor* t : outputs) {
+    EXPECT_TRUE(!t->defined() || t->dry())
+        << what << ": under RunOptions::plan_only a tensor of the Result holds data (plan_only "
+        << "returns a dry run's Result: CONTRACT.md section 5)";
+  }
+  if (got.stats.predicted_peak_bytes >= 0) {
+    EXPECT_EQ(dry.stats.predicted_peak_bytes, got.stats.peak_bytes)
+        << what << ": plan_only's predicted peak is not the peak the run measures";
+  }
+}
+
 TEST_P(ConformanceTest, TrackerReturnsToZeroLiveBytes) {
   std::shared_ptr<MemoryTracker> tracker;
   int64_t held = 0;
@@ -346,6 +385,8 @@ TEST_P(ConformanceTest, ASequenceOfCallsIsCheckedAsIfEachWereTheFirst) {
   policy.program = ApplyPolicy(case_.program, Policy::Parse("everything_saveable"));
   Case nothing = case_;
   nothing.program = ApplyPolicy(case_.program, Policy::Parse("nothing_saveable"));
+  Case offload = case_;
+  offload.program = ApplyPolicy(case_.program, Policy::Parse("offload_dot_with_no_batch_dims"));
   Case one_input = case_;
   one_input.wrt = {case_.wrt.front()};
   Case reversed = case_;
@@ -353,7 +394,7 @@ TEST_P(ConformanceTest, ASequenceOfCallsIsCheckedAsIfEachWereTheFirst) {
   const std::vector<std::pair<std::string, const Case*>> calls = {
       {"the first call", &case_},           {"new input values", &new_values},
       {"everything_saveable", &policy},     {"nothing_saveable", &nothing},
-      {"one input in wrt", &one_input},     {"wrt reversed", &reversed},
+      {"offloading dots", &offload},        {"one input in wrt", &one_input},     {"wrt reversed", &reversed},
       {"another program", &other},          {"the first call again", &case_}};
   for (size_t i = 0; i < calls.size(); ++i) {
     const auto& [what, c] = calls[i];
@@ -369,8 +410,15 @@ TEST_P(ConformanceTest, ASequenceOfCallsIsCheckedAsIfEachWereTheFirst) {
     EXPECT_EQ(a.peak_bytes, b.peak_bytes) << where << ": Stats::peak_bytes";
     EXPECT_EQ(a.peak_bytes_by_category, b.peak_bytes_by_category)
         << where << ": Stats::peak_bytes_by_category";
+    EXPECT_EQ(a.high_water_bytes_by_category, b.high_water_bytes_by_category)
+        << where << ": Stats::high_water_bytes_by_category";
+    EXPECT_EQ(a.host_peak_bytes, b.host_peak_bytes) << where << ": Stats::host_peak_bytes";
+    EXPECT_EQ(a.peak_site, b.peak_site) << where << ": Stats::peak_site";
     EXPECT_EQ(a.predicted_peak_bytes, b.predicted_peak_bytes) << where << ": Stats::predicted_peak_bytes";
+    EXPECT_EQ(a.predicted_peak_site, b.predicted_peak_site) << where << ": Stats::predicted_peak_site";
     EXPECT_EQ(a.residual_bytes, b.residual_bytes) << where << ": Stats::residual_bytes";
+    EXPECT_EQ(ResidualListingDiffers(a, b, /*exact=*/true), std::nullopt)
+        << where << ": Stats::residuals";
     EXPECT_EQ(a.flops_forward, b.flops_forward) << where << ": Stats::flops_forward";
     EXPECT_EQ(a.flops_recomputed, b.flops_recomputed) << where << ": Stats::flops_recomputed";
     EXPECT_EQ(a.flops_backward, b.flops_backward) << where << ": Stats::flops_backward";
@@ -904,6 +952,24 @@ TEST_P(VariantTest, MeasuresThePeakItPredictsAndGivesEveryByteBack) {
   }
   EXPECT_EQ(tracker->live_bytes(), 0) << What() << ": bytes still live after the Result is gone";
   EXPECT_EQ(tracker->live_bytes(Category::kHost), 0) << What();
+}
+
+// Every reported field by its definition under every policy and schedule,
+// where the engine saves and recomputes differently (StatsContradictions).
+TEST_P(VariantTest, ReportsEveryFieldByItsDefinition) {
+  RunOptions options;
+  options.record_schedule = true;
+  std::unique_ptr<Engine> eager = MakeEngine("eager");
+  const Result want = eager->ValueAndGrad(program_, case_.inputs, case_.wrt, options);
+  Result got;
+  try {
+    got = engine_->ValueAndGrad(program_, case_.inputs, case_.wrt, options);
+  } catch (const Error& e) {
+    FAIL() << What() << ": threw on a valid program: " << e.what();
+  }
+  for (const std::string& c : StatsContradictions(program_, got, want, /*schedules=*/true, !engine_->kernels().empty())) {
+    ADD_FAILURE() << What() << ": " << c;
+  }
 }
 
 // An engine that honours a memory cap keeps eager's bits under one on every

@@ -55,6 +55,9 @@ class ExampleEngine : public Engine {
       }
     } forget{this};
     Result r;
+    // RunOptions::record_schedule: a line per kernel run, as it runs.
+    schedule_ = options.record_schedule ? &r.schedule : nullptr;
+    op_runs_.clear();
     std::vector<bool> needs(program.num_params(), false);
     for (int w : wrt) needs[w] = true;
     Tape tape;
@@ -86,6 +89,8 @@ class ExampleEngine : public Engine {
       }
     }
     r.stats.flops_backward = k_.flops();
+    r.stats.op_runs = OpRuns(std::move(op_runs_));
+    op_runs_.clear();
     r.state = std::move(state_);
     state_.clear();
     memory.Finish(&r);
@@ -135,6 +140,8 @@ class ExampleEngine : public Engine {
         values[op.output] = carry;
       } else {
         values[op.output] = remat::Forward(k_, op, x);
+        ++op_runs_[Program::Describe(op)];
+        if (schedule_ != nullptr) schedule_->push_back("forward " + Program::Describe(op));
         // The source print_saved_residuals gives: the op, then its labels.
         const Buffer* out = values[op.output].buffer();
         // The new state: the forward pass runs every op once.
@@ -207,6 +214,7 @@ class ExampleEngine : public Engine {
         }
       } else {
         din = remat::Backward(k_, op, saved, saved_output, d, shapes, x_needs);
+        if (schedule_ != nullptr) schedule_->push_back("backward " + Program::Describe(op));
       }
       for (size_t j = 0; j < op.inputs.size(); ++j) {  // input order (3.2)
         if (din[j].defined()) Accumulate(k_, &cot[op.inputs[j]], din[j]);
@@ -240,6 +248,8 @@ class ExampleEngine : public Engine {
 
   OneDnnKernels k_;
   std::shared_ptr<MemoryTracker> tracker_;
+  std::vector<std::string>* schedule_ = nullptr;  // the run's Result::schedule, or null
+  OpRuns::Map op_runs_;                            // the run's Stats::op_runs
   // Each buffer's source, and whether a scan step computed it.
   std::unordered_map<const Buffer*, std::pair<std::string, bool>> origin_;
   std::unordered_map<const Buffer*, Tensor> arguments_;

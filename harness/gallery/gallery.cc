@@ -11,19 +11,12 @@
 #include "engines/autodiff/planners.h"
 #include "engines/autodiff/reverse_mode_engine.h"
 #include "engines/onednn/onednn_kernels.h"
+#include "harness/gallery/decorator.h"
 #include "harness/gallery/faulty_executor_rules.h"
 #include "harness/gallery/faulty_kernels.h"
 
 namespace remat {
 namespace {
-
-// recompute as engines/recompute builds it, here without the registry (the
-// gallery's binaries link no "recompute").
-std::unique_ptr<Engine> Recompute(const std::string& name, std::unique_ptr<Kernels> kernels,
-                                  std::unique_ptr<ExecutorRules> rules = nullptr) {
-  return std::make_unique<ReverseModeEngine>(name, std::move(kernels), MakeRecomputePlanner(),
-                                             std::move(rules));
-}
 
 // A fault in one of the executor's rules (faulty_executor_rules.h), on
 // eager's kernels.
@@ -66,24 +59,6 @@ EngineFactory InPlanner(const std::string& name) {
                                                std::make_unique<InlineRegionsPlanner>());
   };
 }
-
-// A fault around recompute: everything but ValueAndGrad is recompute's.
-class Decorator : public Engine {
- public:
-  explicit Decorator(std::string name)
-      : name_(std::move(name)), inner_(Recompute("recompute", std::make_unique<OneDnnKernels>())) {}
-  std::string name() const override { return name_; }
-  DType dtype() const override { return inner_->dtype(); }
-  std::string kernels() const override { return inner_->kernels(); }
-  bool honours_checkpoints() const override { return inner_->honours_checkpoints(); }
-
- protected:
-  Engine& inner() { return *inner_; }
-
- private:
-  std::string name_;
-  std::unique_ptr<Engine> inner_;
-};
 
 // Keeps the last run's loss in a static, for a progress line, and so keeps
 // its buffer (and tracker) alive after the caller drops the Result.

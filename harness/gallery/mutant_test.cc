@@ -1,0 +1,166 @@
+// The generated mutants (mutants.h) through the conformance suite
+// (harness/conformance_test.cc, built with the mutants linked in as
+// faulty_conformance). One test a mutant. A mutant is caught when the suite
+// fails on it with a GoogleTest failure (not a crash); a mutant the contract
+// allows (Mutant::allowed_by) must pass instead, so that an allowance stays
+// true. The last test prints the mutation score over the generated set.
+//
+//   bazel-bin/harness/gallery/mutant_test                       # every mutant
+//   bazel-bin/harness/gallery/mutant_test --mutant=NAME         # one, with the suite's output
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "harness/gallery/mutants.h"
+#include "harness/gallery/suite_runner.h"
+
+namespace remat {
+namespace {
+
+std::string& OnlyMutant() {
+  static std::string name;
+  return name;
+}
+
+class MutantTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(MutantTest, TheSuiteCatchesIt) {
+  const Mutant& m = Mutants()[GetParam()];
+  if (!OnlyMutant().empty() && m.engine != OnlyMutant()) GTEST_SKIP() << "--mutant=" << OnlyMutant();
+  const Outcome o = Execute(Runfile("harness/gallery/faulty_conformance") + " --engine=" + m.engine);
+  const std::map<std::string, int> caught_by = TestsThatFailedSaying(o.output, {});
+  std::string by;
+  for (const auto& [test, instances] : caught_by) {
+    by += (by.empty() ? "" : ", ") + test + " (" + std::to_string(instances) + ")";
+  }
+  const bool caught = o.exit_code == 1 && !caught_by.empty();
+  std::printf("mutant: %-44s %s\n        %s\n", m.engine.c_str(),
+              caught ? by.c_str()
+              : o.exit_code == 0 ? (m.allowed_by.empty() ? "NOT CAUGHT" : "passed, as allowed")
+                                 : ("the suite exited " + std::to_string(o.exit_code)).c_str(),
+              m.mutation.c_str());
+  if (!OnlyMutant().empty()) std::printf("%s\n", o.output.c_str());
+  // Exit 1 is GoogleTest's "a test failed"; anything else (a signal, a
+  // crash in the suite, a runner error) is the suite breaking, not catching.
+  EXPECT_TRUE(o.exit_code == 0 || o.exit_code == 1)
+      << m.engine << ": the suite did not finish (exit " << o.exit_code << ")\n"
+      << o.output.substr(o.output.size() > 4000 ? o.output.size() - 4000 : 0);
+  if (m.allowed_by.empty()) {
+    EXPECT_TRUE(caught) << m.engine << " (" << m.mutation
+                        << ") passed the conformance suite: a hole in the suite, or a change the "
+                           "contract allows (then say so in mutants.cc, quoting CONTRACT.md)";
+  } else {
+    EXPECT_EQ(o.exit_code, 0) << m.engine << " (" << m.mutation << ") is allowed by \""
+                              << m.allowed_by << "\" but the suite fails it: " << by;
+  }
+}
+
+std::vector<size_t> Indices() {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < Mutants().size(); ++i) out.push_back(i);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Generated, MutantTest, ::testing::ValuesIn(Indices()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           std::string name = Mutants()[info.param].engine;
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+// The generator makes every rule's mutants: at least one per integer field
+// of Stats (three rules each) and per output and option rule.
+TEST(Mutants, TheGeneratedSetIsWhole) {
+  int allowed = 0;
+  for (const Mutant& m : Mutants()) allowed += !m.allowed_by.empty();
+  std::printf("mutants: %zu generated, %d allowed by the contract, %zu the suite must catch\n",
+              Mutants().size(), allowed, Mutants().size() - allowed);
+  EXPECT_GE(Mutants().size(), 90u);
+}
+
+// The data members of `struct NAME { ... };` in a header: the names of the
+// lines that declare a member (no parentheses, ending in ';').
+std::vector<std::string> Members(const std::string& header, const std::string& name) {
+  std::ifstream in(Runfile(header));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string all = text.str();
+  const size_t start = all.find("struct " + name + " {");
+  EXPECT_NE(start, std::string::npos) << header << ": no struct " << name;
+  if (start == std::string::npos) return {};
+  const size_t end = all.find("\n};", start);
+  std::vector<std::string> members;
+  std::istringstream lines(all.substr(start, end - start));
+  std::string line;
+  std::getline(lines, line);  // "struct NAME {"
+  int depth = 0;
+  while (std::getline(lines, line)) {
+    const std::string code = line.substr(0, line.find("//"));
+    const bool at_top = depth == 0;
+    for (char c : code) depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+    if (!at_top || code.find(';') == std::string::npos) continue;
+    std::string decl = code.substr(0, code.find(';'));
+    decl = decl.substr(0, decl.find('='));
+    decl = decl.substr(0, decl.find('{'));
+    while (!decl.empty() && decl.back() == ' ') decl.pop_back();
+    // A member function ("double seconds_total() const"), not a field (a
+    // std::function<void(...)> field has its parentheses inside <>).
+    if (decl.empty() || decl.back() == ')' || decl.find(") const") != std::string::npos) continue;
+    const size_t space = decl.rfind(' ');
+    if (space != std::string::npos) members.push_back(decl.substr(space + 1));
+  }
+  return members;
+}
+
+// Every field an engine reports or obeys has mutants: its name is in a
+// mutant's ("mutant_peak_bytes_low" for Stats::peak_bytes). A field added
+// to Stats, RunOptions or Result without a rule here fails this test.
+TEST(Mutants, EveryFieldOfTheInterfaceHasMutants) {
+  const std::pair<const char*, const char*> structs[] = {
+      {"engines/api/stats.h", "Stats"},
+      {"engines/api/engine.h", "RunOptions"},
+      {"engines/api/engine.h", "Result"},
+  };
+  int fields = 0;
+  for (const auto& [header, name] : structs) {
+    const std::vector<std::string> members = Members(header, name);
+    EXPECT_GE(members.size(), 3u) << header << ": struct " << name << " read wrong";
+    for (const std::string& field : members) {
+      // Result::stats is the struct of the fields above.
+      if (std::string(name) == "Result" && field == "stats") continue;
+      ++fields;
+      std::printf("  %s::%s\n", name, field.c_str());
+      bool has = false;
+      for (const Mutant& m : Mutants()) has = has || m.engine.find(field) != std::string::npos;
+      EXPECT_TRUE(has) << name << "::" << field << " (" << header
+                       << ") has no generated mutant: add its rules to mutants.cc";
+    }
+  }
+  std::printf("mutants: %d fields of Stats, RunOptions and Result, each with mutants\n", fields);
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  remat::SetArgv0(argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--mutant=", 9) == 0) {
+      remat::OnlyMutant() = argv[i] + 9;
+    } else {
+      std::fprintf(stderr, "mutant_test: unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  return RUN_ALL_TESTS();
+}
