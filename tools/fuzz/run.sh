@@ -15,24 +15,27 @@ if ! command -v clang++ >/dev/null; then
   exit 2
 fi
 flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
-core=(engines/api/shape.cc engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc engines/api/npy.cc)
-text=(engines/api/program_text.cc engines/api/op_shape.cc engines/api/program.cc
-      engines/api/policy.cc engines/api/tracer.cc engines/api/kernels.cc engines/api/philox.cc engines/api/kernel_clock.cc
-      engines/api/shape.cc engines/api/units.cc engines/api/schedule_spec.cc engines/api/op_defs.cc
-      engines/api/tensor.cc engines/api/buffer_hooks.cc engines/api/memory_tracker.cc
-      engines/schedule/schedule.cc)
-# The CLI fuzzer links what //tools:remat links, less its main(): the list is
-# Bazel's, so a source added to the build cannot be missing here.
-if ! cli_labels=$(tools/bazel query 'kind("source file", deps(//tools:remat))' 2>/dev/null); then
-  echo "fuzz: 'tools/bazel query deps(//tools:remat)' failed; run it to see why" >&2
-  exit 2
-fi
-cli=($(printf '%s\n' "$cli_labels" | grep '^//.*\.cc$' | grep -v ':remat_main\.cc$' |
-       sed -e 's#^//##' -e 's#:#/#'))
-if ((${#cli[@]} == 0)); then
-  echo "fuzz: Bazel named no sources for //tools:remat" >&2
-  exit 2
-fi
+# Each fuzzer links the sources of the Bazel target it fuzzes (less a
+# main()): the lists are Bazel's, so a source added to the build cannot be
+# missing here (a hand-kept list once failed CI at link time).
+sources_of() {  # target [excluded file]...
+  local target=$1 labels
+  shift
+  if ! labels=$(tools/bazel query "kind(\"source file\", deps($target))" 2>/dev/null); then
+    echo "fuzz: 'tools/bazel query deps($target)' failed; run it to see why" >&2
+    exit 2
+  fi
+  labels=$(printf '%s\n' "$labels" | grep '^//.*\.cc$' | sed -e 's#^//##' -e 's#:#/#')
+  for excluded in "$@"; do labels=$(printf '%s\n' "$labels" | grep -vx "$excluded"); done
+  if [[ -z $labels ]]; then
+    echo "fuzz: Bazel named no sources for $target" >&2
+    exit 2
+  fi
+  printf '%s\n' "$labels"
+}
+core=($(sources_of //engines/api:npy))
+text=($(sources_of //engines/api:program_text))
+cli=($(sources_of //tools:remat tools/remat_main.cc))
 
 build() {  # name sources...
   local name=$1
