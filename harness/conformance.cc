@@ -12,6 +12,7 @@
 #include "engines/api/error.h"
 #include "engines/api/op_def.h"
 #include "engines/api/rules.h"
+#include "engines/oracle/oracle.h"
 #include "harness/rounding_depth.h"
 
 namespace remat {
@@ -124,7 +125,17 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
     const Tensor* got;
     const Tensor* ref;
     double k;
+    const Tensor* magnitude = nullptr;  // the oracle's rounding magnitude, if any
   };
+  // The value's and the new state's rounding magnitudes (engines/oracle:
+  // what their roundings are relative to when a sum cancels). A program the
+  // oracle's magnitudes cannot run (it ran for `ref`, so this is not
+  // expected) falls back to the outputs' own magnitudes.
+  OracleMagnitudes magnitudes;
+  try {
+    magnitudes = OracleRoundingMagnitudes(c.program, c.inputs);
+  } catch (const Error&) {
+  }
   std::vector<Compared> compared;
   const std::vector<double> depths = RoundingDepths(c.program, c.wrt);
   const std::vector<std::string> names = OutputNames(c);
@@ -135,7 +146,8 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
                       ref.grads.size());
     return a;
   }
-  compared.push_back({names[0], &got.value, &ref.value, depths[0]});
+  compared.push_back({names[0], &got.value, &ref.value, depths[0],
+                      magnitudes.value.defined() ? &magnitudes.value : nullptr});
   for (size_t i = 0; i < ref.grads.size(); ++i) {
     compared.push_back({names[i + 1], &got.grads[i], &ref.grads[i], depths[i + 1]});
   }
@@ -150,8 +162,10 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
       return a;
     }
     const auto depth = state_depths.find(name);
+    const auto magnitude = magnitudes.state.find(name);
     compared.push_back({"state " + name, &it->second, &r,
-                        depth == state_depths.end() ? 0 : depth->second});
+                        depth == state_depths.end() ? 0 : depth->second,
+                        magnitude == magnitudes.state.end() ? nullptr : &magnitude->second});
   }
   for (const auto& [name, t] : got.state) {
     if (!ref.state.count(name)) {
@@ -181,8 +195,17 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
       a.detail = StrCat(c.ToString(), ": ", t.name, " is ", g.TypeString(), ", expected ", want);
       return a;
     }
-    double scale = 0;
-    for (int64_t i = 0; i < r.num_elements(); ++i) scale = std::max(scale, std::abs(r.at(i)));
+    double max_abs = 0;
+    for (int64_t i = 0; i < r.num_elements(); ++i) max_abs = std::max(max_abs, std::abs(r.at(i)));
+    // The magnitude the roundings are relative to: the oracle's, where it
+    // carries one (never below the output's own), else the output's.
+    double scale = max_abs;
+    if (t.magnitude != nullptr) {
+      for (int64_t i = 0; i < t.magnitude->num_elements(); ++i) {
+        const double m = t.magnitude->at(i);
+        if (std::isfinite(m)) scale = std::max(scale, m);
+      }
+    }
     const double tolerance = kF32ToleranceFactor * t.k * std::ldexp(1.0, -24) * scale;
     double tensor_worst = 0;
     for (int64_t i = 0; i < r.num_elements(); ++i) {
@@ -197,10 +220,12 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
         a.detail = StrCat(c.ToString(), ": ", t.name, IndexString(r.shape(), i), " = ", g.at(i),
                           ", oracle ",
                           r.at(i), ", error ", err, ", tolerance ", tolerance, " (", kF32ToleranceFactor,
-                          " * K=", t.k, " * 2^-24 * max|ref|=", scale, ")");
+                          " * K=", t.k, " * 2^-24 * ",
+                          t.magnitude != nullptr ? "its rounding magnitude=" : "max|ref|=", scale,
+                          ")");
       }
     }
-    a.tensors.push_back({t.name, t.k, tolerance, scale, tensor_worst});
+    a.tensors.push_back({t.name, t.k, tolerance, max_abs, tensor_worst, scale});
   }
   a.ok = a.worst_ratio <= 1.0;
   if (!a.ok) a.kind = Agreement::Kind::kValue;

@@ -36,12 +36,17 @@ std::vector<Tensor> ShapeOnlyArguments(const Program& program);
 // Tolerance of an f32 engine against the float64 oracle (engines/oracle, a
 // reverse mode of its own that shares no rule or kernel with the engines),
 // per tensor:
-//   max_i |got_i - ref_i| <= kF32ToleranceFactor * K * 2^-24 * max_i |ref_i|
+//   max_i |got_i - ref_i| <= kF32ToleranceFactor * K * 2^-24 * max_i M_i
 // where K is that tensor's rounding depth (harness/rounding_depth.h: the
 // most roundings any path from the inputs to one of its elements passes
 // through, from the program's structure, separately for the value and for
-// each gradient): to first order an f32 result is within K * 2^-24 of its
-// magnitude; the factor covers the few roundings per term the count merges.
+// each gradient) and M its rounding magnitude: for the value and the new
+// state, the oracle's (OracleRoundingMagnitudes: what the roundings are
+// relative to, the sum of the absolute values of a sum's terms rather than
+// its result, so that an honest engine is not punished where a sum
+// cancels); for a gradient, for now, |ref_i|. To first order an f32 result
+// is within K * 2^-24 of that magnitude; the factor covers the few
+// roundings per term the count merges.
 inline constexpr double kF32ToleranceFactor = 4.0;
 
 struct Agreement {
@@ -65,9 +70,10 @@ struct Agreement {
   struct TensorMargin {
     std::string name;        // "value", "grad w1", ...
     double k = 0;            // its rounding depth
-    double tolerance = 0;    // kF32ToleranceFactor * k * 2^-24 * max|oracle|
+    double tolerance = 0;    // kF32ToleranceFactor * k * 2^-24 * magnitude
     double max_abs = 0;      // max|oracle|
     double worst_ratio = 0;  // max error / tolerance (<= 1 is ok)
+    double magnitude = 0;    // max M: max_abs, or the oracle's rounding magnitude
   };
   std::vector<TensorMargin> tensors;
 };

@@ -329,6 +329,82 @@ TEST_P(ConformanceTest, HonoursCheckpointsAsItClaims) {
   }
 }
 
+// The two budgets an engine that honours checkpoints must keep (CONTRACT.md
+// section 4), at a B that binds, between the smallest reachable and the
+// largest useful:
+// - memory_budget:peak:B bounds the whole run's measured peak: peak:min is
+//   at most the fraction-1 peak (memory_budget:1, everything a region may
+//   keep), a B half way between is kept, and one byte under peak:min's peak
+//   is refused with an error that says the smallest peak reachable;
+// - a budget:B schedule bounds the activations' high-water mark: B half way
+//   between a one-slot revolve's and an unbounded budget's is kept.
+// An engine that runs regions inline ignores both (as every policy).
+TEST_P(ConformanceTest, BudgetsBoundWhatTheyPromise) {
+  if (!engine_->honours_checkpoints()) {
+    GTEST_SKIP() << EngineUnderTest() << " runs checkpoint regions inline: budgets do not apply";
+  }
+  const std::string what = StrCat(EngineUnderTest(), " on ", case_.ToString());
+  const auto under_policy = [&](const std::string& spec) {
+    return engine_->ValueAndGrad(ApplyPolicy(case_.program, Policy::Parse(spec)), case_.inputs,
+                                 case_.wrt)
+        .stats;
+  };
+  const int64_t min_peak = under_policy("memory_budget:peak:min").peak_bytes;
+  const int64_t whole_peak = under_policy("memory_budget:1").peak_bytes;
+  EXPECT_LE(min_peak, whole_peak) << what << ": memory_budget:peak:min measured a peak of "
+                                  << min_peak << " bytes, above memory_budget:1's " << whole_peak;
+  const int64_t between = min_peak + (whole_peak - min_peak) / 2;
+  const std::string mid = StrCat("memory_budget:peak:", between, "B");
+  try {
+    const int64_t peak = under_policy(mid).peak_bytes;
+    EXPECT_LE(peak, between) << what << " under " << mid << ": measured a peak of " << peak
+                             << " bytes, past the budget";
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << " under " << mid << " (at least peak:min's " << min_peak
+                  << " bytes) threw: " << e.what();
+  }
+  const std::string under = StrCat("memory_budget:peak:", min_peak - 1, "B");
+  try {
+    under_policy(under);
+    ADD_FAILURE() << what << " under " << under << ", one byte below the smallest peak "
+                  << "reachable (peak:min's), ran instead of refusing";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("smallest peak reachable"), std::string::npos)
+        << what << " under " << under << ": " << e.what();
+  }
+
+  const auto under_schedule = [&](const std::string& spec) -> std::optional<Stats> {
+    Program p;
+    try {
+      p = ApplySchedule(case_.program, spec);
+    } catch (const Error&) {
+      return std::nullopt;  // no scan and no chain: no schedule applies
+    }
+    return engine_->ValueAndGrad(p, case_.inputs, case_.wrt).stats;
+  };
+  const auto activations = [](const Stats& s) {
+    return s.high_water_bytes_by_category[static_cast<int>(Category::kActivations)];
+  };
+  const std::optional<Stats> one_slot = under_schedule("revolve:1");
+  if (!one_slot) return;
+  const std::optional<Stats> unbounded = under_schedule("budget:1TiB");
+  ASSERT_TRUE(unbounded.has_value());
+  const int64_t budget =
+      activations(*one_slot) + (activations(*unbounded) - activations(*one_slot)) / 2;
+  const std::string spec = StrCat("budget:", budget, "B");
+  try {
+    const std::optional<Stats> kept = under_schedule(spec);
+    ASSERT_TRUE(kept.has_value());
+    EXPECT_LE(activations(*kept), budget)
+        << what << " under the schedule " << spec << ": the activations' high-water mark is "
+        << activations(*kept) << " bytes, past the budget";
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << " under the schedule " << spec << " (half way between revolve:1's "
+                  << activations(*one_slot) << " activation bytes and an unbounded budget's "
+                  << activations(*unbounded) << ") threw: " << e.what();
+  }
+}
+
 // grads[j] is the gradient of input wrt[j], whatever the order of wrt
 // (jax.grad's argnums): every input in reverse order gives the in-order
 // run's gradients, bit for bit (the same cotangents are computed), in
@@ -557,6 +633,30 @@ TEST_P(ConformanceTest, BadArgumentsAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find(case_.program.param_names[case_.wrt[0]]),
               std::string::npos)
         << "the error names the repeated input: " << e.what();
+  }
+  // An integer parameter (token ids, targets, seeds: CONTRACT.md section 2)
+  // takes an i32 argument only and is never differentiated.
+  for (int i = 0; i < case_.program.num_params(); ++i) {
+    if (case_.program.dtype(i) != DType::kI32) continue;
+    const std::string& name = case_.program.param_names[i];
+    try {
+      engine_->ValueAndGrad(case_.program, case_.inputs, {i});
+      ADD_FAILURE() << EngineUnderTest() << " on " << case_.ToString()
+                    << " differentiated the integer input " << name << " (wrt = {" << i << "})";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos)
+          << "the error names the integer input: " << e.what();
+    }
+    std::vector<Tensor> as_float = case_.inputs;
+    as_float[i] = Tensor::Zeros(DType::kF32, case_.program.shapes[i]);
+    try {
+      engine_->ValueAndGrad(case_.program, as_float, case_.wrt);
+      ADD_FAILURE() << EngineUnderTest() << " on " << case_.ToString()
+                    << " accepted an f32 argument for the integer input " << name;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos)
+          << "the error names the integer input: " << e.what();
+    }
   }
 }
 

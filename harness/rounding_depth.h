@@ -5,7 +5,9 @@
 // relative error of at most u = 2^-24 to a quantity of magnitude at most
 // max|out| ends within about K u max|out| of the exact result (first order,
 // Higham's gamma_K), so the suite's tolerance against the float64 oracle is
-// per output: kF32ToleranceFactor * K * 2^-24 * max|oracle's output|.
+// per output: kF32ToleranceFactor * K * 2^-24 * its magnitude (the oracle's
+// rounding magnitude for the value and the state, OracleRoundingMagnitudes;
+// max|oracle's output| for a gradient: harness/conformance.h).
 //
 // Counting (forward value v = op(inputs): Kf(v); cotangent of v: Kb(v)):
 //   matmul (m,k)x(k,n)      Kf = max(Kf(a), Kf(b)) + k   (a k-term sum of products)

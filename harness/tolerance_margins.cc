@@ -1,6 +1,10 @@
 // Prints, for every problem (or those named), each output's rounding depth
-// K, its tolerance against the float64 oracle as a fraction of the output's
-// largest magnitude, and how much of the tolerance an engine's error used:
+// K, its rounding magnitude (the oracle's, for the value and the state: how
+// many times the output's own largest magnitude it is; 1 where the
+// tolerance is relative to the output itself), its tolerance against the
+// float64 oracle as a fraction of the output's largest magnitude, and how
+// much of the tolerance an engine's error used, then (old) how much it
+// would use of a tolerance relative to the output's own magnitude:
 //
 //   tools/bazel run //harness:tolerance_margins                 # test sizes, eager
 //   tools/bazel run //harness:tolerance_margins -- --default_sizes --engine=recompute
@@ -42,18 +46,22 @@ int main(int argc, char** argv) {
     if (names.empty()) {
       for (const auto& p : remat::AllProblems()) names.push_back(p->name());
     }
-    std::printf("%-34s %-16s %10s %12s %10s\n", "case", "output", "K", "tol/max|ref|", "used");
+    std::printf("%-34s %-16s %10s %12s %12s %10s %10s\n", "case", "output", "K", "M/max|ref|",
+                "tol/max|ref|", "used", "used(old)");
     for (const std::string& name : names) {
       const remat::Problem& problem = remat::FindProblem(name);
       remat::Case c = remat::MakeCase(problem, remat::ResolveParams(problem, {}, !default_sizes));
       c.wrt.clear();
-      for (int i = 0; i < c.program.num_params(); ++i) c.wrt.push_back(i);
+      for (int i = 0; i < c.program.num_params(); ++i) {
+        if (c.program.dtype(i) != remat::DType::kI32) c.wrt.push_back(i);  // never differentiated
+      }
       if (bounds_only) {
         const std::vector<double> k = remat::RoundingDepths(c.program, c.wrt);
         const std::vector<std::string> outputs = remat::OutputNames(c);
         for (size_t t = 0; t < k.size(); ++t) {
-          std::printf("%-34s %-16s %10.0f %12.2e %10s\n", c.ToString().c_str(),
-                      outputs[t].c_str(), k[t], remat::kF32ToleranceFactor * k[t] * 0x1p-24, "-");
+          std::printf("%-34s %-16s %10.0f %12s %12.2e %10s %10s\n", c.ToString().c_str(),
+                      outputs[t].c_str(), k[t], "-", remat::kF32ToleranceFactor * k[t] * 0x1p-24,
+                      "-", "-");
         }
         std::fflush(stdout);
         continue;
@@ -64,8 +72,10 @@ int main(int argc, char** argv) {
       const remat::Agreement a = remat::CompareWithOracle(c, got, ref, e->dtype());
       for (const auto& t : a.tensors) {
         const double fraction = t.max_abs > 0 ? t.tolerance / t.max_abs : 0;
-        std::printf("%-34s %-16s %10.0f %12.2e %9.1f%%\n", c.ToString().c_str(), t.name.c_str(),
-                    t.k, fraction, 100 * t.worst_ratio);
+        const double times = t.max_abs > 0 ? t.magnitude / t.max_abs : 1;
+        std::printf("%-34s %-16s %10.0f %12.2f %12.2e %9.1f%% %9.1f%%\n", c.ToString().c_str(),
+                    t.name.c_str(), t.k, times, fraction, 100 * t.worst_ratio,
+                    100 * t.worst_ratio * times);
       }
       if (!a.ok) std::printf("  OUT OF TOLERANCE: %s\n", a.detail.c_str());
       std::fflush(stdout);

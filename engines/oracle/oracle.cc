@@ -446,6 +446,10 @@ class PlainReverseMode {
 
   Result Run(const Program& program, const std::vector<Tensor>& args, const std::vector<int>& wrt);
 
+  // With magnitudes on, every slot gets a magnitude beside its value
+  // (OracleRoundingMagnitudes): call before Run; Run then fills `out`.
+  void TrackMagnitudes(OracleMagnitudes* out) { magnitudes_out_ = out; }
+
  private:
   // The forward pass: appends `p`'s primitives to the list with `params` the
   // slots of its parameters; returns the slot of its output.
@@ -457,6 +461,10 @@ class PlainReverseMode {
     slots_.push_back(std::move(t));
     return static_cast<int>(slots_.size()) - 1;
   }
+  // The magnitude of a primitive's output (OracleRoundingMagnitudes), from
+  // its inputs' values and magnitudes.
+  Tensor Magnitude(const Op& op, const std::vector<int>& inputs, const Tensor& out);
+  bool tracking() const { return magnitudes_out_ != nullptr; }
 
   // The backward pass: adds entry e's vector-Jacobian products, for the
   // adjoint dy of its output, to its inputs' adjoints.
@@ -472,6 +480,9 @@ class PlainReverseMode {
   const OracleOptions& options_;
   std::shared_ptr<MemoryTracker> tracker_;
   std::vector<Tensor> slots_;
+  // By slot, with TrackMagnitudes: each value's rounding magnitude.
+  std::vector<Tensor> mags_;
+  OracleMagnitudes* magnitudes_out_ = nullptr;
   std::vector<Entry> list_;
   std::map<int, Tensor> adjoints_;  // by slot
   int64_t flops_forward_ = 0;
@@ -509,6 +520,14 @@ Result PlainReverseMode::Run(const Program& program, const std::vector<Tensor>& 
       } else {
         NewSlot(Cast(args[i], DType::kF64, tracker_));
       }
+      if (tracking()) {
+        // An argument is exact: no error to carry, magnitude 0. An
+        // integer's (ids, targets, a seed, a mask) is its value, so that the
+        // rules that read it as an index read the same index.
+        mags_.push_back(program.dtype(i) == DType::kI32
+                            ? Copy(slots_.back(), tracker_)
+                            : Tensor::Zeros(DType::kF64, slots_.back().shape(), tracker_));
+      }
     }
   }
   CountedArgument counted(tracker_, counted_bytes);
@@ -529,6 +548,12 @@ Result PlainReverseMode::Run(const Program& program, const std::vector<Tensor>& 
   }
   result.stats.seconds_forward = SecondsSince(forward_start);
   result.stats.residuals = Residuals(program, &result.stats.residual_bytes);
+  if (tracking()) {
+    magnitudes_out_->value = mags_[output];
+    for (const Entry& e : list_) {
+      if (e.op->kind == OpKind::kState && !e.slice) magnitudes_out_->state[e.op->name] = mags_[e.output];
+    }
+  }
 
   // The backward pass: d value / d value = 1, then every entry from the last
   // to the first. An entry's output adjoint is complete when it is reached:
@@ -662,6 +687,7 @@ int PlainReverseMode::Scan(const Op& op, const std::vector<int>& inputs) {
       e.scan_input = static_cast<int>(k);
       e.inputs = {inputs[k]};
       e.output = NewSlot(slots_[inputs[k]].Slice(i));
+      if (tracking()) mags_.push_back(mags_[inputs[k]].Slice(i));
       list_.push_back(e);
       Record("forward", e);
       params.push_back(e.output);
@@ -689,6 +715,10 @@ int PlainReverseMode::Primitive(const Program& p, const Op& op, const std::vecto
     out = Tensor::Zeros(DType::kF64, shape, tracker_, Category::kActivations);
   }
   Compute(op, in, out);
+  if (tracking()) {
+    ScopedSite site(tracker_.get(), Category::kActivations, Program::Describe(op));
+    mags_.push_back(Magnitude(op, inputs, out));
+  }
   ++op_runs_[Program::Describe(op)];
   Entry e;
   e.op = &op;
@@ -1052,6 +1082,296 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
   }
   throw Error(StrCat("oracle: no rule for op kind ", static_cast<int>(op.kind), " (",
                      Program::Describe(op), ")"));
+}
+
+// ---------------------------------------------------------------------------
+// The rounding magnitudes (OracleRoundingMagnitudes, oracle.h). M(v) bounds,
+// element by element, what an f32 computation of v errs by, in units of
+// 2^-24 per rounding on the way (the rounding depth K counts those): a
+// rounding of a quantity q errs by at most |q| 2^-24, and an error d in an
+// input moves the output by at most |f'| d. So for y = f(x), with K(y) at
+// least K(x) + 1:
+//   M(y) = max(|f'(x)| M(x), |y|)   (the input's error carried; y's own rounding)
+// (a maximum, not a sum: K already counts one unit per rounding).
+// For a sum or a product (add, sum, the bias, the average pool; matmul,
+// mul, conv2d) the sum of the absolute values of its terms, which is what a
+// cancelling sum rounds relative to (not its small result), plus the
+// inputs' errors carried in quadrature (see the rule). A copy, a layout
+// change, a selection or a constant factor: the same op on the magnitudes. Ops over a row (softmax, the norms,
+// cross-entropy) carry the row's largest input magnitude times the op's
+// sensitivity to its inputs (at most 2 for softmax's shifts; 1/std for a
+// normalization). First order, and an estimate where errors add in
+// quadrature: they decide a tolerance, not an answer.
+
+Tensor PlainReverseMode::Magnitude(const Op& op, const std::vector<int>& inputs, const Tensor& out) {
+  const Tensor& xv = slots_[inputs[0]];
+  const double* x = xv.f64();
+  const double* mx = mags_[inputs[0]].f64();
+  const double* y = out.f64();
+  Tensor m = Tensor::Zeros(DType::kF64, out.shape(), tracker_, Category::kActivations);
+  double* mo = m.f64();
+  const int64_t n = xv.num_elements();
+  const int64_t cols = xv.shape().rank() > 0 ? xv.shape().dim(xv.shape().rank() - 1) : 1;
+  const int64_t rows = cols > 0 ? n / cols : 0;
+  const auto row_max = [&](int64_t r) {
+    double best = 0;
+    for (int64_t j = 0; j < cols; ++j) best = std::max(best, mx[r * cols + j]);
+    return best;
+  };
+  // `op` (its own forward rule) on other inputs, into a new tensor.
+  const auto apply = [&](const std::vector<const Tensor*>& in) {
+    Tensor t = Tensor::Zeros(DType::kF64, out.shape(), tracker_, Category::kActivations);
+    const int64_t flops = flops_forward_;
+    Compute(op, in, t);
+    flops_forward_ = flops;  // the magnitudes are no part of the run's work
+    return t;
+  };
+  const auto elementwise = [&](const Tensor& t, double (*f)(double)) {
+    Tensor r = Copy(t, tracker_);
+    for (int64_t i = 0; i < r.num_elements(); ++i) r.f64()[i] = f(r.f64()[i]);
+    return r;
+  };
+  switch (op.kind) {
+    // A product of two inputs (matmul, mul, conv2d: bilinear), C = B(a, b):
+    // its own rounding relative to B(|a|, |b|), the sum of the absolute
+    // values of its terms; and each input's error carried by the other
+    // input's values, added in quadrature, sqrt(B(a^2, M(b)^2) +
+    // B(M(a)^2, b^2)): rounding errors of many terms have random signs, and
+    // carrying them by |a| |b| instead would grow like a product of absolute
+    // matrices, layer after layer, far past any error an f32 run makes.
+    case OpKind::kMatMul:
+    case OpKind::kMul:
+    case OpKind::kConv2d: {
+      const Tensor& b = slots_[inputs[1]];
+      const auto abs = [](double v) { return std::abs(v); };
+      const auto sq = [](double v) { return v * v; };
+      const Tensor abs_a = elementwise(xv, +abs), abs_b = elementwise(b, +abs);
+      const Tensor sq_a = elementwise(xv, +sq), sq_b = elementwise(b, +sq);
+      const Tensor sq_ma = elementwise(mags_[inputs[0]], +sq);
+      const Tensor sq_mb = elementwise(mags_[inputs[1]], +sq);
+      const Tensor terms = apply({&abs_a, &abs_b});
+      const Tensor via_b = apply({&sq_a, &sq_mb});
+      const Tensor via_a = apply({&sq_ma, &sq_b});
+      for (int64_t i = 0; i < m.num_elements(); ++i) {
+        mo[i] = terms.f64()[i] + std::sqrt(via_b.f64()[i] + via_a.f64()[i]);
+      }
+      return m;
+    }
+    // A sum (add, sum, the bias, the average pool): its own rounding
+    // relative to the sum of its terms' absolute values, and its terms'
+    // errors added in quadrature, as a product's are.
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kSum:
+    case OpKind::kBiasAdd:
+    case OpKind::kGlobalAvgPool:
+    case OpKind::kBatchNormRunningMean: {
+      const auto abs = [](double v) { return std::abs(v); };
+      const auto sq = [](double v) { return v * v; };
+      std::vector<Tensor> abs_in, sq_m;
+      for (int s : inputs) {
+        abs_in.push_back(elementwise(slots_[s], +abs));
+        sq_m.push_back(elementwise(mags_[s], +sq));
+      }
+      std::vector<const Tensor*> a, q;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        a.push_back(&abs_in[i]);
+        q.push_back(&sq_m[i]);
+      }
+      // sub's terms are |a| + |b|: on absolute values, add's rule.
+      Op as_add;
+      as_add.kind = OpKind::kAdd;
+      const Op& terms_op = op.kind == OpKind::kSub ? as_add : op;
+      Tensor terms = Tensor::Zeros(DType::kF64, out.shape(), tracker_, Category::kActivations);
+      const int64_t flops = flops_forward_;
+      Compute(terms_op, a, terms);
+      flops_forward_ = flops;
+      const Tensor carried = op.kind == OpKind::kSub ? [&] {
+        Tensor t = Tensor::Zeros(DType::kF64, out.shape(), tracker_, Category::kActivations);
+        Compute(as_add, q, t);
+        flops_forward_ = flops;
+        return t;
+      }()
+                                                     : apply(q);
+      for (int64_t i = 0; i < m.num_elements(); ++i) {
+        mo[i] = terms.f64()[i] + std::sqrt(carried.f64()[i]);
+      }
+      if (op.kind == OpKind::kGlobalAvgPool) {  // a mean: the squares were divided once, not twice
+        const double hw = static_cast<double>(xv.shape().dim(2) * xv.shape().dim(3));
+        for (int64_t i = 0; i < m.num_elements(); ++i) {
+          mo[i] = terms.f64()[i] + std::sqrt(carried.f64()[i] / hw);
+        }
+      }
+      return m;
+    }
+    // The same op on the magnitudes (a copy, a layout, a selection, a
+    // constant factor), then its absolute value (a negative scale, a
+    // negation).
+    case OpKind::kName:
+    case OpKind::kState:
+    case OpKind::kSlice:
+    case OpKind::kEmbedding:
+    case OpKind::kReshape:
+    case OpKind::kPermute:
+    case OpKind::kMaxPool2d:  // the largest magnitude in the window: whichever is chosen
+    case OpKind::kDropout:
+    case OpKind::kScale:
+    case OpKind::kNeg:
+    case OpKind::kTranspose:
+    case OpKind::kSplitHeads:
+    case OpKind::kMergeHeads:
+    case OpKind::kMaskedFill: {
+      std::vector<const Tensor*> in;
+      for (int s : inputs) in.push_back(&mags_[s]);
+      m = apply(in);
+      mo = m.f64();
+      for (int64_t i = 0; i < m.num_elements(); ++i) mo[i] = std::abs(mo[i]);
+      if (op.kind == OpKind::kScale || op.kind == OpKind::kDropout) {  // a rounded product
+        for (int64_t i = 0; i < m.num_elements(); ++i) mo[i] = std::max(mo[i], std::abs(y[i]));
+      }
+      if (op.kind == OpKind::kMaskedFill) {  // the fill is a constant, exact
+        for (int64_t i = 0; i < n; ++i) {
+          if (slots_[inputs[1]].at(i) != 0) mo[i] = 0;
+        }
+      }
+      return m;
+    }
+    // Elementwise: max(|f'(x)| M(x), |y|). relu's derivative is 0 or 1 and its
+    // choice may flip within the error: M(x) covers both.
+    case OpKind::kRelu:
+      for (int64_t i = 0; i < n; ++i) mo[i] = mx[i];
+      return m;
+    case OpKind::kSin:
+      for (int64_t i = 0; i < n; ++i) mo[i] = std::max(std::abs(std::cos(x[i])) * mx[i], std::abs(y[i]));
+      return m;
+    case OpKind::kCos:
+      for (int64_t i = 0; i < n; ++i) mo[i] = std::max(std::abs(std::sin(x[i])) * mx[i], std::abs(y[i]));
+      return m;
+    case OpKind::kSquare:
+      for (int64_t i = 0; i < n; ++i) mo[i] = std::max(2 * std::abs(x[i]) * mx[i], std::abs(y[i]));
+      return m;
+    case OpKind::kExp:
+      for (int64_t i = 0; i < n; ++i) mo[i] = std::max(y[i] * mx[i], y[i]);
+      return m;
+    case OpKind::kLog:
+      for (int64_t i = 0; i < n; ++i) mo[i] = std::max(mx[i] / std::abs(x[i]), std::abs(y[i]));
+      return m;
+    case OpKind::kGelu:
+    case OpKind::kGeluErf:
+    case OpKind::kSilu:
+      // |gelu'| < 1.13 (both forms), |silu'| < 1.1.
+      for (int64_t i = 0; i < n; ++i) mo[i] = std::max(1.13 * mx[i], std::abs(y[i]));
+      return m;
+    // Over a row.
+    case OpKind::kSoftmax:
+    case OpKind::kTopKSoftmax:
+      // dy_i = y_i (dx_i - sum_j y_j dx_j): at most 2 y_i max|dx|.
+      for (int64_t r = 0; r < rows; ++r) {
+        const double mr = row_max(r);
+        for (int64_t j = 0; j < cols; ++j) mo[r * cols + j] = y[r * cols + j] * std::max(2 * mr, 1.0);
+      }
+      return m;
+    case OpKind::kLogSoftmax:
+      // dy_i = dx_i - sum_j p_j dx_j; x_i - lse cancels relative to |x|.
+      for (int64_t r = 0; r < rows; ++r) {
+        const double mr = row_max(r);
+        for (int64_t j = 0; j < cols; ++j) mo[r * cols + j] = std::max(2 * mr, std::abs(y[r * cols + j]));
+      }
+      return m;
+    case OpKind::kCrossEntropy: {
+      // The mean over rows of lse - x_t: each row as log_softmax's.
+      double total = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* xr = x + r * cols;
+        double mmax = xr[0];
+        for (int64_t j = 1; j < cols; ++j) mmax = std::max(mmax, xr[j]);
+        double sum = 0;
+        for (int64_t j = 0; j < cols; ++j) sum += std::exp(xr[j] - mmax);
+        const int64_t t = Index(op, slots_[inputs[1]], r, cols);
+        total += std::max(2 * row_max(r), std::abs(mmax + std::log(sum) - xr[t]));
+      }
+      mo[0] = rows > 0 ? total / static_cast<double>(rows) : 0;
+      return m;
+    }
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm:
+    case OpKind::kBatchNorm: {
+      // y = xhat gamma (+ beta), xhat = (x - mean) / std over a row (over
+      // a channel's N H W for batch_norm; rms_norm: x / rms, no mean). An
+      // error d in x moves xhat_i by (d_i - mean d - xhat_i mean(xhat d)) /
+      // std: in quadrature, sqrt(M_i^2 + (1 + xhat_i^2) mean(M^2)) / std
+      // (rms: without the mean's term). x - mean cancels relative to |x|
+      // and |mean|, both within sqrt(mean(M^2)).
+      const bool rms = op.kind == OpKind::kRmsNorm;
+      const double* g = slots_[inputs[1]].f64();
+      const double* mg = mags_[inputs[1]].f64();
+      const double* mb = rms ? nullptr : mags_[inputs[2]].f64();
+      const Shape& s = xv.shape();
+      // The groups normalized together: rows (each `cols` wide, gamma by
+      // column), or channels (gamma by channel).
+      const bool by_channel = op.kind == OpKind::kBatchNorm;
+      const int64_t groups = by_channel ? s.dim(1) : rows;
+      const int64_t hw = by_channel && s.rank() == 4 ? s.dim(2) * s.dim(3) : 1;
+      std::vector<int64_t> at;
+      for (int64_t grp = 0; grp < groups; ++grp) {
+        at.clear();
+        if (by_channel) {
+          for (int64_t b = 0; b < s.dim(0); ++b)
+            for (int64_t i = 0; i < hw; ++i) at.push_back((b * groups + grp) * hw + i);
+        } else {
+          for (int64_t j = 0; j < cols; ++j) at.push_back(grp * cols + j);
+        }
+        const double count = static_cast<double>(at.size());
+        double mean = 0, sq = 0, msq = 0;
+        for (int64_t i : at) mean += x[i];
+        mean = rms ? 0 : mean / count;
+        for (int64_t i : at) {
+          sq += (x[i] - mean) * (x[i] - mean);
+          msq += mx[i] * mx[i];
+        }
+        const double eps = op.kind == OpKind::kLayerNorm ? Kernels::kLayerNormEps : op.scalar;
+        const double std = std::sqrt(sq / count + eps);
+        msq /= count;
+        for (size_t k = 0; k < at.size(); ++k) {
+          const int64_t i = at[k];
+          const int64_t gi = by_channel ? grp : static_cast<int64_t>(k);  // gamma's index
+          const double xhat = std::abs(x[i] - mean) / std;
+          const double carried =
+              std::abs(g[gi]) * std::sqrt(mx[i] * mx[i] + ((rms ? 0 : 1) + xhat * xhat) * msq) / std;
+          mo[i] = std::max(carried + xhat * mg[gi] + (rms ? 0 : mb[gi]), std::abs(y[i]));
+        }
+      }
+      return m;
+    }
+    case OpKind::kBatchNormRunningVar: {
+      // (1 - m) r + m var, var = sum (x - mean)^2 / (M - 1): its error is
+      // at most 2 mean|x - mean| max|dx| M/(M-1), and its own rounding
+      // relative to itself.
+      const Shape& s = xv.shape();
+      const int64_t c = s.dim(1), per = s.num_elements() / c, inner = per / s.dim(0);
+      const double* mr = mags_[inputs[1]].f64();
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double mean, rstd;
+        ChannelMoments(x, s, ch, 1.0, &mean, &rstd);
+        double dev = 0, sq = 0, mc = 0;
+        for (int64_t b = 0; b < s.dim(0); ++b)
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t at = (b * c + ch) * inner + i;
+            dev += std::abs(x[at] - mean);
+            sq += (x[at] - mean) * (x[at] - mean);
+            mc = std::max(mc, mx[at]);
+          }
+        const double var_m = std::max(2 * mc * dev, sq) / static_cast<double>(per - 1);
+        mo[ch] = (1 - op.scalar) * mr[ch] + op.scalar * var_m;
+      }
+      return m;
+    }
+    case OpKind::kCheckpoint:
+    case OpKind::kScan:
+    case OpKind::kChain:
+      break;
+  }
+  throw Error(StrCat("oracle: no magnitude rule for ", Program::Describe(op)));
 }
 
 // ---------------------------------------------------------------------------
@@ -1753,6 +2073,15 @@ std::vector<Residual> PlainReverseMode::Residuals(const Program& program, int64_
 }
 
 }  // namespace
+
+OracleMagnitudes OracleRoundingMagnitudes(const Program& program, const std::vector<Tensor>& args) {
+  OracleOptions options;
+  PlainReverseMode mode(options);
+  OracleMagnitudes out;
+  mode.TrackMagnitudes(&out);
+  mode.Run(program, args, /*wrt=*/{});
+  return out;
+}
 
 Result OracleValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                           const std::vector<int>& wrt, const OracleOptions& options) {

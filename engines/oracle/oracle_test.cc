@@ -380,6 +380,55 @@ TEST(OracleTest, EveryByteIsCountedAndGivenBack) {
   EXPECT_EQ(OracleValueAndGrad(p, args, {0}, limited).stats.peak_bytes, peak);
 }
 
+// The rounding magnitudes (OracleRoundingMagnitudes): what an f32 result's
+// roundings are relative to, by each op's rule. Arguments are exact (no
+// error to carry); each program ends in a sum, whose own terms count too.
+TEST(OracleTest, RoundingMagnitudesAreTheSumsOfAbsoluteTerms) {
+  // sum(x): its terms' magnitude, not its (cancelled) result.
+  const Program summed =
+      Trace("cancelling", {{"x", Shape({3})}}, [](const std::vector<Var>& in) { return sum(in[0]); });
+  OracleMagnitudes m = OracleRoundingMagnitudes(summed, {F64({3}, {1000, -1000, 0.5})});
+  EXPECT_DOUBLE_EQ(m.value.at(0), 2000.5);
+  // matmul: |a| |b| = 3 5 + 4 6 = 39, though ab = -9; then the sum's |-9|.
+  const Program product = Trace("product", {{"a", Shape({1, 2})}, {"b", Shape({2, 1})}},
+                                [](const std::vector<Var>& in) { return sum(matmul(in[0], in[1])); });
+  m = OracleRoundingMagnitudes(product, {F64({1, 2}, {3, -4}), F64({2, 1}, {5, 6})});
+  EXPECT_DOUBLE_EQ(m.value.at(0), 39 + 9);
+  // sin of an exact input: its own rounding, |sin x|; then the sum's.
+  const Program sined =
+      Trace("sined", {{"x", Shape({1})}}, [](const std::vector<Var>& in) { return sum(sin(in[0])); });
+  m = OracleRoundingMagnitudes(sined, {F64({1}, {2.0})});
+  EXPECT_DOUBLE_EQ(m.value.at(0), 2 * std::abs(std::sin(2.0)));
+  // a - b: |a| + |b|, however close a and b are; then the sum's |a - b|.
+  const Program diff = Trace("diff", {{"a", Shape({1})}, {"b", Shape({1})}},
+                             [](const std::vector<Var>& in) { return sum(apply("sub", {in[0], in[1]})); });
+  m = OracleRoundingMagnitudes(diff, {F64({1}, {1.0}), F64({1}, {0.999})});
+  EXPECT_NEAR(m.value.at(0), 1.999 + 0.001, 1e-12);
+  // A rounded value's error is carried by the derivative: sin(sin(x)).
+  const Program twice = Trace("twice", {{"x", Shape({1})}},
+                              [](const std::vector<Var>& in) { return sum(sin(sin(in[0]))); });
+  m = OracleRoundingMagnitudes(twice, {F64({1}, {2.0})});
+  const double inner = std::abs(std::sin(2.0));
+  const double outer = std::max(std::abs(std::cos(std::sin(2.0))) * inner, std::abs(std::sin(std::sin(2.0))));
+  EXPECT_DOUBLE_EQ(m.value.at(0), std::abs(std::sin(std::sin(2.0))) + outer);
+}
+
+// On every problem, the magnitude is at least the value's own size (the
+// tolerance never tightens), and finite.
+TEST(OracleTest, RoundingMagnitudesBoundTheValueOnEveryProgram) {
+  const Program chain = Trace("chain", {{"x", Shape({4})}, {"w", Shape({4})}},
+                              [](const std::vector<Var>& in) {
+                                Var h = mul(in[0], in[1]);
+                                for (int i = 0; i < 3; ++i) h = sin(add(h, in[1]));
+                                return sum(softmax(h));
+                              });
+  const std::vector<Tensor> args = {F64({4}, {0.5, -1, 2, -0.25}), F64({4}, {1, 2, -3, 0.5})};
+  const OracleMagnitudes m = OracleRoundingMagnitudes(chain, args);
+  const Result r = OracleValueAndGrad(chain, args, {});
+  EXPECT_GE(m.value.at(0), std::abs(r.value.at(0)));
+  EXPECT_TRUE(std::isfinite(m.value.at(0)));
+}
+
 TEST(OracleTest, IsRegisteredAsAFloat64EngineOfItsOwn) {
   std::unique_ptr<Engine> engine = MakeEngine("oracle");
   EXPECT_EQ(engine->name(), "oracle");

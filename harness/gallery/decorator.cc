@@ -15,4 +15,7 @@ std::unique_ptr<Engine> Recompute(const std::string& name, std::unique_ptr<Kerne
 Decorator::Decorator(std::string name)
     : name_(std::move(name)), inner_(Recompute("recompute", std::make_unique<OneDnnKernels>())) {}
 
+Decorator::Decorator(std::string name, std::unique_ptr<Engine> inner)
+    : name_(std::move(name)), inner_(std::move(inner)) {}
+
 }  // namespace remat

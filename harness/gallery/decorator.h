@@ -20,15 +20,18 @@ namespace remat {
 std::unique_ptr<Engine> Recompute(const std::string& name, std::unique_ptr<Kernels> kernels,
                                   std::unique_ptr<ExecutorRules> rules = nullptr);
 
-// Everything but ValueAndGrad is recompute's; a subclass decides what
+// Everything but ValueAndGrad is recompute's (or the given engine's); a subclass decides what
 // ValueAndGrad does with inner().
 class Decorator : public Engine {
  public:
   explicit Decorator(std::string name);
+  // Around another engine (`inner`), whose claims it then makes.
+  Decorator(std::string name, std::unique_ptr<Engine> inner);
   std::string name() const override { return name_; }
   DType dtype() const override { return inner_->dtype(); }
   std::string kernels() const override { return inner_->kernels(); }
   bool honours_checkpoints() const override { return inner_->honours_checkpoints(); }
+  bool honours_memory_cap() const override { return inner_->honours_memory_cap(); }
 
  protected:
   Engine& inner() { return *inner_; }

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "harness/gallery/gallery.h"
+#include "harness/gallery/rule_table.h"
 #include "harness/gallery/suite_runner.h"
 
 namespace remat {
@@ -106,6 +108,17 @@ TEST_P(GalleryTest, TheSuiteCatchesTheFaultByName) {
   EXPECT_TRUE(v.caught()) << f.engine << " (" << f.fault << "): no failing test says " << phrases
                           << " (conformance exit " << v.conformance.exit_code << ", fuzz exit "
                           << v.fuzz.exit_code << "); a hole in the suite";
+  // CONTRACT.md section 9: a row that names this fault as breaking its
+  // rule names a conformance check that failed on it.
+  const std::map<std::string, int> failed = TestsThatFailedSaying(v.conformance.output, {});
+  for (const RuleRow& row : ReadRuleTable(ReadText(Runfile("engines/api/CONTRACT.md")))) {
+    if (std::find(row.faults.begin(), row.faults.end(), f.engine) == row.faults.end()) continue;
+    bool by_its_check = false;
+    for (const std::string& check : row.checks) by_its_check |= failed.count(check) > 0;
+    EXPECT_TRUE(by_its_check) << "CONTRACT.md:" << row.line << ": " << row.entry << " says "
+                              << f.engine << " is caught by its checks, but none of them failed "
+                              << "on it";
+  }
   if (!flags.fault.empty()) {
     std::printf("%s\n%s\n", v.conformance.output.c_str(), v.fuzz.output.c_str());
   }

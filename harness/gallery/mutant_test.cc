@@ -9,6 +9,7 @@
 //   bazel-bin/harness/gallery/mutant_test --mutant=NAME         # one, with the suite's output
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "harness/gallery/mutants.h"
+#include "harness/gallery/rule_table.h"
 #include "harness/gallery/suite_runner.h"
 
 namespace remat {
@@ -52,6 +54,21 @@ TEST_P(MutantTest, TheSuiteCatchesIt) {
   EXPECT_TRUE(o.exit_code == 0 || o.exit_code == 1)
       << m.engine << ": the suite did not finish (exit " << o.exit_code << ")\n"
       << o.output.substr(o.output.size() > 4000 ? o.output.size() - 4000 : 0);
+  // CONTRACT.md section 9: a row that names this mutant as breaking its
+  // rule names a check that caught it.
+  if (caught) {
+    for (const RuleRow& row : ReadRuleTable(ReadText(Runfile("engines/api/CONTRACT.md")))) {
+      if (row.allowed || row.planted_in ||
+          std::find(row.faults.begin(), row.faults.end(), m.engine) == row.faults.end()) {
+        continue;
+      }
+      bool by_its_check = false;
+      for (const std::string& check : row.checks) by_its_check |= caught_by.count(check) > 0;
+      EXPECT_TRUE(by_its_check) << "CONTRACT.md:" << row.line << ": " << row.entry
+                                << " says " << m.engine << " is caught by its checks, but "
+                                << "none of them failed on it (the tests that did: " << by << ")";
+    }
+  }
   if (m.allowed_by.empty()) {
     EXPECT_TRUE(caught) << m.engine << " (" << m.mutation
                         << ") passed the conformance suite: a hole in the suite, or a change the "
@@ -87,40 +104,6 @@ TEST(Mutants, TheGeneratedSetIsWhole) {
   EXPECT_GE(Mutants().size(), 90u);
 }
 
-// The data members of `struct NAME { ... };` in a header: the names of the
-// lines that declare a member (no parentheses, ending in ';').
-std::vector<std::string> Members(const std::string& header, const std::string& name) {
-  std::ifstream in(Runfile(header));
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string all = text.str();
-  const size_t start = all.find("struct " + name + " {");
-  EXPECT_NE(start, std::string::npos) << header << ": no struct " << name;
-  if (start == std::string::npos) return {};
-  const size_t end = all.find("\n};", start);
-  std::vector<std::string> members;
-  std::istringstream lines(all.substr(start, end - start));
-  std::string line;
-  std::getline(lines, line);  // "struct NAME {"
-  int depth = 0;
-  while (std::getline(lines, line)) {
-    const std::string code = line.substr(0, line.find("//"));
-    const bool at_top = depth == 0;
-    for (char c : code) depth += c == '{' ? 1 : c == '}' ? -1 : 0;
-    if (!at_top || code.find(';') == std::string::npos) continue;
-    std::string decl = code.substr(0, code.find(';'));
-    decl = decl.substr(0, decl.find('='));
-    decl = decl.substr(0, decl.find('{'));
-    while (!decl.empty() && decl.back() == ' ') decl.pop_back();
-    // A member function ("double seconds_total() const"), not a field (a
-    // std::function<void(...)> field has its parentheses inside <>).
-    if (decl.empty() || decl.back() == ')' || decl.find(") const") != std::string::npos) continue;
-    const size_t space = decl.rfind(' ');
-    if (space != std::string::npos) members.push_back(decl.substr(space + 1));
-  }
-  return members;
-}
-
 // Every field an engine reports or obeys has mutants: its name is in a
 // mutant's ("mutant_peak_bytes_low" for Stats::peak_bytes). A field added
 // to Stats, RunOptions or Result without a rule here fails this test.
@@ -132,7 +115,7 @@ TEST(Mutants, EveryFieldOfTheInterfaceHasMutants) {
   };
   int fields = 0;
   for (const auto& [header, name] : structs) {
-    const std::vector<std::string> members = Members(header, name);
+    const std::vector<std::string> members = StructMembers(ReadText(Runfile(header)), name);
     EXPECT_GE(members.size(), 3u) << header << ": struct " << name << " read wrong";
     for (const std::string& field : members) {
       // Result::stats is the struct of the fields above.

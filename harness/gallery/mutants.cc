@@ -6,6 +6,7 @@
 // buffer outside the trackers that the change itself made.
 #include "harness/gallery/mutants.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -16,8 +17,11 @@
 #include <vector>
 
 #include "engines/api/engine.h"
+#include "engines/api/policy.h"
 #include "engines/api/program_identity.h"
+#include "engines/api/error.h"
 #include "engines/api/registry.h"
+#include "engines/dtr/dtr_engine.h"
 #include "harness/gallery/decorator.h"
 
 namespace remat {
@@ -47,6 +51,8 @@ using Apply = std::function<Result(Engine& inner, Memory& memory, const Program&
 class MutantEngine : public Decorator {
  public:
   MutantEngine(std::string name, Apply apply) : Decorator(std::move(name)), apply_(std::move(apply)) {}
+  MutantEngine(std::string name, Apply apply, std::unique_ptr<Engine> inner)
+      : Decorator(std::move(name), std::move(inner)), apply_(std::move(apply)) {}
   Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                       const std::vector<int>& wrt, const RunOptions& options) override {
     Result r = apply_(inner(), memory_, program, args, wrt, options);
@@ -77,6 +83,25 @@ Apply Calling(std::function<void(RunOptions&, const std::vector<Tensor>& args)> 
     RunOptions changed = options;
     change(changed, args);
     return inner.ValueAndGrad(program, args, wrt, changed);
+  };
+}
+
+// `program` with `change` applied to every op, those of bodies included
+// (bodies are copied, never edited in place: the caller's program is shared).
+Program EveryOp(const Program& program, const std::function<void(Op&)>& change) {
+  Program out = program;
+  for (Op& op : out.ops) {
+    if (op.body) op.body = std::make_shared<const Program>(EveryOp(*op.body, change));
+    change(op);
+  }
+  return out;
+}
+
+// A rule that runs another program than the one asked for.
+Apply Rewriting(std::function<void(Op&)> change) {
+  return [change](Engine& inner, Memory&, const Program& program, const std::vector<Tensor>& args,
+                  const std::vector<int>& wrt, const RunOptions& options) {
+    return inner.ValueAndGrad(EveryOp(program, change), args, wrt, options);
   };
 }
 
@@ -210,7 +235,19 @@ struct Rule {
   std::string mutation;
   std::string allowed_by;
   Apply apply;
+  // The conforming engine mutated: recompute, or for the rules of engines
+  // that honour a memory cap (which recompute does not), dtr.
+  bool over_dtr = false;
 };
+
+// Every gradient whose elements are all zero (of either sign).
+bool AllZero(const Tensor& t) {
+  if (!t.defined() || t.dry() || t.dtype() != DType::kF32) return false;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (t.f32()[i] != 0.0f) return false;
+  }
+  return true;
+}
 
 // The integer fields of Stats, each category of the per-category arrays
 // apart.
@@ -488,6 +525,115 @@ std::vector<Rule> Rules() {
                    "memory_cap_bytes ignored (by an engine that does not claim to honour it)",
                    "CONTRACT.md section 4: engines whose honours_memory_cap() is false ignore it",
                    Calling([](RunOptions& o, const std::vector<Tensor>&) { o.memory_cap_bytes = 0; })});
+  // The arguments, the errors and the cap.
+  rules.push_back({"wrt_repeat_accepted",
+                   "a repeated index in wrt accepted (its gradient returned twice), not refused", "",
+                   [](Engine& inner, Memory&, const Program& program,
+                      const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                      const RunOptions& options) {
+                     std::vector<int> unique;
+                     for (int w : wrt) {
+                       if (std::find(unique.begin(), unique.end(), w) == unique.end()) {
+                         unique.push_back(w);
+                       }
+                     }
+                     Result r = inner.ValueAndGrad(program, args, unique, options);
+                     if (unique.size() == wrt.size() || r.grads.size() != unique.size()) return r;
+                     std::vector<Tensor> grads;
+                     for (int w : wrt) {
+                       grads.push_back(r.grads[std::find(unique.begin(), unique.end(), w) -
+                                               unique.begin()]);
+                     }
+                     r.grads = std::move(grads);
+                     return r;
+                   }});
+  rules.push_back({"integer_wrt_accepted",
+                   "an integer parameter in wrt accepted: left out of the run, its gradient f32 "
+                   "zeros",
+                   "",
+                   [](Engine& inner, Memory&, const Program& program,
+                      const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                      const RunOptions& options) {
+                     std::vector<int> floats;
+                     for (int w : wrt) {
+                       if (w < 0 || w >= program.num_params() || program.dtype(w) != DType::kI32) {
+                         floats.push_back(w);
+                       }
+                     }
+                     Result r = inner.ValueAndGrad(program, args, floats, options);
+                     if (floats.size() == wrt.size() || r.grads.size() != floats.size()) return r;
+                     std::vector<Tensor> grads;
+                     size_t next = 0;
+                     for (int w : wrt) {
+                       grads.push_back(program.dtype(w) == DType::kI32
+                                           ? Tensor::Zeros(DType::kF32, program.shapes[w])
+                                           : r.grads[next++]);
+                     }
+                     r.grads = std::move(grads);
+                     return r;
+                   }});
+  rules.push_back({"error_without_names",
+                   "every remat::Error rethrown as \"bad input\": the program, op and argument "
+                   "left out (typed facts kept)",
+                   "",
+                   [](Engine& inner, Memory&, const Program& program,
+                      const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                      const RunOptions& options) -> Result {
+                     try {
+                       return inner.ValueAndGrad(program, args, wrt, options);
+                     } catch (const Error& e) {
+                       throw Error("bad input", e.facts());
+                     }
+                   }});
+  rules.push_back({"argument_written", "the first argument's first element one ulp up after the run",
+                   "",
+                   [](Engine& inner, Memory&, const Program& program,
+                      const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                      const RunOptions& options) {
+                     Result r = inner.ValueAndGrad(program, args, wrt, options);
+                     if (!args.empty()) OneUlp(args[0], 0);
+                     return r;
+                   }});
+  rules.push_back({"unreached_gradient_undefined",
+                   "a gradient that is all zeros returned as an empty tensor", "",
+                   After([](Result& r, Memory&) {
+                     for (Tensor& g : r.grads) {
+                       if (AllZero(g)) g = Tensor();
+                     }
+                   })});
+  rules.push_back({"capped_memory_cap_bytes_doubled",
+                   "dtr, which honours memory caps, run under twice the cap asked for", "",
+                   Calling([](RunOptions& o, const std::vector<Tensor>&) { o.memory_cap_bytes *= 2; }),
+                   /*over_dtr=*/true});
+  rules.push_back({"capped_smallest_cap_understated",
+                   "dtr's smallest feasible cap (ErrorFacts::smallest_feasible_bytes) reported "
+                   "one byte lower",
+                   "",
+                   [](Engine& inner, Memory&, const Program& program,
+                      const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                      const RunOptions& options) -> Result {
+                     try {
+                       return inner.ValueAndGrad(program, args, wrt, options);
+                     } catch (const Error& e) {
+                       ErrorFacts facts = e.facts();
+                       if (facts.smallest_feasible_bytes > 0) --facts.smallest_feasible_bytes;
+                       throw Error(e.what(), facts);
+                     }
+                   },
+                   /*over_dtr=*/true});
+  // The budgets: read as something else.
+  rules.push_back({"peak_budget_as_fraction_1",
+                   "memory_budget:peak:B regions run as memory_budget:1 (the peak bound ignored)", "",
+                   Rewriting([](Op& op) {
+                     if (op.kind == OpKind::kCheckpoint && op.policy.is_peak_budget()) {
+                       op.policy = Policy::Parse("memory_budget:1");
+                     }
+                   })});
+  rules.push_back({"schedule_budget_ignored",
+                   "budget:B schedules run as budget:1TiB (the activations' bound ignored)", "",
+                   Rewriting([](Op& op) {
+                     if (op.schedule.rfind("budget:", 0) == 0) op.schedule = "budget:1TiB";
+                   })});
   // A result cache keyed on all but one component.
   rules.push_back({"cache_without_program", "results cached without the program in the key", "",
                    CacheWithout(KeyPart::kProgram)});
@@ -510,7 +656,9 @@ const Registered& Registry() {
     for (Rule& rule : Rules()) {
       const std::string name = "mutant_" + rule.engine_suffix;
       Apply apply = rule.apply;
-      RegisterEngine(name, rule.mutation, [name, apply] {
+      const bool over_dtr = rule.over_dtr;
+      RegisterEngine(name, rule.mutation, [name, apply, over_dtr]() -> std::unique_ptr<Engine> {
+        if (over_dtr) return std::make_unique<MutantEngine>(name, apply, std::make_unique<DtrEngine>());
         return std::make_unique<MutantEngine>(name, apply);
       });
       out->mutants.push_back({name, rule.mutation, rule.allowed_by});

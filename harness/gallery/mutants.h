@@ -2,7 +2,8 @@
 // score of the conformance suite (issue 26). Test-only.
 //
 // The gallery (gallery.h) holds faults someone thought of. A mutant here is
-// recompute (reverse mode on eager's oneDNN kernels, a conforming engine)
+// recompute (reverse mode on eager's oneDNN kernels, a conforming engine;
+// dtr for the rules of a memory cap)
 // with one thing it reports, returns or obeys changed by a rule applied to
 // every target of its kind:
 // - every integer field of Stats (each category of the per-category arrays
@@ -14,7 +15,11 @@
 // - every RunOptions field an engine must obey: ignored, and where it is a
 //   choice, inverted;
 // - a result cache keyed on all but one of (program, argument values, wrt,
-//   options): each key component dropped in turn.
+//   options): each key component dropped in turn;
+// - the arguments and errors: a repeated wrt index accepted, an argument
+//   written, an error's names dropped, an unreached gradient left empty;
+// - the memory cap, on dtr (recompute honours none): run under another cap,
+//   the smallest feasible cap misreported.
 // Each mutant is registered as an engine "mutant_<target>_<mutation>" and
 // run through the conformance binary (faulty_conformance) by mutant_test,
 // which must see the run fail. A mutant the contract allows (a change no

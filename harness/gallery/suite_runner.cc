@@ -98,7 +98,12 @@ std::map<std::string, int> TestsThatFailedSaying(const std::string& output,
       for (const std::string& phrase : phrases) says = says || text.find(phrase) != std::string::npos;
       if (says) ++tests[TestOf(current)];
       current.clear();
-    } else if (line.rfind("[       OK ] ", 0) == 0) {
+    } else if (line.rfind("[       OK ] ", 0) == 0 || line.rfind("[  SKIPPED ] ", 0) == 0 ||
+               line.rfind("[==========] ", 0) == 0) {
+      // A test that ended without failing, or the summary: the "[  FAILED  ]"
+      // lines of the summary repeat failures already counted and belong to
+      // no running test (read as the last one's, a skipped test was counted
+      // as failing once).
       current.clear();
     } else if (!current.empty()) {
       text += line + "\n";
