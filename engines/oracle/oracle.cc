@@ -367,6 +367,16 @@ std::vector<bool> TopKChoice(const double* xr, int64_t cols, int64_t k) {
 }
 
 // top_k_softmax's row from x: softmax over the chosen, 0 elsewhere.
+// log(sum_j e^(x_j)) of a row, with its max subtracted before the
+// exponentials (log_softmax's and cross-entropy's normalizer).
+double RowLogSumExp(const double* xr, int64_t cols) {
+  double m = xr[0];
+  for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
+  double s = 0;
+  for (int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
+  return m + std::log(s);
+}
+
 void TopKSoftmaxRow(const double* xr, int64_t cols, int64_t k, double* yr) {
   const std::vector<bool> chosen = TopKChoice(xr, cols, k);
   double m = -std::numeric_limits<double>::infinity();
@@ -853,11 +863,7 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
       // Per row: y_j = x_j - log(sum_k e^(x_k - m)) - m, m the row's max.
       for (int64_t r = 0; r < rows; ++r) {
         const double* xr = x + r * cols;
-        double m = xr[0];
-        for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
-        double s = 0;
-        for (int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
-        const double lse = m + std::log(s);
+        const double lse = RowLogSumExp(xr, cols);
         for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = xr[j] - lse;
       }
       flops_forward_ += 5 * n;
@@ -961,11 +967,7 @@ void PlainReverseMode::Compute(const Op& op, const std::vector<const Tensor*>& i
       for (int64_t r = 0; r < rows; ++r) {
         const double* xr = x + r * cols;
         const int64_t t = Index(op, *in[1], r, cols);
-        double m = xr[0];
-        for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
-        double s = 0;
-        for (int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
-        total += m + std::log(s) - xr[t];
+        total += RowLogSumExp(xr, cols) - xr[t];
       }
       y[0] = total / static_cast<double>(rows);
       flops_forward_ += 4 * n;
@@ -1283,12 +1285,8 @@ Tensor PlainReverseMode::Magnitude(const Op& op, const std::vector<int>& inputs,
       double total = 0;
       for (int64_t r = 0; r < rows; ++r) {
         const double* xr = x + r * cols;
-        double mmax = xr[0];
-        for (int64_t j = 1; j < cols; ++j) mmax = std::max(mmax, xr[j]);
-        double sum = 0;
-        for (int64_t j = 0; j < cols; ++j) sum += std::exp(xr[j] - mmax);
         const int64_t t = Index(op, slots_[inputs[1]], r, cols);
-        total += std::max(2 * row_max(r), std::abs(mmax + std::log(sum) - xr[t]));
+        total += std::max(2 * row_max(r), std::abs(RowLogSumExp(xr, cols) - xr[t]));
       }
       mo[0] = rows > 0 ? total / static_cast<double>(rows) : 0;
       return m;

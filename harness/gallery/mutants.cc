@@ -76,6 +76,18 @@ Apply After(std::function<void(Result&, Memory&)> change) {
   };
 }
 
+// A rule that runs the call honestly and rethrows its remat::Error changed.
+Apply RethrowingChanged(std::function<Error(const Error&)> change) {
+  return [change](Engine& inner, Memory&, const Program& program, const std::vector<Tensor>& args,
+                  const std::vector<int>& wrt, const RunOptions& options) -> Result {
+    try {
+      return inner.ValueAndGrad(program, args, wrt, options);
+    } catch (const Error& e) {
+      throw change(e);
+    }
+  };
+}
+
 // A rule that changes the call and runs it honestly.
 Apply Calling(std::function<void(RunOptions&, const std::vector<Tensor>& args)> change) {
   return [change](Engine& inner, Memory&, const Program& program, const std::vector<Tensor>& args,
@@ -575,16 +587,7 @@ std::vector<Rule> Rules() {
   rules.push_back({"error_without_names",
                    "every remat::Error rethrown as \"bad input\": the program, op and argument "
                    "left out (typed facts kept)",
-                   "",
-                   [](Engine& inner, Memory&, const Program& program,
-                      const std::vector<Tensor>& args, const std::vector<int>& wrt,
-                      const RunOptions& options) -> Result {
-                     try {
-                       return inner.ValueAndGrad(program, args, wrt, options);
-                     } catch (const Error& e) {
-                       throw Error("bad input", e.facts());
-                     }
-                   }});
+                   "", RethrowingChanged([](const Error& e) { return Error("bad input", e.facts()); })});
   rules.push_back({"argument_written", "the first argument's first element one ulp up after the run",
                    "",
                    [](Engine& inner, Memory&, const Program& program,
@@ -608,18 +611,11 @@ std::vector<Rule> Rules() {
   rules.push_back({"capped_smallest_cap_understated",
                    "dtr's smallest feasible cap (ErrorFacts::smallest_feasible_bytes) reported "
                    "one byte lower",
-                   "",
-                   [](Engine& inner, Memory&, const Program& program,
-                      const std::vector<Tensor>& args, const std::vector<int>& wrt,
-                      const RunOptions& options) -> Result {
-                     try {
-                       return inner.ValueAndGrad(program, args, wrt, options);
-                     } catch (const Error& e) {
-                       ErrorFacts facts = e.facts();
-                       if (facts.smallest_feasible_bytes > 0) --facts.smallest_feasible_bytes;
-                       throw Error(e.what(), facts);
-                     }
-                   },
+                   "", RethrowingChanged([](const Error& e) {
+                     ErrorFacts facts = e.facts();
+                     if (facts.smallest_feasible_bytes > 0) --facts.smallest_feasible_bytes;
+                     return Error(e.what(), facts);
+                   }),
                    /*over_dtr=*/true});
   // The budgets: read as something else.
   rules.push_back({"peak_budget_as_fraction_1",
