@@ -82,8 +82,11 @@ struct Agreement {
 // tensor of dtype `expected` (the engine's: f32 stays f32 end to end) and of
 // the oracle's shape, within its tolerance; and the new state (a tensor for
 // each of the oracle's, within the tolerance of its forward depth).
+// The value's and state's magnitudes are the oracle's only where the
+// outputs' own would not do (they are never smaller), unless
+// `always_magnitudes` (a report of the margins).
 Agreement CompareWithOracle(const Case& c, const Result& got, const Result& oracle,
-                            DType expected = DType::kF32);
+                            DType expected = DType::kF32, bool always_magnitudes = false);
 
 // Where two results' value and gradients differ in a single bit, as
 // "value" or "gradient i"; nothing when they are bit-for-bit equal (NaNs

@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
       std::unique_ptr<remat::Engine> e = remat::MakeEngine(engine);
       remat::Result got = e->ValueAndGrad(c.program, c.inputs, c.wrt);
       remat::Result ref = remat::MakeEngine("oracle")->ValueAndGrad(c.program, c.inputs, c.wrt);
-      const remat::Agreement a = remat::CompareWithOracle(c, got, ref, e->dtype());
+      const remat::Agreement a =
+          remat::CompareWithOracle(c, got, ref, e->dtype(), /*always_magnitudes=*/true);
       for (const auto& t : a.tensors) {
         const double fraction = t.max_abs > 0 ? t.tolerance / t.max_abs : 0;
         const double times = t.max_abs > 0 ? t.magnitude / t.max_abs : 1;
