@@ -112,10 +112,6 @@ std::string IndexString(const Shape& shape, int64_t flat) {
   return out + "]";
 }
 
-}  // namespace
-
-namespace {
-
 // CompareWithOracle with the value's and state's magnitudes `magnitudes`
 // (null: their own, max|ref|).
 Agreement Compare(const Case& c, const Result& got, const Result& ref, DType expected,

@@ -1,5 +1,6 @@
 #include "harness/gallery/rule_table.h"
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -78,6 +79,22 @@ std::vector<RuleRow> ReadRuleTable(const std::string& contract) {
     rows.push_back(row);
   }
   return rows;
+}
+
+std::vector<const RuleRow*> RowsItsChecksMissed(const std::vector<RuleRow>& rows,
+                                                const std::string& fault,
+                                                const std::map<std::string, int>& caught_by) {
+  std::vector<const RuleRow*> missed;
+  for (const RuleRow& row : rows) {
+    if (row.allowed || row.planted_in ||
+        std::find(row.faults.begin(), row.faults.end(), fault) == row.faults.end()) {
+      continue;
+    }
+    bool by_its_check = false;
+    for (const std::string& check : row.checks) by_its_check |= caught_by.count(check) > 0;
+    if (!by_its_check) missed.push_back(&row);
+  }
+  return missed;
 }
 
 std::vector<std::string> RuleTags(const std::string& contract) {

@@ -8,6 +8,7 @@
 #ifndef REMAT_HARNESS_GALLERY_RULE_TABLE_H_
 #define REMAT_HARNESS_GALLERY_RULE_TABLE_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,13 @@ struct RuleRow {
 // The rows of the table under "## 9." in `contract` (CONTRACT.md's text).
 // Throws std::runtime_error naming the line of a row that does not parse.
 std::vector<RuleRow> ReadRuleTable(const std::string& contract);
+
+// The rows of `rows` that name `fault` as breaking their rule (allowed and
+// planted rows aside) and name none of the tests in `caught_by` (the tests
+// that failed on it) among their checks: each is a row whose mapping is wrong.
+std::vector<const RuleRow*> RowsItsChecksMissed(const std::vector<RuleRow>& rows,
+                                                const std::string& fault,
+                                                const std::map<std::string, int>& caught_by);
 
 // The rule tags ("R3.4") written as **R3.4** in `contract` before section 9,
 // in order, repeats included.
