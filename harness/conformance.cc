@@ -112,7 +112,7 @@ std::string IndexString(const Shape& shape, int64_t flat) {
   return out + "]";
 }
 
-// CompareWithOracle with the value's and state's magnitudes `magnitudes`
+// CompareWithOracle with the rounding magnitudes `magnitudes`
 // (null: their own, max|ref|).
 Agreement Compare(const Case& c, const Result& got, const Result& ref, DType expected,
                   const OracleMagnitudes* magnitudes_or_null) {
@@ -143,7 +143,10 @@ Agreement Compare(const Case& c, const Result& got, const Result& ref, DType exp
   compared.push_back({names[0], &got.value, &ref.value, depths[0],
                       magnitudes.value.defined() ? &magnitudes.value : nullptr});
   for (size_t i = 0; i < ref.grads.size(); ++i) {
-    compared.push_back({names[i + 1], &got.grads[i], &ref.grads[i], depths[i + 1]});
+    compared.push_back({names[i + 1], &got.grads[i], &ref.grads[i], depths[i + 1],
+                        i < magnitudes.grads.size() && magnitudes.grads[i].defined()
+                            ? &magnitudes.grads[i]
+                            : nullptr});
   }
   const std::map<std::string, double> state_depths = StateRoundingDepths(c.program);
   for (const auto& [name, r] : ref.state) {
@@ -191,35 +194,44 @@ Agreement Compare(const Case& c, const Result& got, const Result& ref, DType exp
     }
     double max_abs = 0;
     for (int64_t i = 0; i < r.num_elements(); ++i) max_abs = std::max(max_abs, std::abs(r.at(i)));
-    // The magnitude the roundings are relative to: the oracle's, where it
-    // carries one (never below the output's own), else the output's.
-    double scale = max_abs;
-    if (t.magnitude != nullptr) {
-      for (int64_t i = 0; i < t.magnitude->num_elements(); ++i) {
-        const double m = t.magnitude->at(i);
-        if (std::isfinite(m)) scale = std::max(scale, m);
-      }
-    }
-    const double tolerance = kF32ToleranceFactor * t.k * std::ldexp(1.0, -24) * scale;
-    double tensor_worst = 0;
+    // The magnitude each element's roundings are relative to: its own
+    // rounding magnitude where the oracle carries one, never below the
+    // output's largest |value| (a selection that flips within the error, a
+    // rule's estimate, moves an element by up to that). Per element, so a
+    // sum that cancels loosens its own element, not the whole tensor.
+    const double per_magnitude = kF32ToleranceFactor * t.k * std::ldexp(1.0, -24);
+    const auto scale_at = [&](int64_t i) {
+      if (t.magnitude == nullptr) return max_abs;
+      const double m = t.magnitude->at(i);
+      return std::isfinite(m) ? std::max(max_abs, m) : max_abs;
+    };
+    double largest_scale = max_abs, tensor_worst = 0, tensor_worst_own = 0;
     for (int64_t i = 0; i < r.num_elements(); ++i) {
+      const double scale = scale_at(i);
+      largest_scale = std::max(largest_scale, scale);
+      const double tolerance = per_magnitude * scale;
       const double err = std::abs(g.at(i) - r.at(i));
       // NaN in either side is a disagreement unless both are NaN.
       const bool both_nan = std::isnan(g.at(i)) && std::isnan(r.at(i));
-      double ratio = both_nan ? 0 : (tolerance > 0 ? err / tolerance : (err > 0 ? INFINITY : 0));
-      if (std::isnan(ratio)) ratio = INFINITY;
+      const auto over = [&](double tol) {
+        double ratio = both_nan ? 0 : (tol > 0 ? err / tol : (err > 0 ? INFINITY : 0));
+        return std::isnan(ratio) ? INFINITY : ratio;
+      };
+      const double ratio = over(tolerance);
       tensor_worst = std::max(tensor_worst, ratio);
+      tensor_worst_own = std::max(tensor_worst_own, over(per_magnitude * max_abs));
       if (ratio > a.worst_ratio) {
         a.worst_ratio = ratio;
         a.detail = StrCat(c.ToString(), ": ", t.name, IndexString(r.shape(), i), " = ", g.at(i),
-                          ", oracle ",
-                          r.at(i), ", error ", err, ", tolerance ", tolerance, " (", kF32ToleranceFactor,
-                          " * K=", t.k, " * 2^-24 * ",
-                          t.magnitude != nullptr ? "its rounding magnitude=" : "max|ref|=", scale,
-                          ")");
+                          ", oracle ", r.at(i), ", error ", err, ", tolerance ", tolerance, " (",
+                          kF32ToleranceFactor, " * K=", t.k, " * 2^-24 * ",
+                          t.magnitude != nullptr ? "max(its rounding magnitude, max|ref|)="
+                                                 : "max|ref|=",
+                          scale, ")");
       }
     }
-    a.tensors.push_back({t.name, t.k, tolerance, max_abs, tensor_worst, scale});
+    a.tensors.push_back({t.name, t.k, per_magnitude * largest_scale, max_abs, tensor_worst,
+                         largest_scale, tensor_worst_own});
   }
   a.ok = a.worst_ratio <= 1.0;
   if (!a.ok) a.kind = Agreement::Kind::kValue;
@@ -232,16 +244,17 @@ Agreement CompareWithOracle(const Case& c, const Result& got, const Result& ref,
                             bool always_magnitudes) {
   // The magnitudes are never below the outputs' own (max|ref|), so a
   // comparison that passes without them passes with them: they are worked
-  // out (a forward pass of the oracle) only where needed, or asked for.
+  // out (a pass of the oracle) only where needed, or asked for.
   Agreement a = Compare(c, got, ref, expected, nullptr);
   if ((a.ok && !always_magnitudes) || (!a.ok && a.kind != Agreement::Kind::kValue)) return a;
-  // The value's and the new state's rounding magnitudes (engines/oracle:
-  // what their roundings are relative to when a sum cancels). A program the
+  // The value's, the new state's and the gradients' rounding magnitudes
+  // (engines/oracle: what their roundings are relative to when a sum
+  // cancels). A program the
   // oracle's magnitudes cannot run (it ran for `ref`, so this is not
   // expected) keeps the outputs' own magnitudes.
   OracleMagnitudes magnitudes;
   try {
-    magnitudes = OracleRoundingMagnitudes(c.program, c.inputs);
+    magnitudes = OracleRoundingMagnitudes(c.program, c.inputs, c.wrt);
   } catch (const Error&) {
     return a;
   }

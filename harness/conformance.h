@@ -35,18 +35,22 @@ std::vector<Tensor> ShapeOnlyArguments(const Program& program);
 
 // Tolerance of an f32 engine against the float64 oracle (engines/oracle, a
 // reverse mode of its own that shares no rule or kernel with the engines),
-// per tensor:
-//   max_i |got_i - ref_i| <= kF32ToleranceFactor * K * 2^-24 * max_i M_i
+// per element i of each tensor:
+//   |got_i - ref_i| <= kF32ToleranceFactor * K * 2^-24 * max(M_i, max_j |ref_j|)
 // where K is that tensor's rounding depth (harness/rounding_depth.h: the
 // most roundings any path from the inputs to one of its elements passes
 // through, from the program's structure, separately for the value and for
-// each gradient) and M its rounding magnitude: for the value and the new
-// state, the oracle's (OracleRoundingMagnitudes: what the roundings are
-// relative to, the sum of the absolute values of a sum's terms rather than
-// its result, so that an honest engine is not punished where a sum
-// cancels); for a gradient, for now, |ref_i|. To first order an f32 result
-// is within K * 2^-24 of that magnitude; the factor covers the few
-// roundings per term the count merges.
+// each gradient) and M its rounding magnitude, the oracle's
+// (OracleRoundingMagnitudes: what the roundings are relative to, the sum of
+// the absolute values of a sum's terms rather than its result, so that an
+// honest engine is not punished where a sum cancels), for the value, the
+// new state and each gradient alike, element by element (a sum that
+// cancels loosens its own element's bound, not the tensor's). The floor,
+// the tensor's largest |ref|, is the bound before magnitudes: where an
+// element's M is an estimate short of its error (a selection that flips
+// within the error), the tensor's scale still holds it. To first order an
+// f32 result is within K * 2^-24 of that magnitude; the factor covers the
+// few roundings per term the count merges.
 inline constexpr double kF32ToleranceFactor = 4.0;
 
 struct Agreement {
@@ -70,10 +74,11 @@ struct Agreement {
   struct TensorMargin {
     std::string name;        // "value", "grad w1", ...
     double k = 0;            // its rounding depth
-    double tolerance = 0;    // kF32ToleranceFactor * k * 2^-24 * magnitude
+    double tolerance = 0;    // the largest: kF32ToleranceFactor * k * 2^-24 * magnitude
     double max_abs = 0;      // max|oracle|
-    double worst_ratio = 0;  // max error / tolerance (<= 1 is ok)
-    double magnitude = 0;    // max M: max_abs, or the oracle's rounding magnitude
+    double worst_ratio = 0;  // max over elements of error / its tolerance (<= 1 is ok)
+    double magnitude = 0;    // the largest max(M_i, max_abs) (max_abs without M)
+    double worst_ratio_own = 0;  // the same against max_abs alone (the tolerance before M)
   };
   std::vector<TensorMargin> tensors;
 };
@@ -82,7 +87,7 @@ struct Agreement {
 // tensor of dtype `expected` (the engine's: f32 stays f32 end to end) and of
 // the oracle's shape, within its tolerance; and the new state (a tensor for
 // each of the oracle's, within the tolerance of its forward depth).
-// The value's and state's magnitudes are the oracle's only where the
+// The magnitudes are the oracle's only where the
 // outputs' own would not do (they are never smaller), unless
 // `always_magnitudes` (a report of the margins).
 Agreement CompareWithOracle(const Case& c, const Result& got, const Result& oracle,

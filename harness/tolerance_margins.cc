@@ -1,7 +1,6 @@
 // Prints, for every problem (or those named), each output's rounding depth
-// K, its rounding magnitude (the oracle's, for the value and the state: how
-// many times the output's own largest magnitude it is; 1 where the
-// tolerance is relative to the output itself), its tolerance against the
+// K, its rounding magnitude (the oracle's: how many times the output's own
+// largest magnitude it is), its tolerance against the
 // float64 oracle as a fraction of the output's largest magnitude, and how
 // much of the tolerance an engine's error used, then (old) how much it
 // would use of a tolerance relative to the output's own magnitude:
@@ -76,7 +75,7 @@ int main(int argc, char** argv) {
         const double times = t.max_abs > 0 ? t.magnitude / t.max_abs : 1;
         std::printf("%-34s %-16s %10.0f %12.2f %12.2e %9.1f%% %9.1f%%\n", c.ToString().c_str(),
                     t.name.c_str(), t.k, times, fraction, 100 * t.worst_ratio,
-                    100 * t.worst_ratio * times);
+                    100 * t.worst_ratio_own);
       }
       if (!a.ok) std::printf("  OUT OF TOLERANCE: %s\n", a.detail.c_str());
       std::fflush(stdout);

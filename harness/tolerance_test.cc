@@ -5,6 +5,7 @@
 // that rounds differently passes; and it still fails an error past that.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "engines/api/registry.h"
@@ -47,6 +48,83 @@ TEST(ToleranceTest, ACancellingSumIsJudgedByItsTermsNotItsResult) {
   EXPECT_EQ(wrong.kind, Agreement::Kind::kValue);
   EXPECT_NE(wrong.detail.find("value"), std::string::npos) << wrong.detail;
   EXPECT_NE(wrong.detail.find("rounding magnitude"), std::string::npos) << wrong.detail;
+}
+
+// A gradient's bound is per element: where its sum cancels (an element
+// whose magnitude is past the gradient's largest |value|), an error past the
+// old, tensor-wide bound passes; the same error at an element that does not
+// cancel still fails.
+TEST(ToleranceTest, AGradientsBoundFollowsEachElementsOwnTerms) {
+  const Problem& problem = FindProblem("sin_chain");
+  Case c = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
+  const Result ref = MakeEngine("oracle")->ValueAndGrad(c.program, c.inputs, c.wrt);
+  const OracleMagnitudes m = OracleRoundingMagnitudes(c.program, c.inputs, c.wrt);
+  ASSERT_EQ(m.grads.size(), ref.grads.size());
+  const std::vector<double> k = RoundingDepths(c.program, c.wrt);
+  // The gradient with the most cancelling element, that element and one
+  // whose magnitude is within its tensor's largest |value|.
+  size_t grad = 0;
+  int64_t cancelling = 0, plain = -1;
+  double most = 0, max_abs = 0;
+  for (size_t g = 0; g < ref.grads.size(); ++g) {
+    double largest = 0;
+    for (int64_t i = 0; i < ref.grads[g].num_elements(); ++i) {
+      largest = std::max(largest, std::abs(ref.grads[g].at(i)));
+    }
+    for (int64_t i = 0; i < ref.grads[g].num_elements(); ++i) {
+      if (largest > 0 && m.grads[g].at(i) / largest > most) {
+        most = m.grads[g].at(i) / largest;
+        grad = g;
+        cancelling = i;
+        max_abs = largest;
+      }
+    }
+  }
+  for (int64_t i = 0; i < ref.grads[grad].num_elements(); ++i) {
+    if (m.grads[grad].at(i) <= max_abs) plain = i;
+  }
+  ASSERT_GT(most, 3) << "sin_chain has no gradient element whose terms cancel";
+  ASSERT_GE(plain, 0);
+  const double old_tolerance = kF32ToleranceFactor * k[grad + 1] * std::ldexp(1.0, -24) * max_abs;
+  const auto off_at = [&](int64_t i, double error) {
+    Result got = F32WithValueOff(ref, 0);
+    Tensor g = Cast(ref.grads[grad], DType::kF64);
+    g.f64()[i] += error;
+    got.grads[grad] = Cast(g, DType::kF32);
+    return got;
+  };
+  // f32 rounding of the other elements stays far inside; 2.5x the old bound
+  // at the cancelling element is inside its own (most > 3).
+  const Agreement honest = CompareWithOracle(c, off_at(cancelling, 2.5 * old_tolerance), ref);
+  EXPECT_TRUE(honest.ok) << honest.detail;
+  const Agreement wrong = CompareWithOracle(c, off_at(plain, 2.5 * old_tolerance), ref);
+  EXPECT_FALSE(wrong.ok);
+  EXPECT_EQ(wrong.kind, Agreement::Kind::kValue);
+  EXPECT_NE(wrong.detail.find("grad " + c.program.param_names[c.wrt[grad]]), std::string::npos)
+      << wrong.detail;
+}
+
+// On every problem the gradients' magnitudes are finite and at least each
+// gradient's own size: the tolerance never tightens.
+TEST(ToleranceTest, MagnitudesBoundEveryProblemsGradients) {
+  for (const auto& owned : AllProblems()) {
+    const Problem& problem = *owned;
+    Case c = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
+    const Result ref = MakeEngine("oracle")->ValueAndGrad(c.program, c.inputs, c.wrt);
+    const OracleMagnitudes m = OracleRoundingMagnitudes(c.program, c.inputs, c.wrt);
+    ASSERT_EQ(m.grads.size(), ref.grads.size()) << problem.name();
+    for (size_t g = 0; g < ref.grads.size(); ++g) {
+      ASSERT_EQ(m.grads[g].shape(), ref.grads[g].shape()) << problem.name();
+      for (int64_t i = 0; i < ref.grads[g].num_elements(); ++i) {
+        const double v = ref.grads[g].at(i), mi = m.grads[g].at(i);
+        if (!std::isfinite(v)) continue;
+        ASSERT_TRUE(std::isfinite(mi)) << problem.name() << " grad " << g << "[" << i << "]";
+        // The finite difference inside a smooth op's rule may round below
+        // |v| by a few ulps.
+        ASSERT_GE(mi, std::abs(v) * (1 - 1e-9)) << problem.name() << " grad " << g << "[" << i << "]";
+      }
+    }
+  }
 }
 
 }  // namespace

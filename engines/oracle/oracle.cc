@@ -469,6 +469,7 @@ class PlainReverseMode {
   void Compute(const Op& op, const std::vector<const Tensor*>& in, const Tensor& out);
   int NewSlot(Tensor t) {
     slots_.push_back(std::move(t));
+    integer_.push_back(false);
     return static_cast<int>(slots_.size()) - 1;
   }
   // The magnitude of a primitive's output (OracleRoundingMagnitudes), from
@@ -480,6 +481,17 @@ class PlainReverseMode {
   // adjoint dy of its output, to its inputs' adjoints.
   void Vjp(const Entry& e, const Tensor& dy);
   void Contribute(const Entry& e, int input, Tensor contribution);
+
+  // The gradients' magnitudes (OracleRoundingMagnitudes): adds entry e's
+  // contributions to its inputs' adjoint magnitudes, for its output's
+  // adjoint dy and that adjoint's magnitude mdy.
+  void MagnitudeVjp(const Entry& e, const Tensor& dy, const Tensor& mdy);
+  // Vjp's contributions for adjoint `dy` with each non-integer input's value
+  // v (magnitude m) replaced by substitute(v, m), one per input (undefined
+  // where Vjp gives none); nothing is added to any adjoint or counted.
+  std::vector<Tensor> VjpWith(const Entry& e,
+                              const std::function<Tensor(const Tensor&, const Tensor&)>& substitute,
+                              const Tensor& dy);
   Tensor NewGradient(const Shape& shape) const {
     return Tensor::Zeros(DType::kF64, shape, tracker_, Category::kGradients);
   }
@@ -490,11 +502,18 @@ class PlainReverseMode {
   const OracleOptions& options_;
   std::shared_ptr<MemoryTracker> tracker_;
   std::vector<Tensor> slots_;
+  // By slot: an i32 argument's values (or a view of one), which no
+  // magnitude replaces (VjpWith): they are indices, masks, seeds.
+  std::vector<bool> integer_;
   // By slot, with TrackMagnitudes: each value's rounding magnitude.
   std::vector<Tensor> mags_;
   OracleMagnitudes* magnitudes_out_ = nullptr;
   std::vector<Entry> list_;
   std::map<int, Tensor> adjoints_;  // by slot
+  // With TrackMagnitudes and a gradient asked for: each adjoint's magnitude.
+  std::map<int, Tensor> adjoint_magnitudes_;  // by slot
+  // Set inside VjpWith: Contribute hands each contribution here instead.
+  std::vector<Tensor>* captured_ = nullptr;
   int64_t flops_forward_ = 0;
   int64_t flops_backward_ = 0;
   std::map<std::string, int64_t> op_runs_;
@@ -530,6 +549,7 @@ Result PlainReverseMode::Run(const Program& program, const std::vector<Tensor>& 
       } else {
         NewSlot(Cast(args[i], DType::kF64, tracker_));
       }
+      integer_.back() = program.dtype(i) == DType::kI32;
       if (tracking()) {
         // An argument is exact: no error to carry, magnitude 0. An
         // integer's (ids, targets, a seed, a mask) is its value, so that the
@@ -583,6 +603,27 @@ Result PlainReverseMode::Run(const Program& program, const std::vector<Tensor>& 
       ScopedSite site(tracker_.get(), Category::kGradients, Program::Describe(*e->op));
       Record("backward", *e);
       Vjp(*e, dy->second);
+    }
+  }
+  // The gradients' magnitudes: the same walk over the adjoints' magnitudes.
+  if (tracking() && !wrt.empty()) {
+    {
+      Tensor seed = Tensor::Zeros(DType::kF64, Shape(), tracker_, Category::kGradients);
+      seed.f64()[0] = 1.0;
+      adjoint_magnitudes_[output] = seed;
+    }
+    for (auto e = list_.rbegin(); e != list_.rend(); ++e) {
+      auto mdy = adjoint_magnitudes_.find(e->output);
+      auto dy = adjoints_.find(e->output);
+      if (mdy == adjoint_magnitudes_.end() || dy == adjoints_.end()) continue;
+      MagnitudeVjp(*e, dy->second, mdy->second);
+    }
+    for (int w : wrt) {
+      auto found = adjoint_magnitudes_.find(w);
+      magnitudes_out_->grads.push_back(found != adjoint_magnitudes_.end()
+                                           ? found->second
+                                           : Tensor::Zeros(DType::kF64, program.shapes[w], tracker_,
+                                                           Category::kGradients));
     }
   }
   for (int w : wrt) {
@@ -697,6 +738,7 @@ int PlainReverseMode::Scan(const Op& op, const std::vector<int>& inputs) {
       e.scan_input = static_cast<int>(k);
       e.inputs = {inputs[k]};
       e.output = NewSlot(slots_[inputs[k]].Slice(i));
+      integer_.back() = integer_[inputs[k]];
       if (tracking()) mags_.push_back(mags_[inputs[k]].Slice(i));
       list_.push_back(e);
       Record("forward", e);
@@ -1999,6 +2041,10 @@ void PlainReverseMode::Vjp(const Entry& e, const Tensor& dy_tensor) {
 }
 
 void PlainReverseMode::Contribute(const Entry& e, int input, Tensor contribution) {
+  if (captured_ != nullptr) {
+    (*captured_)[input] = std::move(contribution);
+    return;
+  }
   if (options_.mutate_contribution) {
     options_.mutate_contribution(*e.op, e.slice ? e.scan_input : input, contribution);
   }
@@ -2021,6 +2067,262 @@ void PlainReverseMode::Contribute(const Entry& e, int input, Tensor contribution
   double* to = found->second.f64();
   for (int64_t i = 0; i < contribution.num_elements(); ++i) to[i] += contribution.f64()[i];
   flops_backward_ += contribution.num_elements();
+}
+
+// ---------------------------------------------------------------------------
+// The gradients' rounding magnitudes (OracleRoundingMagnitudes, oracle.h):
+// the backward pass is sums and products too, and an adjoint that cancels
+// (a sum over a batch, a row's softmax) rounds relative to its terms, not to
+// its small result. M(dx) is built from the adjoint dy of the output and its
+// magnitude M(dy) (at least |dy|; 1 for the seed), by the forward rules'
+// reasoning applied to each vector-Jacobian product:
+// - A product of the adjoint and an input (matmul, mul, conv2d): as the
+//   forward product, the terms' absolute values B(|dy|, |v|) plus the
+//   errors of dy and of v carried in quadrature.
+// - A single term per element, or a sum of terms of one sign (the
+//   elementwise ops, the selections, the layout changes, the sums and their
+//   broadcasts): the same product on M(dy), in absolute value. A smooth
+//   elementwise op also carries its input's error through its derivative,
+//   |dy| |f''(x)| M(x), f'' by a central difference of the rule itself. A
+//   selection's choice (relu, max_pool2d) is held fixed.
+// - The ops over a row or a channel whose product subtracts a mean (softmax,
+//   log_softmax, cross-entropy, the norms): each term's absolute value, the
+//   subtraction made an addition. The inputs' own errors are not carried
+//   there (first order they move the terms, not their count).
+// Contributions to one value add up. An estimate that decides a tolerance,
+// as the forward rules are; never below the gradient's own |value|.
+
+std::vector<Tensor> PlainReverseMode::VjpWith(
+    const Entry& e, const std::function<Tensor(const Tensor&, const Tensor&)>& substitute,
+    const Tensor& dy) {
+  std::vector<Tensor> saved;
+  std::map<int, bool> replaced;  // a slot read twice (mul(x, x)) is replaced once
+  for (int slot : e.inputs) {
+    saved.push_back(slots_[slot]);
+    if (integer_[slot] || replaced[slot]) continue;
+    replaced[slot] = true;
+    slots_[slot] = substitute(slots_[slot], mags_[slot]);
+  }
+  std::vector<Tensor> out(e.inputs.size());
+  const int64_t flops = flops_backward_;
+  captured_ = &out;
+  try {
+    Vjp(e, dy);
+  } catch (...) {
+    captured_ = nullptr;
+    for (size_t k = 0; k < e.inputs.size(); ++k) slots_[e.inputs[k]] = saved[k];
+    throw;
+  }
+  captured_ = nullptr;
+  flops_backward_ = flops;  // the magnitudes are no part of the run's work
+  for (size_t k = 0; k < e.inputs.size(); ++k) slots_[e.inputs[k]] = saved[k];
+  return out;
+}
+
+void PlainReverseMode::MagnitudeVjp(const Entry& e, const Tensor& dy, const Tensor& mdy) {
+  const auto map = [&](const Tensor& t, const auto& f) {
+    Tensor r = Tensor::Zeros(DType::kF64, t.shape(), tracker_, Category::kGradients);
+    for (int64_t i = 0; i < t.num_elements(); ++i) r.f64()[i] = f(t.f64()[i], i);
+    return r;
+  };
+  const auto add = [&](int slot, const Tensor& m, int64_t step) {
+    auto found = adjoint_magnitudes_.find(slot);
+    if (found == adjoint_magnitudes_.end()) {
+      found = adjoint_magnitudes_
+                  .emplace(slot, Tensor::Zeros(DType::kF64, slots_[slot].shape(), tracker_,
+                                               Category::kGradients))
+                  .first;
+    }
+    double* to = found->second.f64() + (step >= 0 ? step * m.num_elements() : 0);
+    for (int64_t i = 0; i < m.num_elements(); ++i) to[i] += std::abs(m.f64()[i]);
+  };
+  if (e.slice) {  // a step's slice of a stacked input: its magnitude goes to slice `step`
+    add(e.inputs[0], mdy, e.step);
+    return;
+  }
+  const Op& op = *e.op;
+  const auto same = [](const Tensor& v, const Tensor&) { return v; };
+  std::vector<Tensor> m(e.inputs.size());
+  switch (op.kind) {
+    case OpKind::kMatMul:
+    case OpKind::kMul:
+    case OpKind::kConv2d: {
+      const Tensor abs_dy = map(dy, [](double v, int64_t) { return std::abs(v); });
+      const Tensor sq_dy = map(dy, [](double v, int64_t) { return v * v; });
+      const Tensor sq_mdy = map(mdy, [](double v, int64_t) { return v * v; });
+      const auto abs_v = [&](const Tensor& v, const Tensor&) {
+        return map(v, [](double x, int64_t) { return std::abs(x); });
+      };
+      const auto sq_v = [&](const Tensor& v, const Tensor&) {
+        return map(v, [](double x, int64_t) { return x * x; });
+      };
+      const auto sq_m = [&](const Tensor&, const Tensor& mv) {
+        return map(mv, [](double x, int64_t) { return x * x; });
+      };
+      const std::vector<Tensor> terms = VjpWith(e, abs_v, abs_dy);
+      const std::vector<Tensor> via_dy = VjpWith(e, sq_v, sq_mdy);
+      const std::vector<Tensor> via_v = VjpWith(e, sq_m, sq_dy);
+      for (size_t k = 0; k < m.size(); ++k) {
+        if (!terms[k].defined()) continue;
+        m[k] = map(terms[k], [&](double t, int64_t i) {
+          return std::abs(t) + std::sqrt(std::abs(via_dy[k].f64()[i]) + std::abs(via_v[k].f64()[i]));
+        });
+      }
+      break;
+    }
+    case OpKind::kSin:
+    case OpKind::kCos:
+    case OpKind::kSquare:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kGelu:
+    case OpKind::kGeluErf:
+    case OpKind::kSilu: {
+      // |f'(x)| M(dy) + |dy| |f''(x)| M(x): f''(x) |dy| by a central
+      // difference of the rule, at a step that keeps x's sign (log).
+      m = VjpWith(e, same, mdy);
+      const Tensor abs_dy = map(dy, [](double v, int64_t) { return std::abs(v); });
+      const Tensor& xv = slots_[e.inputs[0]];
+      const Tensor step = map(xv, [](double x, int64_t) {
+        return x != 0 ? std::min(1e-5 * std::max(std::abs(x), 1e-3), std::abs(x) / 2) : 1e-8;
+      });
+      const auto shifted = [&](double sign) {
+        return [&, sign](const Tensor& v, const Tensor&) {
+          return map(v, [&](double x, int64_t i) { return x + sign * step.f64()[i]; });
+        };
+      };
+      const Tensor up = VjpWith(e, shifted(1), abs_dy)[0];
+      const Tensor down = VjpWith(e, shifted(-1), abs_dy)[0];
+      const double* mx = mags_[e.inputs[0]].f64();
+      m[0] = map(m[0], [&](double t, int64_t i) {
+        const double carried = std::abs(up.f64()[i] - down.f64()[i]) / (2 * step.f64()[i]) * mx[i];
+        return std::abs(t) + (std::isfinite(carried) ? carried : 0.0);
+      });
+      break;
+    }
+    case OpKind::kRelu:
+    case OpKind::kMaxPool2d:
+    case OpKind::kDropout:
+    case OpKind::kMaskedFill:
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kNeg:
+    case OpKind::kScale:
+    case OpKind::kSum:
+    case OpKind::kBiasAdd:
+    case OpKind::kGlobalAvgPool:
+    case OpKind::kEmbedding:
+    case OpKind::kName:
+    case OpKind::kState:
+    case OpKind::kSlice:
+    case OpKind::kReshape:
+    case OpKind::kPermute:
+    case OpKind::kTranspose:
+    case OpKind::kSplitHeads:
+    case OpKind::kMergeHeads:
+    case OpKind::kBatchNormRunningMean:
+    case OpKind::kBatchNormRunningVar:
+      m = VjpWith(e, same, mdy);
+      break;
+    case OpKind::kSoftmax:
+    case OpKind::kTopKSoftmax:
+    case OpKind::kLogSoftmax: {
+      // softmax: dx_j = y_j (dy_j - sum_l y_l dy_l), as y_j (M_j + sum_l
+      // y_l M_l); log_softmax: dx_j = dy_j - p_j sum_l dy_l, as M_j + p_j
+      // sum_l M_l (p = e^y).
+      const bool log = op.kind == OpKind::kLogSoftmax;
+      const Tensor& yv = slots_[e.output];
+      const int64_t cols = yv.shape().rank() > 0 ? yv.shape().dim(yv.shape().rank() - 1) : 1;
+      m[0] = map(yv, [](double, int64_t) { return 0.0; });
+      for (int64_t r = 0; cols > 0 && r < yv.num_elements() / cols; ++r) {
+        const double* y = yv.f64() + r * cols;
+        const double* md = mdy.f64() + r * cols;
+        double total = 0;
+        for (int64_t j = 0; j < cols; ++j) total += (log ? 1.0 : y[j]) * md[j];
+        for (int64_t j = 0; j < cols; ++j) {
+          m[0].f64()[r * cols + j] = log ? md[j] + std::exp(y[j]) * total : y[j] * (md[j] + total);
+        }
+      }
+      break;
+    }
+    case OpKind::kCrossEntropy: {
+      // dx_rj = (p_rj - [j == t_r]) dy / N, as (p_rj + [j == t_r]) M(dy) / N.
+      const Tensor& xv = slots_[e.inputs[0]];
+      const int64_t cols = xv.shape().dim(1), rows = xv.shape().dim(0);
+      m[0] = map(xv, [](double, int64_t) { return 0.0; });
+      for (int64_t r = 0; r < rows; ++r) {
+        const double* x = xv.f64() + r * cols;
+        const double lse = RowLogSumExp(x, cols);
+        const int64_t t = Index(op, slots_[e.inputs[1]], r, cols);
+        for (int64_t j = 0; j < cols; ++j) {
+          m[0].f64()[r * cols + j] =
+              (std::exp(x[j] - lse) + (j == t ? 1.0 : 0.0)) * mdy.f64()[0] / static_cast<double>(rows);
+        }
+      }
+      break;
+    }
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm:
+    case OpKind::kBatchNorm: {
+      // Per group (a row; a channel's N H W for batch_norm), g = dy gamma:
+      // dx = (g - mean(g) - xhat mean(g xhat)) / std (rms_norm: without
+      // mean(g)), as (M(g) + mean(M(g)) + |xhat| mean(M(g) |xhat|)) / std;
+      // dgamma = sum dy xhat and dbeta = sum dy, as sums of M(dy) |xhat| and
+      // of M(dy).
+      const bool rms = op.kind == OpKind::kRmsNorm;
+      const bool by_channel = op.kind == OpKind::kBatchNorm;
+      const Tensor& xv = slots_[e.inputs[0]];
+      const double* x = xv.f64();
+      const double* gamma = slots_[e.inputs[1]].f64();
+      const double* md = mdy.f64();
+      const Shape& s = xv.shape();
+      const int64_t cols = s.rank() > 0 ? s.dim(s.rank() - 1) : 1;
+      const int64_t groups = by_channel ? s.dim(1) : (cols > 0 ? s.num_elements() / cols : 0);
+      const int64_t hw = by_channel && s.rank() == 4 ? s.dim(2) * s.dim(3) : 1;
+      m[0] = map(xv, [](double, int64_t) { return 0.0; });
+      m[1] = map(slots_[e.inputs[1]], [](double, int64_t) { return 0.0; });
+      if (!rms) m[2] = map(slots_[e.inputs[2]], [](double, int64_t) { return 0.0; });
+      const double eps = op.kind == OpKind::kLayerNorm ? Kernels::kLayerNormEps : op.scalar;
+      std::vector<int64_t> at;
+      for (int64_t grp = 0; grp < groups; ++grp) {
+        at.clear();
+        if (by_channel) {
+          for (int64_t b = 0; b < s.dim(0); ++b)
+            for (int64_t i = 0; i < hw; ++i) at.push_back((b * groups + grp) * hw + i);
+        } else {
+          for (int64_t j = 0; j < cols; ++j) at.push_back(grp * cols + j);
+        }
+        const double count = static_cast<double>(at.size());
+        double mean = 0, sq = 0;
+        for (int64_t i : at) mean += x[i];
+        mean = rms ? 0 : mean / count;
+        for (int64_t i : at) sq += (x[i] - mean) * (x[i] - mean);
+        const double std = std::sqrt(sq / count + eps);
+        double mean_g = 0, mean_gx = 0;
+        for (size_t k = 0; k < at.size(); ++k) {
+          const int64_t i = at[k], gi = by_channel ? grp : static_cast<int64_t>(k);
+          const double g = md[i] * std::abs(gamma[gi]);
+          mean_g += g / count;
+          mean_gx += g * std::abs(x[i] - mean) / std / count;
+        }
+        for (size_t k = 0; k < at.size(); ++k) {
+          const int64_t i = at[k], gi = by_channel ? grp : static_cast<int64_t>(k);
+          const double xhat = std::abs(x[i] - mean) / std;
+          m[0].f64()[i] = (md[i] * std::abs(gamma[gi]) + (rms ? 0 : mean_g) + xhat * mean_gx) / std;
+          m[1].f64()[gi] += md[i] * xhat;
+          if (!rms) m[2].f64()[gi] += md[i];
+        }
+      }
+      break;
+    }
+    case OpKind::kCheckpoint:
+    case OpKind::kScan:
+    case OpKind::kChain:
+      throw Error(StrCat("oracle: no gradient magnitude rule for ", Program::Describe(op)));
+  }
+  for (size_t k = 0; k < m.size(); ++k) {
+    if (m[k].defined() && !integer_[e.inputs[k]]) add(e.inputs[k], m[k], -1);
+  }
 }
 
 void PlainReverseMode::Record(const char* phase, const Entry& e) {
@@ -2072,12 +2374,13 @@ std::vector<Residual> PlainReverseMode::Residuals(const Program& program, int64_
 
 }  // namespace
 
-OracleMagnitudes OracleRoundingMagnitudes(const Program& program, const std::vector<Tensor>& args) {
+OracleMagnitudes OracleRoundingMagnitudes(const Program& program, const std::vector<Tensor>& args,
+                                          const std::vector<int>& wrt) {
   OracleOptions options;
   PlainReverseMode mode(options);
   OracleMagnitudes out;
   mode.TrackMagnitudes(&out);
-  mode.Run(program, args, /*wrt=*/{});
+  mode.Run(program, args, wrt);
   return out;
 }
 

@@ -74,22 +74,27 @@ struct OracleOptions {
 Result OracleValueAndGrad(const Program& program, const std::vector<Tensor>& args,
                           const std::vector<int>& wrt, const OracleOptions& options = {});
 
-// Beside the value and each new state, the magnitude that bounds the
-// rounding of an f32 computation of it, element by element: what the
-// forward error bound of a sum is relative to (the sum of the absolute
+// Beside the value, each new state and each gradient, the magnitude that
+// bounds the rounding of an f32 computation of it, element by element: what
+// the forward error bound of a sum is relative to (the sum of the absolute
 // values of its terms, not its result), carried through every op with the
-// op's sensitivity to its inputs (oracle.cc states each op's rule). An f32
-// engine that rounds each of the K operations on a path (its rounding depth,
+// op's sensitivity to its inputs, and back through every vector-Jacobian
+// product the same way (oracle.cc states each op's rules). An f32 engine
+// that rounds each of the K operations on a path (its rounding depth,
 // harness/rounding_depth.h) within 2^-24 of its magnitude ends within about
-// K 2^-24 M of the exact value, however much the result cancels. Always at
-// least the value's own magnitude (|value|).
+// K 2^-24 M of the exact value, however much the result cancels. At least
+// the value's own magnitude (|value|) for every computed value; an estimate
+// (first order, errors of many terms in quadrature) that decides a
+// tolerance, not an answer.
 struct OracleMagnitudes {
   Tensor value;                         // f64[]
   std::map<std::string, Tensor> state;  // by parameter name, as Result::state
+  std::vector<Tensor> grads;            // one per wrt entry, as Result::grads
 };
-// The magnitudes of `program` at `args` (a forward pass of the oracle; no
-// gradients). Throws what OracleValueAndGrad throws.
-OracleMagnitudes OracleRoundingMagnitudes(const Program& program, const std::vector<Tensor>& args);
+// The magnitudes of `program` at `args`, with the gradients' for `wrt`
+// (none when empty: a forward pass). Throws what OracleValueAndGrad throws.
+OracleMagnitudes OracleRoundingMagnitudes(const Program& program, const std::vector<Tensor>& args,
+                                          const std::vector<int>& wrt = {});
 
 // The oracle as an Engine ("oracle"): OracleValueAndGrad under RunOptions.
 // RunOptions::plan_only is refused (the oracle makes no plan);

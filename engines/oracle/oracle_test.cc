@@ -413,7 +413,51 @@ TEST(OracleTest, RoundingMagnitudesAreTheSumsOfAbsoluteTerms) {
   EXPECT_DOUBLE_EQ(m.value.at(0), std::abs(std::sin(std::sin(2.0))) + outer);
 }
 
-// On every problem, the magnitude is at least the value's own size (the
+// The gradients' magnitudes: each vector-Jacobian product's terms in
+// absolute value, and the errors carried (oracle.cc's rules).
+TEST(OracleTest, GradientMagnitudesAreTheSumsOfAbsoluteTerms) {
+  // d sum(a b) / db = a^T 1, column sums that cancel: |a|^T 1 = (2000, 3),
+  // and dy's errors (M(dy) = 1, the sum's) in quadrature, sqrt(sum a^2);
+  // a is exact (an argument), so nothing more.
+  const Program product = Trace("product", {{"a", Shape({2, 2})}, {"b", Shape({2, 1})}},
+                                [](const std::vector<Var>& in) { return sum(matmul(in[0], in[1])); });
+  const std::vector<Tensor> ab = {F64({2, 2}, {1000, 1, -1000, 2}), F64({2, 1}, {1, 1})};
+  OracleMagnitudes m = OracleRoundingMagnitudes(product, ab, {1});
+  ASSERT_EQ(m.grads.size(), 1u);
+  EXPECT_DOUBLE_EQ(OracleValueAndGrad(product, ab, {1}).grads[0].at(0), 0);
+  EXPECT_DOUBLE_EQ(m.grads[0].at(0), 2000 + std::sqrt(2e6));
+  EXPECT_DOUBLE_EQ(m.grads[0].at(1), 3 + std::sqrt(5.0));
+  // sin(sin(x)): d/dx = cos(sin x) cos x. The outer sine's input sin x is
+  // rounded (M = |sin x|), so its derivative carries that error, |dy|
+  // |sin(sin x)| M; the inner's input is exact.
+  const Program twice = Trace("twice", {{"x", Shape({1})}},
+                              [](const std::vector<Var>& in) { return sum(sin(sin(in[0]))); });
+  m = OracleRoundingMagnitudes(twice, {F64({1}, {2.0})}, {0});
+  const double s = std::sin(2.0);
+  EXPECT_NEAR(m.grads[0].at(0),
+              std::abs(std::cos(2.0)) * (std::abs(std::cos(s)) + std::abs(std::sin(s)) * std::abs(s)),
+              1e-8);
+  // softmax against a constant w: the gradient y (w - sum y w) is 0, its
+  // terms y (M + sum y M), with M(dy) = 2 (mul's: |w| + the quadrature of
+  // dy's error, both 1).
+  const Program soft = Trace("soft", {{"x", Shape({3})}, {"w", Shape({3})}},
+                             [](const std::vector<Var>& in) { return sum(mul(softmax(in[0]), in[1])); });
+  const std::vector<Tensor> xw = {F64({3}, {0.5, -1, 2}), F64({3}, {1, 1, 1})};
+  m = OracleRoundingMagnitudes(soft, xw, {0, 1});
+  ASSERT_EQ(m.grads.size(), 2u);
+  const Result r = OracleValueAndGrad(soft, xw, {0});
+  double total = 0;
+  for (double v : {0.5, -1.0, 2.0}) total += std::exp(v);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_NEAR(r.grads[0].at(j), 0, 1e-15);
+    EXPECT_NEAR(m.grads[0].at(j), 4 * std::exp(xw[0].at(j)) / total, 1e-12);
+  }
+  // Unasked, no gradients' magnitudes; a value that does not reach the
+  // output, magnitude 0.
+  EXPECT_TRUE(OracleRoundingMagnitudes(soft, xw).grads.empty());
+}
+
+// The magnitudes are at least the value's and the gradients' own size (the
 // tolerance never tightens), and finite.
 TEST(OracleTest, RoundingMagnitudesBoundTheValueOnEveryProgram) {
   const Program chain = Trace("chain", {{"x", Shape({4})}, {"w", Shape({4})}},
@@ -423,10 +467,17 @@ TEST(OracleTest, RoundingMagnitudesBoundTheValueOnEveryProgram) {
                                 return sum(softmax(h));
                               });
   const std::vector<Tensor> args = {F64({4}, {0.5, -1, 2, -0.25}), F64({4}, {1, 2, -3, 0.5})};
-  const OracleMagnitudes m = OracleRoundingMagnitudes(chain, args);
-  const Result r = OracleValueAndGrad(chain, args, {});
+  const OracleMagnitudes m = OracleRoundingMagnitudes(chain, args, {0, 1});
+  const Result r = OracleValueAndGrad(chain, args, {0, 1});
   EXPECT_GE(m.value.at(0), std::abs(r.value.at(0)));
   EXPECT_TRUE(std::isfinite(m.value.at(0)));
+  ASSERT_EQ(m.grads.size(), 2u);
+  for (int g = 0; g < 2; ++g) {
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_GE(m.grads[g].at(i), std::abs(r.grads[g].at(i))) << "grad " << g << "[" << i << "]";
+      EXPECT_TRUE(std::isfinite(m.grads[g].at(i)));
+    }
+  }
 }
 
 TEST(OracleTest, IsRegisteredAsAFloat64EngineOfItsOwn) {
