@@ -137,6 +137,7 @@ std::string ShellQuote(const std::string& arg) {
 
 std::string Variant(const PlannedRow& row) {
   if (row.kind == RowKind::kMatMulBound) return row.engine;
+  if (row.control) return row.engine + " A/A control";
   if (IgnoresPolicies(row.engine) && row.policy == kAsWritten) return row.engine;
   return row.engine + "/" + row.policy;
 }
@@ -770,6 +771,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
       schedulable = false;
     }
     for (const ParamValues& size : sizes) {
+      const std::ptrdiff_t case_begin = static_cast<std::ptrdiff_t>(rows.size());
       const OrderedParams params = OrderParams(*problem, size);
       const std::string formatted = FormatOrderedParams(params);
       const std::string name =
@@ -830,6 +832,18 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
           rows.push_back(row);
         }
       }
+      // The A/A control (harness/bench_controls.h), right after eager's
+      // row, on every case whose other rows eager's is compared with
+      // (not the big rows, which eager cannot run).
+      const auto baseline = std::find_if(rows.begin() + case_begin, rows.end(),
+                                         [](const PlannedRow& r) { return IsBaselineRow(r); });
+      if (baseline != rows.end() && rows.end() - (rows.begin() + case_begin) > 1 &&
+          flags.sweep != Sweep::kScale) {
+        PlannedRow control = *baseline;
+        control.control = true;
+        control.name += "/control";
+        rows.insert(baseline + 1, control);
+      }
       const std::optional<std::string> key = BoundKey(params);
       if (key && bound_keys.insert(*key).second) {
         PlannedRow bound;
@@ -854,7 +868,7 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
   std::map<std::string, const RowResult*> baseline, bound;
   for (const RowResult& r : *rows) {
     if (!r.error.empty() || r.real_time_ms <= 0) continue;
-    if (r.row.kind == RowKind::kValueAndGrad && r.row.engine == kBaselineEngine) {
+    if (IsBaselineRow(r.row)) {
       baseline.emplace(r.row.case_key, &r);
     }
     if (r.row.kind == RowKind::kMatMulBound && r.gflops > 0) {
@@ -1103,9 +1117,12 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (r.spread) row["spread"] = *r.spread;
     if (r.vs_eager) row["vs_eager"] = *r.vs_eager;
     if (r.vs_eager_paired) row["vs_eager_paired"] = *r.vs_eager_paired;
+    if (r.paired_eager_ms > 0) row["paired_eager_ms"] = r.paired_eager_ms;
     if (r.eager_flops > 0) row["eager_flops"] = r.eager_flops;
     if (r.flop_floor) row["flop_floor"] = *r.flop_floor;
     if (!r.noise.empty()) row["noise"] = r.noise;
+    if (!r.untrusted.empty()) row["untrusted"] = r.untrusted;
+    if (r.row.control) row["control"] = true;
     if (r.of_matmul_bound) row["of_matmul_bound"] = *r.of_matmul_bound;
     if (r.overhead_fraction) row["overhead_fraction"] = *r.overhead_fraction;
     if (r.overhead_ns_per_call) row["overhead_ns_per_call"] = *r.overhead_ns_per_call;
@@ -1126,7 +1143,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
 std::string FormatSummary(const std::vector<RowResult>& rows, const std::string& platform) {
   using Line = std::vector<std::string>;
   std::vector<Line> lines = {
-      {"problem / size", "engine / policy", "time ms", "x eager", "spread", "peak", "activations",
+      {"problem / size", "engine / policy", "time ms", "eager ms", "x eager", "spread", "peak", "activations",
        "residual", "recomputed FLOP", "overhead", "per call"}};
   std::string last_case;
   std::vector<std::string> noise_lines;
@@ -1143,11 +1160,13 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
     if (!r.noise.empty()) {
       std::snprintf(ratio, sizeof ratio, "noise");
       noise_lines.push_back(StrCat("  ", r.row.case_key, " ", Variant(r.row), ": ", r.noise));
+    } else if (!r.untrusted.empty()) {
+      std::snprintf(ratio, sizeof ratio, "untrusted");
     } else if (r.vs_eager_paired) {
       std::snprintf(ratio, sizeof ratio, "%.2f", *r.vs_eager_paired);
     } else if (r.vs_eager) {
       // Eager's own row is 1 by definition; another unpaired ratio is marked.
-      std::snprintf(ratio, sizeof ratio, r.row.engine == kBaselineEngine ? "%.2f" : "%.2f u",
+      std::snprintf(ratio, sizeof ratio, IsBaselineRow(r.row) ? "%.2f" : "%.2f u",
                     *r.vs_eager);
     }
     char spread[32] = "-";
@@ -1157,13 +1176,18 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
     std::string per_call = "-";
     if (r.overhead_ns_per_call) {
       per_call = FormatNs(*r.overhead_ns_per_call);
-      if (r.overhead_per_call_vs_eager && r.row.engine != kBaselineEngine) {
+      if (r.overhead_per_call_vs_eager && !IsBaselineRow(r.row)) {
         char vs[32];
         std::snprintf(vs, sizeof vs, " (%.3f)", *r.overhead_per_call_vs_eager);
         per_call += vs;
       }
     }
-    lines.push_back({label, Variant(r.row), FormatMs(r.real_time_ms), ratio, spread,
+    // The eager time the ratio was taken against: the paired runs' (the
+    // same moments), eager's own row's for eager and unpaired rows.
+    const std::string eager_ms =
+        r.paired_eager_ms > 0 ? FormatMs(r.paired_eager_ms)
+                              : IsBaselineRow(r.row) ? FormatMs(r.real_time_ms) : "-";
+    lines.push_back({label, Variant(r.row), FormatMs(r.real_time_ms), eager_ms, ratio, spread,
                      FormatBytes(r.peak_bytes),
                      FormatBytes(r.peak_bytes_by_category[static_cast<int>(Category::kActivations)]),
                      FormatBytes(r.residual_bytes),
@@ -1188,7 +1212,9 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
         << Join(std::vector<std::string>(impls.begin(), impls.end()), ", ") << "\n";
   }
   out << "\nSummary: time = the least time of one value_and_grad over the row's quiet samples "
-         "(quiet: no neighbour\ntook a CPU from it; interference only adds time); x eager = "
+         "(quiet: no neighbour\ntook a CPU from it; interference only adds time); eager ms = "
+         "the least time of the eager runs\ninterleaved with the row's (the machine's speed "
+         "drifts: eager's own row was timed at other\nmoments); x eager = "
          "the median over the quiet pairs of the\nrow's time / the eager run's next to it ('u': "
          "unpaired, / eager's row); spread = half its 95% interval\n(eager: how much its least "
          "time moved over the second half of its samples); noise = physically\nimplausible "
@@ -1240,7 +1266,7 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
         << " (a dense layer's x w, dy w^T, x^T dy): " << FormatMs(bound.real_time_ms) << " ms, "
         << gflops << "\n";
     for (const RowResult& r : rows) {
-      if (r.row.engine != kBaselineEngine || !r.of_matmul_bound) continue;
+      if (!IsBaselineRow(r.row) || !r.of_matmul_bound) continue;
       if (BoundKey(r.row.params) != BoundKey(bound.row.params)) continue;
       char pct[96];
       std::snprintf(pct, sizeof pct, "%.1f GFLOP/s = %.0f%% of the bound", r.gflops,

@@ -404,6 +404,11 @@ struct PlannedRow {
   std::string name;
   // "scan_stack/L=32,d=512,N=256": rows with the same key are compared.
   std::string case_key;
+  // An A/A control (harness/bench_controls.h): a second instance of the
+  // baseline engine on the case as written, paired with the case's eager
+  // like any other row; its x eager must come out 1.00. engine is
+  // kBaselineEngine, policy kAsWritten; the name ends in "/control".
+  bool control = false;
   // A row whose one run takes a minute or more (--sweep=scale): it runs once,
   // with no warm-up run before it (oneDNN's primitive creation is noise at
   // that size), and the memory pass records that run's peak instead of
@@ -438,6 +443,11 @@ std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size);
 std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
                                  const std::vector<std::string>& registered_engines);
 
+// The case's baseline row: eager's, not its A/A control.
+inline bool IsBaselineRow(const PlannedRow& row) {
+  return row.kind == RowKind::kValueAndGrad && row.engine == kBaselineEngine && !row.control;
+}
+
 // What one row measured.
 struct RowResult {
   PlannedRow row;
@@ -447,6 +457,13 @@ struct RowResult {
   // what the summary, vs_eager, GFLOP/s and the report use. The median and
   // mean of all its samples, for reference.
   double real_time_ms = 0;
+  // Paired: the least time of the eager runs interleaved with the row's
+  // quiet samples, taken at the moments x eager was. The machine's speed
+  // drifts (by a quarter between two processes, or within one, on the
+  // 2-core VMs this runs on), so eager's own row, sampled at another
+  // moment, need not agree: the summary prints this beside the row's time,
+  // whose ratio to it is the row's x eager. 0 when unpaired.
+  double paired_eager_ms = 0;
   double median_time_ms = 0;
   double mean_time_ms = 0;
   // How many samples (pairs when paired), and the spread of the row's
@@ -499,6 +516,10 @@ struct RowResult {
   // instead of its ratio: "x eager 1.02 below the FLOP floor 1.33", "62.0
   // GFLOP/s above the matmul bound's 48.0".
   std::string noise;
+  // Non-empty: the case's controls say its ratios cannot be trusted
+  // (CheckControls, harness/bench_controls.h), and why; the summary prints
+  // no ratio for the row. Its time stands.
+  std::string untrusted;
   // The distinct impl_info_str of the oneDNN matmuls the row's own timed
   // runs executed (MatMulImplRecorder; eager's interleaved runs excluded).
   std::vector<std::string> matmul_impls;

@@ -40,6 +40,7 @@
 #include "engines/api/registry.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "engines/onednn/platform.h"
+#include "harness/bench_controls.h"
 #include "harness/bench_lib.h"
 #include "harness/memory_caps.h"
 #include "harness/case_directory.h"
@@ -299,7 +300,7 @@ void SetUpValueAndGrad(RowState* s) {
   s->stats = warm.stats;
   warm = Result();
   options.memory_cap_bytes = 0;  // eager's runs: uncapped
-  if (g_paired && s->row.engine != kBaselineEngine) {
+  if (g_paired && !IsBaselineRow(s->row)) {
     try {
       s->eager_flops = g_baselines.Get(s->row, c, options).flops;
       s->paired = true;
@@ -383,7 +384,7 @@ void SetCounters(benchmark::State& state, const RowState& s, int64_t peak_bytes,
   if (s.row.kind != RowKind::kValueAndGrad || state.iterations() == 0) return;
   const double mean_ms = 1e3 * seconds / static_cast<double>(state.iterations());
   // The memory pass is not a timing: it must not replace the baseline's time.
-  if (s.row.engine == kBaselineEngine && !g_memory.active()) {
+  if (IsBaselineRow(s.row) && !g_memory.active()) {
     g_baseline_ms[s.row.case_key] = mean_ms;
   }
   auto base = g_baseline_ms.find(s.row.case_key);
@@ -731,6 +732,7 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
     r.quiet_samples = estimate.quiet_samples;
     if (s.timings.paired()) {
       r.vs_eager_paired = estimate.value;
+      r.paired_eager_ms = estimate.eager_ms;
       r.eager_flops = s.eager_flops;
     }
   } else if (!c.times_ms.empty()) {
@@ -894,7 +896,7 @@ void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::s
   out << "\npeer: " << python << " " << script << " --engine {" << Join(peers, ",")
       << "} (least of 5 runs after 2 warm-ups)\n";
   for (const RowResult& r : results) {
-    if (r.row.engine != kBaselineEngine || !r.error.empty() || !r.row.program_file.empty() ||
+    if (!IsBaselineRow(r.row) || !r.error.empty() || !r.row.program_file.empty() ||
         r.row.kind != RowKind::kValueAndGrad ||
         std::find(std::begin(kPeerProblems), std::end(kPeerProblems), r.row.problem) ==
             std::end(kPeerProblems)) {
@@ -1090,11 +1092,14 @@ int Main(int argc, char** argv) {
     return 0;
   }
   ComputeVsEager(&results);
+  const ControlReport controls = CheckControls(&results);
   (console ? std::cout : std::cerr)
-      << FormatSummary(results, FormatPlatform(DescribePlatform())) << std::flush;
+      << FormatControls(controls) << FormatSummary(results, FormatPlatform(DescribePlatform()))
+      << std::flush;
 
   try {
     nlohmann::json run = ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);
+    run["controls"] = ControlsJson(controls);
     if (!flags.peers.empty()) AddPeerRows(results, flags.peers, &run, console ? std::cout : std::cerr);
     const std::vector<std::string> written =
         WriteResults(ResultsDir(flags.out_dir), UtcStamp(started), run);

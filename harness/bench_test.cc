@@ -57,7 +57,7 @@ TEST(BenchPlan, AnEngineRegisteredLaterShowsUpWithEveryPolicy) {
   const std::vector<PlannedRow> plan = DefaultPlan({"eager", "future", "oracle", "reference"});
   std::map<std::string, std::vector<std::string>> policies;  // case/engine -> policies
   for (const PlannedRow& row : plan) {
-    if (row.kind == RowKind::kValueAndGrad) {
+    if (row.kind == RowKind::kValueAndGrad && !row.control) {
       policies[row.case_key + " " + row.engine].push_back(row.policy);
     }
   }
@@ -163,10 +163,12 @@ TEST(BenchPlanTest, ProgramFilesGetRows) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{
                        "BM_ValueAndGrad/mlp_chain@chain.remat/eager/as-written",
+                       "BM_ValueAndGrad/mlp_chain@chain.remat/eager/as-written/control",
                        "BM_ValueAndGrad/mlp_chain@chain.remat/recompute/as-written",
                        "BM_ValueAndGrad/mlp_chain@chain.remat/recompute/dots_saveable",
                        "BM_ValueAndGrad/mlp_chain@chain.remat/recompute/schedule:sqrt",
                        "BM_ValueAndGrad/layer_loss@layer.remat/eager/as-written",
+                       "BM_ValueAndGrad/layer_loss@layer.remat/eager/as-written/control",
                        "BM_ValueAndGrad/layer_loss@layer.remat/recompute/as-written",
                        "BM_ValueAndGrad/layer_loss@layer.remat/recompute/dots_saveable",
                    }));
@@ -205,7 +207,7 @@ TEST(BenchPlan, PlannedRunsAsWrittenInTheDefaultRun) {
                   bool as_written_only) {
     size_t n = 0;
     for (const PlannedRow& r : rows) {
-      if (r.engine == engine && (!as_written_only || r.policy == kAsWritten)) ++n;
+      if (r.engine == engine && !r.control && (!as_written_only || r.policy == kAsWritten)) ++n;
     }
     return n;
   };
@@ -229,7 +231,9 @@ std::vector<std::string> PoliciesAt(const std::vector<PlannedRow>& plan, const s
                                     const std::string& params) {
   std::vector<std::string> out;
   for (const PlannedRow& row : plan) {
-    if (row.engine == engine && row.case_key == "scan_stack/" + params) out.push_back(row.policy);
+    if (row.engine == engine && !row.control && row.case_key == "scan_stack/" + params) {
+      out.push_back(row.policy);
+    }
   }
   return out;
 }
@@ -284,7 +288,8 @@ TEST(BenchPlan, SchedulesSweepHasTheFrontierCaseAndEveryScheduleAtEveryDepth) {
     EXPECT_EQ(PoliciesAt(plan, "eager", params), std::vector<std::string>{kAsWritten}) << params;
     EXPECT_EQ(PoliciesAt(plan, "recompute", params), depth) << params;
   }
-  EXPECT_EQ(plan.size(), 1u + 4u + 3u * depth.size() + frontier.size());
+  // 1 bound; per case eager and its A/A control (harness/bench_controls.h).
+  EXPECT_EQ(plan.size(), 1u + 4u * 2 + 3u * depth.size() + frontier.size());
   for (const PlannedRow& row : plan) EXPECT_FALSE(row.big) << row.name;
   EXPECT_EQ(plan.back().name,
             "BM_ValueAndGrad/scan_stack/L=1024,d=512,N=256/recompute/schedule:budget:16MiB");
@@ -434,7 +439,7 @@ TEST(BenchFlags, CapRowsGoToEnginesThatEvictAndBudgetRowsToThoseThatHonourRegion
   std::map<std::string, int> by_variant;
   std::set<std::string> problems;
   for (const PlannedRow& row : PlanRows(sweep, EngineNames())) {
-    if (row.kind != RowKind::kValueAndGrad) continue;
+    if (row.kind != RowKind::kValueAndGrad || row.control) continue;
     problems.insert(row.problem);
     ++by_variant[row.engine + "/" + row.policy.substr(0, row.policy.find(':'))];
     if (row.engine == "dtr") {

@@ -215,6 +215,43 @@ class ReportTest(unittest.TestCase):
         avx2["_path"] = "b.json"
         self.assertEqual(report.platform_warnings([avx2]), [])
 
+    def test_controls_are_named_per_run_and_an_untrusted_row_has_no_ratio(self):
+        bad = schedules_run()
+        frontier = "L=256,d=512,N=256"
+        control = row(frontier, "eager", "as-written", 430, 770, 256, None,
+                      vs_eager_paired=1.075, control=True)
+        bad["rows"].insert(1, control)
+        bad["rows"][2]["untrusted"] = "its control eager A/A control is off (x eager 1.075)"
+        bad["controls"] = {"valid": False, "allowance": 0.02, "rows": 9, "trusted": 5,
+                           "noise": 0, "untrusted": 4,
+                           "checks": [{"case": "scan_stack/" + frontier,
+                                       "variant": "eager A/A control", "kind": "a/a",
+                                       "x_eager": 1.075, "ok": False,
+                                       "why": "x eager 1.075, 7.5% from 1.00"}]}
+        good = scale_run()
+        good["controls"] = {"valid": True, "allowance": 0.02, "rows": 1, "trusted": 1,
+                            "noise": 0, "untrusted": 0, "checks": [{"ok": True}]}
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            inputs = []
+            for name, run in (("bad.json", bad), ("good.json", good), ("old.json", scale_run())):
+                path = os.path.join(tmp, name)
+                with open(path, "w") as f:
+                    json.dump(run, f)
+                inputs.append(path)
+            out = os.path.join(tmp, "out")
+            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+            subprocess.run([python, report.__file__] + inputs + ["--out", out],
+                           check=True, stdout=subprocess.DEVNULL)
+            with open(os.path.join(out, "REPORT.md")) as f:
+                md = f.read()
+        self.assertIn("**ratios not valid**: scan_stack/L=256,d=512,N=256 eager A/A control: "
+                      "x eager 1.075, 7.5% from 1.00; 5 of 9 rows trustworthy", md)
+        self.assertIn("controls: all 1 within 2% of 1.00 x eager; 1 of 1 rows trustworthy", md)
+        self.assertIn("no controls (a run from before they existed", md)
+        self.assertIn("| recompute/as-written | 520.00 | untrusted |", md)
+        # The control is evidence, not a row of the tables.
+        self.assertNotIn("| 430.00 |", md)
+
 
 if __name__ == "__main__":
     unittest.main()
