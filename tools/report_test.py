@@ -59,6 +59,23 @@ def scale_run():
                      row(big, "recompute", "schedule:sqrt", 63000, 8586, 390, big=True)]}
 
 
+def report_of(named_runs):
+    """REPORT.md of tools/report.py run on `named_runs` ((file name, run) pairs)."""
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+        inputs = []
+        for name, run in named_runs:
+            path = os.path.join(tmp, name)
+            with open(path, "w") as f:
+                json.dump(run, f)
+            inputs.append(path)
+        out = os.path.join(tmp, "out")
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        subprocess.run([python, report.__file__] + inputs + ["--out", out],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(out, "REPORT.md")) as f:
+            return f.read()
+
+
 class ReportTest(unittest.TestCase):
 
     def test_a_paired_ratio_wins_over_the_medians_ratio(self):
@@ -189,19 +206,7 @@ class ReportTest(unittest.TestCase):
         noisy = avx2["rows"][1]
         noisy["noise"] = "x eager 1.05 below the FLOP floor 1.33"
         noisy["spread"] = 0.004
-        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
-            inputs = []
-            for name, run in (("a.json", avx512), ("b.json", avx2)):
-                path = os.path.join(tmp, name)
-                with open(path, "w") as f:
-                    json.dump(run, f)
-                inputs.append(path)
-            out = os.path.join(tmp, "out")
-            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-            subprocess.run([python, report.__file__] + inputs + ["--out", out],
-                           check=True, stdout=subprocess.DEVNULL)
-            with open(os.path.join(out, "REPORT.md")) as f:
-                md = f.read()
+        md = report_of((("a.json", avx512), ("b.json", avx2)))
         self.assertIn("platform: AMD EPYC, 2 cores, oneDNN 2.6.3, ISA avx512_core (no cap), "
                       "matmul brg:avx512_core; rows' matmuls ran on brg:avx512_core", md)
         self.assertIn("ISA avx2 (cap AVX2), matmul brg:avx2", md)
@@ -231,19 +236,7 @@ class ReportTest(unittest.TestCase):
         good = scale_run()
         good["controls"] = {"valid": True, "allowance": 0.02, "rows": 1, "trusted": 1,
                             "noise": 0, "untrusted": 0, "checks": [{"ok": True}]}
-        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
-            inputs = []
-            for name, run in (("bad.json", bad), ("good.json", good), ("old.json", scale_run())):
-                path = os.path.join(tmp, name)
-                with open(path, "w") as f:
-                    json.dump(run, f)
-                inputs.append(path)
-            out = os.path.join(tmp, "out")
-            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-            subprocess.run([python, report.__file__] + inputs + ["--out", out],
-                           check=True, stdout=subprocess.DEVNULL)
-            with open(os.path.join(out, "REPORT.md")) as f:
-                md = f.read()
+        md = report_of((("bad.json", bad), ("good.json", good), ("old.json", scale_run())))
         self.assertIn("**ratios not valid**: scan_stack/L=256,d=512,N=256 eager A/A control: "
                       "x eager 1.075, 7.5% from 1.00; 5 of 9 rows trustworthy", md)
         self.assertIn("controls: all 1 within 2% of 1.00 x eager; 1 of 1 rows trustworthy", md)

@@ -415,6 +415,28 @@ void ForEachHeadElement(int64_t batch, int64_t heads, int64_t seq, int64_t head_
   }
 }
 
+// The groups a norm normalizes together, as flat indices into x: rows of
+// the last axis (layer_norm, rms_norm; gamma by column), or each channel's
+// N H W (batch_norm; gamma by channel).
+std::vector<std::vector<int64_t>> NormGroups(const Op& op, const Shape& s) {
+  std::vector<std::vector<int64_t>> groups;
+  if (op.kind == OpKind::kBatchNorm) {
+    const int64_t c = s.dim(1), hw = s.rank() == 4 ? s.dim(2) * s.dim(3) : 1;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      std::vector<int64_t>& at = groups.emplace_back();
+      for (int64_t b = 0; b < s.dim(0); ++b)
+        for (int64_t i = 0; i < hw; ++i) at.push_back((b * c + ch) * hw + i);
+    }
+    return groups;
+  }
+  const int64_t cols = s.rank() > 0 ? s.dim(s.rank() - 1) : 1;
+  for (int64_t r = 0; cols > 0 && r < s.num_elements() / cols; ++r) {
+    std::vector<int64_t>& at = groups.emplace_back();
+    for (int64_t j = 0; j < cols; ++j) at.push_back(r * cols + j);
+  }
+  return groups;
+}
+
 // The constants of gelu's tanh form: sqrt(2/pi) and 0.044715.
 const double kGeluC = std::sqrt(2.0 / std::numbers::pi);
 constexpr double kGeluA = 0.044715;
@@ -1347,20 +1369,10 @@ Tensor PlainReverseMode::Magnitude(const Op& op, const std::vector<int>& inputs,
       const double* mg = mags_[inputs[1]].f64();
       const double* mb = rms ? nullptr : mags_[inputs[2]].f64();
       const Shape& s = xv.shape();
-      // The groups normalized together: rows (each `cols` wide, gamma by
-      // column), or channels (gamma by channel).
       const bool by_channel = op.kind == OpKind::kBatchNorm;
-      const int64_t groups = by_channel ? s.dim(1) : rows;
-      const int64_t hw = by_channel && s.rank() == 4 ? s.dim(2) * s.dim(3) : 1;
-      std::vector<int64_t> at;
-      for (int64_t grp = 0; grp < groups; ++grp) {
-        at.clear();
-        if (by_channel) {
-          for (int64_t b = 0; b < s.dim(0); ++b)
-            for (int64_t i = 0; i < hw; ++i) at.push_back((b * groups + grp) * hw + i);
-        } else {
-          for (int64_t j = 0; j < cols; ++j) at.push_back(grp * cols + j);
-        }
+      const std::vector<std::vector<int64_t>> groups = NormGroups(op, s);
+      for (int64_t grp = 0; grp < static_cast<int64_t>(groups.size()); ++grp) {
+        const std::vector<int64_t>& at = groups[grp];
         const double count = static_cast<double>(at.size());
         double mean = 0, sq = 0, msq = 0;
         for (int64_t i : at) mean += x[i];
@@ -2275,23 +2287,13 @@ void PlainReverseMode::MagnitudeVjp(const Entry& e, const Tensor& dy, const Tens
       const double* x = xv.f64();
       const double* gamma = slots_[e.inputs[1]].f64();
       const double* md = mdy.f64();
-      const Shape& s = xv.shape();
-      const int64_t cols = s.rank() > 0 ? s.dim(s.rank() - 1) : 1;
-      const int64_t groups = by_channel ? s.dim(1) : (cols > 0 ? s.num_elements() / cols : 0);
-      const int64_t hw = by_channel && s.rank() == 4 ? s.dim(2) * s.dim(3) : 1;
       m[0] = map(xv, [](double, int64_t) { return 0.0; });
       m[1] = map(slots_[e.inputs[1]], [](double, int64_t) { return 0.0; });
       if (!rms) m[2] = map(slots_[e.inputs[2]], [](double, int64_t) { return 0.0; });
       const double eps = op.kind == OpKind::kLayerNorm ? Kernels::kLayerNormEps : op.scalar;
-      std::vector<int64_t> at;
-      for (int64_t grp = 0; grp < groups; ++grp) {
-        at.clear();
-        if (by_channel) {
-          for (int64_t b = 0; b < s.dim(0); ++b)
-            for (int64_t i = 0; i < hw; ++i) at.push_back((b * groups + grp) * hw + i);
-        } else {
-          for (int64_t j = 0; j < cols; ++j) at.push_back(grp * cols + j);
-        }
+      const std::vector<std::vector<int64_t>> groups = NormGroups(op, xv.shape());
+      for (int64_t grp = 0; grp < static_cast<int64_t>(groups.size()); ++grp) {
+        const std::vector<int64_t>& at = groups[grp];
         const double count = static_cast<double>(at.size());
         double mean = 0, sq = 0;
         for (int64_t i : at) mean += x[i];
