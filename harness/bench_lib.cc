@@ -211,28 +211,6 @@ int64_t RunsPerSample(double run_seconds) {
   return static_cast<int64_t>(std::clamp(runs, 1.0, 10000.0));
 }
 
-int64_t ProcessRunDelayNs() {
-  DIR* tasks = opendir("/proc/self/task");
-  if (tasks == nullptr) return -1;
-  int64_t total = 0;
-  bool any = false;
-  while (const dirent* entry = readdir(tasks)) {
-    if (entry->d_name[0] == '.') continue;
-    const std::string path = StrCat("/proc/self/task/", entry->d_name, "/schedstat");
-    // "<ns on a CPU> <ns waiting on a runqueue> <timeslices>"
-    if (FILE* f = std::fopen(path.c_str(), "r")) {
-      unsigned long long on_cpu = 0, waiting = 0;
-      if (std::fscanf(f, "%llu %llu", &on_cpu, &waiting) == 2) {
-        total += static_cast<int64_t>(waiting);
-        any = true;
-      }
-      std::fclose(f);
-    }
-  }
-  closedir(tasks);
-  return any ? total : -1;
-}
-
 std::optional<double> MedianHalfWidth(std::vector<double> values) {
   const size_t n = values.size();
   if (n < 2) return std::nullopt;

@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engines/api/memory_tracker.h"
+#include "harness/run_delay.h"  // ProcessRunDelayNs
 #include "problems/problem.h"
 
 namespace remat::bench {
@@ -246,14 +247,6 @@ SamplingRule DefaultSamplingRule();
 inline constexpr double kMinSampleSeconds = 2e-3;
 int64_t RunsPerSample(double run_seconds);
 
-// The time this process's threads have spent runnable but waiting for a CPU
-// (the second field of /proc/self/task/*/schedstat, summed), in ns; -1 where
-// the kernel does not say. On a machine whose other processes leave our
-// threads alone it barely moves; when a neighbour takes a CPU our OpenMP
-// threads want, it grows by the time they wait: a direct measure of
-// interference, which wall times only show indirectly.
-int64_t ProcessRunDelayNs();
-
 // A row's weight in the sampling budget: the seconds a pair of runs (the
 // row's and eager's) is estimated to take, from one eager run's FLOPs at
 // kEstimateFlopsPerSecond, plus kPairFloorSeconds (the scalar chains'
@@ -270,11 +263,8 @@ double SamplingWeight(int64_t eager_flops);
 // left.
 double SampleShareSeconds(double left_seconds, double weight, double weight_left);
 
-// A sample is quiet when the process's run delay (ProcessRunDelayNs) grew by
-// at most this share of the sample's wall time while it ran: no neighbour
-// took a CPU from it. (Waking an OpenMP thread costs a little delay too; on
-// an idle machine samples stayed below 1%.)
-inline constexpr double kQuietRunDelay = 0.02;
+// A sample is quiet when the process's run delay grew by at most
+// kQuietRunDelay (harness/run_delay.h) of its wall time while it ran.
 
 // A row's samples in the order they were taken: its own times and, paired,
 // eager's (eager_ms[i] was taken right before or after row_ms[i]), in ms;

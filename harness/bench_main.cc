@@ -38,6 +38,7 @@
 #include "engines/api/error.h"
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
+#include "engines/onednn/omp_wait.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "engines/onednn/platform.h"
 #include "harness/bench_controls.h"
@@ -963,15 +964,9 @@ void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::s
 }
 
 int Main(int argc, char** argv) {
-  // libgomp's threads spin at barriers for a long while by default; on a
-  // shared 2-core machine, one descheduled thread then stalls its partner
-  // for whole time slices, and single rows ran 10-20 times slower at random.
-  // A short spin (then sleep) keeps timings stable at little cost. libgomp
-  // reads the variable at load, so it is set by re-running this binary.
-  if (std::getenv("GOMP_SPINCOUNT") == nullptr && std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    setenv("GOMP_SPINCOUNT", "20000", 1);
-    execv("/proc/self/exe", argv);  // returns only on failure: run as is
-  }
+  // A short OpenMP spin on a shared machine (engines/onednn/omp_wait.h):
+  // single rows ran 10-20 times slower at random under libgomp's default.
+  UseShortOpenMpSpin(argv);
   const std::vector<std::string> args(argv, argv + argc);
   std::vector<std::string> rest;
   BenchFlags flags;

@@ -8,7 +8,7 @@ nlohmann::json PlatformToJson(const PlatformInfo& p) {
   return {{"cpu", p.cpu_model},         {"cpus", p.cpus},
           {"onednn", p.onednn_version}, {"onednn_isa", p.onednn_isa},
           {"isa_cap", p.isa_cap},       {"matmul_impl", p.matmul_impl},
-          {"omp_threads", p.omp_threads}};
+          {"omp_threads", p.omp_threads}, {"omp_wait", p.omp_wait}};
 }
 
 PlatformInfo PlatformFromJson(const nlohmann::json& j) {
@@ -20,6 +20,7 @@ PlatformInfo PlatformFromJson(const nlohmann::json& j) {
     return j.contains(key) && j[key].is_number_integer() ? j[key].get<int>() : 0;
   };
   p.cpu_model = text("cpu");
+  p.omp_wait = text("omp_wait");
   p.cpus = number("cpus");
   p.onednn_version = text("onednn");
   p.onednn_isa = text("onednn_isa");

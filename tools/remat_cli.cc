@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <iomanip>
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "engines/api/error.h"
@@ -21,6 +23,7 @@
 #include "engines/onednn/platform.h"
 #include "harness/conformance.h"
 #include "harness/memory_caps.h"
+#include "harness/run_delay.h"
 #include "harness/stats_json.h"
 #include "engines/schedule/schedule.h"
 #include "problems/problem.h"
@@ -343,7 +346,14 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   // apart and the second run is the one timed; its Result is dropped first,
   // so the two never hold memory at once.
   Stats first_run = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options).stats;
+  // How long the timed run's threads waited for a CPU (harness/run_delay.h):
+  // a neighbour's share of its time, said next to the number.
+  const int64_t delay_before = ProcessRunDelayNs();
+  const auto timed_start = std::chrono::steady_clock::now();
   Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+  const std::optional<double> run_delay = RunDelayShare(
+      delay_before, ProcessRunDelayNs(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start).count());
   if (first_run.peak_bytes != r.stats.peak_bytes) {
     // Never expected (the schedule and the kernels' scratchpads are the
     // same): said rather than hidden, since it would make peaks irreproducible.
@@ -363,6 +373,10 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                         {"first_run_seconds", first_run.seconds_total()},
                         {"first_run_peak_bytes", first_run.peak_bytes}};
     if (cap.bytes > 0) j["memory_cap_bytes"] = cap.bytes;
+    // The timed run's threads' wait for a CPU, a share of its time
+    // (harness/run_delay.h); null where the kernel does not say.
+    j["run_delay"] = run_delay ? nlohmann::json(*run_delay) : nlohmann::json(nullptr);
+    j["busy"] = run_delay && *run_delay > kQuietRunDelay;
     if (engine->honours_checkpoints()) {
       const std::vector<std::string> plans =
           BudgetLines(*engine, c.program, c.wrt);
@@ -436,6 +450,16 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   out << "time        forward " << s.seconds_forward * 1e3 << " ms, backward "
       << s.seconds_backward * 1e3 << " ms, total " << s.seconds_total() * 1e3
       << " ms (steady state: the second of two runs)\n";
+  if (run_delay) {
+    out << "load        " << (*run_delay > kQuietRunDelay ? "BUSY: " : "quiet: ")
+        << "the timed run's threads waited for a CPU " << std::setprecision(1)
+        << 100 * *run_delay << "% of its time"
+        << (*run_delay > kQuietRunDelay
+                ? " (another process took a CPU: the time above is not the engine's alone; "
+                  "rerun on a quiet machine)"
+                : "")
+        << "\n" << std::setprecision(3);
+  }
   out << "setup       first run " << first_run.seconds_total() * 1e3
       << " ms (oneDNN primitive creation, first touch of memory)\n";
   // An engine that compiles ahead (planned): the first run compiled, the

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "engines/api/registry.h"
 #include "engines/onednn/platform.h"
 #include "harness/conformance.h"
+#include "harness/run_delay.h"
 #include "harness/stats_json.h"
 #include "problems/problem.h"
 #include "engines/schedule/schedule.h"
@@ -471,6 +473,18 @@ TEST(RematCliTest, RunTimesTheSecondRunAndReportsSetupApart) {
   EXPECT_NE(text.out.find("(steady state: the second of two runs)"), std::string::npos)
       << text.out;
   EXPECT_EQ(CountLines(text.out, "setup       first run "), 1) << text.out;
+  // The load the timed run saw, said next to its time (harness/run_delay.h).
+  EXPECT_EQ(CountLines(text.out, "load        "), 1) << text.out;
+  EXPECT_NE(text.out.find("the timed run's threads waited for a CPU"), std::string::npos)
+      << text.out;
+  Output as_json = Remat({"run", "--problem", "layer_loss", "--param", "d=8", "--param", "N=4",
+                          "--json"});
+  ASSERT_EQ(as_json.status, 0) << as_json.err;
+  const nlohmann::json j = nlohmann::json::parse(as_json.out);
+  ASSERT_TRUE(j.contains("run_delay") && j.contains("busy")) << as_json.out;
+  if (j["run_delay"].is_number()) {
+    EXPECT_EQ(j["busy"].get<bool>(), j["run_delay"].get<double>() > kQuietRunDelay);
+  }
   const std::string dir = TempDir("dump_first_run");
   ASSERT_EQ(Remat({"run", "--problem", "sin_chain", "--dump", dir}).status, 0);
   std::ifstream in(dir + "/stats.json");
@@ -702,6 +716,28 @@ TEST(RematCliTest, ParseBytes) {
   EXPECT_EQ(ParseBytes("2GB"), 2000000000ll);
   EXPECT_THROW(ParseBytes("-1"), Error);
   EXPECT_THROW(ParseBytes("MiB"), Error);
+}
+
+// The remat binary chooses a short OpenMP spin where the user chose
+// nothing (engines/onednn/omp_wait.h), and its platform line says how
+// threads wait; a user's choice stands.
+TEST(RematCliTest, TheBinaryWaitsShortlyAtBarriersUnlessTold) {
+  const std::string remat = std::filesystem::absolute("tools/remat").string();
+  const auto platform_of = [&](const std::string& env) {
+    const std::string out = TempDir("omp_wait.txt");
+    const std::string command = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + env + " " + remat +
+                                " run --problem sin_chain > " + out + " 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    std::ifstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("platform", 0) == 0) return line;
+    }
+    return std::string("no platform line");
+  };
+  EXPECT_NE(platform_of("").find("(OpenMP wait: GOMP_SPINCOUNT=20000)"), std::string::npos);
+  EXPECT_NE(platform_of("OMP_WAIT_POLICY=active").find("(OpenMP wait: OMP_WAIT_POLICY=active)"),
+            std::string::npos);
 }
 
 // remat conform --engine-cmd: engines written as shell scripts around the

@@ -12,6 +12,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "engines/api/error.h"
+#include "engines/onednn/omp_wait.h"
 
 namespace remat {
 namespace {
@@ -110,6 +111,7 @@ const PlatformInfo& DescribePlatform() {
     p.matmul_impl =
         OneDnnMatMulImpl(kReferenceMatMul[0], kReferenceMatMul[1], kReferenceMatMul[2]);
     p.omp_threads = omp_get_max_threads();
+    p.omp_wait = OpenMpWait();
     return p;
   }();
   return info;
@@ -123,7 +125,8 @@ std::vector<std::string> OneDnnMatMulImplsSeen() {
 std::string FormatPlatform(const PlatformInfo& p) {
   return StrCat(p.cpu_model, ", ", p.cpus, " CPUs, ", p.onednn_version, ", ISA ", p.onednn_isa,
                 " (cap: ", p.isa_cap.empty() ? "none" : p.isa_cap, "), matmul ", p.matmul_impl,
-                ", ", p.omp_threads, " OpenMP threads");
+                ", ", p.omp_threads, " OpenMP threads (OpenMP wait: ",
+                p.omp_wait.empty() ? "not recorded" : p.omp_wait, ")");
 }
 
 std::vector<std::string> PlatformDifferences(const PlatformInfo& a, const PlatformInfo& b) {

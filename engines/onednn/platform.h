@@ -32,6 +32,9 @@ struct PlatformInfo {
   std::string isa_cap;         // $ONEDNN_MAX_CPU_ISA, "" when unset
   std::string matmul_impl;     // impl_info_str of the reference f32 matmul
   int omp_threads = 0;         // omp_get_max_threads()
+  // How its threads wait at barriers (OpenMpWait, omp_wait.h): how much a
+  // neighbour on the machine costs a run.
+  std::string omp_wait;
 };
 
 // The shape (m, k, n) whose f32 matmul PlatformInfo::matmul_impl names: a
