@@ -333,7 +333,8 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
   const std::vector<std::string> ours = {"engines",         "policies",        "problems",
                                          "program",         "sweep",           "out",
                                          "max-memory",      "max-row-seconds", "sampling-budget",
-                                         "memory-cap",      "windows",         "only-window"};
+                                         "memory-cap",      "windows",         "only-window",
+                                         "wrt"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -419,6 +420,9 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       }
       (name == "max-row-seconds" ? flags.max_row_seconds : flags.sampling_budget_seconds) =
           seconds;
+    } else if (name == "wrt") {
+      // Checked against each case's inputs by PlanRows (WrtFromFlags).
+      flags.wrt.push_back(value);
     } else if (name == "memory-cap") {
       if (value.empty()) throw Error("--memory-cap=: expected BYTES (64MiB) or FRACx (0.5x)");
       flags.memory_cap = value;
@@ -518,6 +522,9 @@ std::string BenchHelp() {
       "  --sweep=budget    the memory_budget:B curve, B = 0, 0.1, ..., 1, on every problem\n"
       "                    at its first bench size (transformer_stack L=4), with JAX's\n"
       "                    policies and sqrt, revolve:4, budget:4MiB as points\n"
+      "  --wrt=NAME[,NAME...]|all  the inputs every case differentiates, as remat run's\n"
+      "                    --wrt (NAME* a prefix; all: every float input); default: each\n"
+      "                    problem's own, a program file's every float input\n"
       "  --memory-cap=C    engines that honour memory caps (dtr) run under C: BYTES or\n"
       "                    FRACx of eager's peak on each case (rows 'cap:C'); in\n"
       "                    --policies, 'cap:C' and 'budget-under-cap:C' are rows too\n"
@@ -742,6 +749,13 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
     // Schedules reverse scans and chains of blocks: their rows go to problems
     // that have one (ApplySchedule says which).
     const Program program = problem->Build(sizes.front());
+    // --wrt names inputs of every case (remat::Error naming the flag and
+    // the inputs otherwise): checked here, before anything runs.
+    try {
+      WrtFromFlags(flags.wrt, program, {});
+    } catch (const Error& e) {
+      throw Error(StrCat(problem->name(), ": ", e.what()));
+    }
     bool schedulable = true;
     try {
       ApplySchedule(program, "sqrt");

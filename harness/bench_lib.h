@@ -214,6 +214,9 @@ struct BenchFlags {
   // --memory-cap=BYTES|FRACx: the engines that honour memory caps run under
   // it (their rows become "cap:SPEC" instead of "as-written").
   std::string memory_cap;
+  // --wrt=..., repeatable: the inputs every case differentiates
+  // (WrtFromFlags, problems/problem.h); empty: each case's own.
+  std::vector<std::string> wrt;
   bool help = false;                  // --help (also handed on to Google Benchmark)
 };
 

@@ -98,6 +98,9 @@ constexpr double kBoundMinSeconds = 1.0;
 // registered grouped by case, so consecutive rows share it (--sweep=scale's
 // 4 GiB of weights are made once for all its rows); only one is held, so that
 // a sweep's large cases are not all alive at once.
+// --wrt: the inputs every case differentiates (empty: each case's own).
+std::vector<std::string> g_wrt;
+
 class CaseCache {
  public:
   const Case& Get(const PlannedRow& row) {
@@ -111,6 +114,7 @@ class CaseCache {
         case_ = std::make_unique<Case>(MakeCase(*file, params, /*seed=*/1));
         case_->owner = std::move(file);
       }
+      case_->wrt = WrtFromFlags(g_wrt, case_->program, case_->wrt);
       key_ = row.case_key;
     }
     return *case_;
@@ -977,6 +981,7 @@ int Main(int argc, char** argv) {
     plan = PlanRows(flags, EngineNames());
     g_max_memory_bytes = flags.max_memory_bytes;
     g_paired = flags.paired;
+    g_wrt = flags.wrt;
     g_rule = DefaultSamplingRule();
     if (flags.max_row_seconds > 0) g_rule.max_seconds = flags.max_row_seconds;
     g_sampling_budget = flags.sampling_budget_seconds;

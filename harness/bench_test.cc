@@ -470,6 +470,32 @@ TEST(BenchFlags, CapRowsGoToEnginesThatEvictAndBudgetRowsToThoseThatHonourRegion
   EXPECT_THROW(ParseBenchFlags({"bench", "--memory-cap="}, &rest), Error);
 }
 
+// --wrt as remat run's: the inputs every case differentiates, checked
+// against each case's inputs before anything runs.
+TEST(BenchFlags, WrtNamesEachCasesInputsOrIsRefusedBeforeAnythingRuns) {
+  std::vector<std::string> rest;
+  BenchFlags flags = ParseBenchFlags(
+      {"bench", "--problems=layer_loss", "--wrt=w*", "--engines=eager"}, &rest);
+  EXPECT_EQ(flags.wrt, std::vector<std::string>{"w*"});
+  EXPECT_FALSE(PlanRows(flags, {"eager"}).empty());
+  const Problem& layer = FindProblem("layer_loss");
+  const Program program = layer.Build(ResolveParams(layer, {}));
+  const std::vector<int> w = WrtFromFlags(flags.wrt, program, {});
+  ASSERT_FALSE(w.empty());
+  for (int i : w) EXPECT_EQ(program.param_names[i][0], 'w') << program.param_names[i];
+  flags = ParseBenchFlags({"bench", "--problems=layer_loss", "--wrt=nope", "--engines=eager"},
+                          &rest);
+  try {
+    PlanRows(flags, {"eager"});
+    ADD_FAILURE() << "--wrt=nope planned";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("layer_loss"), std::string::npos) << what;
+    EXPECT_NE(what.find("--wrt"), std::string::npos) << what;
+    EXPECT_NE(what.find("nope"), std::string::npos) << what;
+  }
+}
+
 TEST(BenchFlags, OwnFlagsAreTakenOutAndTheRestPassesThrough) {
   std::vector<std::string> rest;
   BenchFlags f = ParseBenchFlags(

@@ -131,6 +131,36 @@ std::vector<int> SelectInputs(const Program& program, const std::vector<std::str
   return out;
 }
 
+std::vector<int> WrtFromFlags(const std::vector<std::string>& flags, const Program& program,
+                              const std::vector<int>& fallback) {
+  if (flags.empty()) return fallback;
+  std::vector<std::string> names;
+  for (const std::string& flag : flags) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = flag.find(',', start);
+      const std::string name =
+          flag.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (name.empty()) {
+        throw Error(StrCat("--wrt '", flag, "': an empty name; expected NAME[,NAME...] or all (",
+                           program.name, "'s inputs: ", Join(program.param_names, ", "), ")"));
+      }
+      names.push_back(name);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (std::find(names.begin(), names.end(), "all") != names.end()) {
+    if (names.size() > 1) throw Error("--wrt all names every input: it takes no other name");
+    std::vector<int> every;  // every float input: integers are never differentiated
+    for (int i = 0; i < program.num_params(); ++i) {
+      if (program.dtype(i) != DType::kI32) every.push_back(i);
+    }
+    return every;
+  }
+  return SelectInputs(program, names, "--wrt");
+}
+
 const std::vector<std::unique_ptr<Problem>>& AllProblems() {
   // Every problem, listed once, here.
   static const auto* problems = [] {

@@ -93,6 +93,14 @@ std::vector<int> WrtIndices(const Problem& problem, const Program& program);
 std::vector<int> SelectInputs(const Program& program, const std::vector<std::string>& names,
                               const std::string& what);
 
+// The parameter indices --wrt flags name in `program` (remat run's and the
+// bench's): each flag NAME[,NAME...] as SelectInputs reads names, or "all"
+// (every float input; integers are never differentiated). `fallback` when
+// no flag is given. Throws remat::Error for an empty name, "all" beside
+// another name, or what SelectInputs throws (the message starts "--wrt").
+std::vector<int> WrtFromFlags(const std::vector<std::string>& flags, const Program& program,
+                              const std::vector<int>& fallback);
+
 // Every problem, in listing order; and one by name (remat::Error listing the
 // problems if unknown).
 const std::vector<std::unique_ptr<Problem>>& AllProblems();

@@ -126,37 +126,6 @@ void AddCaseOptions(po::options_description* d, CaseOptions* o, const std::strin
       "then decides what is kept: the checkpoints inside a scan's body or a block are inlined)");
 }
 
-// The parameter indices --wrt names in `program`; `fallback` when none given.
-std::vector<int> WrtFromFlags(const std::vector<std::string>& flags, const Program& program,
-                              const std::vector<int>& fallback) {
-  if (flags.empty()) return fallback;
-  std::vector<std::string> names;
-  for (const std::string& flag : flags) {
-    size_t start = 0;
-    while (true) {
-      const size_t comma = flag.find(',', start);
-      const std::string name =
-          flag.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (name.empty()) {
-        throw Error(StrCat("--wrt '", flag, "': an empty name; expected NAME[,NAME...] or all (",
-                           program.name, "'s inputs: ", Join(program.param_names, ", "), ")"));
-      }
-      names.push_back(name);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  if (std::find(names.begin(), names.end(), "all") != names.end()) {
-    if (names.size() > 1) throw Error("--wrt all names every input: it takes no other name");
-    std::vector<int> every;  // every float input: integers are never differentiated
-    for (int i = 0; i < program.num_params(); ++i) {
-      if (program.dtype(i) != DType::kI32) every.push_back(i);
-    }
-    return every;
-  }
-  return SelectInputs(program, names, "--wrt");
-}
-
 // The problem --problem names, or the program file --program reads (then
 // owned by `*owned`). Exactly one of the two is given.
 const Problem& ResolveProblem(const CaseOptions& o, std::shared_ptr<const Problem>* owned) {
