@@ -6,8 +6,8 @@
 // max|out| ends within about K u max|out| of the exact result (first order,
 // Higham's gamma_K), so the suite's tolerance against the float64 oracle is
 // per output: kF32ToleranceFactor * K * 2^-24 * its magnitude (the oracle's
-// rounding magnitude, OracleRoundingMagnitudes, for the value, the state
-// and each gradient: harness/conformance.h).
+// rounding magnitude for the value and the state, OracleRoundingMagnitudes;
+// max|oracle's output| for a gradient: harness/conformance.h).
 //
 // Counting (forward value v = op(inputs): Kf(v); cotangent of v: Kb(v)):
 //   matmul (m,k)x(k,n)      Kf = max(Kf(a), Kf(b)) + k   (a k-term sum of products)

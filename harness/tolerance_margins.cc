@@ -1,9 +1,12 @@
 // Prints, for every problem (or those named), each output's rounding depth
-// K, its rounding magnitude (the oracle's: how many times the output's own
-// largest magnitude it is), its tolerance against the
-// float64 oracle as a fraction of the output's largest magnitude, and how
-// much of the tolerance an engine's error used, then (old) how much it
-// would use of a tolerance relative to the output's own magnitude:
+// K, its rounding magnitude (the oracle's, for the value and the state: how
+// many times the output's own largest magnitude it is; 1 for a gradient,
+// whose tolerance is relative to itself), its tolerance against the
+// float64 oracle as a fraction of the output's largest magnitude, how much
+// of the tolerance an engine's error used, then (old) how much it would use
+// of a tolerance relative to the output's own magnitude, and for a gradient
+// the oracle's gradient magnitude over its largest |value|, which the
+// verdict does not use (harness/conformance.h says why):
 //
 //   tools/bazel run //harness:tolerance_margins                 # test sizes, eager
 //   tools/bazel run //harness:tolerance_margins -- --default_sizes --engine=recompute
@@ -11,6 +14,7 @@
 //   tools/bazel run //harness:tolerance_margins -- --default_sizes --bounds_only
 // (--bounds_only: K and the tolerance from the program alone, nothing run:
 // the oracle's plain loops take minutes at the default sizes.)
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,6 +22,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/registry.h"
+#include "engines/oracle/oracle.h"
 #include "harness/conformance.h"
 #include "harness/rounding_depth.h"
 #include "problems/problem.h"
@@ -45,8 +50,8 @@ int main(int argc, char** argv) {
     if (names.empty()) {
       for (const auto& p : remat::AllProblems()) names.push_back(p->name());
     }
-    std::printf("%-34s %-16s %10s %12s %12s %10s %10s\n", "case", "output", "K", "M/max|ref|",
-                "tol/max|ref|", "used", "used(old)");
+    std::printf("%-34s %-16s %10s %12s %12s %10s %10s %16s\n", "case", "output", "K", "M/max|ref|",
+                "tol/max|ref|", "used", "used(old)", "grad M (unused)");
     for (const std::string& name : names) {
       const remat::Problem& problem = remat::FindProblem(name);
       remat::Case c = remat::MakeCase(problem, remat::ResolveParams(problem, {}, !default_sizes));
@@ -70,12 +75,24 @@ int main(int argc, char** argv) {
       remat::Result ref = remat::MakeEngine("oracle")->ValueAndGrad(c.program, c.inputs, c.wrt);
       const remat::Agreement a =
           remat::CompareWithOracle(c, got, ref, e->dtype(), /*always_magnitudes=*/true);
-      for (const auto& t : a.tensors) {
+      // The oracle's gradient magnitudes, which the verdict does not use
+      // (harness/conformance.h): how far a bound built on them would reach.
+      const remat::OracleMagnitudes grad_magnitudes =
+          remat::OracleRoundingMagnitudes(c.program, c.inputs, c.wrt);
+      for (size_t i = 0; i < a.tensors.size(); ++i) {
+        const auto& t = a.tensors[i];
         const double fraction = t.max_abs > 0 ? t.tolerance / t.max_abs : 0;
         const double times = t.max_abs > 0 ? t.magnitude / t.max_abs : 1;
-        std::printf("%-34s %-16s %10.0f %12.2f %12.2e %9.1f%% %9.1f%%\n", c.ToString().c_str(),
-                    t.name.c_str(), t.k, times, fraction, 100 * t.worst_ratio,
-                    100 * t.worst_ratio_own);
+        char unused[32] = "-";
+        if (i >= 1 && i <= grad_magnitudes.grads.size() && t.max_abs > 0) {
+          const remat::Tensor& m = grad_magnitudes.grads[i - 1];
+          double largest = 0;
+          for (int64_t j = 0; j < m.num_elements(); ++j) largest = std::max(largest, m.at(j));
+          std::snprintf(unused, sizeof unused, "%.2f", largest / t.max_abs);
+        }
+        std::printf("%-34s %-16s %10.0f %12.2f %12.2e %9.1f%% %9.1f%% %16s\n",
+                    c.ToString().c_str(), t.name.c_str(), t.k, times, fraction,
+                    100 * t.worst_ratio, 100 * t.worst_ratio_own, unused);
       }
       if (!a.ok) std::printf("  OUT OF TOLERANCE: %s\n", a.detail.c_str());
       std::fflush(stdout);

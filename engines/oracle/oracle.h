@@ -85,7 +85,9 @@ Result OracleValueAndGrad(const Program& program, const std::vector<Tensor>& arg
 // K 2^-24 M of the exact value, however much the result cancels. At least
 // the value's own magnitude (|value|) for every computed value; an estimate
 // (first order, errors of many terms in quadrature) that decides a
-// tolerance, not an answer.
+// tolerance, not an answer. (The gradients' compound through every layer of
+// the backward pass; harness/conformance.h says why the suite's gradient
+// bound does not use them.)
 struct OracleMagnitudes {
   Tensor value;                         // f64[]
   std::map<std::string, Tensor> state;  // by parameter name, as Result::state
