@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/bench_fake_row.h"
 #include "harness/bench_lib.h"
 
 namespace remat::bench {
@@ -13,15 +14,7 @@ namespace {
 RowResult Row(const std::string& engine, const std::string& policy, double vs_eager,
               const std::string& problem = "scan_stack",
               OrderedParams params = {{"L", 8}, {"d", 512}, {"N", 256}}) {
-  RowResult r;
-  r.row.problem = problem;
-  r.row.params = params;
-  r.row.engine = engine;
-  r.row.policy = policy;
-  r.row.case_key = problem + "/" + FormatOrderedParams(params);
-  r.row.name = "BM_ValueAndGrad/" + r.row.case_key + "/" + engine + "/" + policy;
-  r.real_time_ms = 10 * vs_eager;
-  r.flops_forward = 1'000'000'000;
+  RowResult r = Fake(problem, engine, policy, 10 * vs_eager, params);
   r.flops_backward = 2'000'000'000;
   if (engine != kBaselineEngine) r.vs_eager_paired = vs_eager;
   return r;

@@ -4,6 +4,7 @@
 // row, and the sampling statistic and the plausibility flags do what they
 // say, on synthetic timings (no test here times anything).
 
+#include "harness/bench_fake_row.h"
 #include "harness/bench_lib.h"
 
 #include <gtest/gtest.h>
@@ -526,22 +527,6 @@ TEST(BenchFlags, OwnFlagsAreTakenOutAndTheRestPassesThrough) {
   EXPECT_THROW(ParseBenchFlags({"bench", "--max-row-seconds="}, &rest), Error);
 }
 
-
-RowResult Fake(const std::string& problem, const std::string& engine, const std::string& policy,
-               double ms, OrderedParams params = {{"d", 512}, {"N", 256}}) {
-  RowResult r;
-  r.row.problem = problem;
-  r.row.params = params;
-  r.row.engine = engine;
-  r.row.policy = policy;
-  r.row.case_key = problem + "/" + FormatOrderedParams(params);
-  r.row.name = "BM_ValueAndGrad/" + r.row.case_key + "/" + engine + "/" + policy;
-  r.real_time_ms = ms;
-  r.iterations = 10;
-  r.flops_forward = 1'000'000'000;
-  r.gflops = static_cast<double>(r.total_flops()) / (ms * 1e6);
-  return r;
-}
 
 TEST(BenchResults, PairedRatioIsWrittenAndShownWhenPresent) {
   std::vector<RowResult> rows = {Fake("layer_loss", "eager", "as-written", 10.0),

@@ -59,21 +59,29 @@ def scale_run():
                      row(big, "recompute", "schedule:sqrt", 63000, 8586, 390, big=True)]}
 
 
+def run_report(tmp, named_runs):
+    """Writes `named_runs` ((file name, run) pairs) under `tmp`, runs
+    tools/report.py on them into tmp/out, and returns (REPORT.md's text, out)."""
+    inputs = []
+    for name, run in named_runs:
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            json.dump(run, f)
+        inputs.append(path)
+    out = os.path.join(tmp, "out")
+    # The interpreter the README runs the report with (Debian's, where
+    # python3-matplotlib goes), else this one.
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    subprocess.run([python, report.__file__] + inputs + ["--out", out],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "REPORT.md")) as f:
+        return f.read(), out
+
+
 def report_of(named_runs):
     """REPORT.md of tools/report.py run on `named_runs` ((file name, run) pairs)."""
     with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
-        inputs = []
-        for name, run in named_runs:
-            path = os.path.join(tmp, name)
-            with open(path, "w") as f:
-                json.dump(run, f)
-            inputs.append(path)
-        out = os.path.join(tmp, "out")
-        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-        subprocess.run([python, report.__file__] + inputs + ["--out", out],
-                       check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(out, "REPORT.md")) as f:
-            return f.read()
+        return run_report(tmp, named_runs)[0]
 
 
 class ReportTest(unittest.TestCase):
@@ -104,20 +112,8 @@ class ReportTest(unittest.TestCase):
 
     def test_report_has_the_frontier_table_the_scale_table_and_the_plots(self):
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
-            inputs = []
-            for name, run in (("schedules.json", schedules_run()), ("scale.json", scale_run())):
-                path = os.path.join(tmp, name)
-                with open(path, "w") as f:
-                    json.dump(run, f)
-                inputs.append(path)
-            out = os.path.join(tmp, "out")
-            # The interpreter the README runs the report with (Debian's, where
-            # python3-matplotlib goes), else this one.
-            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-            subprocess.run([python, report.__file__] + inputs + ["--out", out],
-                           check=True, stdout=subprocess.DEVNULL)
-            with open(os.path.join(out, "REPORT.md")) as f:
-                md = f.read()
+            md, out = run_report(tmp, (("schedules.json", schedules_run()),
+                                       ("scale.json", scale_run())))
             self.assertIn("## Schedules on scan_stack L=256,N=256,d=512 relative to eager", md)
             # Sorted by time: sqrt (1.40) before bisect (2.25); peak / eager's.
             self.assertLess(md.index("recompute/schedule:sqrt | 560.0 | 1.40"),
