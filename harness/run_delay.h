@@ -17,7 +17,9 @@ namespace remat {
 // (the second field of /proc/self/task/*/schedstat, summed), in ns; -1 where
 // the kernel does not say. On a machine whose other processes leave our
 // threads alone it barely moves; when a neighbour takes a CPU our OpenMP
-// threads want, it grows by the time they wait.
+// threads want, it grows by the time they wait. Only live threads count: a
+// thread that has exited takes its wait with it (OpenMP's pool lives as long
+// as the process).
 int64_t ProcessRunDelayNs();
 
 // Work is quiet when the run delay grew by at most this share of its wall
