@@ -43,6 +43,15 @@
 //
 // GPT-2 small (124M parameters) for dry runs and sweeps:
 //   --param V=50257 --param T=1024 --param D=768 --param H=12 --param L=12 --param B=1
+//
+// gpt_scan: the same model with its blocks as one lax.scan over layers (the
+// form JAX users write with nn.scan or jax.lax.scan: a --schedule reverses
+// the scan). Each block's weights are stacked on a leading L axis, named
+// h.<weight> (h.attn.wq: (L, D, D)); the causal mask is a const of the scan
+// (every step sees it whole, as a scan body closes over it); and a block's
+// dropout masks differ per step through data, a stacked per-step seed
+// (seeds: i32[L], CONTRACT.md R2.6), with keys 1..3 in every step. The
+// embeddings' dropout draws from `seed` with key 0.
 
 #include <cmath>
 #include <string>
@@ -101,13 +110,29 @@ Var Block(const std::vector<Var>& args, int64_t batch, int64_t heads, int64_t la
   return add(x, Dropout(matmul(hidden, w(kMlpProj)), seed, 10 * layer + 3));
 }
 
+Shape BlockWeightShape(int w, int64_t d) {
+  switch (static_cast<BlockWeight>(w)) {
+    case kLn1Weight:
+    case kLn1Bias:
+    case kLn2Weight:
+    case kLn2Bias: return Shape({d});
+    case kFc: return Shape({d, 4 * d});
+    case kMlpProj: return Shape({4 * d, d});
+    default: return Shape({d, d});
+  }
+}
+
 class Gpt : public Problem {
  public:
-  std::string name() const override { return "gpt"; }
+  explicit Gpt(bool scan_form) : scan_form_(scan_form) {}
+  std::string name() const override { return scan_form_ ? "gpt_scan" : "gpt"; }
   std::string description() const override {
-    return "nanoGPT: token and position embeddings, L pre-LN causal attention + MLP blocks "
-           "(each a checkpoint region), dropout 0.1, tied LM head, cross-entropy on integer "
-           "targets";
+    return scan_form_
+               ? "nanoGPT with its blocks as one scan over layers (stacked weights, per-step "
+                 "seeds, the causal mask a const of the scan)"
+               : "nanoGPT: token and position embeddings, L pre-LN causal attention + MLP blocks "
+                 "(each a checkpoint region), dropout 0.1, tied LM head, cross-entropy on "
+                 "integer targets";
   }
   std::vector<ParamSpec> params() const override {
     return {{"L", 4, 2, 1, 1 << 10, "blocks, each a checkpoint region"},
@@ -118,6 +143,10 @@ class Gpt : public Problem {
             {"V", 512, 16, 2, 1 << 20, "vocab_size"}};
   }
   Program Build(const ParamValues& p) const override {
+    return scan_form_ ? BuildScan(p) : BuildUnrolled(p);
+  }
+
+  Program BuildUnrolled(const ParamValues& p) const {
     const int64_t layers = p.at("L"), d = p.at("D"), heads = p.at("H"), t = p.at("T");
     const int64_t batch = p.at("B"), vocab = p.at("V"), n = batch * t;
     std::vector<ParamDecl> params = {
@@ -134,17 +163,7 @@ class Gpt : public Problem {
     constexpr int kFirstBlockInput = 9;
     for (int64_t l = 0; l < layers; ++l) {
       for (int w = 0; w < kBlockWeights; ++w) {
-        Shape shape;
-        switch (static_cast<BlockWeight>(w)) {
-          case kLn1Weight:
-          case kLn1Bias:
-          case kLn2Weight:
-          case kLn2Bias: shape = Shape({d}); break;
-          case kFc: shape = Shape({d, 4 * d}); break;
-          case kMlpProj: shape = Shape({4 * d, d}); break;
-          default: shape = Shape({d, d}); break;
-        }
-        params.push_back({BlockInput(l, w), shape});
+        params.push_back({BlockInput(l, w), BlockWeightShape(w, d)});
       }
     }
     return Trace("gpt", params, [&](const std::vector<Var>& in) {
@@ -161,6 +180,49 @@ class Gpt : public Problem {
             args, Policy(), "block");
       }
       const Var logits = matmul(layer_norm(x, in[7], in[8]), transpose(wte));
+      return apply("cross_entropy", {logits, targets});
+    });
+  }
+
+  Program BuildScan(const ParamValues& p) const {
+    const int64_t layers = p.at("L"), d = p.at("D"), heads = p.at("H"), t = p.at("T");
+    const int64_t batch = p.at("B"), vocab = p.at("V"), n = batch * t;
+    std::vector<ParamDecl> params = {
+        {"idx", Shape({n}), DType::kI32},
+        {"targets", Shape({n}), DType::kI32},
+        {"pos", Shape({n}), DType::kI32},
+        {"causal", Shape({batch * heads, t, t}), DType::kI32},
+        {"seed", Shape(), DType::kI32},
+        {"seeds", Shape({layers}), DType::kI32},
+        {"wte", Shape({vocab, d})},
+        {"wpe", Shape({t, d})},
+        {"ln_f.weight", Shape({d})},
+        {"ln_f.bias", Shape({d})},
+    };
+    constexpr int kFirstBlockInput = 10;
+    for (int w = 0; w < kBlockWeights; ++w) {
+      params.push_back({std::string("h.") + kBlockWeightNames[w],
+                        BlockWeightShape(w, d).PrependLeading(layers)});
+    }
+    return Trace("gpt_scan", params, [&](const std::vector<Var>& in) {
+      const Var idx = in[0], targets = in[1], pos = in[2], causal = in[3], seed = in[4];
+      const Var seeds = in[5], wte = in[6], wpe = in[7];
+      const Var x =
+          Dropout(add(apply("embedding", {wte, idx}), apply("embedding", {wpe, pos})), seed, 0);
+      std::vector<Var> xs = {seeds};
+      xs.insert(xs.end(), in.begin() + kFirstBlockInput,
+                in.begin() + kFirstBlockInput + kBlockWeights);
+      const Var y = scan_with_consts(
+          [batch, heads](Var carry, const std::vector<Var>& step, const std::vector<Var>& consts) {
+            // Block(args): {x, causal, seed, weights...}; step = {seed_i, weights_i...}.
+            std::vector<Var> args = {carry, consts[0]};
+            args.insert(args.end(), step.begin(), step.end());
+            return checkpoint_n(
+                [batch, heads](const std::vector<Var>& a) { return Block(a, batch, heads, 0); },
+                args, Policy(), "block");
+          },
+          x, xs, {causal}, "blocks");
+      const Var logits = matmul(layer_norm(y, in[8], in[9]), transpose(wte));
       return apply("cross_entropy", {logits, targets});
     });
   }
@@ -202,10 +264,14 @@ class Gpt : public Problem {
     }
     return Tensor();
   }
+
+ private:
+  bool scan_form_;
 };
 
 }  // namespace
 
-std::unique_ptr<Problem> MakeGpt() { return std::make_unique<Gpt>(); }
+std::unique_ptr<Problem> MakeGpt() { return std::make_unique<Gpt>(/*scan_form=*/false); }
+std::unique_ptr<Problem> MakeGptScan() { return std::make_unique<Gpt>(/*scan_form=*/true); }
 
 }  // namespace remat

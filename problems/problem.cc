@@ -174,6 +174,7 @@ const std::vector<std::unique_ptr<Problem>>& AllProblems() {
     v->push_back(MakeTransformerStack());
     v->push_back(MakeMlpChain());
     v->push_back(MakeGpt());
+    v->push_back(MakeGptScan());
     v->push_back(MakeMoe());
     v->push_back(MakeResNet());
     v->push_back(MakeUnreached());

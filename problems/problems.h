@@ -17,6 +17,7 @@ std::unique_ptr<Problem> MakeSinRecursive();  // seed 002, recursive_checkpoint
 std::unique_ptr<Problem> MakeTransformerStack();  // scan of post-LN transformer blocks
 std::unique_ptr<Problem> MakeMlpChain();      // seed 004, checkpoint_sequential
 std::unique_ptr<Problem> MakeGpt();           // nanoGPT: embeddings, causal attention, dropout
+std::unique_ptr<Problem> MakeGptScan();       // the same, its blocks one scan over layers
 std::unique_ptr<Problem> MakeMoe();           // top-2 mixture of experts, a router built to tie
 std::unique_ptr<Problem> MakeResNet();        // torchvision ResNet: conv, batch norm, max pooling
 std::unique_ptr<Problem> MakeUnreached();     // gradients no cotangent reaches

@@ -161,7 +161,7 @@ _ATTRS = {
     "state": {"name"},
     "slice": {"ints"},
     "checkpoint": {"name", "policy"},
-    "scan": {"name", "schedule"},
+    "scan": {"name", "schedule", "consts"},
     "chain": {"name", "schedule"},
 }
 _METADATA = {"site", "scope"}
@@ -607,7 +607,12 @@ class Builder:
             fn = jax.checkpoint(lambda *a: self._run(body, list(a), at), policy=self._policies[id(op)])
             return fn(*x)
         if k == "scan":
-            need(len(x) >= 2, "a scan needs a carry and at least one xs")
+            # consts=M: the last M inputs are loop invariants every step
+            # sees whole (integers; what a lax.scan body closes over).
+            num_consts = int(op.attrs.get("consts", 0))
+            need(len(x) >= 2 + num_consts, "a scan needs a carry, at least one xs and its %d consts" % num_consts)
+            consts = list(x[len(x) - num_consts:])
+            x = x[:len(x) - num_consts]
             length = x[1].shape[0] if x[1].ndim else -1
             need(all(t.ndim >= 1 and t.shape[0] == length for t in x[1:]), "xs with different leading axes")
             body = op.body
@@ -622,7 +627,7 @@ class Builder:
 
             if every == 0 or inline:
                 def step(c, xs_i):
-                    return no_state(self._run(body, [c] + list(xs_i), at, inline)), None
+                    return no_state(self._run(body, [c] + list(xs_i) + consts, at, inline)), None
 
                 return jax.lax.scan(step, carry, xs)[0], {}
             # checkpoint_every:K: step i runs as written (its regions
@@ -633,11 +638,12 @@ class Builder:
 
             def group(c, xs_g):
                 for j in range(every):
-                    c = no_state(self._run(body, [c] + [t[j] for t in xs_g], at, inline=(j + 1) % every != 0))
+                    c = no_state(self._run(body, [c] + [t[j] for t in xs_g] + consts, at,
+                                           inline=(j + 1) % every != 0))
                 return c, None
 
             def tail(c, xs_i):
-                return no_state(self._run(body, [c] + list(xs_i), at, inline=True)), None
+                return no_state(self._run(body, [c] + list(xs_i) + consts, at, inline=True)), None
 
             if groups:
                 grouped = tuple(t[:groups * every].reshape((groups, every) + t.shape[1:]) for t in xs)

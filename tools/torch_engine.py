@@ -325,13 +325,16 @@ class Interpreter:
                 if a.get("schedule"):
                     raise Unsupported("%s: scan schedule %r (no PyTorch equivalent of remat's schedules)"
                                       % (at, a["schedule"]))
-                carry, xs = x[0], x[1:]
+                num_consts = int(a.get("consts", 0))  # loop invariants, seen whole by every step
+                consts = list(x[len(x) - num_consts:])
+                carry, xs = x[0], x[1:len(x) - num_consts]
                 # unbind once: indexing t[step] would make each step's
                 # backward add a gradient of all of t (select_backward),
                 # O(L^2) work where a PyTorch user's loop over layers has O(L).
                 steps = [t.unbind(0) for t in xs]
                 for step in range(xs[0].shape[0] if xs else 0):
-                    carry = self.run(op.body, [carry] + [t[step] for t in steps], at, names_as_ops)
+                    carry = self.run(op.body, [carry] + [t[step] for t in steps] + consts, at,
+                                     names_as_ops)
                 y = carry
             elif k == "chain":
                 if a.get("schedule"):

@@ -86,6 +86,7 @@ void Print(const Program& p, const std::string& dtype, const std::string& indent
     }
     if (op.kind == OpKind::kScan) {
       line += StrCat("[length=", p.shapes[op.inputs[1]].dim(0),
+                     op.num_consts == 0 ? "" : StrCat(", consts=", op.num_consts),
                      op.schedule.empty() ? "" : ", schedule=" + op.schedule, "]");
     }
     if (op.kind == OpKind::kChain) {

@@ -7,9 +7,13 @@
 // Structural ops carry a body Program:
 // - kCheckpoint: the body's parameters are the op's inputs, its output the
 //   op's output; `policy` says what inside it may be saved (jax.checkpoint).
-// - kScan: inputs are [carry, xs_1, ..., xs_k], each xs with leading axis L;
-//   the body maps (carry, x_1[i], ..., x_k[i]) to the next carry, and the op's
-//   output is the carry after L steps (lax.scan with no per-step outputs).
+// - kScan: inputs are [carry, xs_1, ..., xs_k, c_1, ..., c_m], each xs with
+//   leading axis L, and m = Op::num_consts loop-invariant inputs (what a
+//   lax.scan body closes over: a causal mask); the body maps (carry, x_1[i],
+//   ..., x_k[i], c_1, ..., c_m) to the next carry, and the op's output is the
+//   carry after L steps (lax.scan with no per-step outputs). A const is an
+//   integer value (never differentiated, so no step adds to its gradient):
+//   a float loop invariant is stacked L times as an xs.
 // - kChain: a chain of checkpointed blocks grouped by ApplySchedule so that a
 //   schedule can reverse it (a block is to a chain what a step is to a scan).
 //   The body's parameters are the op's inputs (parameter 0 is block 0's first
@@ -94,7 +98,14 @@ struct Op {
   double scalar = 0.0;                  // kScale: the constant c
   std::vector<int64_t> ints;            // kSplitHeads: {batch, heads}; kReshape: dims; ... (op_defs.cc)
   std::string schedule;                 // kScan, kChain: a schedule spec, e.g. "revolve:8" (engines/schedule)
+  int num_consts = 0;                   // kScan: the trailing inputs passed whole to every step
 };
+
+// Whether input `j` of `op` is a scan's const (passed whole to every step)
+// rather than a carry, an xs or an input of another op.
+inline bool IsScanConst(const Op& op, size_t j) {
+  return op.kind == OpKind::kScan && j + op.num_consts >= op.inputs.size() && j > 0;
+}
 
 struct Program {
   std::string name;

@@ -63,6 +63,45 @@ TEST(TracerTest, ScanChecksTheCarryAndStacksSlices) {
   }
 }
 
+// A scan's consts (program.h): every step sees them whole, after the
+// slices; a float one is refused (no step would sum its gradient).
+TEST(TracerTest, ScanConstsAreSeenWholeAndIntegerOnly) {
+  Program p = Trace("masked", {{"xs", Shape({3, 2})}, {"mask", Shape({2}), DType::kI32},
+                               {"c", Shape({2})}},
+                    [](const std::vector<Var>& a) {
+                      return sum(scan_with_consts(
+                          [](Var c, const std::vector<Var>& x, const std::vector<Var>& k) {
+                            return apply("masked_fill", {add(c, x[0]), k[0]}, {.scalar = 0.0});
+                          },
+                          a[2], {a[0]}, {a[1]}));
+                    });
+  ASSERT_EQ(p.ops[0].kind, OpKind::kScan);
+  const Op& scan = p.ops[0];
+  EXPECT_EQ(scan.num_consts, 1);
+  EXPECT_EQ(scan.inputs, (std::vector<int>{2, 0, 1}));
+  EXPECT_FALSE(IsScanConst(scan, 0));
+  EXPECT_FALSE(IsScanConst(scan, 1));
+  EXPECT_TRUE(IsScanConst(scan, 2));
+  EXPECT_EQ(scan.body->shapes[1], Shape({2}));  // a slice of xs
+  EXPECT_EQ(scan.body->shapes[2], Shape({2}));  // the mask, whole
+  EXPECT_EQ(scan.body->dtype(2), DType::kI32);
+
+  try {
+    Trace("bad", {{"xs", Shape({3, 2})}, {"w", Shape({2})}, {"c", Shape({2})}},
+          [](const std::vector<Var>& a) {
+            return sum(scan_with_consts(
+                [](Var c, const std::vector<Var>& x, const std::vector<Var>& k) {
+                  return mul(add(c, x[0]), k[0]);
+                },
+                a[2], {a[0]}, {a[1]}));
+          });
+    FAIL() << "a float const must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("const [2] is f32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("program_test.cc:"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TracerTest, ShapeMismatchNamesOpSiteAndShapes) {
   try {
     Trace("bad", {{"a", Shape({2, 3})}, {"b", Shape({4, 5})}},

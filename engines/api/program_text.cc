@@ -136,6 +136,7 @@ void PrintBody(const Program& p, const std::string& indent, std::string* out) {
     if (!op.name.empty() || op.kind == OpKind::kName || op.kind == OpKind::kState) line += " name=" + Quote(op.name);
     if (op.kind == OpKind::kCheckpoint) line += " policy=" + Quote(op.policy.ToString());
     if (!op.schedule.empty()) line += " schedule=" + Quote(op.schedule);
+    if (op.num_consts != 0) line += StrCat(" consts=", op.num_consts);
     if ((!IsStructural(op.kind) && Def(op.kind).has_scalar) || op.scalar != 0.0 ||
         std::signbit(op.scalar)) {
       line += " scalar=" + NumberText(op.scalar);
@@ -623,6 +624,7 @@ class Parser {
     if (key == "name") return kind == OpKind::kName || kind == OpKind::kState || IsStructural(kind);
     if (key == "policy") return kind == OpKind::kCheckpoint;
     if (key == "schedule") return kind == OpKind::kScan || kind == OpKind::kChain;
+    if (key == "consts") return kind == OpKind::kScan;
     if (key == "scalar") return !IsStructural(kind) && Def(kind).has_scalar;
     if (key == "ints") return !IsStructural(kind) && Def(kind).num_ints != 0;
     return false;
@@ -640,14 +642,15 @@ class Parser {
         k = key.text;
       } else {
         Fail(key, StrCat("expected an attribute (@ \"site\", scope=, name=, policy=, schedule=, "
-                         "scalar=, ints=) or the end of the line, got ", Describe(key)));
+                         "consts=, scalar=, ints=) or the end of the line, got ",
+                         Describe(key)));
       }
-      static const std::set<std::string> kKeys = {"@",        "scope",  "name", "policy",
-                                                  "schedule", "scalar", "ints"};
+      static const std::set<std::string> kKeys = {"@",        "scope",  "name",   "policy",
+                                                  "schedule", "consts", "scalar", "ints"};
       if (!kKeys.count(k)) {
         Fail(key, StrCat("bad attribute: unknown attribute '", k,
-                         "'; expected @ \"site\", scope=, name=, policy=, schedule=, scalar= or "
-                         "ints="));
+                         "'; expected @ \"site\", scope=, name=, policy=, schedule=, consts=, "
+                         "scalar= or ints="));
       }
       if (!Takes(op->kind, k)) {
         Fail(key, StrCat("bad attribute: ", OpKindName(op->kind), " takes no ",
@@ -688,6 +691,14 @@ class Parser {
                           Describe(at)));
         }
         op->scalar = v;
+      } else if (k == "consts") {
+        const Token at = Peek();
+        const int64_t n = Int("the number of consts after consts=");
+        if (n < 0 || n > 1024) {
+          Fail(at, StrCat("bad attribute: consts=", n, "; expected the number of the scan's "
+                          "trailing loop-invariant inputs (0 to 1024)"));
+        }
+        op->num_consts = static_cast<int>(n);
       } else if (k == "ints") {
         Expect("[", "after ints= (a list such as [2,4])");
         while (true) {
@@ -839,12 +850,22 @@ class Parser {
     std::vector<Shape> expected;
     for (int v : op.inputs) expected.push_back(p.shapes[v]);
     if (op.kind == OpKind::kScan) {
-      if (op.inputs.size() < 2) {
-        Fail(op_token, StrCat("wrong arity: scan takes a carry and at least one xs, got ",
-                              op.inputs.size(), " inputs; expected scan(%CARRY, %XS, ...)"));
+      if (op.inputs.size() < static_cast<size_t>(2 + op.num_consts)) {
+        Fail(op_token, StrCat("wrong arity: scan takes a carry, at least one xs and its ",
+                              op.num_consts, " consts, got ", op.inputs.size(),
+                              " inputs; expected scan(%CARRY, %XS, ..., %CONST, ...)"));
+      }
+      const size_t num_xs = op.inputs.size() - 1 - op.num_consts;
+      for (size_t i = 1 + num_xs; i < expected.size(); ++i) {
+        if (p.dtype(op.inputs[i]) == DType::kF32) {
+          Fail(op_token, StrCat("dtype mismatch: const ", i - num_xs, " of scan (input ", i,
+                                ") is ", TypeText(expected[i]),
+                                "; a scan's consts are integer values, which no step "
+                                "differentiates (stack a float loop invariant as an xs)"));
+        }
       }
       const Shape first = expected[1];
-      for (size_t i = 1; i < expected.size(); ++i) {
+      for (size_t i = 1; i <= num_xs; ++i) {
         if (expected[i].rank() == 0 || first.rank() == 0 ||
             expected[i].dim(0) != first.dim(0)) {
           Fail(op_token, StrCat("shape mismatch: every xs of scan needs the same leading "
@@ -860,8 +881,9 @@ class Parser {
     if (body.num_params() != static_cast<int>(expected.size())) {
       Fail(params_at, StrCat("wrong arity: the body of ", where, " has ", body.num_params(),
                              " parameters for ", expected.size(),
-                             op.kind == OpKind::kScan ? " (the carry and one slice of each xs)"
-                                                      : " inputs",
+                             op.kind == OpKind::kScan
+                                 ? " (the carry, one slice of each xs and each const)"
+                                 : " inputs",
                              "; expected one parameter per input"));
     }
     for (size_t i = 0; i < expected.size(); ++i) {
@@ -871,10 +893,13 @@ class Parser {
                                " but its input is ", DTypeName(p.dtype(op.inputs[i]))));
       }
       if (body.shapes[i] != expected[i]) {
+        const DType dtype = p.dtype(op.inputs[i]);  // the body's is the same (checked above)
         Fail(params_at, StrCat("shape mismatch: parameter ", i, " of the body of ", where, " is ",
-                               TypeText(body.shapes[i]), " but its input ",
-                               op.kind == OpKind::kScan && i > 0 ? "slice " : "", "is ",
-                               TypeText(expected[i])));
+                               TypeText(body.shapes[i], dtype), " but its input ",
+                               IsScanConst(op, i)                 ? "const "
+                               : op.kind == OpKind::kScan && i > 0 ? "slice "
+                                                                   : "",
+                               "is ", TypeText(expected[i], dtype)));
       }
     }
     const Shape out = body.shapes[body.output];

@@ -255,6 +255,39 @@ const ErrorCase kErrorCases[] = {
      "program p(c: f32[2], xs: f32[3,2,4]) {\n  %y = scan(%c, %xs) {\n"
      "    body(a: f32[2], x: f32[2,4])\n    return %x\n  }\n  %s = sum(%y)\n  return %s\n}\n",
      2, 8, "the body of scan at 2:8 returns f32[2,4] but the carry is f32[2]"},
+    // A scan const (consts=1: the last input, seen whole by every step) of
+    // another shape in the body than its input's.
+    {"ShapeMismatchNamesBothShapes7",
+     "program p(c: f32[2], xs: f32[3,2], m: i32[4]) {\n  %y = scan(%c, %xs, %m) consts=1 {\n"
+     "    body(a: f32[2], x: f32[2], k: i32[3])\n    return %a\n  }\n  %s = sum(%y)\n"
+     "  return %s\n}\n",
+     3, 9,
+     "shape mismatch: parameter 2 of the body of scan at 2:8 is i32[3] but its input const is "
+     "i32[4]"},
+    // A float const: it would need a gradient summed over the steps.
+    {"ScanConstIsFloat",
+     "program p(c: f32[2], xs: f32[3,2], m: f32[2]) {\n  %y = scan(%c, %xs, %m) consts=1 {\n"
+     "    body(a: f32[2], x: f32[2], k: f32[2])\n    return %a\n  }\n  %s = sum(%y)\n"
+     "  return %s\n}\n",
+     2, 8,
+     "dtype mismatch: const 1 of scan (input 2) is f32[2]; a scan's consts are integer "
+     "values, which no step differentiates (stack a float loop invariant as an xs)"},
+    // More consts than inputs after the carry and one xs.
+    {"ScanConstsLeaveNoXs",
+     "program p(c: f32[2], m: i32[3,2]) {\n  %y = scan(%c, %m) consts=1 {\n"
+     "    body(a: f32[2], k: i32[3,2])\n    return %a\n  }\n  %s = sum(%y)\n"
+     "  return %s\n}\n",
+     2, 8,
+     "wrong arity: scan takes a carry, at least one xs and its 1 consts, got 2 inputs"},
+    {"ScanConstsNegative",
+     "program p(c: f32[2], xs: f32[3,2]) {\n  %y = scan(%c, %xs) consts=-1 {\n"
+     "    body(a: f32[2], x: f32[2])\n    return %a\n  }\n  %s = sum(%y)\n"
+     "  return %s\n}\n",
+     2, 29, "bad attribute: consts=-1"},
+    {"ConstsOnACheckpoint",
+     "program p(x: f32[2]) {\n  %y = checkpoint(%x) consts=1 {\n    body(a: f32[2])\n"
+     "    return %a\n  }\n  %s = sum(%y)\n  return %s\n}\n",
+     2, 23, "bad attribute: checkpoint takes no consts="},
     // The program's result is not a scalar.
     {"ShapeMismatchNamesBothShapes6", "program p(a: f32[2]) {\n  return %a\n}\n", 2, 3,
      "program p returns f32[2]; expected a scalar f32[]"},

@@ -182,8 +182,8 @@ Var TraceCheckpoint(const std::vector<Var>& args, const BodyFn& body, const Poli
   return b->Emit(std::move(op), args, out_shape);
 }
 
-Var TraceScan(Var carry, const std::vector<Var>& xs, const BodyFn& body,
-              const std::string& label, Loc loc) {
+Var TraceScan(Var carry, const std::vector<Var>& xs, const std::vector<Var>& consts,
+              const BodyFn& body, const std::string& label, Loc loc) {
   Builder* b = Require("scan");
   Op op = b->NewOp(OpKind::kScan, loc);
   op.name = label;
@@ -205,6 +205,17 @@ Var TraceScan(Var carry, const std::vector<Var>& xs, const BodyFn& body,
   if (length == 0) {
     throw Error(StrCat(Program::Describe(op), ": scan over zero steps (xs ", Shapes(xs), ")"));
   }
+  for (const Var& c : consts) {
+    b->IdOf(c, op);
+    if (c.dtype() == DType::kF32) {
+      throw Error(StrCat(Program::Describe(op), ": const ", c.shape().ToString(),
+                         " is f32; a scan's consts are integer values, which no step "
+                         "differentiates (stack a float loop invariant as an xs)"));
+    }
+    shapes.push_back(c.shape());
+    dtypes.push_back(c.dtype());
+  }
+  op.num_consts = static_cast<int>(consts.size());
   op.body = TraceBody("scan", label, shapes, dtypes, body);
   const Shape out_shape = op.body->shapes[op.body->output];
   if (out_shape != carry.shape()) {
@@ -214,6 +225,7 @@ Var TraceScan(Var carry, const std::vector<Var>& xs, const BodyFn& body,
   }
   std::vector<Var> inputs = {carry};
   inputs.insert(inputs.end(), xs.begin(), xs.end());
+  inputs.insert(inputs.end(), consts.begin(), consts.end());
   return b->Emit(std::move(op), inputs, out_shape);
 }
 
@@ -309,9 +321,23 @@ Var checkpoint_n(const std::function<Var(const std::vector<Var>&)>& body,
 Var scan_n(const std::function<Var(Var, const std::vector<Var>&)>& body, Var carry,
            const std::vector<Var>& xs, const std::string& label, Loc loc) {
   return internal::TraceScan(
-      carry, xs,
+      carry, xs, {},
       [&body](const std::vector<Var>& p) {
         return body(p[0], std::vector<Var>(p.begin() + 1, p.end()));
+      },
+      label, loc);
+}
+
+Var scan_with_consts(
+    const std::function<Var(Var, const std::vector<Var>&, const std::vector<Var>&)>& body,
+    Var carry, const std::vector<Var>& xs, const std::vector<Var>& consts,
+    const std::string& label, Loc loc) {
+  const size_t k = xs.size();
+  return internal::TraceScan(
+      carry, xs, consts,
+      [&body, k](const std::vector<Var>& p) {
+        return body(p[0], std::vector<Var>(p.begin() + 1, p.begin() + 1 + k),
+                    std::vector<Var>(p.begin() + 1 + k, p.end()));
       },
       label, loc);
 }

@@ -112,8 +112,8 @@ namespace internal {
 using BodyFn = std::function<Var(const std::vector<Var>&)>;
 Var TraceCheckpoint(const std::vector<Var>& args, const BodyFn& body, const Policy& policy,
                     const std::string& label, Loc loc);
-Var TraceScan(Var carry, const std::vector<Var>& xs, const BodyFn& body,
-              const std::string& label, Loc loc);
+Var TraceScan(Var carry, const std::vector<Var>& xs, const std::vector<Var>& consts,
+              const BodyFn& body, const std::string& label, Loc loc);
 
 template <size_t N, typename F>
 Var Apply(const F& f, const std::vector<Var>& args) {
@@ -147,7 +147,7 @@ auto checkpoint(F f, Policy policy = Policy(), std::string label = "",
 template <typename F>
 Var scan(F body, Var carry, Var xs, std::string label = "", Loc loc = Loc::current()) {
   return internal::TraceScan(
-      carry, {xs},
+      carry, {xs}, {},
       [&body](const std::vector<Var>& p) { return internal::Apply<2>(body, p); }, label, loc);
 }
 
@@ -160,6 +160,15 @@ Var checkpoint_n(const std::function<Var(const std::vector<Var>&)>& body,
 Var scan_n(const std::function<Var(Var, const std::vector<Var>&)>& body, Var carry,
            const std::vector<Var>& xs, const std::string& label = "",
            Loc loc = Loc::current());
+
+// lax.scan whose body also closes over loop-invariant integer values (a
+// causal mask): body(carry, {x1_i, ...}, {c1, ...}), every step seeing each
+// const whole. A const is never differentiated (program.h); an f32 one is an
+// error that says to stack it as an xs.
+Var scan_with_consts(
+    const std::function<Var(Var, const std::vector<Var>&, const std::vector<Var>&)>& body,
+    Var carry, const std::vector<Var>& xs, const std::vector<Var>& consts,
+    const std::string& label = "", Loc loc = Loc::current());
 
 // A parameter of a program: its name and shape.
 struct ParamDecl {

@@ -490,7 +490,7 @@ Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vecto
     std::vector<Tensor> step_in = {carry};
     std::vector<bool> step_needs = {carry_needs[i]};
     for (size_t j = 1; j < in.size(); ++j) {
-      step_in.push_back(in[j].Slice(i));
+      step_in.push_back(IsScanConst(op, j) ? in[j] : in[j].Slice(i));
       step_needs.push_back(needs[j]);
     }
     // checkpoint_every:K: the steps between checkpointed ones store all.
@@ -689,7 +689,9 @@ Tensor ReverseMode::ScanStep(const Op& op, int64_t i, const Tensor& carry,
                              const std::vector<bool>& carry_needs, Tape* tape,
                              const std::string& where) {
   std::vector<Tensor> step_in = {carry};
-  for (size_t j = 1; j < in.size(); ++j) step_in.push_back(in[j].Slice(i));
+  for (size_t j = 1; j < in.size(); ++j) {
+    step_in.push_back(IsScanConst(op, j) ? in[j] : in[j].Slice(i));
+  }
   return Forward(*op.body, std::move(step_in), StepNeeds(needs, carry_needs, i), tape,
                  StrCat(where, "scan step ", i, ": "), nullptr, nullptr);
 }
@@ -699,7 +701,7 @@ Tensor ReverseMode::ForwardScheduledScan(const Op& op, std::shared_ptr<const Sch
                                          const std::vector<bool>& needs, OpTape* op_tape,
                                          const std::string& where) {
   op_tape->schedule = std::move(schedule);
-  op_tape->inputs = in;  // the carry at position 0 and the stacked xs
+  op_tape->inputs = in;  // the carry at position 0, the stacked xs and the consts
   const std::vector<bool> carry_needs = rules_->CarryNeeds(op, needs, in[1].shape().dim(0));
   Steps steps;
   steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {

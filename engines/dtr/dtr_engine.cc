@@ -337,7 +337,7 @@ void Run::ForwardScan(Frame& f, int op_index) {
     std::vector<char> needs = {carry_need};
     for (size_t j = 1; j < op.inputs.size(); ++j) {
       Handle x = f.values[op.inputs[j]];
-      x.slices.push_back(step);
+      if (!IsScanConst(op, j)) x.slices.push_back(step);  // a const is seen whole
       params.push_back(std::move(x));
       needs.push_back(f.needs[op.inputs[j]]);
     }

@@ -131,7 +131,9 @@ class ExampleEngine : public Engine {
         Tensor carry = x[0];
         for (int64_t i = 0; i < length; ++i) {
           std::vector<Tensor> step = {carry};
-          for (size_t j = 1; j < x.size(); ++j) step.push_back(x[j].Slice(i));
+          for (size_t j = 1; j < x.size(); ++j) {
+            step.push_back(IsScanConst(op, j) ? x[j] : x[j].Slice(i));  // consts whole (3.5)
+          }
           std::vector<bool> step_needs = x_needs;
           step_needs[0] = x_needs[0] || (i > 0 && any_xs);  // CONTRACT.md 3.5
           carry = Forward(*op.body, step, step_needs, &t->bodies[k][i],

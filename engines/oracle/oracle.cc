@@ -741,6 +741,7 @@ int PlainReverseMode::Scan(const Op& op, const std::vector<int>& inputs) {
   const Shape& first = slots_[inputs[1]].shape();
   const int64_t length = first.rank() > 0 ? first.dim(0) : 0;
   for (size_t k = 1; k < inputs.size(); ++k) {
+    if (IsScanConst(op, k)) continue;
     const Shape& xs = slots_[inputs[k]].shape();
     if (xs.rank() == 0 || xs.dim(0) != length || length == 0) {
       throw Error(StrCat("oracle: ", Program::Describe(op),
@@ -753,6 +754,10 @@ int PlainReverseMode::Scan(const Op& op, const std::vector<int>& inputs) {
   for (int64_t i = 0; i < length; ++i) {
     std::vector<int> params = {carry};
     for (size_t k = 1; k < inputs.size(); ++k) {
+      if (IsScanConst(op, k)) {  // every step sees it whole (program.h)
+        params.push_back(inputs[k]);
+        continue;
+      }
       Entry e;
       e.op = &op;
       e.slice = true;
