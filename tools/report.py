@@ -1,16 +1,20 @@
 #!/usr/bin/python3
 """Turns remat-bench results JSON into results/REPORT.md with tables and plots.
 
-    tools/report.py [results/latest.json ...] [--out results]
+    /usr/bin/python3 tools/report.py [results/latest.json ...] [--compile-budget TSV] [--out results]
 
 Each input is a file //harness:bench wrote (rows of problem x engine x
-policy/schedule x size, with the command and the machine). Rows of several
-files are merged; the report names every file, the command behind it and the
-platform it ran on (CPU, oneDNN's ISA and the matmul implementations its rows
-executed), and warns when the merged runs differ in CPU or ISA (their times
-are then not comparable). Rows the bench flagged as noise (physically
+policy/schedule x size, with the command and the machine). The report is
+wholly generated: its first lines give the command that wrote it (so that
+tools/report_test.py can write it again and find it unchanged), then every
+file, the command behind it and the platform it ran on (CPU, oneDNN's ISA
+and cap, and the matmul implementations its rows executed). Each run other
+than a --peer run gets its own tables, headed by its kind and ISA family (a
+default run on AVX-512 and one under ONEDNN_MAX_CPU_ISA=AVX2 side by side),
+since times of two runs are not comparable; the report warns when uncapped
+runs differ in CPU or ISA. Rows the bench flagged as noise (physically
 implausible timings) show "noise" instead of a ratio and stay out of the
-time plots.
+time plots; the plots use the runs on the first run's ISA family.
 
 Plots (PNG, matplotlib from Debian's python3-matplotlib; without it the
 report has its tables and says the plots were skipped):
@@ -536,12 +540,15 @@ def platform_of(run):
 
 
 def platform_warnings(runs):
-    """One line per way the merged runs' platforms differ in CPU or oneDNN's
-    ISA (runs recorded before the ISA was, show it as unknown)."""
+    """One line per way the runs' platforms differ in CPU, or in oneDNN's
+    ISA among runs without a cap (a capped run is an ISA family of its own,
+    on purpose; runs recorded before the ISA was show it as unknown)."""
     out = []
     for key, what in (("cpu", "CPU"), ("onednn_isa", "ISA")):
         seen = defaultdict(list)
         for run in runs:
+            if key == "onednn_isa" and (run.get("machine", {}).get("isa_cap") or "").strip():
+                continue
             seen[run.get("machine", {}).get(key) or "unknown"].append(run["_path"])
         if len(seen) > 1:
             parts = "; ".join(f"{value} in {', '.join(f'`{p}`' for p in paths)}"
@@ -663,6 +670,45 @@ def compile_budget_section(path, out_dir):
     return md + ["![torch.compile vs remat](compile_budget.png)", ""]
 
 
+def run_kind(run):
+    """'peer' for a run with the field's engines (its rows go to the peer
+    table), the sweep's name for a --sweep run, else 'default'."""
+    command = run.get("command", "")
+    if any(r.get("peer") for r in run.get("rows", [])) or run.get("peer"):
+        return "peer"
+    for word in command.split():
+        if word.startswith("--sweep="):
+            return word[len("--sweep="):]
+    return "default"
+
+
+def isa_family(run):
+    """'AVX-512', 'AVX2 cap' ...: what a reader compares runs by."""
+    machine = run.get("machine", {})
+    cap = (machine.get("isa_cap") or "").strip()
+    if cap:
+        return f"{cap.upper()} cap"
+    isa = (machine.get("onednn_isa") or "").lower()
+    for prefix, name in (("avx512", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse41", "SSE4.1")):
+        if isa.startswith(prefix):
+            return name
+    return isa or "unknown ISA"
+
+
+def run_title(run):
+    kind = run_kind(run)
+    what = "The default run" if kind == "default" else f"--sweep={kind}"
+    return f"{what}, {isa_family(run)} (`{run['_path']}`)"
+
+
+def command_line(args):
+    """The command that writes this report again (REPORT.md's first line)."""
+    words = ["/usr/bin/python3", "tools/report.py"] + list(args.inputs)
+    if args.compile_budget:
+        words += ["--compile-budget", args.compile_budget]
+    return " ".join(words)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("inputs", nargs="*", default=["results/latest.json"])
@@ -687,13 +733,19 @@ def main():
     if args.section_only:
         print("\n".join(peer_table(every_row)))
         return 0
-    # The field's engines' rows have their own table (peer_table).
+    # The field's engines' rows have their own table (peer_table), and so do
+    # the rows of a --peer run.
     rows = [row for row in every_row if not row.get("peer")]
+    tabled = [i for i, run in enumerate(runs) if run_kind(run) != "peer"]
+    # Plots and the frontier compare rows across runs: of one ISA family.
+    family = isa_family(runs[tabled[0]]) if tabled else None
+    same_family = [r for r in rows if r["_run"] in tabled and isa_family(runs[r["_run"]]) == family]
     os.makedirs(args.out, exist_ok=True)
-    made, note = plots(rows, args.out)
+    made, note = plots(same_family, args.out)
 
     md = ["# remat-bench report", "",
-          "Generated by `tools/report.py " + " ".join(args.inputs) + "` from these runs:", ""]
+          "Generated by `" + command_line(args) + "` from these runs (never edited by hand; "
+          "tools/report_test.py writes it again and compares):", ""]
     for run in runs:
         md.append(f"- `{run['_path']}`: `{run.get('command', '?')}` on {run.get('date', '?')}; "
                   f"platform: {platform_of(run)}; {controls_of(run)}")
@@ -716,13 +768,16 @@ def main():
     if made:
         md += ["Plots (below): " + "; ".join(f"`{file}`: {title}" for file, title in made) + ".",
                ""]
-    problems = sorted({r.get("problem", "?") for r in rows})
-    for problem in problems:
-        mine = [r for r in rows if r.get("problem") == problem]
-        md += [f"## {problem}", "", table(mine), ""]
-    md += frontier_table(rows)
+    for index in tabled:
+        run = runs[index]
+        md += [f"## {run_title(run)}", "", f"`{run.get('command', '?')}` on {run.get('date', '?')}: "
+               f"{controls_of(run)}.", ""]
+        mine = [r for r in rows if r["_run"] == index]
+        for problem in sorted({r.get("problem", "?") for r in mine}):
+            md += [f"### {problem}", "", table([r for r in mine if r.get("problem") == problem]), ""]
+    md += frontier_table(same_family)
     md += peer_table(every_row)
-    md += scale_table(rows)
+    md += scale_table(same_family)
     if args.compile_budget:
         md += compile_budget_section(args.compile_budget, args.out)
     if made:

@@ -206,9 +206,21 @@ class ReportTest(unittest.TestCase):
         self.assertIn("platform: AMD EPYC, 2 cores, oneDNN 2.6.3, ISA avx512_core (no cap), "
                       "matmul brg:avx512_core; rows' matmuls ran on brg:avx512_core", md)
         self.assertIn("ISA avx2 (cap AVX2), matmul brg:avx2", md)
-        self.assertIn("**Warning: the runs merged here differ in ISA** (avx2 in", md)
+        # A capped run is an ISA family of its own, on purpose: tables of its
+        # own, no warning.
+        self.assertNotIn("differ in ISA", md)
         self.assertNotIn("differ in CPU", md)
-        self.assertIn("| recompute/as-written | 520.00 | noise | 0.4% |", md)
+        self.assertIn("## --sweep=schedules, AVX-512 (`", md)
+        self.assertIn("## --sweep=schedules, AVX2 cap (`", md)
+        avx2_tables = md.split("## --sweep=schedules, AVX2 cap")[1]
+        self.assertIn("| recompute/as-written | 520.00 | noise | 0.4% |", avx2_tables)
+        # The first run's rows stay out of the second's tables.
+        self.assertNotIn("| recompute/as-written | 520.00 | 1.30 |", avx2_tables)
+        # Two uncapped runs on different ISAs: their times are not comparable.
+        uncapped = schedules_run()
+        uncapped["machine"] = dict(avx2["machine"], isa_cap="")
+        md = report_of((("a.json", avx512), ("c.json", uncapped)))
+        self.assertIn("**Warning: the runs merged here differ in ISA** (avx2 in", md)
         self.assertEqual(report.ratio_to_eager(noisy), None)
         # One platform: no warning.
         for r in avx2["rows"]:
