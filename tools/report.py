@@ -40,6 +40,9 @@ import os
 import sys
 from collections import defaultdict
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ratio_agreement import agreement  # noqa: E402
+
 MIB = 1024.0 * 1024.0
 
 
@@ -701,6 +704,33 @@ def run_title(run):
     return f"{what}, {isa_family(run)} (`{run['_path']}`)"
 
 
+def agreement_section(runs):
+    """For each ISA family with two default runs or more: how far each run
+    agrees with the one before it, row by row (tools/ratio_agreement.py's
+    --matrix comparison: the rows that ran oneDNN matmuls)."""
+    out = []
+    by_family = defaultdict(list)
+    for run in runs:
+        if run_kind(run) == "default":
+            by_family[isa_family(run)].append(run)
+    for family, same in by_family.items():
+        for a, b in zip(same, same[1:]):
+            compared, agree, noise, diffs = agreement(a["rows"], b["rows"], 0.03, matrix=True)
+            every, every_agree, _, _ = agreement(a["rows"], b["rows"], 0.03, matrix=True,
+                                                 include_noise=True)
+            out += [f"## Two default runs back to back, {family}", "",
+                    f"`{a['_path']}` and `{b['_path']}` (the second only here), row by row: "
+                    f"{agree} of {compared} rows with matmuls that neither run flagged have "
+                    f"x eager within 3% of each other ({noise} flagged in either run left out; "
+                    f"with them, {every_agree} of {every}). The rows that differ most:", "",
+                    "| row | x eager, first run | x eager, second run |",
+                    "| --- | ---: | ---: |"]
+            for _, name, va, vb in diffs[:8]:
+                out.append(f"| {name.replace('BM_ValueAndGrad/', '')} | {va:.3f} | {vb:.3f} |")
+            out.append("")
+    return out
+
+
 def command_line(args):
     """The command that writes this report again (REPORT.md's first line)."""
     words = ["/usr/bin/python3", "tools/report.py"] + list(args.inputs)
@@ -736,7 +766,15 @@ def main():
     # The field's engines' rows have their own table (peer_table), and so do
     # the rows of a --peer run.
     rows = [row for row in every_row if not row.get("peer")]
-    tabled = [i for i, run in enumerate(runs) if run_kind(run) != "peer"]
+    # A family's later default runs are evidence of agreement only.
+    tabled, families = [], set()
+    for i, run in enumerate(runs):
+        kind = run_kind(run)
+        if kind == "peer" or (kind == "default" and isa_family(run) in families):
+            continue
+        if kind == "default":
+            families.add(isa_family(run))
+        tabled.append(i)
     # Plots and the frontier compare rows across runs: of one ISA family.
     family = isa_family(runs[tabled[0]]) if tabled else None
     same_family = [r for r in rows if r["_run"] in tabled and isa_family(runs[r["_run"]]) == family]
@@ -775,6 +813,7 @@ def main():
         mine = [r for r in rows if r["_run"] == index]
         for problem in sorted({r.get("problem", "?") for r in mine}):
             md += [f"### {problem}", "", table([r for r in mine if r.get("problem") == problem]), ""]
+    md += agreement_section(runs)
     md += frontier_table(same_family)
     md += peer_table(every_row)
     md += scale_table(same_family)

@@ -16,8 +16,9 @@ import sys
 import tempfile
 import unittest
 
-ROOT = os.path.join(os.environ.get("TEST_SRCDIR", ""), os.environ.get("TEST_WORKSPACE", ""))
-if not os.path.isdir(os.path.join(ROOT, "results")):
+if os.environ.get("TEST_SRCDIR"):  # under Bazel: the runfiles' workspace
+    ROOT = os.path.join(os.environ["TEST_SRCDIR"], os.environ.get("TEST_WORKSPACE", "remat_bench"))
+else:  # run by hand: the checkout this file is in
     ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")
 MIB = float(1 << 20)
@@ -117,9 +118,11 @@ class CommittedResultsTest(unittest.TestCase):
         readme = read("README.md")
         for path in sorted(cited):
             self.assertTrue(os.path.exists(os.path.join(ROOT, path)), f"{path}: cited, missing")
-        # Every results/ path README or REPORT names exists.
+        # Every recorded file README or REPORT names exists (dated runs and
+        # plots; README's examples such as results/A.json are not files).
+        recorded = r"results/(?:[a-z_]+-\d{8}(?:T\d{6}Z)?\.(?:json|tsv|txt)|[a-z_]+\.png)"
         for text, where in ((readme, "README.md"), (report, "results/REPORT.md")):
-            for path in re.findall(r"results/[A-Za-z0-9_.\-]+\.(?:json|tsv|png|txt|md)", text):
+            for path in re.findall(recorded, text):
                 self.assertTrue(os.path.exists(os.path.join(ROOT, path)),
                                 f"{where} names {path}, which results/ does not hold")
         images = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report))

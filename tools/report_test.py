@@ -254,5 +254,25 @@ class ReportTest(unittest.TestCase):
         self.assertNotIn("| 430.00 |", md)
 
 
+    def test_two_default_runs_give_one_set_of_tables_and_their_agreement(self):
+        def default_run(ratios):
+            run = {"command": "tools/bazel run //harness:bench", "machine": {"onednn_isa": "avx512_core"},
+                   "rows": [row("L=8,d=512,N=256", "eager", "as-written", 10, 50, None, 1.0,
+                                vs_eager_paired=1.0, matmul_impls=["brg"])]}
+            for policy, ratio in ratios:
+                run["rows"].append(row("L=8,d=512,N=256", "recompute", policy, 10 * ratio, 40, None,
+                                       None, vs_eager_paired=ratio, matmul_impls=["brg"]))
+            return run
+        first = default_run((("as-written", 1.25), ("nothing_saveable", 1.5)))
+        second = default_run((("as-written", 1.26), ("nothing_saveable", 1.4)))
+        md = report_of((("first.json", first), ("second.json", second)))
+        self.assertEqual(md.count("## The default run, AVX-512"), 1)
+        self.assertIn("## Two default runs back to back, AVX-512", md)
+        self.assertIn("1 of 2 rows with matmuls that neither run flagged have x eager within 3%", md)
+        # The row that differs most first.
+        self.assertLess(md.index("| scan_stack/L=8,d=512,N=256/recompute/nothing_saveable | 1.500 | 1.400 |"),
+                        md.index("| scan_stack/L=8,d=512,N=256/recompute/as-written | 1.250 | 1.260 |"))
+
+
 if __name__ == "__main__":
     unittest.main()
