@@ -143,10 +143,6 @@ class Gpt : public Problem {
             {"V", 512, 16, 2, 1 << 20, "vocab_size"}};
   }
   Program Build(const ParamValues& p) const override {
-    return scan_form_ ? BuildScan(p) : BuildUnrolled(p);
-  }
-
-  Program BuildUnrolled(const ParamValues& p) const {
     const int64_t layers = p.at("L"), d = p.at("D"), heads = p.at("H"), t = p.at("T");
     const int64_t batch = p.at("B"), vocab = p.at("V"), n = batch * t;
     std::vector<ParamDecl> params = {
@@ -155,74 +151,55 @@ class Gpt : public Problem {
         {"pos", Shape({n}), DType::kI32},
         {"causal", Shape({batch * heads, t, t}), DType::kI32},
         {"seed", Shape(), DType::kI32},
-        {"wte", Shape({vocab, d})},
-        {"wpe", Shape({t, d})},
-        {"ln_f.weight", Shape({d})},
-        {"ln_f.bias", Shape({d})},
     };
-    constexpr int kFirstBlockInput = 9;
-    for (int64_t l = 0; l < layers; ++l) {
+    if (scan_form_) params.push_back({"seeds", Shape({layers}), DType::kI32});
+    const int wte_at = static_cast<int>(params.size());
+    params.push_back({"wte", Shape({vocab, d})});
+    params.push_back({"wpe", Shape({t, d})});
+    params.push_back({"ln_f.weight", Shape({d})});
+    params.push_back({"ln_f.bias", Shape({d})});
+    const int first_block_input = static_cast<int>(params.size());
+    if (scan_form_) {
       for (int w = 0; w < kBlockWeights; ++w) {
-        params.push_back({BlockInput(l, w), BlockWeightShape(w, d)});
+        params.push_back({std::string("h.") + kBlockWeightNames[w],
+                          BlockWeightShape(w, d).PrependLeading(layers)});
       }
-    }
-    return Trace("gpt", params, [&](const std::vector<Var>& in) {
-      const Var idx = in[0], targets = in[1], pos = in[2], causal = in[3], seed = in[4];
-      const Var wte = in[5], wpe = in[6];
-      Var x = Dropout(add(apply("embedding", {wte, idx}), apply("embedding", {wpe, pos})), seed, 0);
+    } else {
       for (int64_t l = 0; l < layers; ++l) {
-        std::vector<Var> args = {x, causal, seed};
         for (int w = 0; w < kBlockWeights; ++w) {
-          args.push_back(in[kFirstBlockInput + l * kBlockWeights + w]);
+          params.push_back({BlockInput(l, w), BlockWeightShape(w, d)});
         }
-        x = checkpoint_n(
-            [batch, heads, l](const std::vector<Var>& a) { return Block(a, batch, heads, l); },
-            args, Policy(), "block");
       }
-      const Var logits = matmul(layer_norm(x, in[7], in[8]), transpose(wte));
-      return apply("cross_entropy", {logits, targets});
-    });
-  }
-
-  Program BuildScan(const ParamValues& p) const {
-    const int64_t layers = p.at("L"), d = p.at("D"), heads = p.at("H"), t = p.at("T");
-    const int64_t batch = p.at("B"), vocab = p.at("V"), n = batch * t;
-    std::vector<ParamDecl> params = {
-        {"idx", Shape({n}), DType::kI32},
-        {"targets", Shape({n}), DType::kI32},
-        {"pos", Shape({n}), DType::kI32},
-        {"causal", Shape({batch * heads, t, t}), DType::kI32},
-        {"seed", Shape(), DType::kI32},
-        {"seeds", Shape({layers}), DType::kI32},
-        {"wte", Shape({vocab, d})},
-        {"wpe", Shape({t, d})},
-        {"ln_f.weight", Shape({d})},
-        {"ln_f.bias", Shape({d})},
-    };
-    constexpr int kFirstBlockInput = 10;
-    for (int w = 0; w < kBlockWeights; ++w) {
-      params.push_back({std::string("h.") + kBlockWeightNames[w],
-                        BlockWeightShape(w, d).PrependLeading(layers)});
     }
-    return Trace("gpt_scan", params, [&](const std::vector<Var>& in) {
+    return Trace(name(), params, [&](const std::vector<Var>& in) {
       const Var idx = in[0], targets = in[1], pos = in[2], causal = in[3], seed = in[4];
-      const Var seeds = in[5], wte = in[6], wpe = in[7];
-      const Var x =
-          Dropout(add(apply("embedding", {wte, idx}), apply("embedding", {wpe, pos})), seed, 0);
-      std::vector<Var> xs = {seeds};
-      xs.insert(xs.end(), in.begin() + kFirstBlockInput,
-                in.begin() + kFirstBlockInput + kBlockWeights);
-      const Var y = scan_with_consts(
-          [batch, heads](Var carry, const std::vector<Var>& step, const std::vector<Var>& consts) {
-            // Block(args): {x, causal, seed, weights...}; step = {seed_i, weights_i...}.
-            std::vector<Var> args = {carry, consts[0]};
-            args.insert(args.end(), step.begin(), step.end());
-            return checkpoint_n(
-                [batch, heads](const std::vector<Var>& a) { return Block(a, batch, heads, 0); },
-                args, Policy(), "block");
-          },
-          x, xs, {causal}, "blocks");
-      const Var logits = matmul(layer_norm(y, in[8], in[9]), transpose(wte));
+      const Var wte = in[wte_at], wpe = in[wte_at + 1];
+      Var x = Dropout(add(apply("embedding", {wte, idx}), apply("embedding", {wpe, pos})), seed, 0);
+      const auto block_inputs = in.begin() + first_block_input;
+      if (scan_form_) {
+        std::vector<Var> xs = {in[5]};  // seeds, then the stacked weights
+        xs.insert(xs.end(), block_inputs, block_inputs + kBlockWeights);
+        x = scan_with_consts(
+            [batch, heads](Var carry, const std::vector<Var>& step, const std::vector<Var>& consts) {
+              // Block's args: {x, causal, seed, weights...}; step = {seed_i, weights_i...}.
+              std::vector<Var> args = {carry, consts[0]};
+              args.insert(args.end(), step.begin(), step.end());
+              return checkpoint_n(
+                  [batch, heads](const std::vector<Var>& a) { return Block(a, batch, heads, 0); },
+                  args, Policy(), "block");
+            },
+            x, xs, {causal}, "blocks");
+      } else {
+        for (int64_t l = 0; l < layers; ++l) {
+          std::vector<Var> args = {x, causal, seed};
+          args.insert(args.end(), block_inputs + l * kBlockWeights,
+                      block_inputs + (l + 1) * kBlockWeights);
+          x = checkpoint_n(
+              [batch, heads, l](const std::vector<Var>& a) { return Block(a, batch, heads, l); },
+              args, Policy(), "block");
+        }
+      }
+      const Var logits = matmul(layer_norm(x, in[wte_at + 2], in[wte_at + 3]), transpose(wte));
       return apply("cross_entropy", {logits, targets});
     });
   }
