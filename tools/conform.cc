@@ -23,6 +23,7 @@
 #include "harness/case_directory.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
+#include "tools/residual_diff.h"
 #include "engines/api/npy.h"
 
 namespace remat {
@@ -103,6 +104,7 @@ struct Stats {
   int64_t peak_bytes = -1;      // -1: not reported
   int64_t residual_bytes = -1;  // -1: not reported
   double residual_slack = -1;   // a fraction; -1: not declared
+  std::vector<std::string> residuals;  // the listing, one residual a line (tools/residual_diff.h)
 };
 
 // Reads stats.json; returns what is malformed or inconsistent, or "".
@@ -141,6 +143,27 @@ std::string ReadStats(const std::string& path, Stats* stats) {
       return "stats.json: residual_slack without residual_bytes: a slack of nothing";
     }
     stats->residual_slack = v.get<double>();
+  }
+  if (j.contains("residuals") && !j["residuals"].is_null()) {
+    const nlohmann::json& v = j["residuals"];
+    if (!v.is_array()) return StrCat("stats.json: residuals is ", v.dump(), ", expected an array of strings");
+    // A line as print_saved_residuals prints it, or an object with its
+    // type and source as `remat run --json` writes its own listing.
+    for (size_t i = 0; i < v.size(); ++i) {
+      const nlohmann::json& r = v[i];
+      if (r.is_string()) {
+        stats->residuals.push_back(r.get<std::string>());
+      } else if (r.is_object() && r.contains("type") && r["type"].is_string() &&
+                 r.contains("source") && r["source"].is_string()) {
+        stats->residuals.push_back(r["type"].get<std::string>() + " " +
+                                   r["source"].get<std::string>());
+      } else {
+        return StrCat("stats.json: residuals[", i, "] is ", r.dump(),
+                      ", expected a string such as \"f32[8,16] output of relu from problems/x.cc:31\" "
+                      "or an object with a \"type\" and a \"source\"");
+      }
+    }
+    if (stats->residual_bytes < 0) return "stats.json: residuals without residual_bytes: a listing of no total";
   }
   return "";
 }
@@ -250,6 +273,10 @@ ConformCase RunCase(const ConformOptions& o, const Problem& problem, const std::
     result.residual_bytes = stats.residual_bytes;
     result.predicted_residual_bytes = mine.stats.residual_bytes;
     const std::string off = RelativeDifference(stats.residual_bytes, mine.stats.residual_bytes);
+    if (stats.residual_bytes != mine.stats.residual_bytes && !stats.residuals.empty()) {
+      result.residual_diff =
+          FormatResidualDiffs(DiffResiduals(c.program, mine.stats.residuals, stats.residuals), "      ");
+    }
     if (stats.residual_slack >= 0 &&
         std::abs(static_cast<double>(stats.residual_bytes - mine.stats.residual_bytes)) >
             stats.residual_slack * static_cast<double>(mine.stats.residual_bytes)) {
@@ -371,6 +398,7 @@ ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
     // The index in run.cases of this problem's nothing_saveable and
     // everything_saveable cases, once run: the pair JudgePolicyOrder reads.
     int nothing = -1, everything = -1;
+    std::string last_diff, last_diff_policy;  // the problem's last printed residual listing
     for (const std::string& policy : policies) {
       const std::string dir_name = problem->name() + "." + (policy.empty() ? "as_written" : policy);
       std::string safe;
@@ -415,6 +443,17 @@ ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
                           : r.outcome == ConformOutcome::kFail ? "FAIL "
                                                                : "UNSUP";
       out << label << " " << r.name << ": " << r.detail << "\n";
+      if (!r.residual_diff.empty()) {
+        // Policies often leave a problem's residuals alone: a listing the
+        // previous case of the problem printed is named, not repeated.
+        if (r.residual_diff == last_diff && !last_diff_policy.empty()) {
+          out << "      residuals differ from remat's as under " << last_diff_policy << "\n";
+        } else {
+          out << "      where the residuals differ from remat's, by site:\n" << r.residual_diff;
+        }
+        last_diff = r.residual_diff;
+        last_diff_policy = PolicyLabel(policy);
+      }
       if (r.outcome == ConformOutcome::kFail) {
         // benchdnn's repro line: the one command that reruns this case,
         // keeping its directory to look into.

@@ -13,7 +13,8 @@
 //                      DIR/grad_<input>.npy   one per name in "wrt", f32
 //                      DIR/state_<name>.npy   one per state op (CONTRACT.md)
 //                      DIR/stats.json         optional: {"peak_bytes",
-//                                             "residual_bytes", "residual_slack"}
+//                                             "residual_bytes", "residual_slack",
+//                                             "residuals": [one line each]}
 //                                             (CONTRACT.md, "Engines in another
 //                                             process")
 //   and exits 0; or prints "unsupported: WHY" and exits kUnsupportedExit
@@ -25,7 +26,9 @@
 // and hold what they claim:
 //   - with "residual_slack": S in stats.json, the residual bytes are within
 //     S (a fraction) of remat's prediction; without it the difference is
-//     reported, not judged.
+//     reported, not judged. With "residuals" (print_saved_residuals' lines)
+//     a difference is shown site by site, both listings and the reason
+//     (tools/residual_diff.h).
 // and, over the run, the residuals follow the policy: on the problems where
 // remat's prediction (the recompute engine's residual bytes) under
 // nothing_saveable is below its prediction under everything_saveable, the
@@ -81,6 +84,10 @@ struct ConformCase {
   // same program; -1 where there is none.
   int64_t residual_bytes = -1;
   int64_t predicted_residual_bytes = -1;
+  // Where the two differ and the engine's stats.json lists its residuals:
+  // both listings, place by place, with the reason (tools/residual_diff.h),
+  // as indented lines printed under the case's; "" otherwise.
+  std::string residual_diff;
 };
 
 struct ConformRun {

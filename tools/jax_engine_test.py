@@ -29,6 +29,8 @@ import sys
 import tempfile
 import unittest
 
+import scheduled_case  # tools/scheduled_case.py, beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REMAT = os.path.join(HERE, "remat")
 ENGINE = os.path.join(HERE, "jax_engine.py")
@@ -108,69 +110,13 @@ def conform(problem_names, policies):
     for line in lines[:-1]:
         if line.startswith("residuals follow the policy"):
             continue  # the run's memory judgement (checked by the caller)
+        if line.startswith("      "):
+            continue  # under a case: its rerun line, or where its residuals differ (checked by the caller)
         m = CASE_LINE.match(line)
         if not m:
             raise AssertionError("remat conform printed %r, not a case line" % line)
         cases.append((m.group(1).strip(), m.group(2), m.group(3) or "as_written", m.group(4)))
     return r, cases
-
-
-# Compares DIR/loss.npy and DIR/grad_*.npy with DIR/ref/'s: prints one line
-# per disagreeing tensor and exits 1 if there is one, 2 if a file is missing.
-COMPARE = r"""
-import glob, os, sys
-import numpy as np
-d = sys.argv[1]
-bad = []
-refs = sorted(glob.glob(os.path.join(d, "ref", "*.npy")))
-if not refs:
-    print("no reference files in %s/ref" % d)
-    sys.exit(2)
-for ref_path in refs:
-    name = os.path.basename(ref_path)
-    got_path = os.path.join(d, name)
-    if not os.path.exists(got_path):
-        print("%s: the engine wrote no %s" % (d, name))
-        sys.exit(2)
-    ref = np.load(ref_path).astype(np.float64)
-    got = np.load(got_path).astype(np.float64)
-    if got.shape != ref.shape:
-        bad.append("%s: shape %s, the oracle's %s" % (name, got.shape, ref.shape))
-        continue
-    err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
-    limit = 1e-4 * max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
-    if not err <= limit:
-        bad.append("%s: max |engine - oracle| %.3g > %.3g" % (name, err, limit))
-print("\n".join(bad))
-sys.exit(1 if bad else 0)
-"""
-
-
-def scheduled_case(d, problem, params, schedule, strip_schedule=False):
-    """Writes DIR/program.txt (`remat program` under `schedule`; with
-    strip_schedule, the schedule attribute removed), the inputs, case.json,
-    and DIR/ref/ with the oracle's loss and gradients."""
-    sizes = [a for kv in params for a in ("--param", kv)]
-    subprocess.run([REMAT, "run", "--problem", problem, "--engine", "oracle", "--schedule", schedule,
-                    "--dump", d] + sizes, capture_output=True, text=True, check=True)
-    os.makedirs(os.path.join(d, "ref"))
-    wrt = []
-    for name in sorted(os.listdir(d)):
-        if name == "loss.npy" or name.startswith("grad_"):
-            shutil.move(os.path.join(d, name), os.path.join(d, "ref", name))
-            if name.startswith("grad_"):
-                wrt.append(name[len("grad_"):-len(".npy")])
-    text = subprocess.run([REMAT, "program", "--problem", problem, "--schedule", schedule] + sizes,
-                          capture_output=True, text=True, check=True).stdout
-    attr = ' schedule="%s"' % schedule
-    if attr not in text:
-        raise AssertionError("remat program --schedule %s printed no %s:\n%s" % (schedule, attr, text))
-    if strip_schedule:
-        text = text.replace(attr, "")
-    with open(os.path.join(d, "program.txt"), "w") as f:
-        f.write(text)
-    with open(os.path.join(d, "case.json"), "w") as f:
-        json.dump({"problem": problem, "wrt": wrt}, f)
 
 
 @unittest.skipIf(PY is None, "JAX is not installed: %s: skipped" % WHY_NOT)
@@ -194,6 +140,18 @@ class JaxEngineConformTest(unittest.TestCase):
                 self.assertIsNone(expected, "%s %s: passed, expected unsupported (%s)" % (p, q, expected))
                 # The engine measured its bytes, and remat conform checked them.
                 self.assertRegex(d, r"; residuals \d+ B \(remat recompute: \d+ B(, [+-]([\d.]+|inf)%)?\)$", "%s %s" % (p, q))
+        # Where JAX's residuals differ from remat's, both listings are shown
+        # site by site, JAX's named by the program's sites (jax_engine.py's
+        # frames excluded), not by the interpreter's lines.
+        differ = [d for o, _, _, d in cases if o == "PASS" and not d.endswith("B)")]
+        if differ:
+            self.assertIn("      where the residuals differ from remat's, by site:\n", r.stdout)
+            engine_lines = [l for l in r.stdout.splitlines() if l.startswith("        engine: ")]
+            self.assertTrue(engine_lines, "no engine line under a differing case:\n" + r.stdout)
+            self.assertEqual([l for l in engine_lines if "jax_engine.py" in l], [],
+                             "JAX's residuals named by the interpreter's lines, not the program's sites")
+            self.assertTrue(any(re.search(r" from problems/\w+\.cc:\d+ \(%\d+ \w+\)$", l) for l in engine_lines),
+                            "no JAX residual named by its op's site:\n" + "\n".join(engine_lines))
         # JAX's residuals follow the policy on every problem where remat's do.
         if "nothing_saveable" in policies and "everything_saveable" in policies:
             self.assertRegex(r.stdout, r"residuals follow the policy \(.*\) on (\d+) of \1 problems\n",
@@ -214,7 +172,7 @@ class JaxEngineConformTest(unittest.TestCase):
         """Runs the engine on the scheduled program; returns (case, the run)."""
         d = tempfile.mkdtemp(prefix="jax_engine_test.")
         self.addCleanup(shutil.rmtree, d)
-        scheduled_case(d, problem, params, schedule, strip_schedule)
+        scheduled_case.write(d, REMAT, problem, params, schedule, strip_schedule)
         r = subprocess.run([PY, ENGINE, d], capture_output=True, text=True,
                            env=dict(os.environ, OMP_NUM_THREADS="1"))
         case = "%s %s schedule=%s%s" % (problem, " ".join(params), schedule,
@@ -231,9 +189,8 @@ class JaxEngineConformTest(unittest.TestCase):
                 d, case, r = self.run_scheduled(problem, params, schedule, strip)
                 self.assertEqual(r.returncode, 0, "%s: the engine exited %d:\n%s%s"
                                  % (case, r.returncode, r.stdout, r.stderr))
-                c = subprocess.run([PY, "-c", COMPARE, d], capture_output=True, text=True)
-                self.assertEqual(c.returncode, 0, "%s: disagrees with remat's oracle:\n%s%s"
-                                 % (case, c.stdout, c.stderr))
+                status, why = scheduled_case.compare(PY, d)
+                self.assertEqual(status, 0, "%s: disagrees with remat's oracle:\n%s" % (case, why))
                 with open(os.path.join(d, "stats.json")) as f:
                     stats = json.load(f)
                 self.assertGreater(stats["residual_bytes"], 0, "%s: stats.json %s" % (case, stats))

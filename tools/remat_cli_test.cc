@@ -929,6 +929,45 @@ TEST(RematCliTest, ConformJudgesResidualsAgainstThePolicy) {
       << bad.out;
 }
 
+// An engine that lists its residuals (print_saved_residuals' lines) is
+// shown beside remat's listing, site by site, where the bytes differ; the
+// same listing under the next policy is named, not repeated; a malformed
+// listing fails the case.
+TEST(RematCliTest, ConformShowsWhereTheResidualsDifferSiteBySite) {
+  const std::string listing =
+      "{\"residual_bytes\": 128, \"residuals\": [\"f32[16,16] from the argument w2\", "
+      "\"bool[8,16] output of gt from problems/layer_loss.cc:48 (relu)\"]}";
+  Output o = ConformOn(EngineScript("lists_residuals", std::string(kRightEngine) + "; echo '" +
+                                                           listing + "' > \"$d/stats.json\""),
+                       "layer_loss", "as-written,dots_saveable");
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_NE(o.out.find("residuals 128 B (remat recompute: 2560 B, -95%)\n"
+                       "      where the residuals differ from remat's, by site:\n"
+                       "      problems/layer_loss.cc:48: remat 1024 B, the engine 128 B: "),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("        remat:  f32[8,16] output of relu at problems/layer_loss.cc:48\n"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("        engine: bool[8,16] output of gt from problems/layer_loss.cc:48 (relu)\n"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("      problems/layer_loss.cc:50: remat 512 B, the engine 0 B: the engine keeps "
+                       "nothing here"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find(" policy=dots_saveable: worst "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("      residuals differ from remat's as under as-written\n"), std::string::npos)
+      << o.out;
+
+  Output bad = Conform(EngineScript("bad_listing", std::string(kRightEngine) +
+                                                       "; echo '{\"residual_bytes\": 1, "
+                                                       "\"residuals\": [3]}' > \"$d/stats.json\""));
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("stats.json: residuals[0] is 3, expected a string"), std::string::npos)
+      << bad.out;
+}
+
 // --fail-fast stops at the first failure and --time-limit bounds the whole
 // run; the cases left are counted as not run, the run fails, and a failed
 // case prints the command that reruns it alone.

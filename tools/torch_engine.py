@@ -33,8 +33,14 @@ on stdout and exit status 77 (tools/conform.h's kUnsupportedExit):
                                            PREFER_RECOMPUTE. Unsupported before PyTorch 2.4.
   offload and memory_budget policies       unsupported (no PyTorch equivalent on CPU)
   scan without a schedule                  a Python loop over the steps
-  scan or chain with a schedule            unsupported (no PyTorch equivalent of remat's schedules)
   chain without a schedule                 its blocks in order
+  scan or chain, schedule="segments:K"     torch.utils.checkpoint.checkpoint_sequential(steps or
+                                           blocks, K, carry, use_reentrant=False): the steps or
+                                           blocks as functions of the carry (their other inputs
+                                           closed over), their regions run inline; PyTorch runs
+                                           its last segment plainly where remat recomputes it, so
+                                           the residuals differ, not the gradients
+  scan or chain, any other schedule        unsupported (no PyTorch equivalent of remat's schedules)
   dropout                                  the contract's mask (engines/api/philox.h), drawn in numpy
 Every other op of engines/api/program.h maps to PyTorch's (ids and targets as
 int64 indices). No torch: the message "unsupported: PyTorch is not installed"
@@ -60,6 +66,11 @@ LAYER_NORM_EPS = 1e-5
 
 class Unsupported(Exception):
     pass
+
+
+class ProgramError(Exception):
+    """A program this engine reads but that breaks the format's rules (a
+    chain's block that is not a checkpoint): the message names the op."""
 
 
 # ------------------------------------------------------------ the contract's generator
@@ -205,6 +216,62 @@ class Interpreter:
         return tcp.checkpoint(fn, *x, use_reentrant=False,
                               context_fn=functools.partial(self.sac, policy))
 
+    def _segments(self, attrs, kind, at):
+        """K of a scan's or a chain's schedule="segments:K" (remat's name for
+        checkpoint_sequential's); 0 without a schedule. Any other schedule
+        of remat's is unsupported: PyTorch has no equivalent."""
+        spec = attrs.get("schedule")
+        if not spec:
+            return 0
+        if spec.startswith("segments:") and spec[len("segments:"):].isdigit() and int(spec[len("segments:"):]) >= 1:
+            return int(spec[len("segments:"):])
+        raise Unsupported("%s: %s schedule %r (PyTorch's checkpoint_sequential is remat's segments:K; "
+                          "no PyTorch equivalent of the others)" % (at, kind, spec))
+
+    def _blocks(self, chain, x, at, names_as_ops):
+        """A chain's blocks as functions of the carry alone, each block's
+        other inputs (its weights, the chain's parameters) closed over, and
+        each block's body run inline: as the modules of an nn.Sequential
+        that checkpoint_sequential checkpoints by segments."""
+        env = {pid: v for (pid, _, _), v in zip(chain.params, x)}
+        fns = []
+        for i, block in enumerate(chain.ops):
+            if block.kind != "checkpoint":
+                raise ProgramError("%s: block %%%s is a %s, not a checkpoint" % (at, block.out, block.kind))
+            carry_at = 0 if i == 0 else block.inputs.index(chain.ops[i - 1].out)
+            others = [None if j == carry_at else env[v] for j, v in enumerate(block.inputs)]
+
+            def fn(c, block=block, others=others, carry_at=carry_at):
+                args = list(others)
+                args[carry_at] = c
+                return self.run(block.body, args, "%s: %%%s = checkpoint" % (at, block.out), names_as_ops,
+                                inline=True)
+            fns.append(fn)
+        if fns and chain.ops[0].inputs[0] != chain.params[0][0]:
+            raise ProgramError("%s: block 0 does not take the chain's first input as its carry" % at)
+        return fns
+
+    def _checkpoint_sequential(self, fns, segments, x):
+        """torch.utils.checkpoint.checkpoint_sequential(fns, segments, x),
+        non-reentrant. Its segments are len // segments functions each, all
+        but the last checkpointed (the last runs plainly, its activations
+        kept); a checkpointed segment holds its input, which the residual
+        count adds as it does a checkpoint region's (held). More segments
+        than functions: one per function (as remat's segments:K)."""
+        segments = min(segments, len(fns))
+        if segments == 0:
+            return x
+        size = len(fns) // segments
+
+        def holding(i, f):
+            def g(c):
+                if i % size == 0 and i < size * (segments - 1) and self.torch.is_grad_enabled():
+                    self.held.append(c)
+                return f(c)
+            return g
+        return self.tcp.checkpoint_sequential([holding(i, f) for i, f in enumerate(fns)], segments, x,
+                                              use_reentrant=False)
+
     def _output_bytes(self, o, args, kwargs):
         """The bytes of o's outputs, from a run on meta tensors; 0 for a view."""
         torch = self.torch
@@ -226,7 +293,10 @@ class Interpreter:
         bits = random_bits(np, int(seed), key, math.prod(shape)).reshape(shape)
         return self.torch.from_numpy(bits >= np.uint64(int(math.floor(math.ldexp(p, 32)))))
 
-    def run(self, body, values, where, names_as_ops=False):
+    def run(self, body, values, where, names_as_ops=False, inline=False):
+        """The value of `body` on `values`. inline: its checkpoint regions,
+        nested ones too, run as plain code (a block or a step inside
+        checkpoint_sequential, which decides what is kept)."""
         torch, np = self.torch, self.np
         import torch.nn.functional as F
         env = {pid: v for (pid, _, _), v in zip(body.params, values)}
@@ -320,11 +390,12 @@ class Interpreter:
                 y = x[0]
                 self.state[a["name"]] = y.detach()
             elif k == "checkpoint":
-                y = self._checkpoint(op, x, at, names_as_ops)
+                if inline:
+                    y = self.run(op.body, x, at, names_as_ops, inline=True)
+                else:
+                    y = self._checkpoint(op, x, at, names_as_ops)
             elif k == "scan":
-                if a.get("schedule"):
-                    raise Unsupported("%s: scan schedule %r (no PyTorch equivalent of remat's schedules)"
-                                      % (at, a["schedule"]))
+                segments = self._segments(a, "scan", at)
                 num_consts = int(a.get("consts", 0))  # loop invariants, seen whole by every step
                 consts = list(x[len(x) - num_consts:])
                 carry, xs = x[0], x[1:len(x) - num_consts]
@@ -332,15 +403,26 @@ class Interpreter:
                 # backward add a gradient of all of t (select_backward),
                 # O(L^2) work where a PyTorch user's loop over layers has O(L).
                 steps = [t.unbind(0) for t in xs]
-                for step in range(xs[0].shape[0] if xs else 0):
-                    carry = self.run(op.body, [carry] + [t[step] for t in steps] + consts, at,
-                                     names_as_ops)
-                y = carry
+                length = xs[0].shape[0] if xs else 0
+                if segments:
+                    # Bound now: checkpoint_sequential calls them again in
+                    # the backward pass, after this loop has moved on.
+                    step_fns = [(lambda i, step_body=op.body, where=at:
+                                 lambda c: self.run(step_body, [c] + [t[i] for t in steps] + consts, where,
+                                                    names_as_ops, inline=True))(i)
+                                for i in range(length)]
+                    y = self._checkpoint_sequential(step_fns, segments, carry)
+                else:
+                    for step in range(length):
+                        carry = self.run(op.body, [carry] + [t[step] for t in steps] + consts, at,
+                                         names_as_ops, inline)
+                    y = carry
             elif k == "chain":
-                if a.get("schedule"):
-                    raise Unsupported("%s: chain schedule %r (no PyTorch equivalent of remat's schedules)"
-                                      % (at, a["schedule"]))
-                y = self.run(op.body, x, at, names_as_ops)
+                segments = self._segments(a, "chain", at)
+                if segments:
+                    y = self._checkpoint_sequential(self._blocks(op.body, x, at, names_as_ops), segments, x[0])
+                else:
+                    y = self.run(op.body, x, at, names_as_ops, inline)
             else:
                 raise Unsupported("%s: op %r" % (at, k))
             env[op.out] = y
@@ -387,6 +469,9 @@ def main(argv):
     except Unsupported as e:
         print("unsupported: %s" % e)
         return UNSUPPORTED_EXIT
+    except ProgramError as e:
+        print("torch_engine.py: %s" % e, file=sys.stderr)
+        return 1
     storage = (lambda t: t.untyped_storage()) if hasattr(torch.Tensor, "untyped_storage") else (lambda t: t.storage())
     arg_ptrs = {storage(a).data_ptr() for a in args}
     seen, residual = set(), interp.sac_bytes[0]

@@ -7,13 +7,23 @@ it says so and passes. Every problem runs as written and under the policies
 below. On PyTorch 2 every case passes but the offloading ones (unsupported,
 with the reason); on 1.13, which has no selective activation checkpointing,
 the selective policies are unsupported too, saying so.
+
+remat conform runs no schedules: scheduled programs (tools/scheduled_case.py)
+run directly against the oracle's value and gradients: segments:K, as
+checkpoint_sequential, must agree, with the residuals its segments keep;
+remat's other schedules must be unsupported, with the reason.
 """
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
+
+import scheduled_case  # tools/scheduled_case.py, beside this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,6 +52,49 @@ PY = torch_python()
 @unittest.skipIf(PY is None, "PyTorch is not installed (no .venv, nor %s, nor /usr/bin/python3 imports torch): "
                  "skipped" % sys.executable)
 class TorchEngineConformTest(unittest.TestCase):
+
+    def test_segments_schedule_runs_as_checkpoint_sequential(self):
+        # remat conform runs no schedules: the scheduled programs run here,
+        # against the oracle's value and gradients. segments:K is
+        # checkpoint_sequential's; the other schedules have no PyTorch
+        # equivalent and are refused with the reason.
+        remat = os.path.join(HERE, "remat")
+        engine = os.path.join(HERE, "torch_engine.py")
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        residuals = {}
+        for problem, params, schedule in [("mlp_chain", ["L=4", "N=8", "d=16"], "segments:2"),
+                                          ("mlp_chain", ["L=4", "N=8", "d=16"], "segments:4"),
+                                          ("scan_stack", ["L=5", "N=4", "d=8"], "segments:2"),
+                                          ("scan_stack", ["L=5", "N=4", "d=8"], "segments:9")]:
+            with self.subTest(problem=problem, schedule=schedule):
+                d = tempfile.mkdtemp(prefix="torch_engine_test.")
+                self.addCleanup(shutil.rmtree, d)
+                scheduled_case.write(d, remat, problem, params, schedule)
+                r = subprocess.run([PY, engine, d], capture_output=True, text=True, env=env)
+                self.assertEqual(r.returncode, 0, "%s %s: exit %d:\n%s%s" % (problem, schedule, r.returncode,
+                                                                             r.stdout, r.stderr))
+                status, why = scheduled_case.compare(PY, d)
+                self.assertEqual(status, 0, "%s %s disagrees with remat's oracle:\n%s" % (problem, schedule, why))
+                with open(os.path.join(d, "stats.json")) as f:
+                    residuals[(problem, schedule)] = json.load(f)["residual_bytes"]
+        # scan_stack L=5, steps of f32[4,8] (128 B): with 2 segments
+        # (2 steps, then 3 run plainly) PyTorch keeps the carries 2..5; with
+        # one segment per step, the inputs of the 4 checkpointed ones (the
+        # first is the argument x) and the last step's: carries 1..5.
+        self.assertEqual(residuals[("scan_stack", "segments:2")], 4 * 128)
+        self.assertEqual(residuals[("scan_stack", "segments:9")], 5 * 128)
+        for problem, params, schedule in [("mlp_chain", ["L=3", "N=4", "d=8"], "revolve:2"),
+                                          ("scan_stack", ["L=4", "N=4", "d=8"], "every:2")]:
+            with self.subTest(problem=problem, schedule=schedule):
+                d = tempfile.mkdtemp(prefix="torch_engine_test.")
+                self.addCleanup(shutil.rmtree, d)
+                scheduled_case.write(d, remat, problem, params, schedule)
+                r = subprocess.run([PY, engine, d], capture_output=True, text=True, env=env)
+                self.assertEqual(r.returncode, 77, "%s %s: exit %d, expected 77:\n%s%s"
+                                 % (problem, schedule, r.returncode, r.stdout, r.stderr))
+                self.assertIn("schedule '%s' (PyTorch's checkpoint_sequential is remat's segments:K; "
+                              "no PyTorch equivalent of the others)" % schedule, r.stdout)
+                self.assertFalse(os.path.exists(os.path.join(d, "loss.npy")))
 
     def test_every_supported_case_passes(self):
         version = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
