@@ -135,13 +135,16 @@ TEST(BenchControls, AnOffControlInvalidatesItsCasesRatiosAndTheRun) {
   EXPECT_EQ(ControlsJson(report)["valid"], false);
 }
 
-// A paired row's time is printed beside the eager time its ratio was taken
-// against (the pairs'), not only eager's own row's, taken at other moments.
+// A paired row prints its median pair's two times beside its x eager, so
+// that time / eager ms = x eager: not its least time (70.1, taken while the
+// machine ran faster than during the eager run it was paired with), nor
+// eager's own row's (taken at other moments).
 TEST(BenchControls, APairedRowsTimeStandsBesideItsPairsEagerTime) {
   std::vector<RowResult> rows = {Row(kBaselineEngine, kAsWritten, 1.0),
                                  Row("recompute", "everything_saveable", 1.0)};
   rows[0].real_time_ms = 66.8;
-  rows[1].real_time_ms = 84.2;  // the machine slowed between eager's row and this one's
+  rows[1].real_time_ms = 70.1;
+  rows[1].pair_time_ms = 84.2;  // the machine slowed between eager's row and this one's
   rows[1].paired_eager_ms = 84.0;
   const std::string summary = FormatSummary(rows, "test platform");
   EXPECT_NE(summary.find("eager ms"), std::string::npos) << summary;
@@ -152,8 +155,11 @@ TEST(BenchControls, APairedRowsTimeStandsBesideItsPairsEagerTime) {
   EXPECT_TRUE(time != std::string::npos && eager != std::string::npos &&
               ratio != std::string::npos && time < eager && eager < ratio)
       << line;
+  EXPECT_EQ(line.find("70.1"), std::string::npos) << line;
   const nlohmann::json run = ResultsJson("bench", nlohmann::json::object(), "2026-11-28", rows);
   EXPECT_DOUBLE_EQ(run["rows"][1]["paired_eager_ms"].get<double>(), 84.0);
+  EXPECT_DOUBLE_EQ(run["rows"][1]["pair_time_ms"].get<double>(), 84.2);
+  EXPECT_DOUBLE_EQ(run["rows"][1]["real_time_ms"].get<double>(), 70.1);
   EXPECT_FALSE(run["rows"][0].contains("paired_eager_ms"));
 }
 

@@ -262,7 +262,15 @@ RowEstimate Estimate(const Timings& t) {
   e.eager_ms = least(t.eager_ms, chosen.size());
   std::vector<double> ratios;
   for (size_t i : chosen) ratios.push_back(t.row_ms[i] / t.eager_ms[i]);
-  e.value = Median(ratios);
+  // The low median's pair: of equal ratios, the earliest.
+  std::vector<size_t> by_ratio(ratios.size());
+  for (size_t k = 0; k < by_ratio.size(); ++k) by_ratio[k] = k;
+  std::stable_sort(by_ratio.begin(), by_ratio.end(),
+                   [&](size_t a, size_t b) { return ratios[a] < ratios[b]; });
+  const size_t pair = chosen[by_ratio[(by_ratio.size() - 1) / 2]];
+  e.pair_row_ms = t.row_ms[pair];
+  e.pair_eager_ms = t.eager_ms[pair];
+  e.value = e.pair_row_ms / e.pair_eager_ms;
   if (n >= 2) e.spread = MedianHalfWidth(ratios).value_or(std::abs(ratios[0] / e.value - 1));
   return e;
 }
@@ -1109,6 +1117,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (r.spread) row["spread"] = *r.spread;
     if (r.vs_eager) row["vs_eager"] = *r.vs_eager;
     if (r.vs_eager_paired) row["vs_eager_paired"] = *r.vs_eager_paired;
+    if (r.pair_time_ms > 0) row["pair_time_ms"] = r.pair_time_ms;
     if (r.paired_eager_ms > 0) row["paired_eager_ms"] = r.paired_eager_ms;
     if (r.eager_flops > 0) row["eager_flops"] = r.eager_flops;
     if (r.flop_floor) row["flop_floor"] = *r.flop_floor;
@@ -1174,12 +1183,14 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
         per_call += vs;
       }
     }
-    // The eager time the ratio was taken against: the paired runs' (the
-    // same moments), eager's own row's for eager and unpaired rows.
-    const std::string eager_ms =
-        r.paired_eager_ms > 0 ? FormatMs(r.paired_eager_ms)
-                              : IsBaselineRow(r.row) ? FormatMs(r.real_time_ms) : "-";
-    lines.push_back({label, Variant(r.row), FormatMs(r.real_time_ms), eager_ms, ratio, spread,
+    // Paired: the median pair's two times, whose ratio is x eager; eager's
+    // own row and unpaired rows: the least time, eager's own beside it.
+    const bool pair = r.pair_time_ms > 0 && r.paired_eager_ms > 0;
+    const std::string time_ms = FormatMs(pair ? r.pair_time_ms : r.real_time_ms);
+    const std::string eager_ms = pair                  ? FormatMs(r.paired_eager_ms)
+                                 : IsBaselineRow(r.row) ? FormatMs(r.real_time_ms)
+                                                        : "-";
+    lines.push_back({label, Variant(r.row), time_ms, eager_ms, ratio, spread,
                      FormatBytes(r.peak_bytes),
                      FormatBytes(r.peak_bytes_by_category[static_cast<int>(Category::kActivations)]),
                      FormatBytes(r.residual_bytes),
@@ -1203,15 +1214,14 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
     out << "oneDNN matmuls ran on: "
         << Join(std::vector<std::string>(impls.begin(), impls.end()), ", ") << "\n";
   }
-  out << "\nSummary: time = the least time of one value_and_grad over the row's quiet samples "
-         "(quiet: no neighbour\ntook a CPU from it; interference only adds time); eager ms = "
-         "the least time of the eager runs\ninterleaved with the row's (the machine's speed "
-         "drifts: eager's own row was timed at other\nmoments); x eager = "
-         "the median over the quiet pairs of the\nrow's time / the eager run's next to it ('u': "
-         "unpaired, / eager's row); spread = half its 95% interval\n(eager: how much its least "
-         "time moved over the second half of its samples); noise = physically\nimplausible "
-         "(too few quiet samples, below the FLOP model's floor, above the matmul bound): not a "
-         "result;\n"
+  out << "\nSummary: x eager = the median over the row's quiet pairs (quiet: no neighbour took "
+         "a CPU from\neither run) of the row's time / the eager run's next to it ('u': unpaired, "
+         "/ eager's row); time and\neager ms = that median pair's two times, so time / eager ms "
+         "= x eager (the machine's speed drifts:\neager's own row was timed at other moments); "
+         "eager's own row and unpaired rows: the least quiet\ntime (interference only adds "
+         "time); spread = half x eager's 95% interval (eager: how much its least\ntime moved "
+         "over the second half of its samples); noise = physically implausible (too few quiet\n"
+         "samples, below the FLOP model's floor, above the matmul bound): not a result;\n"
          "peak = the MemoryTracker's high-water mark, activations = the "
          "activations live at that moment\n(the rest: arguments, gradients, scratchpad); "
          "residual = saved for the backward pass (arguments excluded);\n"

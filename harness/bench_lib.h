@@ -302,7 +302,11 @@ std::optional<double> MedianHalfWidth(std::vector<double> values);
 // - time: the least quiet time. What is left of interference (caches, memory
 //   bandwidth) only adds time, so the least time is the undisturbed cost.
 // - x eager (paired): the median over the quiet pairs (both samples quiet) of
-//   row time / eager time. The two runs of a pair are a few ms apart, so a
+//   row time / eager time, the low median (of an even count, the lower of
+//   the two middle ratios) so that it is one pair's ratio: the median pair,
+//   whose two times the summary prints beside it (time / eager ms = x
+//   eager, where the least times, taken at moments the machine ran at other
+//   speeds, need not agree with it). The two runs of a pair are a few ms apart, so a
 //   slow drift of the machine's speed (a virtual CPU whose host sibling got
 //   busy, invisible from here) cancels in each ratio, and the median ignores
 //   the pairs something still disturbed. Its spread is MedianHalfWidth of
@@ -323,6 +327,10 @@ struct RowEstimate {
   double eager_ms = 0;        // paired: the least quiet eager time; else 0
   // Paired: the median of the quiet pairs' ratios (x eager); unpaired: row_ms.
   double value = 0;
+  // Paired: the median pair's times (value = pair_row_ms / pair_eager_ms);
+  // else 0.
+  double pair_row_ms = 0;
+  double pair_eager_ms = 0;
   std::optional<double> spread;  // see above; empty with fewer than two samples
 };
 RowEstimate Estimate(const Timings& timings);
@@ -450,12 +458,13 @@ struct RowResult {
   // what the summary, vs_eager, GFLOP/s and the report use. The median and
   // mean of all its samples, for reference.
   double real_time_ms = 0;
-  // Paired: the least time of the eager runs interleaved with the row's
-  // quiet samples, taken at the moments x eager was. The machine's speed
-  // drifts (by a quarter between two processes, or within one, on the
-  // 2-core VMs this runs on), so eager's own row, sampled at another
-  // moment, need not agree: the summary prints this beside the row's time,
-  // whose ratio to it is the row's x eager. 0 when unpaired.
+  // Paired: the times of the median pair (RowEstimate), the row's and the
+  // eager run's next to it, whose ratio is the row's x eager. The machine's
+  // speed drifts (by a quarter between two processes, or within one, on
+  // the 2-core VMs this runs on), so the least times, eager's own row's
+  // included, were taken at moments of other speeds and need not agree
+  // with x eager: the summary prints these two beside it. 0 when unpaired.
+  double pair_time_ms = 0;
   double paired_eager_ms = 0;
   double median_time_ms = 0;
   double mean_time_ms = 0;

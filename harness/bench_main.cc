@@ -737,7 +737,8 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
     r.quiet_samples = estimate.quiet_samples;
     if (s.timings.paired()) {
       r.vs_eager_paired = estimate.value;
-      r.paired_eager_ms = estimate.eager_ms;
+      r.pair_time_ms = estimate.pair_row_ms;
+      r.paired_eager_ms = estimate.pair_eager_ms;
       r.eager_flops = s.eager_flops;
     }
   } else if (!c.times_ms.empty()) {

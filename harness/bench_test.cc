@@ -571,8 +571,13 @@ TEST(BenchSampling, XEagerIsTheMedianOfTheQuietPairsRatios) {
   EXPECT_TRUE(e.quiet);
   EXPECT_DOUBLE_EQ(e.row_ms, 13.0);  // the least quiet times
   EXPECT_DOUBLE_EQ(e.eager_ms, 10.0);
-  // Quiet ratios 1.3, 1.3069, 1.3, 1.2975, 1.3017: the median.
+  // Quiet ratios 1.3, 1.3069, 1.3, 1.2975, 1.3017: the median, one pair's
+  // (pair 0's or pair 3's, both 1.3), whose two times are printed beside it.
   EXPECT_DOUBLE_EQ(e.value, 1.3);
+  EXPECT_EQ(e.value, e.pair_row_ms / e.pair_eager_ms);
+  EXPECT_TRUE((e.pair_row_ms == 13.0 && e.pair_eager_ms == 10.0) ||
+              (e.pair_row_ms == 15.6 && e.pair_eager_ms == 12.0))
+      << e.pair_row_ms << " / " << e.pair_eager_ms;
   ASSERT_TRUE(e.spread);
   // Five ratios: half their range, relative to the median.
   EXPECT_NEAR(*e.spread, (13.2 / 10.1 - 15.7 / 12.1) / 2 / 1.3, 1e-12);
@@ -591,8 +596,11 @@ TEST(BenchSampling, EachWindowIsEstimatedOnItsOwnAndTheRowPoolsThem) {
   EXPECT_DOUBLE_EQ(w[0].value, 1.30);
   EXPECT_EQ(w[1].samples, 4);
   EXPECT_DOUBLE_EQ(w[1].value, 1.36);
-  // Pooled: the median of all eight ratios.
-  EXPECT_DOUBLE_EQ(Estimate(t).value, (1.31 + 1.35) / 2);
+  // Pooled: the median of all eight ratios, the low one (1.31 of 1.31 and
+  // 1.35), so that it is a pair's.
+  EXPECT_DOUBLE_EQ(Estimate(t).value, 13.1 / 10);
+  EXPECT_EQ(Estimate(t).pair_row_ms, 13.1);
+  EXPECT_EQ(Estimate(t).pair_eager_ms, 10);
   // A window's own samples: what SamplingDone judges while it samples.
   const Timings second = SamplesFrom(t, 4);
   EXPECT_EQ(second.row_ms, (std::vector<double>{13.6, 13.6, 13.5, 13.7}));
@@ -659,6 +667,7 @@ TEST(BenchSampling, UnpairedTheLeastTimeAndWhetherItIsStillFalling) {
   EXPECT_FALSE(t.paired());
   EXPECT_DOUBLE_EQ(e.value, 10);
   EXPECT_DOUBLE_EQ(e.eager_ms, 0);
+  EXPECT_DOUBLE_EQ(e.pair_row_ms, 0);  // no pair
   ASSERT_TRUE(e.spread);
   EXPECT_NEAR(*e.spread, 0.1, 1e-12);  // first (n+1)/2 = 3 samples: 11 vs 10
   // Disturbed samples do not count, however fast.
@@ -687,7 +696,7 @@ TEST(BenchSampling, TooFewQuietPairsAndTheRowIsNotQuiet) {
   e = Estimate(t);
   EXPECT_EQ(e.quiet_samples, 0);
   EXPECT_FALSE(e.quiet);
-  EXPECT_DOUBLE_EQ(e.value, (13.1 + 13.2) / 2 / 10.0);
+  EXPECT_DOUBLE_EQ(e.value, 13.1 / 10.0);  // of 1.3, 1.31, 1.32, 2.0: the low median
   EXPECT_DOUBLE_EQ(e.row_ms, 13.0);
   // Delays not measured: every sample is quiet.
   t.row_delay.clear();

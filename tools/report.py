@@ -143,6 +143,19 @@ def time_vs_eager(row, base):
     return row["real_time_ms"] / base["real_time_ms"]
 
 
+def shown_times(row):
+    """(time ms, eager ms) a table prints beside the row's x eager, so that
+    the one over the other is it: a paired row's median pair (pair_time_ms,
+    paired_eager_ms: its time and the eager run's next to it); eager's own
+    row, its least time twice; otherwise (runs before the bench wrote
+    pair_time_ms, unpaired rows) the least time and no eager time."""
+    if isinstance(row.get("pair_time_ms"), (int, float)) and isinstance(row.get("paired_eager_ms"), (int, float)):
+        return row["pair_time_ms"], row["paired_eager_ms"]
+    if row.get("engine") == "eager" and row.get("policy") == "as-written":
+        return row["real_time_ms"], row["real_time_ms"]
+    return row.get("real_time_ms", float("nan")), None
+
+
 def short(label):
     return label.replace("recompute/", "").replace("schedule:", "")
 
@@ -152,18 +165,21 @@ def fmt_params(params):
 
 
 def table(rows):
-    out = ["| problem | size | engine / policy | time ms | x eager | spread | peak MiB | residual MiB | recomputed GFLOP |",
-           "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| problem | size | engine / policy | time ms | eager ms | x eager | spread | peak MiB | residual MiB | "
+           "recomputed GFLOP |",
+           "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in rows:
         problem, params = key_of(row)
         vs = ratio_to_eager(row)
         if failed(row):
-            out.append("| {} | {} | {} | failed: {} | | | | | |".format(
+            out.append("| {} | {} | {} | failed: {} | | | | | | |".format(
                 problem, fmt_params(params), variant(row), row["error"].replace("|", "/")))
             continue
         spread = row.get("spread")
-        out.append("| {} | {} | {} | {:.2f} | {} | {} | {} | {} | {} |".format(
-            problem, fmt_params(params), variant(row), row.get("real_time_ms", float("nan")),
+        time_ms, eager_ms = shown_times(row)
+        out.append("| {} | {} | {} | {:.2f} | {} | {} | {} | {} | {} | {} |".format(
+            problem, fmt_params(params), variant(row), time_ms,
+            "" if eager_ms is None else f"{eager_ms:.2f}",
             not_a_result(row) if is_noise(row) else f"{vs:.2f}" if isinstance(vs, (int, float)) else "",
             f"{100 * spread:.1f}%" if isinstance(spread, (int, float)) else "",
             f"{row['peak_bytes'] / MIB:.1f}" if "peak_bytes" in row else "",
@@ -426,13 +442,15 @@ def frontier_table(rows):
     out = [f"## Schedules on {problem} {fmt_params(params)} relative to eager", "",
            "The case with the most schedules (the frontier plot's). Peak and time are each "
            "divided by eager's in the same run; activations are those live at the peak.", "",
-           "| engine / policy | time ms | x eager | peak MiB | peak / eager's | "
+           "| engine / policy | time ms | eager ms | x eager | peak MiB | peak / eager's | "
            "activations MiB | recomputed GFLOP |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in [eager] + sorted(others, key=lambda r: time_vs_eager(r, eager)):
         act = category_bytes(r, "activations")
-        out.append("| {} | {:.1f} | {:.2f} | {:.1f} | {:.2f} | {} | {:.2f} |".format(
-            variant(r), r["real_time_ms"], time_vs_eager(r, eager), r["peak_bytes"] / MIB,
+        time_ms, eager_ms = shown_times(r)
+        out.append("| {} | {:.1f} | {} | {:.2f} | {:.1f} | {:.2f} | {} | {:.2f} |".format(
+            variant(r), time_ms, "" if eager_ms is None else f"{eager_ms:.1f}",
+            time_vs_eager(r, eager), r["peak_bytes"] / MIB,
             r["peak_bytes"] / eager["peak_bytes"], "" if act is None else f"{act / MIB:.1f}",
             r.get("flops_recomputed", 0) / 1e9))
     return out + [""]
@@ -477,10 +495,12 @@ def peer_table(rows):
         eager = mine.get(case + ("eager", "as-written"))
         recompute = mine.get(case + ("recompute", "as-written"))
         if eager:
+            # Every ratio of this table over eager's row (the peers' cannot
+            # be paired), recompute's too: time / eager's time, as printed.
             out.append("| {} | {} | remat eager / recompute | {:.1f} | 1.00 | {} | {} |".format(
                 problem, fmt_params(params), eager["real_time_ms"],
                 f"{recompute['real_time_ms']:.1f}" if recompute else "",
-                f"{time_vs_eager(recompute, eager):.2f}" if recompute else ""))
+                f"{recompute['real_time_ms'] / eager['real_time_ms']:.2f}" if recompute else ""))
         for engine in ("jax", "torch", "torch-compile"):
             got = {r.get("policy"): r for r in peers
                    if (r["_run"],) + key_of(r) == case and r.get("engine") == engine}
@@ -790,12 +810,14 @@ def main():
     warnings = platform_warnings(runs)
     if warnings:
         md += [""] + warnings
-    md += ["", "Times are the least wall time of one value_and_grad (forward and backward) "
-           "over the row's quiet samples (no neighbour took a CPU; interference only adds "
-           "time); `x eager` is the median over the quiet pairs of the row's time over that "
-           "of an eager run interleaved with it on the same problem and size (or the ratio "
-           "to eager's row, in unpaired runs and older files), measured in the same run; "
-           "`spread` is half that median's 95% interval. `noise`: the bench found the row's "
+    md += ["", "`x eager` is the median over the row's quiet pairs (no neighbour took a CPU "
+           "from either run) of the row's wall time of one value_and_grad (forward and "
+           "backward) over that of an eager run interleaved with it on the same problem and "
+           "size (or the ratio to eager's row, in unpaired runs), measured in the same run; "
+           "`time ms` and `eager ms` are that median pair's two times, so that the one over "
+           "the other is `x eager` (runs that predate `pair_time_ms` in their JSON give the "
+           "row's least quiet time and no eager time); eager's own row gives its least quiet "
+           "time. `spread` is half that median's 95% interval. `noise`: the bench found the row's "
            "numbers physically implausible (too few quiet samples, below the FLOP model's "
            "floor or above the matmul bound); rerun it. `untrusted`: the case's control "
            "(a second eager instance, or recompute/everything_saveable, eager's plan, on "
