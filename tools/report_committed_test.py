@@ -23,6 +23,9 @@ else:  # run by hand: the checkout this file is in
 RESULTS = os.path.join(ROOT, "results")
 MIB = float(1 << 20)
 
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import report  # noqa: E402  tools/report.py: how a table names a record (key_of, variant)
+
 
 def read(path):
     with open(os.path.join(ROOT, path)) as f:
@@ -110,6 +113,77 @@ class CommittedResultsTest(unittest.TestCase):
                     missing.append(f"REPORT.md:{n}: {cell.strip()} in {line[:100]}")
         self.assertEqual(missing, [], "numbers in REPORT.md's tables that no cited file holds "
                          "(at the printed precision, in bytes, MiB, GiB, GFLOP, s or %)")
+
+    def test_each_run_tables_row_holds_its_own_records_numbers(self):
+        # Every row of a run's table ("## ... (`results/X.json`)", then
+        # "| problem | size | engine / policy | time ms | eager ms | x eager
+        # | ...") against the one record of X.json it names: each number is
+        # that record's field at the printed precision (not a number found
+        # anywhere in the cited files), and where the record has its median
+        # pair, time / eager ms is its x eager.
+        header = ["problem", "size", "engine / policy", "time ms", "eager ms", "x eager", "spread",
+                  "peak MiB", "residual MiB", "recomputed GFLOP"]
+        runs, current, checked, wrong = {}, None, 0, []
+        for n, line in enumerate(read("results/REPORT.md").split("\n"), 1):
+            m = re.match(r"## .*\(`(results/[^`]+\.json)`\)$", line)
+            if m:
+                current = m.group(1)
+                runs.setdefault(current, json.loads(read(current))["rows"])
+                continue
+            if line.startswith("## "):
+                current = None
+            if current is None or not line.startswith("| ") or line.startswith("| ---"):
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if cells == header:
+                continue
+            self.assertEqual(len(cells), len(header), f"REPORT.md:{n}: {line}")
+            problem, size, label = cells[:3]
+            records = [r for r in runs[current]
+                       if not r.get("control") and r.get("problem") == problem
+                       and report.fmt_params(report.key_of(r)[1]) == size and report.variant(r) == label]
+            if len(records) != 1:
+                wrong.append(f"REPORT.md:{n}: {len(records)} records of {current} are {problem} {size} {label}")
+                continue
+            r = records[0]
+            checked += 1
+            if r.get("error"):
+                if cells[3] != "failed: " + r["error"].replace("|", "/"):
+                    wrong.append(f"REPORT.md:{n}: not the record's error: {line[:120]}")
+                continue
+
+            def expect(cell, value, column, scale=1.0):
+                cell = cell.rstrip("%")
+                digits = len(cell.split(".")[1]) if "." in cell else 0
+                want = "" if value is None else f"{value * scale:.{digits}f}"
+                if cell != want:
+                    wrong.append(f"REPORT.md:{n}: {column} {cell!r}, the record's {want!r}: {line[:120]}")
+
+            paired = "pair_time_ms" in r and "paired_eager_ms" in r
+            baseline = r.get("engine") == "eager" and r.get("policy") == "as-written"
+            expect(cells[3], r["pair_time_ms"] if paired else r["real_time_ms"], "time ms")
+            expect(cells[4], r["paired_eager_ms"] if paired else r["real_time_ms"] if baseline else None,
+                   "eager ms")
+            ratio = r.get("vs_eager_paired", r.get("vs_eager"))
+            if r.get("noise"):
+                self.assertEqual(cells[5], "noise", f"REPORT.md:{n}")
+            elif r.get("untrusted"):
+                self.assertEqual(cells[5], "untrusted", f"REPORT.md:{n}")
+            else:
+                expect(cells[5], ratio, "x eager")
+            expect(cells[6], r.get("spread"), "spread", 100.0)
+            expect(cells[7], r.get("peak_bytes"), "peak MiB", 1 / MIB)
+            expect(cells[8], r.get("residual_bytes"), "residual MiB", 1 / MIB)
+            expect(cells[9], r.get("flops_recomputed"), "recomputed GFLOP", 1e-9)
+            if paired and not r.get("noise") and not r.get("untrusted"):
+                # The printed times agree with the printed ratio.
+                shown = float(cells[3]) / float(cells[4])
+                digits = len(cells[3].split(".")[1]) if "." in cells[3] else 0
+                slack = 0.5 * 10 ** -digits * (1 / float(cells[4]) + float(cells[3]) / float(cells[4]) ** 2)
+                if abs(shown - float(cells[5])) > slack + 0.005:
+                    wrong.append(f"REPORT.md:{n}: time / eager ms = {shown:.3f}, x eager {cells[5]}")
+        self.assertGreater(checked, 100, "the runs' tables read wrong: too few rows")
+        self.assertEqual(wrong, [], "rows of REPORT.md's run tables that are not their records'")
 
     def test_results_holds_the_cited_files_and_nothing_else(self):
         words = report_command()
