@@ -178,18 +178,13 @@ bool IgnoresPolicies(const std::string& engine) {
   // (dtr decides what to keep as it runs); a name not registered (yet) gets
   // every policy.
   if (engine == kBaselineEngine || IsFloat64Check(engine)) return true;
-  static std::map<std::string, bool>* const inline_engines = new std::map<std::string, bool>();
-  auto it = inline_engines->find(engine);
-  if (it == inline_engines->end()) {
-    bool ignores = false;
-    try {
-      ignores = !MakeEngine(engine)->honours_checkpoints();
-    } catch (const Error&) {
-      // Not registered: nothing says it ignores them.
-    }
-    it = inline_engines->emplace(engine, ignores).first;
+  // Asked afresh each time (making an engine allocates nothing of a
+  // problem's): a cache here would be the bench's one mutable global.
+  try {
+    return !MakeEngine(engine)->honours_checkpoints();
+  } catch (const Error&) {
+    return false;  // not registered: nothing says it ignores them
   }
-  return it->second;
 }
 
 double Median(std::vector<double> values) {

@@ -89,21 +89,17 @@ class TrackerMemoryManager : public benchmark::MemoryManager {
   int64_t max_bytes_ = 0;
 };
 
-TrackerMemoryManager g_memory;
-
 // The least time a matmul bound row is sampled (RunMatMulBound).
 constexpr double kBoundMinSeconds = 1.0;
 
 // The case (program, seeded inputs) of the rows now running. Rows are
 // registered grouped by case, so consecutive rows share it (--sweep=scale's
 // 4 GiB of weights are made once for all its rows); only one is held, so that
-// a sweep's large cases are not all alive at once.
-// --wrt: the inputs every case differentiates (empty: each case's own).
-std::vector<std::string> g_wrt;
-
+// a sweep's large cases are not all alive at once. `wrt`: --wrt, the inputs
+// every case differentiates (empty: each case's own).
 class CaseCache {
  public:
-  const Case& Get(const PlannedRow& row) {
+  const Case& Get(const PlannedRow& row, const std::vector<std::string>& wrt) {
     if (!case_ || key_ != row.case_key) {
       case_.reset();  // free the previous inputs before making the next
       ParamValues params(row.params.begin(), row.params.end());
@@ -114,7 +110,7 @@ class CaseCache {
         case_ = std::make_unique<Case>(MakeCase(*file, params, /*seed=*/1));
         case_->owner = std::move(file);
       }
-      case_->wrt = WrtFromFlags(g_wrt, case_->program, case_->wrt);
+      case_->wrt = WrtFromFlags(wrt, case_->program, case_->wrt);
       key_ = row.case_key;
     }
     return *case_;
@@ -124,47 +120,6 @@ class CaseCache {
   std::string key_;
   std::unique_ptr<Case> case_;
 };
-
-CaseCache g_cases;
-
-// --max-memory: every run of a row gets it (RunOptions::max_memory_bytes).
-int64_t g_max_memory_bytes = 0;
-bool g_paired = true;  // not --unpaired
-SamplingRule g_rule;    // DefaultSamplingRule(), --max-row-seconds
-double g_sampling_budget = 0;  // --sampling-budget; 0: none
-double g_sampled_seconds = 0;  // by every row so far
-int g_windows = 1;             // --windows
-int g_window = 1;              // the window being sampled, 1..g_windows
-bool g_child = false;          // --only-window: a later window's own process
-double g_window_weight = 0;    // SamplingWeight of the rows --benchmark_filter selects
-double g_weight_left = 0;      // of those not yet started in this window
-
-// The fewest samples (pairs) a row takes, whatever its time cap: a median
-// and a spread. Beyond them SamplingDone decides: rule.min_samples quiet
-// ones and a narrow spread, or the cap. The cap wins over min_samples so
-// that a neighbour that slows every run several times over cannot stretch
-// the run: its rows stop early, flagged or with a wide spread.
-constexpr int64_t kFewestSamples = 3;
-
-// The rule for the next row: g_rule, its time cap cut to its fair share of
-// what is left of the sampling budget: that left to the window, over the
-// rows the window has still to sample, this one included (nothing left: the
-// row stops at kFewestSamples). Window w of N may have sampled w/N of the
-// budget by its end: a window that ran short leaves its time to the next.
-// A fair share rather than first come, first served: the rows that settle
-// fast leave their time to the rows after them, and no row takes what the
-// rows after it need for their fewest samples (with the whole remainder on
-// offer, the first slow rows took all of it and the last problems of the
-// run were left 3 pairs).
-SamplingRule RuleNow(double weight) {
-  SamplingRule rule = g_rule;
-  const double weight_left = g_weight_left;
-  g_weight_left = std::max(0.0, g_weight_left - weight);
-  if (g_sampling_budget <= 0) return rule;
-  const double left = g_sampling_budget * g_window / g_windows - g_sampled_seconds;
-  rule.max_seconds = std::min(rule.max_seconds, SampleShareSeconds(left, weight, weight_left));
-  return rule;
-}
 
 // The eager engine the rows of one case are paired with, warmed up once:
 // made per case rather than per row, so that each row does not pay eager's
@@ -199,29 +154,82 @@ class BaselineCache {
   Baseline baseline_;
 };
 
-BaselineCache g_baselines;
-
-// The baseline's mean time per case, for Google Benchmark's vs_eager counter of the rows
-// that follow it (the JSON's vs_eager is computed again at the end).
-std::map<std::string, double> g_baseline_ms;
-
 // Progress for sweeps: "[k/n] name" on stderr as each row starts.
 struct Progress {
   bool enabled = false;
   int started = 0;
   int total = 0;
-} g_progress;
+};
 
-void ReportStart(const PlannedRow& row) {
-  if (!g_progress.enabled) return;
-  std::cerr << "[" << ++g_progress.started << "/" << g_progress.total << "] " << row.name
-            << std::endl;
+// What the rows of one bench process share, owned by Main and handed to
+// every row (RowState::session) rather than kept in globals: the settings
+// the flags give, set before any row runs, and what the rows share as they
+// run (the case and its eager baseline, held one at a time; the memory pass;
+// the sampling budget spent).
+struct BenchSession {
+  // The flags'.
+  std::vector<std::string> wrt;  // --wrt: the inputs every case differentiates (empty: each case's own)
+  int64_t max_memory_bytes = 0;  // --max-memory: every run of a row gets it (RunOptions)
+  bool paired = true;            // not --unpaired
+  SamplingRule rule;             // DefaultSamplingRule(), --max-row-seconds
+  double sampling_budget = 0;    // --sampling-budget; 0: none
+  int windows = 1;               // --windows
+  bool child = false;            // --only-window: a later window's own process
+  // Shared as the rows run.
+  TrackerMemoryManager memory;
+  CaseCache cases;
+  BaselineCache baselines;
+  // The baseline's mean time per case, for Google Benchmark's vs_eager
+  // counter of the rows that follow it (the JSON's vs_eager is computed
+  // again at the end).
+  std::map<std::string, double> baseline_ms;
+  std::map<std::string, double> weight_by_case;  // RowWeight's, once per case
+  Progress progress;
+  int window = 1;              // the window being sampled, 1..windows
+  double sampled_seconds = 0;  // by every row so far
+  double window_weight = 0;    // SamplingWeight of the rows --benchmark_filter selects
+  double weight_left = 0;      // of those not yet started in this window
+};
+
+void ReportStart(BenchSession& session, const PlannedRow& row) {
+  Progress& p = session.progress;
+  if (!p.enabled) return;
+  std::cerr << "[" << ++p.started << "/" << p.total << "] " << row.name << std::endl;
+}
+
+// The fewest samples (pairs) a row takes, whatever its time cap: a median
+// and a spread. Beyond them SamplingDone decides: rule.min_samples quiet
+// ones and a narrow spread, or the cap. The cap wins over min_samples so
+// that a neighbour that slows every run several times over cannot stretch
+// the run: its rows stop early, flagged or with a wide spread.
+constexpr int64_t kFewestSamples = 3;
+
+// The rule for the next row: the session's, its time cap cut to its fair share of
+// what is left of the sampling budget: that left to the window, over the
+// rows the window has still to sample, this one included (nothing left: the
+// row stops at kFewestSamples). Window w of N may have sampled w/N of the
+// budget by its end: a window that ran short leaves its time to the next.
+// A fair share rather than first come, first served: the rows that settle
+// fast leave their time to the rows after them, and no row takes what the
+// rows after it need for their fewest samples (with the whole remainder on
+// offer, the first slow rows took all of it and the last problems of the
+// run were left 3 pairs).
+SamplingRule RuleNow(BenchSession& session, double weight) {
+  SamplingRule rule = session.rule;
+  const double weight_left = session.weight_left;
+  session.weight_left = std::max(0.0, session.weight_left - weight);
+  if (session.sampling_budget <= 0) return rule;
+  const double left =
+      session.sampling_budget * session.window / session.windows - session.sampled_seconds;
+  rule.max_seconds = std::min(rule.max_seconds, SampleShareSeconds(left, weight, weight_left));
+  return rule;
 }
 
 // What a row keeps between the calls Google Benchmark makes (one per
 // iteration-count trial, per repetition, and the memory pass).
 struct RowState {
   PlannedRow row;
+  BenchSession* session = nullptr;  // Main's
   bool ready = false;
   std::string error;  // set up failed: every later call reports it at once
   // kValueAndGrad
@@ -235,7 +243,7 @@ struct RowState {
   int64_t runs_per_sample = 1;
   int window = 1;  // the last window that sampled the row (--windows)
   double weight = kPairFloorSeconds;  // SamplingWeight: its share of the budget
-  // Paired with eager on the case as written (g_baselines', taken again at
+  // Paired with eager on the case as written (the session's baselines', taken again at
   // every call: the cache holds one case, and repetitions may interleave).
   bool paired = false;
   int64_t eager_flops = 0;  // paired: one eager run's total
@@ -254,7 +262,7 @@ struct RowState {
 };
 
 void SetUpValueAndGrad(RowState* s) {
-  const Case& c = g_cases.Get(s->row);
+  const Case& c = s->session->cases.Get(s->row, s->session->wrt);
   if (s->row.policy == kAsWritten) {
     s->program = c.program;
   } else if (IsCap(s->row.policy)) {
@@ -297,7 +305,7 @@ void SetUpValueAndGrad(RowState* s) {
   // the timed runs skip (bookkeeping, not the work being compared), and so
   // refuses a row past --max-memory before it allocates anything.
   RunOptions options;
-  options.max_memory_bytes = g_max_memory_bytes;
+  options.max_memory_bytes = s->session->max_memory_bytes;
   options.memory_cap_bytes = IsCap(s->row.policy) ? s->memory_cap_bytes : 0;
   const Clock::time_point start = Clock::now();
   Result warm = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
@@ -305,9 +313,9 @@ void SetUpValueAndGrad(RowState* s) {
   s->stats = warm.stats;
   warm = Result();
   options.memory_cap_bytes = 0;  // eager's runs: uncapped
-  if (g_paired && !IsBaselineRow(s->row)) {
+  if (s->session->paired && !IsBaselineRow(s->row)) {
     try {
-      s->eager_flops = g_baselines.Get(s->row, c, options).flops;
+      s->eager_flops = s->session->baselines.Get(s->row, c, options).flops;
       s->paired = true;
     } catch (const Error&) {
       s->paired = false;  // eager cannot run this case: the row runs alone
@@ -357,7 +365,7 @@ void SetUpMatMulBound(RowState* s) {
 // failed, now or before.
 bool EnsureReady(benchmark::State& state, RowState* s) {
   if (!s->ready && s->error.empty()) {
-    ReportStart(s->row);
+    ReportStart(*s->session, s->row);
     try {
       if (s->row.kind == RowKind::kValueAndGrad) {
         SetUpValueAndGrad(s);
@@ -389,11 +397,12 @@ void SetCounters(benchmark::State& state, const RowState& s, int64_t peak_bytes,
   if (s.row.kind != RowKind::kValueAndGrad || state.iterations() == 0) return;
   const double mean_ms = 1e3 * seconds / static_cast<double>(state.iterations());
   // The memory pass is not a timing: it must not replace the baseline's time.
-  if (IsBaselineRow(s.row) && !g_memory.active()) {
-    g_baseline_ms[s.row.case_key] = mean_ms;
+  std::map<std::string, double>& baseline_ms = s.session->baseline_ms;
+  if (IsBaselineRow(s.row) && !s.session->memory.active()) {
+    baseline_ms[s.row.case_key] = mean_ms;
   }
-  auto base = g_baseline_ms.find(s.row.case_key);
-  if (base != g_baseline_ms.end()) state.counters["vs_eager"] = mean_ms / base->second;
+  auto base = baseline_ms.find(s.row.case_key);
+  if (base != baseline_ms.end()) state.counters["vs_eager"] = mean_ms / base->second;
 }
 
 // One sample: the mean wall time of one run, in ms, and the run delay the
@@ -477,7 +486,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
     t.row_ms.push_back(sample.ms);
     t.row_delay.push_back(sample.delay);
   };
-  const Baseline* baseline = s->paired ? &g_baselines.Get(s->row, c, options) : nullptr;
+  const Baseline* baseline = s->paired ? &s->session->baselines.Get(s->row, c, options) : nullptr;
   auto time_eager = [&] {
     const Sample sample =
         TimeRuns(*baseline->engine, c.program, c, options, baseline->runs_per_sample);
@@ -488,11 +497,11 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
   // each call takes kFewestSamples afresh, and judges all of them. A later
   // window (--windows) starts afresh too, and judges only its own samples:
   // it is a second measurement, not more of the first.
-  const SamplingRule rule = RuleNow(s->weight);
+  const SamplingRule rule = RuleNow(*s->session, s->weight);
   const size_t before = t.row_ms.size();
-  if (g_window > s->window && before > 0) {
+  if (s->session->window > s->window && before > 0) {
     t.window_starts.push_back(before);
-    s->window = g_window;
+    s->window = s->session->window;
   }
   const size_t window_start = t.window_starts.empty() ? 0 : t.window_starts.back();
   do {
@@ -510,7 +519,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
                          SecondsSince(start)));
   std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
   s->sampling_seconds += SecondsSince(start);
-  g_sampled_seconds += SecondsSince(start);
+  s->session->sampled_seconds += SecondsSince(start);
 }
 
 // A row is one Google Benchmark iteration (Iterations(1)): its whole
@@ -520,7 +529,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
 void RunValueAndGrad(benchmark::State& state, RowState* s) {
   if (!EnsureReady(state, s)) return;
   RunOptions options;
-  options.max_memory_bytes = g_max_memory_bytes;
+  options.max_memory_bytes = s->session->max_memory_bytes;
   // A big row has no warm-up: its timed run is the one that predicts the peak
   // (and refuses a row past --max-memory before allocating). The prediction
   // is a dry run, milliseconds against the row's minute.
@@ -528,18 +537,18 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
   // Samples are timed without kernel timing (EngineTime); a big row's one
   // run is its probe too.
   options.time_kernels = s->row.big;
-  const bool memory_pass = g_memory.active();
+  const bool memory_pass = s->session->memory.active();
   try {
-    const Case& c = g_cases.Get(s->row);
+    const Case& c = s->session->cases.Get(s->row, s->session->wrt);
     for (auto _ : state) {
       if (memory_pass) {
         // The warm-up's peak (a big row's: its timed run's), see
         // TrackerMemoryManager.
-        g_memory.Record(s->stats.peak_bytes);
+        s->session->memory.Record(s->stats.peak_bytes);
         state.SetIterationTime(0);
         continue;
       }
-      if (s->row.big && (g_child || !s->timings.row_ms.empty())) {
+      if (s->row.big && (s->session->child || !s->timings.row_ms.empty())) {
         // Its one run was taken in the first window.
       } else if (s->row.big) {
         // One run, no pairing (eager does not fit at that size).
@@ -587,7 +596,7 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
 
 void RunMatMulBound(benchmark::State& state, RowState* s) {
   if (!EnsureReady(state, s)) return;
-  const bool memory_pass = g_memory.active();
+  const bool memory_pass = s->session->memory.active();
   try {
     for (auto _ : state) {
       if (memory_pass) {
@@ -599,7 +608,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
       // least kBoundMinSeconds: every row of its N and d is checked against
       // it, a bound taken while a neighbour ran would flag them all, and its
       // samples are milliseconds, so a second more costs little.
-      SamplingRule rule = RuleNow(s->weight);
+      SamplingRule rule = RuleNow(*s->session, s->weight);
       rule.min_seconds = std::max(rule.min_seconds, kBoundMinSeconds);
       rule.max_samples = std::max<int64_t>(rule.max_samples, 1000);
       const Clock::time_point start = Clock::now();
@@ -616,7 +625,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
                !SamplingDone(s->timings, rule, SecondsSince(start)));
       std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
       s->sampling_seconds += SecondsSince(start);
-      g_sampled_seconds += SecondsSince(start);
+      s->session->sampled_seconds += SecondsSince(start);
       state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
     }
   } catch (const std::exception& e) {
@@ -625,7 +634,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
     return;
   }
   if (memory_pass) {
-    g_memory.Record(s->tracker->peak_bytes());
+    s->session->memory.Record(s->tracker->peak_bytes());
     return;
   }
   s->stats.peak_bytes = s->tracker->peak_bytes();
@@ -774,8 +783,8 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
 // shapes alone (a dry run: milliseconds), once per case. A bound row weighs
 // its second of samples; big rows (one run) and program files (no problem to
 // build) weigh the floor.
-double RowWeight(const PlannedRow& row) {
-  static std::map<std::string, double> by_case;
+double RowWeight(BenchSession& session, const PlannedRow& row) {
+  std::map<std::string, double>& by_case = session.weight_by_case;
   if (row.kind == RowKind::kMatMulBound) return kBoundMinSeconds;
   if (row.big || !row.program_file.empty()) {
     return SamplingWeight(0);
@@ -976,18 +985,19 @@ int Main(int argc, char** argv) {
   std::vector<std::string> rest;
   BenchFlags flags;
   std::vector<PlannedRow> plan;
+  BenchSession session;
   try {
     flags = ParseBenchFlags(args, &rest);
     if (flags.help) std::cout << BenchHelp() << "\nGoogle Benchmark's flags:\n";
     plan = PlanRows(flags, EngineNames());
-    g_max_memory_bytes = flags.max_memory_bytes;
-    g_paired = flags.paired;
-    g_wrt = flags.wrt;
-    g_rule = DefaultSamplingRule();
-    if (flags.max_row_seconds > 0) g_rule.max_seconds = flags.max_row_seconds;
-    g_sampling_budget = flags.sampling_budget_seconds;
-    g_windows = flags.Windows();
-    g_child = flags.only_window > 0;
+    session.max_memory_bytes = flags.max_memory_bytes;
+    session.paired = flags.paired;
+    session.wrt = flags.wrt;
+    session.rule = DefaultSamplingRule();
+    if (flags.max_row_seconds > 0) session.rule.max_seconds = flags.max_row_seconds;
+    session.sampling_budget = flags.sampling_budget_seconds;
+    session.windows = flags.Windows();
+    session.child = flags.only_window > 0;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << "\n";
     return 2;
@@ -1012,6 +1022,7 @@ int Main(int argc, char** argv) {
   for (const PlannedRow& row : plan) {
     auto s = std::make_unique<RowState>();
     s->row = row;
+    s->session = &session;
     RowState* raw = s.get();
     benchmark::internal::Benchmark* b =
         row.kind == RowKind::kValueAndGrad
@@ -1026,46 +1037,47 @@ int Main(int argc, char** argv) {
     b->Iterations(1);
     // The name Google Benchmark filters: it appends the settings.
     const std::string full_name = row.name + "/iterations:1/manual_time";
-    raw->weight = RowWeight(row);
+    raw->weight = RowWeight(session, row);
     if (FilterSelects(filter, full_name)) {
-      g_progress.total += flags.Windows();
-      g_window_weight += raw->weight;
+      session.progress.total += flags.Windows();
+      session.window_weight += raw->weight;
     }
     states.push_back(std::move(s));
   }
-  g_progress.enabled = flags.sweep != Sweep::kNone;
+  session.progress.enabled = flags.sweep != Sweep::kNone;
 
   const std::time_t started = std::time(nullptr);
   // The default display reporter is the library's (it honours
   // --benchmark_format); it is never freed, as the library's own is not.
   CollectingReporter reporter(benchmark::CreateDefaultDisplayReporter());
-  if (g_child) {
+  if (session.child) {
     // Window K of N: the windows before it had their share of the budget.
-    g_weight_left = g_window_weight;
-    g_window = flags.only_window;
-    g_sampled_seconds = g_sampling_budget * (g_window - 1) / g_windows;
+    session.weight_left = session.window_weight;
+    session.window = flags.only_window;
+    session.sampled_seconds =
+        session.sampling_budget * (session.window - 1) / session.windows;
     benchmark::RunSpecifiedBenchmarks(&reporter);
   }
-  for (g_window = 1; !g_child && g_window <= g_windows; ++g_window) {
-    g_weight_left = g_window_weight;
-    if (g_windows > 1) {
-      std::cerr << "bench: window " << g_window << " of " << g_windows
-                << (g_window == 1 ? " (every row; then every row again, in a process of its own: "
+  for (session.window = 1; !session.child && session.window <= session.windows; ++session.window) {
+    session.weight_left = session.window_weight;
+    if (session.windows > 1) {
+      std::cerr << "bench: window " << session.window << " of " << session.windows
+                << (session.window == 1 ? " (every row; then every row again, in a process of its own: "
                                     "see --windows)"
                                   : " (in a process of its own; each row's numbers pool its "
                                     "windows)")
                 << std::endl;
     }
-    if (g_window == 1) {
+    if (session.window == 1) {
       // The memory pass (one untimed run a row) once: its peak repeats exactly.
-      benchmark::RegisterMemoryManager(&g_memory);
+      benchmark::RegisterMemoryManager(&session.memory);
       benchmark::RunSpecifiedBenchmarks(&reporter);
       benchmark::RegisterMemoryManager(nullptr);
     } else {
       try {
-        g_sampled_seconds += SampleWindowInChild(args, g_window, states);
+        session.sampled_seconds += SampleWindowInChild(args, session.window, states);
       } catch (const std::exception& e) {
-        std::cerr << "bench: window " << g_window << " left out: " << e.what() << "\n";
+        std::cerr << "bench: window " << session.window << " left out: " << e.what() << "\n";
       }
     }
   }
@@ -1080,7 +1092,7 @@ int Main(int argc, char** argv) {
     std::cerr << "bench: no benchmark ran (see --benchmark_filter); no results written\n";
     return 0;
   }
-  if (g_child) {
+  if (session.child) {
     // Only the samples, for the process that started this one.
     try {
       WriteResults(ResultsDir(flags.out_dir), UtcStamp(started),
