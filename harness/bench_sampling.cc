@@ -1,0 +1,147 @@
+#include "harness/bench_sampling.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace remat::bench {
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  if (values.size() % 2 == 1) return values[mid];
+  const double upper = values[mid];
+  const double lower = *std::max_element(values.begin(), values.begin() + mid);
+  return (lower + upper) / 2;
+}
+
+SamplingRule DefaultSamplingRule() { return SamplingRule(); }
+
+int64_t RunsPerSample(double run_seconds) {
+  if (!(run_seconds > 0)) return 1;
+  const double runs = std::ceil(kMinSampleSeconds / run_seconds);
+  // Capped: a run too fast to time (a broken row) must not spin for ever.
+  return static_cast<int64_t>(std::clamp(runs, 1.0, 10000.0));
+}
+
+std::optional<double> MedianHalfWidth(std::vector<double> values) {
+  const size_t n = values.size();
+  if (n < 2) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  const double median = Median(values);
+  const double half = static_cast<double>(n) / 2;
+  const double j = std::max(1.0, std::round(half - 1.96 * std::sqrt(static_cast<double>(n)) / 2));
+  const size_t lo = static_cast<size_t>(j) - 1;  // ranks j and n + 1 - j, 0-based
+  const size_t hi = n - static_cast<size_t>(j);
+  return (values[hi] - values[lo]) / 2 / median;
+}
+
+RowEstimate Estimate(const Timings& t) {
+  RowEstimate e;
+  const bool paired = t.paired();
+  const size_t n = paired ? std::min(t.row_ms.size(), t.eager_ms.size()) : t.row_ms.size();
+  e.samples = static_cast<int64_t>(n);
+  if (n == 0) return e;
+  // A sample without a delay measured counts as quiet.
+  auto quiet = [](const std::vector<double>& delay, size_t i) {
+    return i >= delay.size() || delay[i] <= kQuietRunDelay;
+  };
+  std::vector<size_t> chosen;  // the samples (pairs) that count, in order
+  for (size_t i = 0; i < n; ++i) {
+    if (quiet(t.row_delay, i) && (!paired || quiet(t.eager_delay, i))) chosen.push_back(i);
+  }
+  e.quiet_samples = static_cast<int64_t>(chosen.size());
+  e.quiet = e.quiet_samples >= std::min<int64_t>(kMinQuietSamples, e.samples);
+  if (chosen.empty()) {
+    for (size_t i = 0; i < n; ++i) chosen.push_back(i);
+  }
+  // The least times over the first k chosen samples.
+  auto least = [&](const std::vector<double>& ms, size_t k) {
+    double out = ms[chosen[0]];
+    for (size_t i = 1; i < k; ++i) out = std::min(out, ms[chosen[i]]);
+    return out;
+  };
+  e.row_ms = least(t.row_ms, chosen.size());
+  if (!paired) {
+    e.value = e.row_ms;
+    if (n >= 2) {
+      // The first half against the whole (not two disjoint halves): whether
+      // the minimum is still falling, i.e. whether more samples would still
+      // move it.
+      e.spread = std::abs(least(t.row_ms, (chosen.size() + 1) / 2) / e.row_ms - 1);
+    }
+    return e;
+  }
+  e.eager_ms = least(t.eager_ms, chosen.size());
+  std::vector<double> ratios;
+  for (size_t i : chosen) ratios.push_back(t.row_ms[i] / t.eager_ms[i]);
+  // The low median's pair: of equal ratios, the earliest.
+  std::vector<size_t> by_ratio(ratios.size());
+  for (size_t k = 0; k < by_ratio.size(); ++k) by_ratio[k] = k;
+  std::stable_sort(by_ratio.begin(), by_ratio.end(),
+                   [&](size_t a, size_t b) { return ratios[a] < ratios[b]; });
+  const size_t pair = chosen[by_ratio[(by_ratio.size() - 1) / 2]];
+  e.pair_row_ms = t.row_ms[pair];
+  e.pair_eager_ms = t.eager_ms[pair];
+  e.value = e.pair_row_ms / e.pair_eager_ms;
+  if (n >= 2) e.spread = MedianHalfWidth(ratios).value_or(std::abs(ratios[0] / e.value - 1));
+  return e;
+}
+
+double SamplingWeight(int64_t eager_flops) {
+  return 2 * static_cast<double>(std::max<int64_t>(eager_flops, 0)) / kEstimateFlopsPerSecond +
+         kPairFloorSeconds;
+}
+
+double SampleShareSeconds(double left_seconds, double weight, double weight_left) {
+  if (!(left_seconds > 0) || !(weight > 0)) return 0;
+  return left_seconds * std::min(1.0, weight / std::max(weight, weight_left));
+}
+
+Timings SamplesFrom(const Timings& t, size_t begin) {
+  auto tail = [begin](const std::vector<double>& v) {
+    return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(std::min(begin, v.size())),
+                               v.end());
+  };
+  Timings out;
+  out.row_ms = tail(t.row_ms);
+  out.eager_ms = tail(t.eager_ms);
+  out.row_delay = tail(t.row_delay);
+  out.eager_delay = tail(t.eager_delay);
+  return out;
+}
+
+std::vector<RowEstimate> WindowEstimates(const Timings& t) {
+  std::vector<RowEstimate> out;
+  std::vector<size_t> bounds = {0};
+  for (size_t start : t.window_starts) {
+    if (start > bounds.back()) bounds.push_back(start);
+  }
+  for (size_t w = 0; w < bounds.size(); ++w) {
+    Timings window = SamplesFrom(t, bounds[w]);
+    if (w + 1 < bounds.size()) {
+      const size_t n = bounds[w + 1] - bounds[w];
+      window.row_ms.resize(std::min(n, window.row_ms.size()));
+      window.eager_ms.resize(std::min(n, window.eager_ms.size()));
+      window.row_delay.resize(std::min(n, window.row_delay.size()));
+      window.eager_delay.resize(std::min(n, window.eager_delay.size()));
+    }
+    out.push_back(Estimate(window));
+  }
+  return out;
+}
+
+bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent) {
+  const RowEstimate e = Estimate(timings);
+  if (e.samples >= rule.max_samples || seconds_spent >= rule.max_seconds) return true;
+  // A busy machine: more samples would mostly wait for the neighbour, and
+  // the row is flagged whatever it takes; stop rather than spend the cap.
+  if (seconds_spent >= rule.busy_seconds && e.samples >= kMinQuietSamples &&
+      e.quiet_samples * 4 < e.samples) {
+    return true;
+  }
+  return e.quiet_samples >= rule.min_samples && seconds_spent >= rule.min_seconds && e.spread &&
+         *e.spread <= rule.target_spread;
+}
+
+}  // namespace remat::bench

@@ -1,0 +1,148 @@
+// How the bench samples a row and turns its samples into its numbers, kept
+// apart from Google Benchmark and from the rows' planning and reporting so
+// that the rules can be tested on synthetic timings: when a row's sampling
+// stops (SamplingRule, SamplingDone), how many runs a sample times
+// (RunsPerSample), a row's share of the sampling budget (SamplingWeight,
+// SampleShareSeconds), and the estimate of its time and x eager from its
+// samples and the eager runs paired with them (Timings, Estimate,
+// WindowEstimates).
+#ifndef REMAT_HARNESS_BENCH_SAMPLING_H_
+#define REMAT_HARNESS_BENCH_SAMPLING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "harness/run_delay.h"  // kQuietRunDelay
+
+namespace remat::bench {
+
+// The median of `values` (the mean of the middle two for an even count);
+// 0 for none.
+double Median(std::vector<double> values);
+
+// When a row's sampling stops. A sample is one block of runs of the row (and,
+// paired, one of eager next to it); see SamplingDone.
+struct SamplingRule {
+  // Stop once the row has this many quiet samples (pairs)...
+  int64_t min_samples = 6;
+  // ...and a spread (RowEstimate::spread) at most this...
+  double target_spread = 0.01;
+  // ...and has been sampled this long: rows of a few ms vary by a few %
+  // from sample to sample, and their median needs a few dozen.
+  double min_seconds = 0.15;
+  // Or stop here, settled or not: after this many samples, or this long.
+  int64_t max_samples = 60;
+  double max_seconds = 4;
+  // Or, sampled this long, when fewer than a quarter of the samples are
+  // quiet (a busy machine; the row is noise anyway).
+  double busy_seconds = 1;
+};
+// The rule of the default run: what bench_main uses unless --max-row-seconds.
+SamplingRule DefaultSamplingRule();
+// How many runs one sample times together (their mean is the sample): enough
+// that a sample lasts kMinSampleSeconds (microsecond rows would otherwise be
+// timed at the clock's resolution and dominated by timer overhead), at least
+// one. `run_seconds`: one run's time (the warm-up's).
+inline constexpr double kMinSampleSeconds = 2e-3;
+int64_t RunsPerSample(double run_seconds);
+
+// A row's weight in the sampling budget: the seconds a pair of runs (the
+// row's and eager's) is estimated to take, from one eager run's FLOPs at
+// kEstimateFlopsPerSecond, plus kPairFloorSeconds (the scalar chains'
+// microsecond rows need a few hundred ms of samples to settle, whatever
+// their FLOPs). Each row's cap is its weight's share of what is left of the
+// window's budget (SampleShareSeconds): a budget split by seconds per row
+// left the expensive rows 3 pairs a window, and split first come, first
+// served, the last problems of the run.
+inline constexpr double kEstimateFlopsPerSecond = 100e9;
+inline constexpr double kPairFloorSeconds = 0.02;
+double SamplingWeight(int64_t eager_flops);
+// `weight`'s share of `left_seconds`, `weight_left` being the weights of the
+// rows still to sample in the window, this one included; 0 when nothing is
+// left.
+double SampleShareSeconds(double left_seconds, double weight, double weight_left);
+
+// A sample is quiet when the process's run delay grew by at most
+// kQuietRunDelay (harness/run_delay.h) of its wall time while it ran.
+
+// A row's samples in the order they were taken: its own times and, paired,
+// eager's (eager_ms[i] was taken right before or after row_ms[i]), in ms;
+// with each, the run delay its runs saw as a share of their wall time (see
+// kQuietRunDelay; empty when not measured: every sample counts as quiet).
+struct Timings {
+  std::vector<double> row_ms;
+  std::vector<double> eager_ms;  // empty when unpaired
+  std::vector<double> row_delay;
+  std::vector<double> eager_delay;
+  // The first sample of each window after the first (--windows), ascending.
+  std::vector<size_t> window_starts;
+  bool paired() const { return !eager_ms.empty(); }
+};
+// The samples of `t` from sample `begin` on (one window's, for SamplingDone),
+// without window_starts.
+Timings SamplesFrom(const Timings& t, size_t begin);
+
+// The half-width of the distribution-free 95% confidence interval of the
+// median of `values`, relative to the median: half the distance between the
+// order statistics of rank j and n + 1 - j, j = round(n/2 - 1.96 sqrt(n)/2)
+// (at least 1). With 6 values that is half their range; with 20, half the
+// distance from the 6th to the 15th. Empty for fewer than two values.
+std::optional<double> MedianHalfWidth(std::vector<double> values);
+
+// How a row's samples become its numbers.
+//
+// Only quiet samples count (kQuietRunDelay): a neighbour that takes a CPU
+// slows an OpenMP run several times over, and not both sides of a pair alike
+// (the side with more parallel regions waits more often), so no statistic of
+// disturbed samples reproduces. Among quiet samples:
+// - time: the least quiet time. What is left of interference (caches, memory
+//   bandwidth) only adds time, so the least time is the undisturbed cost.
+// - x eager (paired): the median over the quiet pairs (both samples quiet) of
+//   row time / eager time, the low median (of an even count, the lower of
+//   the two middle ratios) so that it is one pair's ratio: the median pair,
+//   whose two times the summary prints beside it (time / eager ms = x
+//   eager, where the least times, taken at moments the machine ran at other
+//   speeds, need not agree with it). The two runs of a pair are a few ms apart, so a
+//   slow drift of the machine's speed (a virtual CPU whose host sibling got
+//   busy, invisible from here) cancels in each ratio, and the median ignores
+//   the pairs something still disturbed. Its spread is MedianHalfWidth of
+//   those ratios: the row settles when that interval is narrow, i.e. when
+//   another run would find the same ratio.
+// - unpaired (eager's own row, the bound, --unpaired): the least quiet time,
+//   and as spread |that over the first half of the samples / over all - 1|:
+//   whether the minimum is still falling.
+// A row with fewer than kMinQuietSamples quiet samples (pairs) is not quiet:
+// its numbers come from what quiet samples it has, or from all of them if it
+// has none, and it is flagged as noise.
+inline constexpr int64_t kMinQuietSamples = 3;
+struct RowEstimate {
+  int64_t samples = 0;        // pairs when paired
+  int64_t quiet_samples = 0;  // quiet pairs (paired), quiet samples (unpaired)
+  bool quiet = true;          // quiet_samples >= kMinQuietSamples, or all samples quiet
+  double row_ms = 0;          // the least quiet row time
+  double eager_ms = 0;        // paired: the least quiet eager time; else 0
+  // Paired: the median of the quiet pairs' ratios (x eager); unpaired: row_ms.
+  double value = 0;
+  // Paired: the median pair's times (value = pair_row_ms / pair_eager_ms);
+  // else 0.
+  double pair_row_ms = 0;
+  double pair_eager_ms = 0;
+  std::optional<double> spread;  // see above; empty with fewer than two samples
+};
+RowEstimate Estimate(const Timings& timings);
+// Each window's estimate, in order (Timings::window_starts): one for a row
+// sampled in one window. Estimate pools them.
+std::vector<RowEstimate> WindowEstimates(const Timings& t);
+// Whether sampling stops: at least rule.min_samples quiet samples (pairs)
+// and rule.min_seconds spent, and a spread within rule.target_spread; or
+// rule.max_samples samples; or rule.max_seconds spent (then the spread says
+// how far from settled the row was, and quiet whether it saw enough quiet
+// moments); or rule.busy_seconds spent with fewer than a quarter of at least
+// kMinQuietSamples samples quiet.
+bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent);
+
+}  // namespace remat::bench
+
+#endif  // REMAT_HARNESS_BENCH_SAMPLING_H_
