@@ -7,6 +7,7 @@
 
 #include "harness/bench_fake_row.h"
 #include "harness/bench_lib.h"
+#include "harness/bench_report.h"
 
 namespace remat::bench {
 namespace {

@@ -43,6 +43,7 @@
 #include "engines/onednn/platform.h"
 #include "harness/bench_controls.h"
 #include "harness/bench_lib.h"
+#include "harness/bench_report.h"
 #include "harness/memory_caps.h"
 #include "harness/case_directory.h"
 #include "harness/conformance.h"

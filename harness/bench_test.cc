@@ -7,6 +7,7 @@
 
 #include "harness/bench_fake_row.h"
 #include "harness/bench_lib.h"
+#include "harness/bench_report.h"
 
 #include <gtest/gtest.h>
 
@@ -529,23 +530,6 @@ TEST(BenchFlags, OwnFlagsAreTakenOutAndTheRestPassesThrough) {
 }
 
 
-TEST(BenchResults, PairedRatioIsWrittenAndShownWhenPresent) {
-  std::vector<RowResult> rows = {Fake("layer_loss", "eager", "as-written", 10.0),
-                                 Fake("layer_loss", "recompute", "nothing_saveable", 14.0),
-                                 Fake("layer_loss", "recompute", "everything_saveable", 11.0)};
-  rows[1].vs_eager_paired = 1.25;
-  ComputeVsEager(&rows);
-  EXPECT_DOUBLE_EQ(*rows[1].vs_eager, 1.4);  // the rows' own ratio stays
-  const nlohmann::json run = ResultsJson("bench", nlohmann::json::object(),
-                                         "2026-11-23T00:00:00Z", rows);
-  EXPECT_EQ(run["rows"][1]["vs_eager_paired"], 1.25);
-  EXPECT_FALSE(run["rows"][2].contains("vs_eager_paired"));
-  const std::string summary = FormatSummary(rows, "test platform");
-  EXPECT_NE(summary.find(" 1.25 "), std::string::npos) << summary;
-  EXPECT_EQ(summary.find(" 1.40 "), std::string::npos) << summary;
-  EXPECT_NE(summary.find("1.10 u"), std::string::npos) << summary;  // unpaired: marked
-}
-
 // The first line of `text` that contains `needle`; "" if none.
 std::string LineWith(const std::string& text, const std::string& needle) {
   const size_t at = text.find(needle);
@@ -894,111 +878,6 @@ TEST(BenchPlausibility, NoiseRowsPrintNoiseAndTheSummarySaysHowStableTheRunWas) 
   EXPECT_EQ(run["rows"][4]["matmul_impls"],
             (nlohmann::json{"brg:avx512_core", "gemm:jit"}));
   EXPECT_TRUE(run["rows"][0]["spread"].is_number());
-}
-
-TEST(BenchResults, MedianIgnoresABurstOnAFewIterations) {
-  EXPECT_EQ(Median({}), 0);
-  EXPECT_EQ(Median({5}), 5);
-  EXPECT_EQ(Median({80, 81, 79, 140, 82}), 81);  // the mean would say 92.4
-  EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
-}
-
-TEST(BenchResults, VsEagerDividesByTheBaselineOfTheSameCase) {
-  std::vector<RowResult> rows = {
-      Fake("layer_loss", "recompute", "as-written", 15.0),  // before its baseline
-      Fake("layer_loss", "eager", "as-written", 10.0),
-      Fake("layer_loss", "recompute", "nothing_saveable", 25.0),
-      Fake("layer_loss", "recompute", "as-written", 40.0, {{"d", 1024}, {"N", 256}}),  // no eager
-      Fake("layer_loss", "recompute", "everything_saveable", 12.0),
-  };
-  rows.back().error = "out of memory";
-  RowResult bound;
-  bound.row.kind = RowKind::kMatMulBound;
-  bound.row.params = {{"N", 256}, {"d", 512}};
-  bound.row.engine = kBoundEngine;
-  bound.gflops = 200.0;
-  bound.real_time_ms = 1.0;
-  rows.push_back(bound);
-
-  ComputeVsEager(&rows);
-  ASSERT_TRUE(rows[0].vs_eager);
-  EXPECT_DOUBLE_EQ(*rows[0].vs_eager, 1.5);
-  EXPECT_DOUBLE_EQ(*rows[1].vs_eager, 1.0);
-  EXPECT_DOUBLE_EQ(*rows[2].vs_eager, 2.5);
-  EXPECT_FALSE(rows[3].vs_eager);
-  EXPECT_FALSE(rows[4].vs_eager);
-  EXPECT_FALSE(rows[5].vs_eager);
-  // eager: 1 GFLOP in 10 ms = 100 GFLOP/s, half the bound's 200.
-  ASSERT_TRUE(rows[1].of_matmul_bound);
-  EXPECT_DOUBLE_EQ(*rows[1].of_matmul_bound, 0.5);
-  EXPECT_FALSE(rows[3].of_matmul_bound);  // no bound at d=1024
-
-  rows[2].peak_bytes = 48 << 20;
-  rows[2].peak_bytes_by_category[static_cast<int>(Category::kActivations)] = 3 << 20;
-  rows[2].row.big = true;
-  const nlohmann::json run = ResultsJson("cmd", MachineInfo(), "2024-01-01T00:00:00Z", rows);
-  EXPECT_EQ(run["rows"][2]["peak_bytes_by_category"]["activations"], 3 << 20);
-  EXPECT_EQ(run["rows"][2]["peak_bytes_by_category"]["inputs"], 0);
-  EXPECT_EQ(run["rows"][2]["big"], true);
-  EXPECT_FALSE(run["rows"][0].contains("big"));
-  EXPECT_DOUBLE_EQ(run["rows"][0]["vs_eager"].get<double>(), 1.5);
-  EXPECT_TRUE(run["rows"][3]["vs_eager"].is_null());
-  EXPECT_EQ(run["rows"][4]["error"], "out of memory");
-  EXPECT_EQ(run["rows"][1]["params"]["d"], 512);
-  for (const char* field : {"name", "problem", "params", "engine", "policy", "iterations",
-                            "real_time_ms", "peak_bytes", "peak_bytes_by_category",
-                            "residual_bytes", "flops_forward",
-                            "flops_recomputed", "flops_backward", "gflops", "vs_eager"}) {
-    EXPECT_TRUE(run["rows"][0].contains(field)) << field;
-  }
-
-  const std::string summary = FormatSummary(rows, "test platform");
-  EXPECT_NE(summary.find("x eager"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("recompute/nothing_saveable"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("2.50"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("activations"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("48.0 MiB"), std::string::npos) << summary;
-  EXPECT_NE(summary.find(" 3.0 MiB"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("failed: out of memory"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("50% of the bound"), std::string::npos) << summary;
-}
-
-TEST(BenchResults, MachineInfoHasEveryFieldAndThePlatform) {
-  const nlohmann::json m = MachineInfo();
-  for (const char* field : {"hostname", "cores", "cpu", "memory_bytes", "omp_num_threads",
-                            "omp_wait_policy", "gomp_spincount", "onednn", "cpus",
-                            "onednn_isa", "isa_cap", "matmul_impl", "omp_threads"}) {
-    EXPECT_TRUE(m.contains(field)) << field;
-  }
-  // The platform's fields as PlatformToJson writes them, so that `remat
-  // compare` and stats.json read them alike.
-  const nlohmann::json platform = PlatformToJson(DescribePlatform());
-  for (const auto& [key, value] : platform.items()) EXPECT_EQ(m[key], value) << key;
-  EXPECT_FALSE(m["onednn_isa"].get<std::string>().empty());
-  EXPECT_FALSE(m["matmul_impl"].get<std::string>().empty());
-  EXPECT_GE(m["cores"].get<int64_t>(), 1);
-  EXPECT_GT(m["memory_bytes"].get<int64_t>(), 0);
-  EXPECT_NE(m["onednn"].get<std::string>().find("oneDNN"), std::string::npos);
-}
-
-TEST(BenchResults, CommandDateAndFiles) {
-  EXPECT_EQ(CommandLine({"/x/bench"}), "tools/bazel run //harness:bench");
-  EXPECT_EQ(CommandLine({"/x/bench", "--sweep=depth", "--benchmark_filter=a|b"}),
-            "tools/bazel run //harness:bench -- --sweep=depth '--benchmark_filter=a|b'");
-  EXPECT_EQ(UtcDate(0), "1970-01-01T00:00:00Z");
-  EXPECT_EQ(UtcStamp(86400 + 3661), "19700102T010101Z");
-  EXPECT_EQ(ResultsDir("/some/dir"), "/some/dir");
-
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::filesystem::path dir =
-      std::filesystem::path(tmp ? tmp : std::filesystem::temp_directory_path().string()) /
-      "bench_results";
-  const std::vector<std::string> written =
-      WriteResults(dir.string(), "19700101T000000Z", {{"rows", nlohmann::json::array()}});
-  ASSERT_EQ(written.size(), 2u);
-  EXPECT_TRUE(std::filesystem::exists(dir / "bench-19700101T000000Z.json"));
-  std::ifstream latest(dir / "latest.json");
-  EXPECT_TRUE(nlohmann::json::parse(latest).contains("rows"));
 }
 
 TEST(BenchPlan, BudgetSweepRunsTheCurveOnEveryProblemWithJaxsPoliciesAsPoints) {
