@@ -165,21 +165,21 @@ std::string CommandLine(const std::vector<std::string>& args) {
   return out;
 }
 
-std::string UtcDate(std::time_t when) {
+namespace {
+
+std::string FormatUtc(std::time_t when, const char* format) {
   std::tm tm{};
   gmtime_r(&when, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::strftime(buf, sizeof buf, format, &tm);
   return buf;
 }
 
-std::string UtcStamp(std::time_t when) {
-  std::tm tm{};
-  gmtime_r(&when, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
-}
+}  // namespace
+
+std::string UtcDate(std::time_t when) { return FormatUtc(when, "%Y-%m-%dT%H:%M:%SZ"); }
+
+std::string UtcStamp(std::time_t when) { return FormatUtc(when, "%Y%m%dT%H%M%SZ"); }
 
 nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& machine,
                            const std::string& date, const std::vector<RowResult>& rows) {

@@ -53,24 +53,27 @@ PY = torch_python()
                  "skipped" % sys.executable)
 class TorchEngineConformTest(unittest.TestCase):
 
+    def run_scheduled(self, problem, params, schedule):
+        """The engine on `problem` under `schedule`: (its case directory, the run)."""
+        d = tempfile.mkdtemp(prefix="torch_engine_test.")
+        self.addCleanup(shutil.rmtree, d)
+        scheduled_case.write(d, os.path.join(HERE, "remat"), problem, params, schedule)
+        r = subprocess.run([PY, os.path.join(HERE, "torch_engine.py"), d], capture_output=True, text=True,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        return d, r
+
     def test_segments_schedule_runs_as_checkpoint_sequential(self):
         # remat conform runs no schedules: the scheduled programs run here,
         # against the oracle's value and gradients. segments:K is
         # checkpoint_sequential's; the other schedules have no PyTorch
         # equivalent and are refused with the reason.
-        remat = os.path.join(HERE, "remat")
-        engine = os.path.join(HERE, "torch_engine.py")
-        env = dict(os.environ, OMP_NUM_THREADS="1")
         residuals = {}
         for problem, params, schedule in [("mlp_chain", ["L=4", "N=8", "d=16"], "segments:2"),
                                           ("mlp_chain", ["L=4", "N=8", "d=16"], "segments:4"),
                                           ("scan_stack", ["L=5", "N=4", "d=8"], "segments:2"),
                                           ("scan_stack", ["L=5", "N=4", "d=8"], "segments:9")]:
             with self.subTest(problem=problem, schedule=schedule):
-                d = tempfile.mkdtemp(prefix="torch_engine_test.")
-                self.addCleanup(shutil.rmtree, d)
-                scheduled_case.write(d, remat, problem, params, schedule)
-                r = subprocess.run([PY, engine, d], capture_output=True, text=True, env=env)
+                d, r = self.run_scheduled(problem, params, schedule)
                 self.assertEqual(r.returncode, 0, "%s %s: exit %d:\n%s%s" % (problem, schedule, r.returncode,
                                                                              r.stdout, r.stderr))
                 status, why = scheduled_case.compare(PY, d)
@@ -86,10 +89,7 @@ class TorchEngineConformTest(unittest.TestCase):
         for problem, params, schedule in [("mlp_chain", ["L=3", "N=4", "d=8"], "revolve:2"),
                                           ("scan_stack", ["L=4", "N=4", "d=8"], "every:2")]:
             with self.subTest(problem=problem, schedule=schedule):
-                d = tempfile.mkdtemp(prefix="torch_engine_test.")
-                self.addCleanup(shutil.rmtree, d)
-                scheduled_case.write(d, remat, problem, params, schedule)
-                r = subprocess.run([PY, engine, d], capture_output=True, text=True, env=env)
+                d, r = self.run_scheduled(problem, params, schedule)
                 self.assertEqual(r.returncode, 77, "%s %s: exit %d, expected 77:\n%s%s"
                                  % (problem, schedule, r.returncode, r.stdout, r.stderr))
                 self.assertIn("schedule '%s' (PyTorch's checkpoint_sequential is remat's segments:K; "
