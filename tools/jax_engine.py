@@ -116,8 +116,11 @@ stats.json:
                   pointers too (8 B an output: sin_plain's forward, 9
                   outputs of 4 B, is 108 B).
   memory_analysis every field of both phases' memory_analysis(), as reported
-  residuals       saved_residuals' listing: "f32[8,16] output of dot_general
-                  from ..." per residual, the excluded inputs included
+  residuals       saved_residuals' listing, one line per residual, each named
+                  by its op's site ("f32[8,16] output of dot_general from
+                  problems/x.cc:31 (%4 matmul)": Builder._site_call), the
+                  excluded inputs included; remat conform sets it beside
+                  remat's where the bytes differ
   engine          "jax VERSION (jaxlib VERSION)"; jax_version: VERSION
 """
 
@@ -127,7 +130,7 @@ import os
 import re
 import sys
 
-from program_text import ParseError, parse_program  # tools/program_text.py, beside this file
+from program_text import ParseError, parse_program, schedule_count  # tools/program_text.py, beside this file
 
 UNSUPPORTED_EXIT = 77
 ERROR_EXIT = 1
@@ -186,10 +189,10 @@ CHECKPOINT_EVERY = "checkpoint_every:"
 def checkpoint_every(schedule, where):
     """K of a "checkpoint_every:K" schedule (K >= 1), as engines/api's
     CheckpointEvery reads it."""
-    k = schedule[len(CHECKPOINT_EVERY):]
-    if not (k.isdigit() and k.isascii() and len(k) <= 9 and int(k) >= 1):
+    try:
+        return schedule_count(schedule, CHECKPOINT_EVERY[:-1])
+    except ValueError:
         raise ProgramError("%s: schedule %r: checkpoint_every takes a number of blocks >= 1" % (where, schedule))
-    return int(k)
 
 
 def configure_runtime(environ):
@@ -445,7 +448,10 @@ class Builder:
             env = {}
             exec(compile(text, m.group(1), "exec"), env)
             shim = env["shim"]
-            shim.__code__ = shim.__code__.replace(co_name=label, co_qualname=label)
+            names = {"co_name": label}
+            if hasattr(shim.__code__, "co_qualname"):  # Python >= 3.11 prints that one
+                names["co_qualname"] = label
+            shim.__code__ = shim.__code__.replace(**names)
             _SITE_SHIMS[key] = shim
         return _SITE_SHIMS[key]
 

@@ -108,6 +108,20 @@ def _params(text):
     return out, ints
 
 
+
+def schedule_count(schedule, name):
+    """K of a schedule spelled "NAME:K" (engines/schedule's names:
+    "checkpoint_every:4", "segments:2"), K a count >= 1 as engines/api reads
+    it; None when `schedule` is another schedule; ValueError when it is
+    NAME's with no such K."""
+    prefix = name + ":"
+    if not schedule.startswith(prefix):
+        return None
+    k = schedule[len(prefix):]
+    if not (k.isdigit() and k.isascii() and len(k) <= 9 and int(k) >= 1):
+        raise ValueError("schedule %r: %s takes a count >= 1" % (schedule, name))
+    return int(k)
+
 class Body:
     def __init__(self, params_and_ints):
         self.params, self.int_params = params_and_ints  # [(id, name, shape)]; ids of i32 ones

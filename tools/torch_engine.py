@@ -58,7 +58,7 @@ import math
 import os
 import sys
 
-from program_text import ParseError, load_case  # tools/program_text.py, beside this file
+from program_text import ParseError, load_case, schedule_count  # tools/program_text.py, beside this file
 
 UNSUPPORTED_EXIT = 77
 LAYER_NORM_EPS = 1e-5
@@ -223,8 +223,12 @@ class Interpreter:
         spec = attrs.get("schedule")
         if not spec:
             return 0
-        if spec.startswith("segments:") and spec[len("segments:"):].isdigit() and int(spec[len("segments:"):]) >= 1:
-            return int(spec[len("segments:"):])
+        try:
+            k = schedule_count(spec, "segments")
+        except ValueError as e:
+            raise ProgramError("%s: %s" % (at, e))
+        if k is not None:
+            return k
         raise Unsupported("%s: %s schedule %r (PyTorch's checkpoint_sequential is remat's segments:K; "
                           "no PyTorch equivalent of the others)" % (at, kind, spec))
 
