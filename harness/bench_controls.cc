@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engines/api/error.h"  // StrCat
+#include "harness/case_spec.h"
 
 namespace remat::bench {
 namespace {
@@ -33,7 +34,7 @@ ControlKind ControlOf(const RowResult& r) {
     n = n || name == "N";
     d = d || name == "d";
   }
-  if (r.row.engine == "recompute" && r.row.policy == "everything_saveable" && r.error.empty() &&
+  if (r.row.engine == "recompute" && r.row.variant == CaseVariant::OfPolicy("everything_saveable") && r.error.empty() &&
       r.flops_recomputed == 0 && r.total_flops() > 0 && n && d) {
     return ControlKind::kSamePlan;
   }
@@ -67,7 +68,7 @@ ControlReport CheckControls(std::vector<RowResult>* rows) {
     check.case_key = r.row.case_key;
     check.kind = kind;
     check.variant = kind == ControlKind::kAToA ? "eager A/A control"
-                                               : r.row.engine + "/" + r.row.policy;
+                                               : r.row.engine + "/" + r.row.variant.Label();
     check.ratio = r.vs_eager_paired ? r.vs_eager_paired : r.vs_eager;
     if (!r.noise.empty()) {
       check.why = "noise: " + r.noise;

@@ -23,7 +23,7 @@ RowResult Row(const std::string& engine, const std::string& policy, double vs_ea
 
 RowResult Control(double vs_eager, const std::string& problem = "scan_stack",
                   OrderedParams params = {{"L", 8}, {"d", 512}, {"N", 256}}) {
-  RowResult r = Row(kBaselineEngine, kAsWritten, vs_eager, problem, params);
+  RowResult r = Row(kBaselineEngine, CaseVariant::kAsWrittenLabel, vs_eager, problem, params);
   r.row.control = true;
   r.row.name += "/control";
   r.vs_eager_paired = vs_eager;
@@ -49,7 +49,7 @@ TEST(BenchControls, TheDefaultPlanHasAnAToAControlAfterEagerOnEveryCase) {
       EXPECT_FALSE(IsBaselineRow(next));
       EXPECT_EQ(next.case_key, row.case_key);
       EXPECT_EQ(next.engine, kBaselineEngine);
-      EXPECT_EQ(next.policy, kAsWritten);
+      EXPECT_EQ(next.variant.Label(), CaseVariant::kAsWrittenLabel);
       EXPECT_EQ(next.name, row.name + "/control");
     }
     controls += row.control ? 1 : 0;
@@ -70,12 +70,12 @@ TEST(BenchControls, WhichRowsAreControls) {
   // A scalar chain (no N and d): the engines' bookkeeping is the time.
   EXPECT_EQ(ControlOf(Row("recompute", "everything_saveable", 1.0, "sin_plain", {{"D", 8}})),
             ControlKind::kNone);
-  EXPECT_EQ(ControlOf(Row(kBaselineEngine, kAsWritten, 1.0)), ControlKind::kNone);
+  EXPECT_EQ(ControlOf(Row(kBaselineEngine, CaseVariant::kAsWrittenLabel, 1.0)), ControlKind::kNone);
   EXPECT_EQ(ControlOf(Row("recompute", "nothing_saveable", 1.0)), ControlKind::kNone);
 }
 
 TEST(BenchControls, ControlsWithinTheAllowanceKeepTheRunValid) {
-  std::vector<RowResult> rows = {Row(kBaselineEngine, kAsWritten, 1.0), Control(1.015),
+  std::vector<RowResult> rows = {Row(kBaselineEngine, CaseVariant::kAsWrittenLabel, 1.0), Control(1.015),
                                  Row("recompute", "everything_saveable", 0.99),
                                  Row("recompute", "nothing_saveable", 1.3)};
   const ControlReport report = CheckControls(&rows);
@@ -99,9 +99,9 @@ TEST(BenchControls, ControlsWithinTheAllowanceKeepTheRunValid) {
 TEST(BenchControls, AnOffControlInvalidatesItsCasesRatiosAndTheRun) {
   const OrderedParams deep = {{"L", 32}, {"d", 512}, {"N", 256}};
   std::vector<RowResult> rows = {
-      Row(kBaselineEngine, kAsWritten, 1.0), Control(1.01),
+      Row(kBaselineEngine, CaseVariant::kAsWrittenLabel, 1.0), Control(1.01),
       Row("recompute", "nothing_saveable", 1.3),
-      Row(kBaselineEngine, kAsWritten, 1.0, "scan_stack", deep),
+      Row(kBaselineEngine, CaseVariant::kAsWrittenLabel, 1.0, "scan_stack", deep),
       Control(1.005, "scan_stack", deep),
       Row("recompute", "everything_saveable", 0.809, "scan_stack", deep),
       Row("recompute", "as-written", 1.048, "scan_stack", deep),
@@ -141,7 +141,7 @@ TEST(BenchControls, AnOffControlInvalidatesItsCasesRatiosAndTheRun) {
 // machine ran faster than during the eager run it was paired with), nor
 // eager's own row's (taken at other moments).
 TEST(BenchControls, APairedRowsTimeStandsBesideItsPairsEagerTime) {
-  std::vector<RowResult> rows = {Row(kBaselineEngine, kAsWritten, 1.0),
+  std::vector<RowResult> rows = {Row(kBaselineEngine, CaseVariant::kAsWrittenLabel, 1.0),
                                  Row("recompute", "everything_saveable", 1.0)};
   rows[0].real_time_ms = 66.8;
   rows[1].real_time_ms = 70.1;
@@ -165,7 +165,7 @@ TEST(BenchControls, APairedRowsTimeStandsBesideItsPairsEagerTime) {
 }
 
 TEST(BenchControls, ANoisyMissingOrFailedControlIsOffToo) {
-  std::vector<RowResult> rows = {Row(kBaselineEngine, kAsWritten, 1.0), Control(1.0),
+  std::vector<RowResult> rows = {Row(kBaselineEngine, CaseVariant::kAsWrittenLabel, 1.0), Control(1.0),
                                  Row("recompute", "nothing_saveable", 1.3)};
   rows[1].noise = "too few quiet samples";
   ControlReport report = CheckControls(&rows);
@@ -187,7 +187,7 @@ TEST(BenchControls, ANoisyMissingOrFailedControlIsOffToo) {
   EXPECT_TRUE(report.valid());
   EXPECT_TRUE(rows[2].untrusted.empty());
   // No control at all: no evidence, and the run says so.
-  std::vector<RowResult> bare = {Row(kBaselineEngine, kAsWritten, 1.0),
+  std::vector<RowResult> bare = {Row(kBaselineEngine, CaseVariant::kAsWrittenLabel, 1.0),
                                  Row("recompute", "nothing_saveable", 1.3)};
   report = CheckControls(&bare);
   EXPECT_FALSE(report.valid());

@@ -18,7 +18,7 @@ inline RowResult Fake(const std::string& problem, const std::string& engine,
   r.row.problem = problem;
   r.row.params = params;
   r.row.engine = engine;
-  r.row.policy = policy;
+  r.row.variant = CaseVariant::Parse(policy);
   r.row.case_key = problem + "/" + FormatOrderedParams(params);
   r.row.name = "BM_ValueAndGrad/" + r.row.case_key + "/" + engine + "/" + policy;
   r.real_time_ms = ms;

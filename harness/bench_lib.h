@@ -1,7 +1,7 @@
-// The benchmark's planning, kept apart from Google Benchmark so that it can
-// be tested: the flags of //harness:bench, which rows a run has (problems x
-// engines x policies x sizes), what a row measured and the plausibility
-// flags (the JSON and the summary: harness/bench_report.h).
+// What a bench row measured (RowResult, EngineTime) and the plausibility
+// flags, kept apart from Google Benchmark so that they can be tested. The
+// flags are in harness/bench_flags.h, the rows in harness/bench_plan.h, the
+// JSON and the summary in harness/bench_report.h.
 //
 //   BenchFlags flags = ParseBenchFlags(args, &rest);
 //   std::vector<PlannedRow> plan = PlanRows(flags, EngineNames());
@@ -35,191 +35,12 @@
 
 #include "engines/api/memory_tracker.h"
 #include "harness/bench_sampling.h"  // how a row is sampled and estimated
+#include "harness/bench_flags.h"
+#include "harness/bench_plan.h"
 #include "harness/run_delay.h"  // ProcessRunDelayNs
 #include "problems/problem.h"
 
 namespace remat::bench {
-
-// The row of an engine that is not given a policy: the problem as written.
-inline constexpr char kAsWritten[] = "as-written";
-// A --policies entry that is a schedule (engines/schedule) rather than a
-// policy: "schedule:revolve:4". Such rows run only on problems with a scan or
-// a chain of checkpointed blocks.
-inline constexpr char kSchedulePrefix[] = "schedule:";
-inline bool IsSchedule(const std::string& policy) {
-  return policy.rfind(kSchedulePrefix, 0) == 0;
-}
-// A --policies entry that runs an engine that honours memory caps (dtr)
-// under RunOptions::memory_cap_bytes: "cap:0.5x" (a fraction of eager's
-// peak on the case) or "cap:64MiB". Such rows go to those engines only.
-inline constexpr char kCapPrefix[] = "cap:";
-inline bool IsCap(const std::string& policy) { return policy.rfind(kCapPrefix, 0) == 0; }
-// The static answer at the same memory: "budget-under-cap:0.5x" runs the
-// scan's or chain's budget:B schedule for the largest B whose planned peak
-// (every category) is at most that cap (LargestBudgetUnder). Rows go to the
-// engines that honour checkpoints, on problems with a scan or a chain.
-inline constexpr char kBudgetUnderCapPrefix[] = "budget-under-cap:";
-inline bool IsBudgetUnderCap(const std::string& policy) {
-  return policy.rfind(kBudgetUnderCapPrefix, 0) == 0;
-}
-// --sweep=dtr: dtr against budget:B at the same peak, timed. Each problem's
-// depths, and the caps (fractions of eager's peak) between the smallest at
-// which budget:B runs and eager's peak (results/dtr_sweep-*.txt: below
-// about 0.75x on scan_stack dtr's recomputation grows as L^2).
-struct DtrSweepCase {
-  const char* problem;
-  std::vector<int64_t> depths;
-  std::vector<const char*> caps;
-};
-std::vector<DtrSweepCase> DtrSweepCases();
-
-// What --policies is when not given.
-inline constexpr char kDefaultPolicies[] =
-    "as-written,nothing_saveable,dots_with_no_batch_dims_saveable,everything_saveable,"
-    "schedule:every:4,schedule:segments:4,schedule:sqrt,schedule:bisect,schedule:revolve:4,"
-    "schedule:budget:4MiB,memory_budget:0.5";
-// --sweep=budget: the memory_budget:B curve (engines/budget) on every
-// problem at its first bench size (transformer_stack at L=4), B = 0, 0.1,
-// ..., 1, with JAX's policies and the default run's schedules as points.
-inline constexpr char kBudgetSweepPolicies[] =
-    "memory_budget:0;memory_budget:0.1;memory_budget:0.2;memory_budget:0.3;memory_budget:0.4;"
-    "memory_budget:0.5;memory_budget:0.6;memory_budget:0.7;memory_budget:0.8;memory_budget:0.9;"
-    "memory_budget:1;as-written;nothing_saveable;dots_saveable;dots_with_no_batch_dims_saveable;"
-    "everything_saveable;schedule:sqrt;schedule:revolve:4;schedule:budget:4MiB";
-// --sweep=transformer's: checkpoint every block (the problem as written),
-// one block in 2 and in 4 (PyTorch's checkpoint_every, seed 004), and
-// Megatron's selective recomputation (keep the attention, recompute the
-// FFN) and its reverse.
-inline constexpr char kTransformerPolicies[] =
-    "as-written;schedule:checkpoint_every:2;schedule:checkpoint_every:4;"
-    "save_only_these_names:attn_probs,attn_out;save_only_these_names:ffn_hidden";
-// --sweep=schedules: every schedule on one case, scan_stack at L =
-// kFrontierDepth, d=512, N=256 (the frontier: peak memory against time), next
-// to eager and JAX's checkpointed body (as written, and saving the matmuls).
-// The budgets span the chain's range: 1 MiB is the least any schedule needs
-// there, 128.5 MiB keeps every step's residuals at once; from about 17 MiB up
-// every step is recomputed once (as sqrt does).
-inline constexpr int64_t kFrontierDepth = 256;
-inline constexpr char kFrontierPolicies[] =
-    "as-written;dots_with_no_batch_dims_saveable;schedule:every:16;schedule:segments:16;"
-    "schedule:sqrt;schedule:bisect;schedule:revolve:4;schedule:revolve:8;schedule:revolve:16;"
-    "schedule:budget:4MiB;schedule:budget:8MiB;schedule:budget:16MiB;schedule:budget:64MiB;"
-    "schedule:checkpoint_every:4";
-// --sweep=schedules at every depth (kScheduleDepths): how each kind of
-// schedule's peak grows with L (linearly, as sqrt L, as log L, bounded).
-inline constexpr char kDepthSchedulePolicies[] =
-    "as-written;schedule:sqrt;schedule:bisect;schedule:revolve:8;schedule:budget:16MiB";
-inline constexpr int64_t kScheduleDepths[] = {16, 64, 256, 1024};
-// --sweep=scale: scan_stack at L=2048, d=1024, N=1024, where the weights and
-// their gradient take 16 GiB and eager's stored activations 16 GiB more: 32
-// GiB, past this 24 GiB machine (and the default --max-memory, 80% of it), so
-// eager is refused before allocating, while every schedule fits in the 16 GiB
-// plus a few hundred MiB. The budget is of the schedule's memory model
-// (activations only: kept carries, residuals), about a third of what sqrt
-// keeps there.
-inline constexpr char kScalePolicies[] =
-    "schedule:sqrt;schedule:revolve:8;schedule:budget:128MiB";
-// The store-everything baseline every row's time is compared with (vs_eager).
-inline constexpr char kBaselineEngine[] = "eager";
-// The float64 engines, left out of the default engine list (they are slow,
-// and they are checks, not something to measure): the oracle the conformance
-// suite compares with, and the old reference (eager's interpreter on float64
-// kernels).
-inline constexpr char kOracleEngine[] = "oracle";
-inline constexpr char kReferenceEngine[] = "reference";
-bool IsFloat64Check(const std::string& engine);
-// The problem and engine names of the oneDNN matmul bound rows.
-inline constexpr char kBoundProblem[] = "onednn_matmul";
-inline constexpr char kBoundEngine[] = "onednn";
-
-// Engines that run every checkpoint region inline, whatever its policy
-// (eager, the reference, and any registered engine whose
-// honours_checkpoints() is false): they get one row per problem and size
-// ("as-written"), not one per policy.
-bool IgnoresPolicies(const std::string& engine);
-// Engines whose honours_memory_cap() is true: they get the cap rows.
-bool HonoursMemoryCaps(const std::string& engine);
-
-enum class Sweep {
-  kNone,   // every problem at its bench sizes (DefaultBenchSizes)
-  kDepth,  // scan_stack at d=512, N=256, L = 8, 16, ..., 1024
-  kWidth,  // layer_loss at N=256, d = 128, 256, ..., 2048
-  kTransformer,  // transformer_stack at its defaults, kTransformerPolicies
-  kSchedules,    // scan_stack: kFrontierPolicies at L = kFrontierDepth, and
-                 // kDepthSchedulePolicies at every L of kScheduleDepths
-  kScale,        // scan_stack at L=2048, d=1024, N=1024, kScalePolicies; big rows
-  kDtr,          // DtrSweepCases(): cap:F rows for dtr, budget-under-cap:F for recompute
-  kBudget,       // every problem at its first bench size, kBudgetSweepPolicies
-};
-
-// The default --sampling-budget: the default run samples for 115 to 145
-// seconds on this 2-core machine when it is quiet; past 150 a neighbour is
-// slowing it, and more samples would mostly wait for it.
-inline constexpr double kDefaultSamplingBudgetSeconds = 150;
-
-// The default run samples its rows in two windows: every row once, then
-// every row again (--windows). Two runs of the whole job minutes apart
-// disagreed on rows that had settled within 1% in each (the machine's speed,
-// as each process sees it, drifts by a few percent for minutes at a time,
-// and eager's and the row's runs do not drift alike): one window measures a
-// row in one such state only. Pooling two windows a minute or more apart
-// halves the weight of each state, and their disagreement is what a rerun
-// would see, so a row whose windows disagree by more than
-// kWindowAllowance is flagged (ComputeVsEager). Sweeps, whose big rows run
-// once, default to one window. Each window after the first runs in a
-// process of its own (bench starts itself with --only-window=K): which
-// physical pages a process's buffers got shifts a row's x eager by a few
-// percent for that process's whole life (two runs disagreed by 4-8% on every
-// transformer_stack row while each run's two in-process windows agreed), so
-// windows in one process would share that draw, and windows in two
-// processes average over two draws, and see when they differ.
-inline constexpr int kDefaultWindows = 2;
-inline constexpr double kWindowAllowance = 0.03;
-
-struct BenchFlags {
-  // --engines=a,b; empty: every registered engine but the float64 checks.
-  std::vector<std::string> engines;
-  std::vector<std::string> policies;  // --policies=...; kAsWritten or text Policy::Parse reads
-  std::vector<std::string> problems;  // --problems=a,b; empty: every problem
-  // --program=FILE, repeatable: program files (engines/api/program_text.h)
-  // to run; given without --problems, only they run.
-  std::vector<std::string> programs;
-  Sweep sweep = Sweep::kNone;         // --sweep=depth|width
-  std::string out_dir;                // --out=DIR; empty: see ResultsDir
-  // --max-memory=BYTES (ParseBytes' forms; 0: none): a row whose predicted
-  // peak is past it fails with the engine's error before allocating.
-  // ParseBenchFlags starts from DefaultMaxMemoryBytes().
-  int64_t max_memory_bytes = 0;
-  // --peer[=jax,torch,torch-compile]: the field's engines (tools/peer_time.py)
-  // timed on the run's peer problems, each case beside eager's row; empty:
-  // none. `--peer` alone is all three (kPeerEngines).
-  std::vector<std::string> peers;
-  // Ratios from eager runs interleaved with each row's (the default;
-  // --unpaired turns it off, --paired is accepted and changes nothing).
-  bool paired = true;
-  // --max-row-seconds=S: the time cap of one row's sampling (0: the
-  // default of DefaultSamplingRule()).
-  double max_row_seconds = 0;
-  // --sampling-budget=S: once the run's rows have been sampled this long in
-  // all, each further row stops after 3 samples; 0: no budget.
-  double sampling_budget_seconds = kDefaultSamplingBudgetSeconds;
-  // --windows=N: passes over the rows, each sampling every row afresh and
-  // taking 1/N of the sampling budget; 0: kDefaultWindows for the default
-  // run, 1 for a sweep (Windows()).
-  int windows = 0;
-  int Windows() const { return windows > 0 ? windows : sweep == Sweep::kNone ? kDefaultWindows : 1; }
-  // --only-window=K (internal): this process samples window K of Windows()
-  // only and writes its samples for the process that started it; 0: all.
-  int only_window = 0;
-  // --memory-cap=BYTES|FRACx: the engines that honour memory caps run under
-  // it (their rows become "cap:SPEC" instead of "as-written").
-  std::string memory_cap;
-  // --wrt=..., repeatable: the inputs every case differentiates
-  // (WrtFromFlags, problems/problem.h); empty: each case's own.
-  std::vector<std::string> wrt;
-  bool help = false;                  // --help (also handed on to Google Benchmark)
-};
-
 
 // Allowances of the plausibility checks (ComputeVsEager), beyond the spreads
 // of the rows involved. The FLOP floor assumes the row's kernels run at
@@ -236,94 +57,6 @@ inline constexpr double kFlopFloorAllowance = 0.08;
 // arithmetic is at least this share of both eager's time and the row's.
 inline constexpr double kMinKernelShareForFloor = 0.5;
 inline constexpr double kBoundAllowance = 0.03;
-
-// Takes this binary's own flags out of `args` (args[0] is the program name)
-// and returns them; every other argument, args[0] first, goes to `rest` in
-// order, for benchmark::Initialize. Flags are `--name=value` or `--name
-// value`. --policies is split at ';' if it has one, else at ',', where a
-// piece that is not a policy name continues the labels of the previous
-// "name:labels" piece ("save_only_these_names:a,b,everything_saveable" is two
-// policies). Throws remat::Error for an unknown --sweep or a flag without its
-// value, an unreadable --max-memory, or --policies with a sweep that picks its
-// own rows (schedules, scale); names are checked by PlanRows.
-BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std::string>* rest);
-// 80% of the machine's physical memory, as `remat run --max-memory`'s default.
-int64_t DefaultMaxMemoryBytes();
-// The help of this binary's own flags (Google Benchmark prints its own after).
-std::string BenchHelp();
-
-// Parameters in the order the problem declares them ("L=8,d=512,N=256"),
-// which is how row names print them.
-using OrderedParams = std::vector<std::pair<std::string, int64_t>>;
-OrderedParams OrderParams(const Problem& problem, const ParamValues& params);
-std::string FormatOrderedParams(const OrderedParams& params);  // "L=8,d=512,N=256"; "" if none
-
-enum class RowKind {
-  kValueAndGrad,  // engine->ValueAndGrad on a problem
-  kMatMulBound,   // oneDNN alone on a dense layer's three matmuls: the GFLOP/s ceiling
-};
-
-// The engines --peer knows, as tools/peer_time.py --engine names them, and
-// the problems they time (every size the run has eager rows at).
-inline constexpr const char* kPeerEngines[] = {"jax", "torch", "torch-compile"};
-inline constexpr const char* kPeerProblems[] = {"scan_stack", "mlp_chain", "transformer_stack", "gpt"};
-
-struct PlannedRow {
-  RowKind kind = RowKind::kValueAndGrad;
-  std::string problem;   // kMatMulBound: kBoundProblem; a program file's: its program's name
-  // A program file's row (--program): the file's path; empty for problems.
-  std::string program_file;
-  OrderedParams params;  // kMatMulBound: N and d
-  std::string engine;    // kMatMulBound: kBoundEngine
-  std::string policy;    // kAsWritten or a policy's text; kMatMulBound: empty
-  // "BM_ValueAndGrad/scan_stack/L=32,d=512,N=256/eager/as-written",
-  // "BM_OneDnnMatMulBound/N=256,d=512".
-  std::string name;
-  // "scan_stack/L=32,d=512,N=256": rows with the same key are compared.
-  std::string case_key;
-  // An A/A control (harness/bench_controls.h): a second instance of the
-  // baseline engine on the case as written, paired with the case's eager
-  // like any other row; its x eager must come out 1.00. engine is
-  // kBaselineEngine, policy kAsWritten; the name ends in "/control".
-  bool control = false;
-  // A row whose one run takes a minute or more (--sweep=scale): it runs once,
-  // with no warm-up run before it (oneDNN's primitive creation is noise at
-  // that size), and the memory pass records that run's peak instead of
-  // running it again. kValueAndGrad only.
-  bool big = false;
-};
-
-// The sizes a run without --sweep measures `problem` at: a few sizes chosen
-// so that the whole default run takes about three minutes on a 2-core
-// machine; a problem this file does not know is measured at its defaults.
-std::vector<ParamValues> DefaultBenchSizes(const Problem& problem);
-// The sizes of a sweep: depth (scan_stack, L doubling from 8 to 1024) or
-// width (layer_loss, d doubling from 128 to 2048), schedules (scan_stack at
-// kScheduleDepths), scale (one scan_stack size) or transformer (one size).
-std::vector<ParamValues> SweepSizes(Sweep sweep);
-// The policies a sweep that picks its own rows runs at `size` (one of
-// SweepSizes(sweep)), in order: kFrontierPolicies then the rest of
-// kDepthSchedulePolicies at L = kFrontierDepth, kDepthSchedulePolicies at the
-// other depths, kScalePolicies. Empty for the sweeps that take --policies.
-std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size);
-
-// The rows of a run, in the order they run: per problem and size, the
-// baseline engine first (so its time is known when the others finish), then
-// the other engines by name, each with its policies in --policies order.
-// Before them, one kMatMulBound row per distinct (N, d) the planned problems
-// use. A sweep's rows take SweepPolicies where it has them; --sweep=scale's
-// are big. A program file's rows (--program) come after the problems', its
-// case key "NAME@FILE" (the program's name, the file's base name). Throws
-// remat::Error naming an unknown engine (with the registered ones), policy
-// or problem, a bad program file (file:line:column), or for --problems or
-// --program with --sweep.
-std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
-                                 const std::vector<std::string>& registered_engines);
-
-// The case's baseline row: eager's, not its A/A control.
-inline bool IsBaselineRow(const PlannedRow& row) {
-  return row.kind == RowKind::kValueAndGrad && row.engine == kBaselineEngine && !row.control;
-}
 
 // What one row measured.
 struct RowResult {
@@ -510,10 +243,6 @@ struct EngineTime {
 // of the lower (a rerun would not find the row's number). Eager's
 // FLOPs come from eager_flops when set, else from the eager row of the case.
 void ComputeVsEager(std::vector<RowResult>* rows);
-
-// A bound row's key, shared by the rows of the same N and d ("N=256,d=512");
-// empty for params without both.
-std::optional<std::string> BoundKey(const OrderedParams& params);
 
 }  // namespace remat::bench
 

@@ -44,6 +44,7 @@
 #include "harness/bench_controls.h"
 #include "harness/bench_lib.h"
 #include "harness/bench_report.h"
+#include "harness/case_spec.h"
 #include "harness/memory_caps.h"
 #include "harness/case_directory.h"
 #include "harness/conformance.h"
@@ -96,11 +97,12 @@ constexpr double kBoundMinSeconds = 1.0;
 // The case (program, seeded inputs) of the rows now running. Rows are
 // registered grouped by case, so consecutive rows share it (--sweep=scale's
 // 4 GiB of weights are made once for all its rows); only one is held, so that
-// a sweep's large cases are not all alive at once. `wrt`: --wrt, the inputs
-// every case differentiates (empty: each case's own).
+// a sweep's large cases are not all alive at once. The inputs differentiated
+// are the row's (CaseSpec::wrt: --wrt; empty: the case's own), which every
+// row of a case shares.
 class CaseCache {
  public:
-  const Case& Get(const PlannedRow& row, const std::vector<std::string>& wrt) {
+  const Case& Get(const PlannedRow& row) {
     if (!case_ || key_ != row.case_key) {
       case_.reset();  // free the previous inputs before making the next
       ParamValues params(row.params.begin(), row.params.end());
@@ -111,7 +113,7 @@ class CaseCache {
         case_ = std::make_unique<Case>(MakeCase(*file, params, /*seed=*/1));
         case_->owner = std::move(file);
       }
-      case_->wrt = WrtFromFlags(wrt, case_->program, case_->wrt);
+      case_->wrt = WrtFromFlags(row.wrt, case_->program, case_->wrt);
       key_ = row.case_key;
     }
     return *case_;
@@ -169,7 +171,6 @@ struct Progress {
 // the sampling budget spent).
 struct BenchSession {
   // The flags'.
-  std::vector<std::string> wrt;  // --wrt: the inputs every case differentiates (empty: each case's own)
   int64_t max_memory_bytes = 0;  // --max-memory: every run of a row gets it (RunOptions)
   bool paired = true;            // not --unpaired
   SamplingRule rule;             // DefaultSamplingRule(), --max-row-seconds
@@ -263,20 +264,17 @@ struct RowState {
 };
 
 void SetUpValueAndGrad(RowState* s) {
-  const Case& c = s->session->cases.Get(s->row, s->session->wrt);
-  if (s->row.policy == kAsWritten) {
-    s->program = c.program;
-  } else if (IsCap(s->row.policy)) {
-    s->program = c.program;
-    const std::string spec = s->row.policy.substr(std::strlen(kCapPrefix));
+  const Case& c = s->session->cases.Get(s->row);
+  const CaseVariant& variant = s->row.variant;
+  if (variant.is_cap()) {
     s->memory_cap_bytes =
-        ResolveMemoryCap(spec, c.program, c.wrt, *MakeEngine(s->row.engine), "cap:").bytes;
-  } else if (IsBudgetUnderCap(s->row.policy)) {
+        ResolveMemoryCap(variant.spec(), c.program, c.wrt, *MakeEngine(s->row.engine), "cap:").bytes;
+  }
+  if (variant.is_budget_under_cap()) {
     // The static answer at the same peak: the largest budget:B whose planned
     // peak fits under the cap (dry runs), then that schedule.
-    const std::string spec = s->row.policy.substr(std::strlen(kBudgetUnderCapPrefix));
-    s->memory_cap_bytes = ResolveMemoryCap(spec, c.program, c.wrt, *MakeEngine("dtr"),
-                                           kBudgetUnderCapPrefix)
+    s->memory_cap_bytes = ResolveMemoryCap(variant.spec(), c.program, c.wrt, *MakeEngine("dtr"),
+                                           CaseVariant::kBudgetUnderCapPrefix)
                               .bytes;
     RunOptions plan;
     plan.plan_only = true;
@@ -287,15 +285,13 @@ void SetUpValueAndGrad(RowState* s) {
         eager.high_water_bytes_by_category[static_cast<int>(Category::kActivations)];
     auto found = LargestBudgetUnder(c.program, c.wrt, s->memory_cap_bytes, activations);
     if (!found) {
-      throw Error(StrCat(s->row.policy, ": no budget:B schedule plans a peak under ",
+      throw Error(StrCat(variant.Label(), ": no budget:B schedule plans a peak under ",
                          s->memory_cap_bytes, " bytes on ", c.ToString()));
     }
     s->budget_bytes = found->first;
     s->program = ApplySchedule(c.program, StrCat("budget:", found->first));
-  } else if (IsSchedule(s->row.policy)) {
-    s->program = ApplySchedule(c.program, s->row.policy.substr(std::strlen(kSchedulePrefix)));
   } else {
-    s->program = ApplyPolicy(c.program, Policy::Parse(s->row.policy));
+    s->program = variant.Apply(c.program);
   }
   s->engine = MakeEngine(s->row.engine);
   // A big row's one run is its timed run (RunValueAndGrad): a warm-up would
@@ -307,7 +303,7 @@ void SetUpValueAndGrad(RowState* s) {
   // refuses a row past --max-memory before it allocates anything.
   RunOptions options;
   options.max_memory_bytes = s->session->max_memory_bytes;
-  options.memory_cap_bytes = IsCap(s->row.policy) ? s->memory_cap_bytes : 0;
+  options.memory_cap_bytes = s->row.variant.is_cap() ? s->memory_cap_bytes : 0;
   const Clock::time_point start = Clock::now();
   Result warm = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, options);
   s->runs_per_sample = RunsPerSample(SecondsSince(start));
@@ -476,7 +472,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
   const Clock::time_point start = Clock::now();
   Timings& t = s->timings;
   RunOptions row_options = options;
-  if (IsCap(s->row.policy)) row_options.memory_cap_bytes = s->memory_cap_bytes;
+  if (s->row.variant.is_cap()) row_options.memory_cap_bytes = s->memory_cap_bytes;
   auto time_row = [&] {
     // Only the row's own runs: eager's matmuls are not this row's.
     MatMulImplRecorder recorder;
@@ -540,7 +536,7 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
   options.time_kernels = s->row.big;
   const bool memory_pass = s->session->memory.active();
   try {
-    const Case& c = s->session->cases.Get(s->row, s->session->wrt);
+    const Case& c = s->session->cases.Get(s->row);
     for (auto _ : state) {
       if (memory_pass) {
         // The warm-up's peak (a big row's: its timed run's), see
@@ -571,7 +567,7 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
       // with the least kernel time).
       RunOptions probed = options;
       probed.time_kernels = true;
-      if (IsCap(s->row.policy)) probed.memory_cap_bytes = s->memory_cap_bytes;
+      if (s->row.variant.is_cap()) probed.memory_cap_bytes = s->memory_cap_bytes;
       for (int i = 0; i < kProbesPerRow; ++i) {
         TimeRuns(*s->engine, s->program, c, probed, std::max<int64_t>(2, s->runs_per_sample),
                  nullptr, &s->timed);
@@ -925,11 +921,12 @@ void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::s
       params_json[name] = value;
       params_text += StrCat(params_text.empty() ? "" : ",", name, "=", value);
     }
-    for (const std::string& variant : {std::string(kAsWritten), std::string("everything_saveable")}) {
+    for (const CaseVariant& v : {CaseVariant(), CaseVariant::OfPolicy("everything_saveable")}) {
+      const std::string variant = v.Label();
       Case c = MakeCase(FindProblem(r.row.problem), params, /*seed=*/1);  // eager's row's inputs
-      if (variant != kAsWritten) c.program = ApplyPolicy(c.program, Policy::Parse(variant));
+      c.program = v.Apply(c.program);
       const fs::path dir = tmp / StrCat(r.row.problem, ".", params_text, ".", variant);
-      WriteCaseDirectory(c, variant == kAsWritten ? "" : variant, dir.string());
+      WriteCaseDirectory(c, v, dir.string());
       for (const std::string& peer : peers) {
         nlohmann::json row = {{"name", StrCat("peer/", r.row.problem, "/", params_text, "/", peer, "/",
                                               variant)},
@@ -993,7 +990,6 @@ int Main(int argc, char** argv) {
     plan = PlanRows(flags, EngineNames());
     session.max_memory_bytes = flags.max_memory_bytes;
     session.paired = flags.paired;
-    session.wrt = flags.wrt;
     session.rule = DefaultSamplingRule();
     if (flags.max_row_seconds > 0) session.rule.max_seconds = flags.max_row_seconds;
     session.sampling_budget = flags.sampling_budget_seconds;

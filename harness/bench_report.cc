@@ -101,8 +101,8 @@ std::string ShellQuote(const std::string& arg) {
 std::string Variant(const PlannedRow& row) {
   if (row.kind == RowKind::kMatMulBound) return row.engine;
   if (row.control) return row.engine + " A/A control";
-  if (IgnoresPolicies(row.engine) && row.policy == kAsWritten) return row.engine;
-  return row.engine + "/" + row.policy;
+  if (IgnoresPolicies(row.engine) && row.variant.is_as_written()) return row.engine;
+  return row.engine + "/" + row.variant.Label();
 }
 
 }  // namespace
@@ -198,7 +198,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                                                : nlohmann::json(r.row.program_file)},
                           {"params", params},
                           {"engine", r.row.engine},
-                          {"policy", r.row.policy},
+                          {"policy", r.row.variant.Label()},
                           {"iterations", r.iterations},
                           {"samples", r.samples},
                           {"real_time_ms", r.real_time_ms},

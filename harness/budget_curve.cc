@@ -31,6 +31,7 @@
 #include "engines/api/registry.h"
 #include "engines/budget/peak_budget.h"
 #include "harness/bench_lib.h"
+#include "harness/case_spec.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
 
@@ -38,10 +39,7 @@ namespace remat {
 namespace {
 
 using bench::DefaultBenchSizes;
-using bench::IsSchedule;
-using bench::kAsWritten;
 using bench::kBudgetSweepPolicies;
-using bench::kSchedulePrefix;
 
 int Peak(const std::string& problem_name, const std::string& limits) {
   const Problem& problem = FindProblem(problem_name);
@@ -89,11 +87,7 @@ int Main() {
     auto emit = [&](const std::string& engine_name, const std::string& policy) {
       Program program = c.program;
       try {
-        if (IsSchedule(policy)) {
-          program = ApplySchedule(c.program, policy.substr(std::string(kSchedulePrefix).size()));
-        } else if (policy != kAsWritten) {
-          program = ApplyPolicy(c.program, Policy::Parse(policy));
-        }
+        program = CaseVariant::Parse(policy).Apply(c.program);
       } catch (const Error&) {
         return;  // a schedule on a problem without a scan or a chain
       }
@@ -110,7 +104,7 @@ int Main() {
                   static_cast<long long>(s.flops_forward),
                   static_cast<long long>(s.flops_recomputed));
     };
-    emit("eager", kAsWritten);
+    emit("eager", CaseVariant::kAsWrittenLabel);
     const std::string policies = kBudgetSweepPolicies;  // ';'-separated
     for (size_t start = 0; start < policies.size();) {
       size_t end = policies.find(';', start);

@@ -10,7 +10,7 @@
 
 namespace remat {
 
-std::vector<std::string> WriteCaseDirectory(const Case& c, const std::string& policy,
+std::vector<std::string> WriteCaseDirectory(const Case& c, const CaseVariant& variant,
                                             const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path root = dir;
@@ -27,7 +27,7 @@ std::vector<std::string> WriteCaseDirectory(const Case& c, const std::string& po
     WriteNpy((root / (c.program.param_names[i] + ".npy")).string(), c.inputs[i]);
   }
   std::ofstream j(root / "case.json");
-  j << nlohmann::json{{"problem", c.problem->name()}, {"policy", policy}, {"wrt", wrt}}.dump(2)
+  j << nlohmann::json{{"problem", c.problem->name()}, {"variant", variant.Label()}, {"wrt", wrt}}.dump(2)
     << "\n";
   if (!j) throw Error(StrCat((root / "case.json").string(), ": cannot write"));
   return wrt;

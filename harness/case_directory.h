@@ -7,17 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "harness/case_spec.h"
 #include "harness/conformance.h"
 
 namespace remat {
 
 // Writes DIR/program.txt (c.program, engines/api/program_text.h),
 // DIR/<input>.npy for every parameter (c.inputs) and DIR/case.json
-// {"problem", "policy", "wrt": [names]}, replacing whatever DIR held.
-// `policy` is the spec applied to c.program ("" as written), for logs.
+// {"problem", "variant", "wrt": [names]}, replacing whatever DIR held.
+// `variant` is what c.program was built under (its label: "as-written",
+// "dots_saveable", "schedule:sqrt"), for logs: the program says it all.
 // Returns the names in "wrt"; throws remat::Error naming a file it cannot
 // write.
-std::vector<std::string> WriteCaseDirectory(const Case& c, const std::string& policy,
+std::vector<std::string> WriteCaseDirectory(const Case& c, const CaseVariant& variant,
                                             const std::string& dir);
 
 }  // namespace remat

@@ -24,6 +24,7 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
         deps = deps + [d for d in [
             "//engines/eager",
             "//engines/oracle",
+            "//harness:case_spec",
             "//harness:conformance",
             "//problems",
             "//third_party:gtest",

@@ -21,6 +21,7 @@
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
 #include "engines/api/tracer.h"
+#include "harness/case_spec.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
 
@@ -928,12 +929,7 @@ class VariantTest : public ::testing::TestWithParam<std::tuple<std::string, std:
     case_ = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
     case_.wrt = AllInputs(case_.program);
     const std::string& variant = std::get<1>(GetParam());
-    program_ = case_.program;
-    if (variant.rfind("policy:", 0) == 0) {
-      program_ = ApplyPolicy(case_.program, Policy::Parse(variant.substr(7)));
-    } else if (variant.rfind("schedule:", 0) == 0) {
-      program_ = ApplySchedule(case_.program, variant.substr(9));
-    }
+    program_ = CaseVariant::Parse(variant).Apply(case_.program);
     engine_ = MakeEngine(EngineUnderTest());
   }
   std::string What() const {
@@ -1106,17 +1102,10 @@ std::vector<std::tuple<std::string, std::string>> ProblemsTimesVariants() {
   std::vector<std::tuple<std::string, std::string>> out;
   for (const std::string& name : ProblemNames()) {
     const Problem& problem = FindProblem(name);
-    const Program program = problem.Build(ResolveParams(problem, {}, /*test_sizes=*/true));
-    bool has_loop = program.CountOps(OpKind::kScan) > 0;
-    if (!has_loop) {
-      try {
-        has_loop = ApplySchedule(program, "every:1").CountOps(OpKind::kChain) > 0;
-      } catch (const Error&) {
-        // "program P has no scan and no chain of checkpointed blocks"
-      }
-    }
+    const bool has_loop =
+        Schedulable(problem.Build(ResolveParams(problem, {}, /*test_sizes=*/true)));
     for (const std::string& variant : kVariants) {
-      if (variant.rfind("schedule:", 0) == 0 && !has_loop) continue;
+      if (CaseVariant::Parse(variant).needs_loop() && !has_loop) continue;
       out.emplace_back(name, variant);
     }
   }

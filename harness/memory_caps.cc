@@ -6,6 +6,7 @@
 #include "engines/api/error.h"
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
+#include "engines/api/units.h"
 #include "engines/schedule/schedule.h"
 #include "harness/conformance.h"
 
@@ -19,6 +20,32 @@ std::vector<std::string> CapEngines() {
   return names;
 }
 
+CapSpec ParseCapSpec(const std::string& text, const std::string& flag) {
+  CapSpec spec;
+  if (!text.empty() && text.back() != 'x') {
+    try {
+      spec.bytes = ParseBytes(text);
+    } catch (const Error& e) {
+      throw Error(StrCat(flag, " '", text, "': ", e.what()), e);
+    }
+    return spec;
+  }
+  const std::string number = text.empty() ? "" : text.substr(0, text.size() - 1);
+  size_t used = 0;
+  try {
+    spec.fraction_of_eager = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != number.size() || !std::isfinite(spec.fraction_of_eager) ||
+      spec.fraction_of_eager <= 0) {
+    throw Error(StrCat(flag, " '", text,
+                       "': expected BYTES (e.g. 64MiB) or a positive fraction of eager's peak "
+                       "followed by x (e.g. 0.5x)"));
+  }
+  return spec;
+}
+
 ResolvedCap ResolveMemoryCap(const std::string& text, const Program& program,
                              const std::vector<int>& wrt, const Engine& engine,
                              const std::string& flag) {
@@ -29,27 +56,13 @@ ResolvedCap ResolveMemoryCap(const std::string& text, const Program& program,
                        " does not honour a memory cap (it does not evict); engines that do: ",
                        Join(CapEngines(), ", ")));
   }
-  if (text.back() != 'x') {
-    try {
-      cap.bytes = ParseBytes(text);
-    } catch (const Error& e) {
-      throw Error(StrCat(flag, " '", text, "': ", e.what()), e);
-    }
+  const CapSpec spec = ParseCapSpec(text, flag);
+  if (spec.fraction_of_eager == 0) {
+    cap.bytes = spec.bytes;
     return cap;
   }
+  const double fraction = spec.fraction_of_eager;
   const std::string number = text.substr(0, text.size() - 1);
-  double fraction = 0;
-  size_t used = 0;
-  try {
-    fraction = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != number.size() || !std::isfinite(fraction) || fraction <= 0) {
-    throw Error(StrCat(flag, " '", text,
-                       "': expected BYTES (e.g. 64MiB) or a positive fraction of eager's peak "
-                       "followed by x (e.g. 0.5x)"));
-  }
   RunOptions plan;
   plan.plan_only = true;
   const int64_t eager_peak = MakeEngine("eager")

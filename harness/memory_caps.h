@@ -20,6 +20,17 @@ struct ResolvedCap {
   std::string how;
 };
 
+// A cap's text read without a program: BYTES (ParseBytes' forms: 64MiB,
+// 1000000) or FRACx (a positive finite fraction of eager's peak). At most
+// one of the two is set: "0" is 0 bytes, which --memory-cap reads as no
+// cap. Throws remat::Error naming `flag` and the text for anything else, ""
+// included.
+struct CapSpec {
+  int64_t bytes = 0;
+  double fraction_of_eager = 0;
+};
+CapSpec ParseCapSpec(const std::string& text, const std::string& flag = "--memory-cap");
+
 // "BYTES" (ParseBytes' forms: 64MiB, 1000000) or "FRACx" (a positive
 // fraction of eager's peak on `program`, planned on a dry run: no data,
 // nothing allocated). "" gives 0 (no cap). Throws remat::Error naming `flag`

@@ -21,6 +21,7 @@
 #include "engines/api/program_text.h"
 #include "engines/api/registry.h"
 #include "harness/case_directory.h"
+#include "harness/case_spec.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
 #include "tools/residual_diff.h"
@@ -184,27 +185,31 @@ std::string RelativeDifference(int64_t got, int64_t predicted) {
 }
 
 // A case's name as every line and the JUnit XML print it: the problem at
-// its test sizes, and the policy unless as written.
-std::string CaseName(const Problem& problem, const std::string& policy) {
+// its test sizes, and the variant unless as written ("policy=dots_saveable",
+// "schedule=sqrt").
+std::string CaseName(const Problem& problem, const CaseVariant& variant) {
   Case named;  // no program, no inputs: only what ToString prints
   named.problem = &problem;
   named.params = ResolveParams(problem, {}, /*test_sizes=*/true);
-  return named.ToString() + (policy.empty() ? "" : " policy=" + policy);
+  const std::string name = named.ToString();
+  if (variant.is_as_written()) return name;
+  return StrCat(name, variant.is_schedule() ? " schedule=" : " policy=", variant.spec());
 }
 
-// The policy a case ran under, as the bench spells it.
-std::string PolicyLabel(const std::string& policy) {
-  return policy.empty() ? "as-written" : policy;
+// Whether the problem at its test sizes has a scan or a chain: where the
+// schedules run.
+bool HasLoop(const Problem& problem) {
+  return Schedulable(problem.Build(ResolveParams(problem, {}, /*test_sizes=*/true)));
 }
 
 // One case: writes its directory, runs the engine, judges what it wrote;
 // returns `result` (named by the caller) with the outcome filled in.
-ConformCase RunCase(const ConformOptions& o, const Problem& problem, const std::string& policy,
+ConformCase RunCase(const ConformOptions& o, const Problem& problem, const CaseVariant& variant,
                     const fs::path& dir, double timeout_seconds, Engine& oracle,
                     Engine& recompute, ConformCase result) {
   Case c = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
-  if (!policy.empty()) c.program = ApplyPolicy(c.program, Policy::Parse(policy));
-  const std::vector<std::string> wrt = WriteCaseDirectory(c, policy, dir.string());
+  c.program = variant.Apply(c.program);
+  const std::vector<std::string> wrt = WriteCaseDirectory(c, variant, dir.string());
   const std::string log = (dir / "engine.log").string();
   const auto start = std::chrono::steady_clock::now();
   const Exit e = RunWithTimeout(o.engine_cmd + " " + ShellQuote(dir.string()), log,
@@ -309,7 +314,7 @@ PolicyOrder JudgePolicyOrder(const ConformCase& earlier, ConformCase* later) {
     return PolicyOrder::kNotJudged;
   }
   if (earlier.residual_bytes < 0 || later->residual_bytes < 0) return PolicyOrder::kNotJudged;
-  const bool later_is_nothing = later->policy == "nothing_saveable";
+  const bool later_is_nothing = later->variant == CaseVariant::OfPolicy("nothing_saveable");
   const ConformCase& nothing = later_is_nothing ? *later : earlier;
   const ConformCase& everything = later_is_nothing ? earlier : *later;
   if (nothing.predicted_residual_bytes >= everything.predicted_residual_bytes) {
@@ -358,22 +363,24 @@ ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
   } else {
     for (const std::string& name : o.problems) problems.push_back(&FindProblem(name));
   }
-  std::vector<std::string> policies = o.policies;
-  if (policies.empty()) {
-    policies.push_back("");
+  std::vector<CaseVariant> variants = o.variants;
+  if (variants.empty()) {
+    variants.push_back(CaseVariant());
     for (const std::string& name : Policy::Names()) {
       // A policy that needs arguments (save_from_both_policies:P+Q) is
       // run only when --policies gives them.
       try {
-        Policy::Parse(name);
+        variants.push_back(CaseVariant::OfPolicy(name));
       } catch (const Error&) {
-        continue;
       }
-      policies.push_back(name);
     }
   }
-  for (const std::string& p : policies) {
-    if (!p.empty()) Policy::Parse(p);  // a bad spec is an error before any case runs
+  for (const CaseVariant& v : variants) {
+    if (v.is_cap() || v.is_budget_under_cap()) {
+      throw Error(StrCat("conform: '", v.Label(), "': a case directory carries no memory cap "
+                         "(an engine outside remat runs the program, under a policy or a "
+                         "schedule, or as written)"));
+    }
   }
   fs::path root;
   const bool keep = !o.keep_dir.empty();
@@ -399,14 +406,16 @@ ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
     // everything_saveable cases, once run: the pair JudgePolicyOrder reads.
     int nothing = -1, everything = -1;
     std::string last_diff, last_diff_policy;  // the problem's last printed residual listing
-    for (const std::string& policy : policies) {
-      const std::string dir_name = problem->name() + "." + (policy.empty() ? "as_written" : policy);
+    for (const CaseVariant& variant : variants) {
+      if (variant.needs_loop() && !HasLoop(*problem)) continue;
+      const std::string dir_name =
+          problem->name() + "." + (variant.is_as_written() ? "as_written" : variant.Label());
       std::string safe;
       for (char ch : dir_name) safe += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' ? ch : '_';
       ConformCase r;
       r.problem = problem->name();
-      r.policy = policy;
-      r.name = CaseName(*problem, policy);
+      r.variant = variant;
+      r.name = CaseName(*problem, variant);
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (stopped.empty() && o.time_limit_seconds > 0 && elapsed >= o.time_limit_seconds) {
@@ -423,13 +432,13 @@ ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
           o.time_limit_seconds > 0 ? std::min(o.timeout_seconds, o.time_limit_seconds - elapsed)
                                    : o.timeout_seconds;
       try {
-        r = RunCase(o, *problem, policy, root / safe, timeout, *oracle, *recompute, r);
+        r = RunCase(o, *problem, variant, root / safe, timeout, *oracle, *recompute, r);
       } catch (const Error& e) {
         r.outcome = ConformOutcome::kFail;
         r.detail = e.what();
       }
-      const bool is_nothing = policy == "nothing_saveable";
-      const bool is_everything = policy == "everything_saveable";
+      const bool is_nothing = variant == CaseVariant::OfPolicy("nothing_saveable");
+      const bool is_everything = variant == CaseVariant::OfPolicy("everything_saveable");
       PolicyOrder order = PolicyOrder::kNotJudged;
       if (is_nothing && everything >= 0) order = JudgePolicyOrder(run.cases[everything], &r);
       if (is_everything && nothing >= 0) order = JudgePolicyOrder(run.cases[nothing], &r);
@@ -452,13 +461,13 @@ ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
           out << "      where the residuals differ from remat's, by site:\n" << r.residual_diff;
         }
         last_diff = r.residual_diff;
-        last_diff_policy = PolicyLabel(policy);
+        last_diff_policy = variant.Label();
       }
       if (r.outcome == ConformOutcome::kFail) {
         // benchdnn's repro line: the one command that reruns this case,
         // keeping its directory to look into.
         out << "      rerun: remat conform --engine-cmd " << ShellQuote(o.engine_cmd)
-            << " --problems " << problem->name() << " --policies " << PolicyLabel(policy)
+            << " --problems " << problem->name() << " --policies " << variant.Label()
             << " --keep /tmp/remat-conform\n";
         if (o.fail_fast) stopped = "not run: --fail-fast stopped the run at the first failure";
       }

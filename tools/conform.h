@@ -6,7 +6,7 @@
 // written), in a fresh directory DIR:
 //   remat writes  DIR/program.txt      the program (engines/api/program_text.h)
 //                 DIR/<input>.npy      every input, f32, by parameter name
-//                 DIR/case.json        {"problem", "policy", "wrt": [names]}
+//                 DIR/case.json        {"problem", "variant", "wrt": [names]}
 //   remat runs    sh -c 'CMD DIR'      stdout and stderr to DIR/engine.log,
 //                                      killed (its process group) after the timeout
 //   the engine writes  DIR/loss.npy           the value, f32[]
@@ -51,6 +51,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/case_spec.h"
+
 namespace remat {
 
 // The exit status by which an engine says "unsupported" (automake's SKIP).
@@ -59,10 +61,12 @@ inline constexpr int kUnsupportedExit = 77;
 struct ConformOptions {
   std::string engine_cmd;
   std::vector<std::string> problems;  // empty: every registered problem
-  // "" is the problem as written; others are Policy::Parse specs applied to
-  // every region (ApplyPolicy). Empty: "" and every policy name that
-  // Policy::Parse accepts without arguments.
-  std::vector<std::string> policies;
+  // What each problem runs under (harness/case_spec.h): as written, a
+  // policy applied to every region, or a schedule (those run only on the
+  // problems with a scan or a chain of checkpointed blocks). Empty: as
+  // written and every policy Policy::Parse accepts without arguments. A
+  // memory cap has no place in a case directory: RunConform refuses one.
+  std::vector<CaseVariant> variants;
   std::string junit_path;  // "" for none
   std::string keep_dir;    // "" for a temporary directory, removed after
   double timeout_seconds = 60;     // per case
@@ -76,7 +80,7 @@ enum class ConformOutcome { kPass, kFail, kUnsupported, kNotRun };
 struct ConformCase {
   std::string name;     // "layer_loss N=8 d=16 policy=dots_saveable"
   std::string problem;  // "layer_loss"
-  std::string policy;   // "" as written, else the spec
+  CaseVariant variant;
   ConformOutcome outcome = ConformOutcome::kNotRun;
   std::string detail;   // the reason, or the margin for a pass
   double seconds = 0;

@@ -21,6 +21,7 @@
 #include "engines/budget/peak_budget.h"
 #include "engines/api/registry.h"
 #include "engines/onednn/platform.h"
+#include "harness/case_spec.h"
 #include "harness/conformance.h"
 #include "harness/memory_caps.h"
 #include "harness/run_delay.h"
@@ -744,7 +745,8 @@ int Conform(const std::vector<std::string>& args, std::ostream& out) {
       "problems", po::value(&problems)->composing(), "NAME[,NAME...]: default every problem")(
       "policies", po::value(&policies)->composing(),
       "SPEC[,SPEC...]: policies applied to every region (as-written or as_written: the "
-      "problem as it is); default as-written and every policy")(
+      "problem as it is), or schedule:SPEC (the problems with a scan or a chain of "
+      "checkpointed blocks); default as-written and every policy")(
       "junit", po::value(&o.junit_path), "FILE: write a JUnit XML report")(
       "keep", po::value(&o.keep_dir), "DIR: keep each case's directory under DIR")(
       "timeout", po::value(&o.timeout_seconds)->default_value(60), "seconds per case")(
@@ -755,8 +757,8 @@ int Conform(const std::vector<std::string>& args, std::ostream& out) {
       "exit 0 when every case is unsupported (otherwise an engine judged on nothing fails)");
   if (!Parse(args, desc, out)) return 0;
   o.problems = SplitCommas(problems);
-  for (std::string& p : SplitCommas(policies)) {
-    o.policies.push_back(p == "as_written" || p == "as-written" ? "" : p);
+  for (const std::string& p : SplitCommas(policies)) {
+    o.variants.push_back(CaseVariant::Parse(p == "as_written" ? CaseVariant::kAsWrittenLabel : p));
   }
   return RunConform(o, out).ok ? 0 : 1;
 }

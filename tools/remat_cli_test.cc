@@ -844,6 +844,38 @@ TEST(RematCliTest, ConformCountsUnsupportedApartFromFailed) {
   EXPECT_EQ(Conform("true", {"--policies", "no_such_policy"}).status, 1);
 }
 
+// --policies takes the bench's and the suite's variant labels: a schedule
+// runs on the problems that have a scan or a chain (the program the engine
+// reads carries it), and is skipped elsewhere; a cap, which a case
+// directory cannot carry, and a schedule no engine could read are refused
+// before any case runs, naming the label.
+TEST(RematCliTest, ConformRunsSchedulesWhereThereIsALoopAndRefusesWhatNoCaseCanCarry) {
+  const std::string keep = TempDir("conform_schedules");
+  Output o = ConformOn(EngineScript("right_scheduled", kRightEngine), "layer_loss,scan_stack",
+                       "as_written,schedule:revolve:1", {"--keep", keep});
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("PASS  scan_stack"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" schedule=revolve:1: "), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("layer_loss N=8 d=16 schedule="), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("3 passed, 0 failed, 0 unsupported"), std::string::npos) << o.out;
+  std::ifstream program(keep + "/scan_stack.schedule_revolve_1/program.txt");
+  std::stringstream text;
+  text << program.rdbuf();
+  EXPECT_NE(text.str().find("revolve:1"), std::string::npos) << text.str();
+  std::ifstream case_json(keep + "/scan_stack.schedule_revolve_1/case.json");
+  std::stringstream json;
+  json << case_json.rdbuf();
+  EXPECT_NE(json.str().find("\"variant\": \"schedule:revolve:1\""), std::string::npos)
+      << json.str();
+
+  for (const char* label : {"cap:0.5x", "budget-under-cap:0.5x", "schedule:revolve"}) {
+    Output refused = ConformOn("true", "scan_stack", label);
+    EXPECT_EQ(refused.status, 1) << label << ": " << refused.out << refused.err;
+    EXPECT_NE(refused.err.find(label), std::string::npos) << refused.err;
+    EXPECT_EQ(refused.out.find("PASS"), std::string::npos) << refused.out;
+  }
+}
+
 // A wrong shape or dtype is named as such, with the type expected (the
 // engine's f32, not the oracle's f64), and a wrong element by its index on
 // every axis.

@@ -1,0 +1,301 @@
+#include "harness/bench_flags.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "engines/api/error.h"
+#include "engines/api/policy.h"
+#include "engines/api/units.h"
+#include "harness/bench_sampling.h"
+#include "harness/case_spec.h"
+
+namespace remat::bench {
+namespace {
+
+std::vector<std::string> Split(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  std::string piece;
+  std::istringstream in(text);
+  while (std::getline(in, piece, separator)) {
+    if (!piece.empty()) out.push_back(piece);
+  }
+  return out;
+}
+
+// True for a CaseVariant label's prefix and for text whose name part (before ':') Policy::Parse
+// knows: where a new policy starts in a comma-separated --policies.
+bool StartsPolicy(const std::string& piece) {
+  for (const char* prefix : {CaseVariant::kSchedulePrefix, CaseVariant::kCapPrefix,
+                             CaseVariant::kBudgetUnderCapPrefix, CaseVariant::kPolicyPrefix}) {
+    if (piece.rfind(prefix, 0) == 0) return true;
+  }
+  if (piece == CaseVariant::kAsWrittenLabel) return true;
+  const std::string name = piece.substr(0, piece.find(':'));
+  const std::vector<std::string> names = Policy::Names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+std::vector<std::string> SplitPolicies(const std::string& text) {
+  if (text.find(';') != std::string::npos) return Split(text, ';');
+  std::vector<std::string> out;
+  for (const std::string& piece : Split(text, ',')) {
+    // "save_only_these_names:a,b" arrives as "save_only_these_names:a" and
+    // "b": a piece that starts no policy continues the previous one's labels.
+    if (!out.empty() && !StartsPolicy(piece) && out.back().find(':') != std::string::npos) {
+      out.back() += "," + piece;
+    } else {
+      out.push_back(piece);
+    }
+  }
+  return out;
+}
+
+BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std::string>* rest) {
+  BenchFlags flags;
+  flags.policies = SplitPolicies(kDefaultPolicies);
+  flags.max_memory_bytes = DefaultMaxMemoryBytes();
+  bool policies_given = false;
+  rest->clear();
+  if (!args.empty()) rest->push_back(args[0]);
+  const std::vector<std::string> ours = {"engines",         "policies",        "problems",
+                                         "program",         "sweep",           "out",
+                                         "max-memory",      "max-row-seconds", "sampling-budget",
+                                         "memory-cap",      "windows",         "only-window",
+                                         "wrt"};
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      flags.help = true;
+      rest->push_back("--help");
+      continue;
+    }
+    if (arg == "--peer") {
+      flags.peers.assign(std::begin(kPeerEngines), std::end(kPeerEngines));
+      continue;
+    }
+    if (arg.rfind("--peer=", 0) == 0) {
+      flags.peers.clear();
+      std::stringstream list(arg.substr(7));
+      for (std::string name; std::getline(list, name, ',');) {
+        if (std::find(std::begin(kPeerEngines), std::end(kPeerEngines), name) == std::end(kPeerEngines)) {
+          throw Error(StrCat("--peer: unknown engine '", name, "'; peers: ",
+                             Join(std::vector<std::string>(std::begin(kPeerEngines), std::end(kPeerEngines)),
+                                  ", ")));
+        }
+        if (std::find(flags.peers.begin(), flags.peers.end(), name) == flags.peers.end()) {
+          flags.peers.push_back(name);
+        }
+      }
+      if (flags.peers.empty()) throw Error("--peer=: an empty list; peers: jax, torch, torch-compile");
+      continue;
+    }
+    if (arg == "--paired") {
+      flags.paired = true;
+      continue;
+    }
+    if (arg == "--unpaired") {
+      flags.paired = false;
+      continue;
+    }
+    std::string name, value;
+    bool matched = false;
+    for (const std::string& flag : ours) {
+      const std::string dashed = "--" + flag;
+      if (arg == dashed) {
+        if (i + 1 >= args.size()) throw Error(StrCat(dashed, " needs a value (", dashed, "=...)"));
+        name = flag;
+        value = args[++i];
+        matched = true;
+      } else if (arg.rfind(dashed + "=", 0) == 0) {
+        name = flag;
+        value = arg.substr(dashed.size() + 1);
+        matched = true;
+      }
+      if (matched) break;
+    }
+    if (!matched) {
+      rest->push_back(arg);
+      continue;
+    }
+    if (name == "engines") {
+      flags.engines = Split(value, ',');
+    } else if (name == "policies") {
+      flags.policies = SplitPolicies(value);
+      policies_given = true;
+    } else if (name == "problems") {
+      flags.problems = Split(value, ',');
+    } else if (name == "program") {
+      if (value.empty()) throw Error("--program needs a file (--program=FILE)");
+      flags.programs.push_back(value);
+    } else if (name == "out") {
+      flags.out_dir = value;
+    } else if (name == "windows" || name == "only-window") {
+      char* end = nullptr;
+      const long number = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || number < 1 || number > 8) {
+        throw Error(StrCat("--", name, "=", value, ": not a ",
+                           name == "windows" ? "number of windows" : "window", " from 1 to 8"));
+      }
+      (name == "windows" ? flags.windows : flags.only_window) = static_cast<int>(number);
+    } else if (name == "max-row-seconds" || name == "sampling-budget") {
+      char* end = nullptr;
+      const double seconds = std::strtod(value.c_str(), &end);
+      const bool zero_allowed = name == "sampling-budget";
+      if (value.empty() || *end != '\0' || !(seconds > 0 || (zero_allowed && seconds == 0))) {
+        throw Error(StrCat("--", name, "=", value, ": not a ",
+                           zero_allowed ? "number of seconds" : "positive number of seconds"));
+      }
+      (name == "max-row-seconds" ? flags.max_row_seconds : flags.sampling_budget_seconds) =
+          seconds;
+    } else if (name == "wrt") {
+      // Checked against each case's inputs by PlanRows (WrtFromFlags).
+      flags.wrt.push_back(value);
+    } else if (name == "memory-cap") {
+      if (value.empty()) throw Error("--memory-cap=: expected BYTES (64MiB) or FRACx (0.5x)");
+      flags.memory_cap = value;
+    } else if (name == "max-memory") {
+      try {
+        flags.max_memory_bytes = ParseBytes(value);
+      } catch (const Error& e) {
+        throw Error(StrCat("--max-memory=", value, ": ", e.what()), e);
+      }
+    } else if (name == "sweep") {
+      if (value == "depth") {
+        flags.sweep = Sweep::kDepth;
+      } else if (value == "width") {
+        flags.sweep = Sweep::kWidth;
+      } else if (value == "transformer") {
+        flags.sweep = Sweep::kTransformer;
+        flags.policies = SplitPolicies(kTransformerPolicies);
+      } else if (value == "schedules") {
+        flags.sweep = Sweep::kSchedules;
+      } else if (value == "scale") {
+        flags.sweep = Sweep::kScale;
+      } else if (value == "dtr") {
+        flags.sweep = Sweep::kDtr;
+      } else if (value == "budget") {
+        flags.sweep = Sweep::kBudget;
+      } else if (value == "none" || value.empty()) {
+        flags.sweep = Sweep::kNone;
+      } else {
+        throw Error(StrCat("--sweep=", value,
+                           ": unknown sweep; sweeps: depth, width, transformer, schedules, scale, dtr, "
+                           "budget"));
+      }
+    }
+  }
+  if (flags.only_window > flags.Windows()) {
+    throw Error(StrCat("--only-window=", flags.only_window, ": the run has ", flags.Windows(),
+                       " window(s)"));
+  }
+  if (policies_given && (flags.sweep == Sweep::kSchedules || flags.sweep == Sweep::kScale ||
+                         flags.sweep == Sweep::kDtr || flags.sweep == Sweep::kBudget)) {
+    throw Error(StrCat("--policies and --sweep=",
+                       flags.sweep == Sweep::kSchedules ? "schedules"
+                       : flags.sweep == Sweep::kScale   ? "scale"
+                       : flags.sweep == Sweep::kBudget  ? "budget"
+                                                        : "dtr",
+                       " do not combine: the sweep picks its own policies and schedules"));
+  }
+  return flags;
+}
+
+int64_t DefaultMaxMemoryBytes() {
+  // The same default as the command line's: a run that would not fit is
+  // refused before it allocates, rather than found by the OOM killer.
+  const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  return physical / 5 * 4;
+}
+
+std::string BenchHelp() {
+  return StrCat(
+      "tools/bazel run //harness:bench -- [flags] [Google Benchmark flags]\n"
+      "\n"
+      "Every problem on every engine (and policy): time, peak memory, residual bytes,\n"
+      "FLOPs; a summary table at the end; JSON into results/bench-<UTC>.json and\n"
+      "results/latest.json.\n"
+      "\n"
+      "  --engines=a,b     engines to run (default: every registered engine but '",
+      kOracleEngine, "' and '", kReferenceEngine,
+      "')\n"
+      "  --policies=p,q    rows per engine that honours policies (default:\n"
+      "                    ",
+      kDefaultPolicies,
+      ");\n"
+      "                    'schedule:SPEC' reverses a scan under a schedule (every:K,\n"
+      "                    segments:K, sqrt, bisect, revolve:C, budget:BYTES,\n"
+      "                    checkpoint_every:K; problems with a scan only);\n"
+      "                    'as-written' is the problem's own checkpoint regions, any other\n"
+      "                    is applied to it as jax.checkpoint(f, policy=...) would; names\n"
+      "                    policies take labels: save_only_these_names:a,b (use ';' to\n"
+      "                    separate policies if that reads ambiguously)\n"
+      "  --problems=a,b    problems to run (default: all, at their bench sizes)\n"
+      "  --program=FILE    a program file to run (the text `remat program` prints),\n"
+      "                    repeatable; without --problems, only the files run\n"
+      "  --sweep=depth     scan_stack at d=512,N=256 with L = 8,16,...,1024\n"
+      "  --sweep=width     layer_loss at N=256 with d = 128,...,2048\n"
+      "  --sweep=transformer  transformer_stack at L=12,D=512,H=8,F=2048,S=256,B=4 under\n"
+      "                    checkpoint every 1, 2, 4 blocks and the selective policies\n"
+      "  --sweep=schedules every schedule on scan_stack L=256,d=512,N=256 (the frontier),\n"
+      "                    and eager, as-written, sqrt, bisect, revolve:8, budget:16MiB\n"
+      "                    at L = 16, 64, 256, 1024 (peak vs depth)\n"
+      "  --sweep=scale     scan_stack at L=2048,d=1024,N=1024 (16 GiB of weights and\n"
+      "                    gradients; eager stores 16 GiB more, past this machine's\n"
+      "                    memory: refused): eager, sqrt, revolve:8, budget:128MiB,\n"
+      "                    each run once (one to three minutes each)\n"
+      "  --sweep=dtr       dtr under caps between the smallest at which budget:B runs\n"
+      "                    and eager's peak, next to budget:B at the same peak\n"
+      "                    (budget-under-cap:F), on scan_stack and mlp_chain at 3 depths\n"
+      "  --sweep=budget    the memory_budget:B curve, B = 0, 0.1, ..., 1, on every problem\n"
+      "                    at its first bench size (transformer_stack L=4), with JAX's\n"
+      "                    policies and sqrt, revolve:4, budget:4MiB as points\n"
+      "  --wrt=NAME[,NAME...]|all  the inputs every case differentiates, as remat run's\n"
+      "                    --wrt (NAME* a prefix; all: every float input); default: each\n"
+      "                    problem's own, a program file's every float input\n"
+      "  --memory-cap=C    engines that honour memory caps (dtr) run under C: BYTES or\n"
+      "                    FRACx of eager's peak on each case (rows 'cap:C'); in\n"
+      "                    --policies, 'cap:C' and 'budget-under-cap:C' are rows too\n"
+      "  --out=DIR         where the JSON goes (default: results/ of the workspace under\n"
+      "                    `bazel run`, else the current directory)\n"
+      "  --max-memory=B    refuse a row whose predicted peak exceeds B bytes (4GiB,\n"
+      "                    512MiB, 0 for no limit) before it allocates; the row reports\n"
+      "                    the error (default: 80% of physical memory)\n"
+      "  --peer[=LIST]     also time the field's engines (jax, torch, torch-compile; all\n"
+      "                    three without a list) on every size of scan_stack, mlp_chain,\n"
+      "                    transformer_stack and gpt the run has an eager row at, as\n"
+      "                    written and under everything_saveable (tools/peer_time.py in\n"
+      "                    .venv: tools/python_env.sh), x eager against that row\n"
+      "  --unpaired        time rows alone, x eager from eager's own row (faster, and\n"
+      "                    at the mercy of a neighbour's load). By default every row is\n"
+      "                    paired: its runs interleave with eager runs on the same case,\n"
+      "                    x eager = the median over the quiet pairs of row time /\n"
+      "                    eager time, sampled until its 95% interval is within 1%\n"
+      "                    (--paired is accepted: it is the default)\n"
+      "  --max-row-seconds=S  the time cap of one row's sampling (default: ",
+      DefaultSamplingRule().max_seconds,
+      "); a row\n"
+      "                    stopped by it shows its spread, which may be above 1%\n"
+      "  --sampling-budget=S  once the run has sampled S seconds (default: ",
+      kDefaultSamplingBudgetSeconds,
+      "; 0:\n"
+      "                    none), each further row takes 3 samples and stops:\n"
+      "                    under a neighbour's load the run still ends in minutes, its\n"
+      "                    rows flagged rather than sampled for ever\n"
+      "  --windows=N       sample the rows in N passes (default: ", kDefaultWindows,
+      " for the default\n"
+      "                    run, 1 for a sweep), each taking 1/N of the budget; a row\n"
+      "                    whose windows' x eager differ by more than ",
+      100 * kWindowAllowance, "% is flagged\n"
+      "\n"
+      "Google Benchmark's flags work as usual, e.g. --benchmark_filter=scan_stack,\n"
+      "--benchmark_out=FILE; each row is one Google Benchmark iteration (its whole\n"
+      "sampling), so --benchmark_min_time changes nothing and\n"
+      "--benchmark_repetitions=N samples each row N times over.\n");
+}
+
+}  // namespace remat::bench

@@ -1,0 +1,151 @@
+// The flags of //harness:bench, kept apart from Google Benchmark's so that
+// they can be tested: what a run is asked for (problems, engines, variants,
+// sweeps, sampling, windows, peers), read once into a BenchFlags.
+//
+//   std::vector<std::string> rest;  // Google Benchmark's own, for benchmark::Initialize
+//   BenchFlags flags = ParseBenchFlags(args, &rest);
+//   (harness/bench_plan.h turns them into rows)
+#ifndef REMAT_HARNESS_BENCH_FLAGS_H_
+#define REMAT_HARNESS_BENCH_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace remat::bench {
+
+// A --policies entry is a CaseVariant label (harness/case_spec.h): the
+// problem as written, a policy, "schedule:revolve:4" (rows only on problems
+// with a scan or a chain of checkpointed blocks), "cap:0.5x" (rows only for
+// the engines that honour memory caps, under RunOptions::memory_cap_bytes:
+// a fraction of eager's peak on the case, or bytes), or
+// "budget-under-cap:0.5x": the static answer at the same memory, the scan's
+// or chain's budget:B schedule for the largest B whose planned peak (every
+// category) is at most that cap (LargestBudgetUnder), on the engines that
+// honour checkpoints.
+// What --policies is when not given.
+inline constexpr char kDefaultPolicies[] =
+    "as-written,nothing_saveable,dots_with_no_batch_dims_saveable,everything_saveable,"
+    "schedule:every:4,schedule:segments:4,schedule:sqrt,schedule:bisect,schedule:revolve:4,"
+    "schedule:budget:4MiB,memory_budget:0.5";
+// --sweep=transformer's: checkpoint every block (the problem as written),
+// one block in 2 and in 4 (PyTorch's checkpoint_every, seed 004), and
+// Megatron's selective recomputation (keep the attention, recompute the
+// FFN) and its reverse.
+inline constexpr char kTransformerPolicies[] =
+    "as-written;schedule:checkpoint_every:2;schedule:checkpoint_every:4;"
+    "save_only_these_names:attn_probs,attn_out;save_only_these_names:ffn_hidden";
+// The float64 engines, left out of the default engine list (they are slow,
+// and they are checks, not something to measure): the oracle the conformance
+// suite compares with, and the old reference (eager's interpreter on float64
+// kernels).
+inline constexpr char kOracleEngine[] = "oracle";
+inline constexpr char kReferenceEngine[] = "reference";
+enum class Sweep {
+  kNone,   // every problem at its bench sizes (DefaultBenchSizes)
+  kDepth,  // scan_stack at d=512, N=256, L = 8, 16, ..., 1024
+  kWidth,  // layer_loss at N=256, d = 128, 256, ..., 2048
+  kTransformer,  // transformer_stack at its defaults, kTransformerPolicies
+  kSchedules,    // scan_stack: kFrontierPolicies at L = kFrontierDepth, and
+                 // kDepthSchedulePolicies at every L of kScheduleDepths
+  kScale,        // scan_stack at L=2048, d=1024, N=1024, kScalePolicies; big rows
+  kDtr,          // DtrSweepCases(): cap:F rows for dtr, budget-under-cap:F for recompute
+  kBudget,       // every problem at its first bench size, kBudgetSweepPolicies
+};
+
+// The default --sampling-budget: the default run samples for 115 to 145
+// seconds on this 2-core machine when it is quiet; past 150 a neighbour is
+// slowing it, and more samples would mostly wait for it.
+inline constexpr double kDefaultSamplingBudgetSeconds = 150;
+
+// The default run samples its rows in two windows: every row once, then
+// every row again (--windows). Two runs of the whole job minutes apart
+// disagreed on rows that had settled within 1% in each (the machine's speed,
+// as each process sees it, drifts by a few percent for minutes at a time,
+// and eager's and the row's runs do not drift alike): one window measures a
+// row in one such state only. Pooling two windows a minute or more apart
+// halves the weight of each state, and their disagreement is what a rerun
+// would see, so a row whose windows disagree by more than
+// kWindowAllowance is flagged (ComputeVsEager). Sweeps, whose big rows run
+// once, default to one window. Each window after the first runs in a
+// process of its own (bench starts itself with --only-window=K): which
+// physical pages a process's buffers got shifts a row's x eager by a few
+// percent for that process's whole life (two runs disagreed by 4-8% on every
+// transformer_stack row while each run's two in-process windows agreed), so
+// windows in one process would share that draw, and windows in two
+// processes average over two draws, and see when they differ.
+inline constexpr int kDefaultWindows = 2;
+inline constexpr double kWindowAllowance = 0.03;
+
+struct BenchFlags {
+  // --engines=a,b; empty: every registered engine but the float64 checks.
+  std::vector<std::string> engines;
+  // --policies=...: CaseVariant labels, as given (PlanRows parses them).
+  std::vector<std::string> policies;
+  std::vector<std::string> problems;  // --problems=a,b; empty: every problem
+  // --program=FILE, repeatable: program files (engines/api/program_text.h)
+  // to run; given without --problems, only they run.
+  std::vector<std::string> programs;
+  Sweep sweep = Sweep::kNone;         // --sweep=depth|width
+  std::string out_dir;                // --out=DIR; empty: see ResultsDir
+  // --max-memory=BYTES (ParseBytes' forms; 0: none): a row whose predicted
+  // peak is past it fails with the engine's error before allocating.
+  // ParseBenchFlags starts from DefaultMaxMemoryBytes().
+  int64_t max_memory_bytes = 0;
+  // --peer[=jax,torch,torch-compile]: the field's engines (tools/peer_time.py)
+  // timed on the run's peer problems, each case beside eager's row; empty:
+  // none. `--peer` alone is all three (kPeerEngines).
+  std::vector<std::string> peers;
+  // Ratios from eager runs interleaved with each row's (the default;
+  // --unpaired turns it off, --paired is accepted and changes nothing).
+  bool paired = true;
+  // --max-row-seconds=S: the time cap of one row's sampling (0: the
+  // default of DefaultSamplingRule()).
+  double max_row_seconds = 0;
+  // --sampling-budget=S: once the run's rows have been sampled this long in
+  // all, each further row stops after 3 samples; 0: no budget.
+  double sampling_budget_seconds = kDefaultSamplingBudgetSeconds;
+  // --windows=N: passes over the rows, each sampling every row afresh and
+  // taking 1/N of the sampling budget; 0: kDefaultWindows for the default
+  // run, 1 for a sweep (Windows()).
+  int windows = 0;
+  int Windows() const { return windows > 0 ? windows : sweep == Sweep::kNone ? kDefaultWindows : 1; }
+  // --only-window=K (internal): this process samples window K of Windows()
+  // only and writes its samples for the process that started it; 0: all.
+  int only_window = 0;
+  // --memory-cap=BYTES|FRACx: the engines that honour memory caps run under
+  // it (their rows become "cap:SPEC" instead of "as-written").
+  std::string memory_cap;
+  // --wrt=..., repeatable: the inputs every case differentiates
+  // (WrtFromFlags, problems/problem.h); empty: each case's own.
+  std::vector<std::string> wrt;
+  bool help = false;                  // --help (also handed on to Google Benchmark)
+};
+
+
+// The engines --peer knows, as tools/peer_time.py --engine names them, and
+// the problems they time (every size the run has eager rows at).
+inline constexpr const char* kPeerEngines[] = {"jax", "torch", "torch-compile"};
+inline constexpr const char* kPeerProblems[] = {"scan_stack", "mlp_chain", "transformer_stack", "gpt"};
+
+// Takes this binary's own flags out of `args` (args[0] is the program name)
+// and returns them; every other argument, args[0] first, goes to `rest` in
+// order, for benchmark::Initialize. Flags are `--name=value` or `--name
+// value`. --policies is split at ';' if it has one, else at ',', where a
+// piece that is not a policy name continues the labels of the previous
+// "name:labels" piece ("save_only_these_names:a,b,everything_saveable" is two
+// policies). Throws remat::Error for an unknown --sweep or a flag without its
+// value, an unreadable --max-memory, or --policies with a sweep that picks its
+// own rows (schedules, scale); names are checked by PlanRows.
+BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std::string>* rest);
+// A --policies value as CaseVariant labels, in order: split at ';' if it
+// has one, else at ',' as ParseBenchFlags describes.
+std::vector<std::string> SplitPolicies(const std::string& text);
+// 80% of the machine's physical memory, as `remat run --max-memory`'s default.
+int64_t DefaultMaxMemoryBytes();
+// The help of this binary's own flags (Google Benchmark prints its own after).
+std::string BenchHelp();
+
+}  // namespace remat::bench
+
+#endif  // REMAT_HARNESS_BENCH_FLAGS_H_
