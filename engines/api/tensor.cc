@@ -278,12 +278,18 @@ Tensor Tensor::Zeros(DType dtype, const Shape& shape,
 
 Tensor Tensor::Uninitialized(DType dtype, const Shape& shape,
                              const std::shared_ptr<MemoryTracker>& tracker) {
+  return Uninitialized(dtype, shape, tracker,
+                       tracker ? tracker->category() : Category::kActivations);
+}
+
+Tensor Tensor::Uninitialized(DType dtype, const Shape& shape,
+                             const std::shared_ptr<MemoryTracker>& tracker, Category category) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = shape;
-  t.buffer_ = std::allocate_shared<Buffer>(PooledAllocator<Buffer>(), shape.num_elements() * DTypeSize(dtype), tracker,
-                                       tracker ? tracker->category() : Category::kActivations,
-                                       /*zero=*/false);
+  t.buffer_ = std::allocate_shared<Buffer>(PooledAllocator<Buffer>(),
+                                           shape.num_elements() * DTypeSize(dtype), tracker,
+                                           category, /*zero=*/false);
   return t;
 }
 

@@ -56,6 +56,9 @@ class Tensor {
   // write every element (zero-filling them would cost a pass over memory).
   static Tensor Uninitialized(DType dtype, const Shape& shape,
                               const std::shared_ptr<MemoryTracker>& tracker);
+  // The same, counted in `category` (a primitive's scratchpad).
+  static Tensor Uninitialized(DType dtype, const Shape& shape,
+                              const std::shared_ptr<MemoryTracker>& tracker, Category category);
   // A new tensor of `shape` holding `values` (row-major), uncounted.
   static Tensor FromF32(const Shape& shape, const std::vector<float>& values);
   static Tensor FromF64(const Shape& shape, const std::vector<double>& values);

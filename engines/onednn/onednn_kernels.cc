@@ -23,6 +23,11 @@ namespace remat {
 constexpr int AlgorithmId(dnnl::algorithm a) { return static_cast<int>(a); }
 namespace {
 
+// Below this many elements an elementwise loop runs on the calling thread:
+// starting the OpenMP team costs about a microsecond, more than a pass over
+// 32768 floats saves when split in two.
+constexpr int64_t kMinParallelElements = int64_t{1} << 15;
+
 using Dims = dnnl::memory::dims;
 using Tag = dnnl::memory::format_tag;
 
@@ -70,6 +75,9 @@ void UnaryLoop(const Tensor& x, Tensor& out, F f) {
   const float* in = x.f32();
   float* o = out.f32();
   const int64_t n = out.num_elements();
+  // Each element is its own: the bits do not depend on how the threads
+  // split the loop.
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
   for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
 }
 
@@ -79,6 +87,7 @@ void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   const float* pb = b.f32();
   float* o = out.f32();
   const int64_t n = out.num_elements();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
   for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
 }
 
@@ -345,8 +354,13 @@ class OneDnnKernels::State {
                const std::shared_ptr<MemoryTracker>& tracker) {
     Tensor scratchpad;
     if (cached.scratchpad_bytes > 0) {
-      scratchpad = Tensor::Zeros(DType::kF32, Shape({(cached.scratchpad_bytes + 3) / 4}), tracker,
-                                 Category::kScratchpad);
+      // Uninitialized, as oneDNN's own scratchpads are: a primitive writes
+      // its scratch before reading it. Zero-filling it was a serial pass of
+      // the calling thread over 641 KiB before every matmul on scan_stack
+      // (d=512, N=256), while the other OpenMP thread waited.
+      scratchpad = Tensor::Uninitialized(DType::kF32,
+                                         Shape({(cached.scratchpad_bytes + 3) / 4}), tracker,
+                                         Category::kScratchpad);
       if (scratchpad.dry()) return;  // a dry run counts the scratchpad, runs nothing
       args.emplace(DNNL_ARG_SCRATCHPAD,
                    dnnl::memory(cached.scratchpad_desc, engine_, scratchpad.raw()));
@@ -467,6 +481,10 @@ void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
   const float* in = x.f32();
   float* o = out.f32();
   const int64_t n = out.num_elements();
+  // Split among the OpenMP threads oneDNN's primitives use: run on the
+  // calling thread alone, this pass kept the others waiting (each element
+  // is its own, so the bits do not depend on the split).
+#pragma omp parallel for simd schedule(static) if (n >= kMinParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     // A select, not a branch, so that the loop vectorizes.
     o[i] = in[i] != in[i] ? in[i] : o[i];
