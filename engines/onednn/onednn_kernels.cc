@@ -597,6 +597,8 @@ void OneDnnKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tens
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* g = gamma.f32();
   const float* b = beta.f32();
+  // Rows are independent: split among the OpenMP threads.
+#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.f32() + r * c;
     float* o = out.f32() + r * c;
@@ -610,6 +612,7 @@ void OneDnnKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, co
   if (dry_run()) return;
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* g = gamma.f32();
+#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.f32() + r * c;
     const float* dyr = dy.f32() + r * c;
@@ -663,6 +666,7 @@ void OneDnnKernels::DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) {
   if (dry_run()) return;
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* bias = b.f32();
+#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.f32() + r * c;
     float* o = out.f32() + r * c;
@@ -693,10 +697,13 @@ void OneDnnKernels::DoTranspose(const Tensor& x, Tensor& out) {
   const int r = s.rank();
   const int64_t batch = r == 3 ? s.dim(0) : 1;
   const int64_t m = s.dim(r - 2), n = s.dim(r - 1);
+  const float* x0 = x.f32();
+  float* o0 = out.f32();
+#pragma omp parallel for collapse(2) schedule(static) if (batch * m * n >= kMinParallelElements)
   for (int64_t t = 0; t < batch; ++t) {
-    const float* in = x.f32() + t * m * n;
-    float* o = out.f32() + t * m * n;
     for (int64_t i = 0; i < m; ++i) {
+      const float* in = x0 + t * m * n;
+      float* o = o0 + t * m * n;
       for (int64_t j = 0; j < n; ++j) o[j * m + i] = in[i * n + j];
     }
   }
@@ -707,6 +714,7 @@ void OneDnnKernels::DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, 
   const int64_t seq = x.shape().dim(0) / batch, width = x.shape().dim(1), dh = width / heads;
   const float* in = x.f32();
   float* o = out.f32();
+#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= kMinParallelElements)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t t = 0; t < seq; ++t) {
@@ -724,6 +732,7 @@ void OneDnnKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) {
   const int64_t width = heads * dh;
   const float* in = x.f32();
   float* o = out.f32();
+#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= kMinParallelElements)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t t = 0; t < seq; ++t) {
@@ -773,7 +782,11 @@ REMAT_KERNEL_IMPL(OneDnnKernels, dropout,
                     const float scale = static_cast<float>(1.0 / (1.0 - attrs.scalar));
                     float* y = out.f32();
                     const int64_t n = out.num_elements();
-                    for (int64_t b = 0; b * 4 < n; ++b) {
+                    // Each block of four has its own Philox counter: the
+                    // threads' split changes no bit.
+                    const int64_t blocks = (n + 3) / 4;
+                    _Pragma("omp parallel for schedule(static) if (n >= kMinParallelElements)")
+                    for (int64_t b = 0; b < blocks; ++b) {
                       const PhiloxWords w = RandomBlock(seed, attrs.key, b);
                       for (int64_t j = 0; j < 4 && b * 4 + j < n; ++j) {
                         const int64_t i = b * 4 + j;
