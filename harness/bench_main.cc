@@ -7,9 +7,11 @@
 //   tools/bazel run //harness:bench -- --sweep=scale
 //   tools/bazel run //harness:bench -- --engines=eager,recompute --benchmark_filter=scan_stack
 //
-// Flags: harness/bench_lib.h (BenchHelp); Google Benchmark's own flags pass
-// through. What is planned, written and printed lives in bench_lib; this file
-// runs the rows.
+// Flags: harness/bench_flags.h (BenchHelp); Google Benchmark's own flags pass
+// through. The rows are planned in harness/bench_plan.h, sampled by the rules
+// of harness/bench_sampling.h, judged in harness/bench_lib.h and
+// harness/bench_controls.h, written and printed by harness/bench_report.h;
+// this file runs them.
 
 #include <benchmark/benchmark.h>
 #include <spawn.h>
