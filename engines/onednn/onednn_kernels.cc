@@ -484,7 +484,7 @@ void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
   // Split among the OpenMP threads oneDNN's primitives use: run on the
   // calling thread alone, this pass kept the others waiting (each element
   // is its own, so the bits do not depend on the split).
-#pragma omp parallel for simd schedule(static) if (n >= kMinParallelElements)
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     // A select, not a branch, so that the loop vectorizes.
     o[i] = in[i] != in[i] ? in[i] : o[i];
