@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -406,8 +407,13 @@ ConformRun RunConform(const ConformOptions& o, std::ostream& out) {
     // everything_saveable cases, once run: the pair JudgePolicyOrder reads.
     int nothing = -1, everything = -1;
     std::string last_diff, last_diff_policy;  // the problem's last printed residual listing
+    // Built once per problem, and only where a variant asks.
+    std::optional<bool> has_loop;
     for (const CaseVariant& variant : variants) {
-      if (variant.needs_loop() && !HasLoop(*problem)) continue;
+      if (variant.needs_loop()) {
+        if (!has_loop) has_loop = HasLoop(*problem);
+        if (!*has_loop) continue;
+      }
       const std::string dir_name =
           problem->name() + "." + (variant.is_as_written() ? "as_written" : variant.Label());
       std::string safe;
