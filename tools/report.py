@@ -36,6 +36,7 @@ compile_budget.png; --section-only prints that section alone).
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections import defaultdict
@@ -164,6 +165,17 @@ def fmt_params(params):
     return ",".join(f"{k}={v}" for k, v in params)
 
 
+def fmt_ms(ms):
+    """A time in ms with two decimals, or three significant digits below 1 ms.
+
+    Two decimals of a microsecond row's 0.05 ms would print a pair of times
+    whose quotient is not the row's x eager (0.05 / 0.05 beside 1.21).
+    """
+    if ms <= 0 or ms >= 1:
+        return f"{ms:.2f}"
+    return f"{ms:.{2 - math.floor(math.log10(ms))}f}"
+
+
 def table(rows):
     out = ["| problem | size | engine / policy | time ms | eager ms | x eager | spread | peak MiB | residual MiB | "
            "recomputed GFLOP |",
@@ -177,9 +189,9 @@ def table(rows):
             continue
         spread = row.get("spread")
         time_ms, eager_ms = shown_times(row)
-        out.append("| {} | {} | {} | {:.2f} | {} | {} | {} | {} | {} | {} |".format(
-            problem, fmt_params(params), variant(row), time_ms,
-            "" if eager_ms is None else f"{eager_ms:.2f}",
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            problem, fmt_params(params), variant(row), fmt_ms(time_ms),
+            "" if eager_ms is None else fmt_ms(eager_ms),
             not_a_result(row) if is_noise(row) else f"{vs:.2f}" if isinstance(vs, (int, float)) else "",
             f"{100 * spread:.1f}%" if isinstance(spread, (int, float)) else "",
             f"{row['peak_bytes'] / MIB:.1f}" if "peak_bytes" in row else "",

@@ -268,6 +268,21 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| recompute/schedule:sqrt | 560.0 | 400.0 | 1.40 |", md)
         self.assertNotIn("431.0", md)
 
+    def test_a_microsecond_rows_times_keep_three_digits_so_they_agree_with_its_ratio(self):
+        # 0.0545 / 0.0452 = 1.21; at two decimals both print 0.05, whose
+        # quotient is 1.00 beside x eager 1.21.
+        self.assertEqual(report.fmt_ms(0.0545), "0.0545")
+        self.assertEqual(report.fmt_ms(0.452), "0.452")
+        self.assertEqual(report.fmt_ms(3.456), "3.46")
+        self.assertEqual(report.fmt_ms(1234.5), "1234.50")
+        run = schedules_run()
+        for r in run["rows"]:
+            if r["policy"] == "schedule:sqrt" and r["params"]["L"] == 256:
+                r.update(real_time_ms=0.05, pair_time_ms=0.0545, paired_eager_ms=0.0452,
+                         vs_eager_paired=1.21)
+        md = report_of((("schedules.json", run),))
+        self.assertIn("| recompute/schedule:sqrt | 0.0545 | 0.0452 | 1.21 |", md)
+
     def test_two_default_runs_give_one_set_of_tables_and_their_agreement(self):
         def default_run(ratios):
             run = {"command": "tools/bazel run //harness:bench", "machine": {"onednn_isa": "avx512_core"},
