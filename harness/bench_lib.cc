@@ -8,6 +8,19 @@
 
 namespace remat::bench {
 
+namespace {
+// The problems of dense layers, sized by N and d, where matmuls are nearly
+// all the work, and time follows FLOPs (the unclamped FLOP floor).
+bool DenseLayerProblem(const OrderedParams& params) {
+  bool n = false, d = false;
+  for (const auto& [name, value] : params) {
+    n = n || name == "N";
+    d = d || name == "d";
+  }
+  return n && d;
+}
+}  // namespace
+
 void ComputeVsEager(std::vector<RowResult>* rows) {
   std::map<std::string, const RowResult*> baseline, bound;
   for (const RowResult& r : *rows) {
@@ -15,9 +28,7 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     if (IsBaselineRow(r.row)) {
       baseline.emplace(r.row.case_key, &r);
     }
-    if (r.row.kind == RowKind::kMatMulBound && r.gflops > 0) {
-      if (auto key = BoundKey(r.row.params)) bound.emplace(*key, &r);
-    }
+    if (r.row.kind == RowKind::kMatMulBound && r.gflops > 0) bound.emplace(r.row.case_key, &r);
   }
   // Copies: the pointers above are into `rows`, which the loop below writes.
   struct Baseline {
@@ -33,13 +44,14 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
                               r->overhead_fraction, r->overhead_ns_per_call};
   }
   struct Bound {
-    double gflops;
+    double ms;
+    int64_t flops;  // of the case's matmuls
     double spread;
     bool quiet;
   };
-  std::map<std::string, Bound> bound_gflops_spread;
+  std::map<std::string, Bound> bound_ms_spread;
   for (const auto& [key, r] : bound) {
-    bound_gflops_spread[key] = {r->gflops, r->spread.value_or(0), r->quiet};
+    bound_ms_spread[key] = {r->real_time_ms, r->total_flops(), r->spread.value_or(0), r->quiet};
   }
   for (RowResult& r : *rows) {
     r.vs_eager.reset();
@@ -54,8 +66,10 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
         *base->second.overhead_ns_per_call > 0 && r.overhead_ns_per_call) {
       r.overhead_per_call_vs_eager = *r.overhead_ns_per_call / *base->second.overhead_ns_per_call;
     }
-    // Matmul-dominated: the cases with a bound (N and d).
-    const std::optional<std::string> key = BoundKey(r.row.params);
+    // The cases with matmuls: those with a bound row.
+    const auto ceiling = bound_ms_spread.find(r.row.case_key);
+    const bool has_bound = ceiling != bound_ms_spread.end();
+    const bool dense = DenseLayerProblem(r.row.params);
     const double spread = r.spread.value_or(0);
     // Unpaired, the ratio carries the uncertainty of eager's row too.
     const double ratio_spread =
@@ -68,7 +82,7 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     if (eager_flops == 0 && base != baseline_ms_flops.end()) eager_flops = base->second.flops;
     if (eager_flops > 0 && r.total_flops() > 0) {
       r.flop_floor = static_cast<double>(r.total_flops()) / static_cast<double>(eager_flops);
-      if (!key) r.flop_floor = std::min(*r.flop_floor, 1.0);
+      if (!dense) r.flop_floor = std::min(*r.flop_floor, 1.0);
       // The floor holds for the time in kernels' arithmetic: an engine
       // with less overhead than eager's may take less time than eager's
       // FLOPs alone allow, so the floor is scaled by the kernel share of
@@ -86,7 +100,7 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
       if (eager_overhead && r.overhead_fraction) {
         const double eager_share = 1 - *eager_overhead;
         const double row_share = 1 - *r.overhead_fraction;
-        if (!key &&
+        if (!dense &&
             (eager_share < kMinKernelShareForFloor || row_share < kMinKernelShareForFloor)) {
           r.flop_floor.reset();
         } else if (row_share > 0) {
@@ -126,16 +140,20 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     }
     // Above the matmul bound: oneDNN's matmuls alone, on operands already in
     // cache, are the fastest this work can run; a row past them was timed
-    // while the bound's runs were slowed.
-    if (!key) continue;
-    auto ceiling = bound_gflops_spread.find(*key);
-    if (ceiling == bound_gflops_spread.end()) continue;
-    r.of_matmul_bound = r.gflops / ceiling->second.gflops;
+    // while the bound's runs were slowed. The bound's rate is eager's FLOPs
+    // (the matmuls' and the rest) over the bound's time: the rate of eager's
+    // work were everything but its matmuls free, so that eager's share is
+    // exactly the bound's time over eager's.
+    if (!has_bound) continue;
+    const int64_t work_flops = eager_flops > 0 ? eager_flops : ceiling->second.flops;
+    const double bound_gflops =
+        static_cast<double>(work_flops) / (ceiling->second.ms * 1e-3) / 1e9;
+    r.of_matmul_bound = r.gflops / bound_gflops;
     // A bound a neighbour slowed is no ceiling: nothing is held against it.
     if (ceiling->second.quiet &&
         *r.of_matmul_bound > 1 + kBoundAllowance + spread + ceiling->second.spread) {
       std::snprintf(text, sizeof text, "%.1f GFLOP/s above the matmul bound's %.1f", r.gflops,
-                    ceiling->second.gflops);
+                    bound_gflops);
       add_noise(text);
     }
   }

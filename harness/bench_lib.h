@@ -134,7 +134,8 @@ struct RowResult {
   // The distinct impl_info_str of the oneDNN matmuls the row's own timed
   // runs executed (MatMulImplRecorder; eager's interleaved runs excluded).
   std::vector<std::string> matmul_impls;
-  // gflops / the matmul bound's on the same N and d; empty if none.
+  // gflops / the case's matmul bound's rate (eager's FLOPs over the bound's
+  // time: for eager, the bound's time over eager's); empty if none.
   std::optional<double> of_matmul_bound;
   // The engine's overhead (EngineTime): the share of its wall time spent
   // outside kernels' arithmetic, and that time per kernel call, in ns;

@@ -40,6 +40,7 @@
 #include "engines/api/error.h"
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
+#include "engines/onednn/matmul_calls.h"
 #include "engines/onednn/omp_wait.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "engines/onednn/platform.h"
@@ -258,11 +259,16 @@ struct RowState {
   // the cap and the budget B found under it.
   int64_t memory_cap_bytes = 0;
   int64_t budget_bytes = 0;
-  // kMatMulBound
+  // kMatMulBound: eager's matmuls on the case, in eager's order, on
+  // operands that alias as eager's did (harness/bench_plan.h, kMatMulBound).
+  struct BoundCall {
+    Tensor a, b;
+    bool transpose_a = false, transpose_b = false;
+  };
   std::unique_ptr<OneDnnKernels> kernels;
   std::shared_ptr<MemoryTracker> tracker;
-  Tensor a, b, dy;  // x (N,d), w (d,d), the cotangent dy (N,d)
-  int64_t flops = 0;
+  std::vector<BoundCall> bound_calls;
+  int64_t flops = 0;  // of one pass over bound_calls
 };
 
 void SetUpValueAndGrad(RowState* s) {
@@ -322,40 +328,68 @@ void SetUpValueAndGrad(RowState* s) {
   }
 }
 
-void RunDenseLayerMatMuls(RowState& s) {
-  Tensor y = s.kernels->MatMul(s.a, false, s.b, false);
-  Tensor dx = s.kernels->MatMul(s.dy, false, s.b, true);
-  Tensor dw = s.kernels->MatMul(s.a, true, s.dy, false);
-  benchmark::DoNotOptimize(y.raw());
-  benchmark::DoNotOptimize(dx.raw());
-  benchmark::DoNotOptimize(dw.raw());
+// One pass over eager's matmuls (RowState::bound_calls). Each product is
+// freed at once (eager keeps some: a bound is allowed the cache that saves).
+void RunCaseMatMuls(RowState& s) {
+  for (const RowState::BoundCall& c : s.bound_calls) {
+    Tensor out = s.kernels->MatMul(c.a, c.transpose_a, c.b, c.transpose_b);
+    benchmark::DoNotOptimize(out.raw());
+  }
 }
 
 void SetUpMatMulBound(RowState* s) {
-  int64_t n = 0, d = 0;
-  for (const auto& [name, value] : s->row.params) (name == "N" ? n : d) = value;
+  const Case& c = s->session->cases.Get(s->row);
+  // Eager's matmuls on the case, from one run of it, with where each
+  // operand's elements were.
+  std::vector<RecordedMatMul> calls;
+  {
+    MatMulCallRecorder recorder;
+    RunOptions options;
+    options.max_memory_bytes = s->session->max_memory_bytes;
+    MakeEngine(kBaselineEngine)->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+    calls = recorder.calls();
+  }
+  if (calls.empty()) {
+    throw Error(StrCat("matmul bound: eager makes no matmul on ", c.ToString()));
+  }
   s->kernels = std::make_unique<OneDnnKernels>();
   s->tracker = std::make_shared<MemoryTracker>();
   s->kernels->Bind(s->tracker);
-  s->a = Tensor::Zeros(DType::kF32, Shape({n, d}), s->tracker, Category::kInputs);
-  s->b = Tensor::Zeros(DType::kF32, Shape({d, d}), s->tracker, Category::kInputs);
-  s->dy = Tensor::Zeros(DType::kF32, Shape({n, d}), s->tracker, Category::kInputs);
+  // One buffer per address eager's matmuls read, as large as the largest
+  // operand read there: where eager read one buffer twice (a weight in the
+  // forward and the backward), the replay does too, and where eager read L
+  // weights, so does the replay, from memory rather than cache.
+  std::map<const void*, int64_t> elements_at;
+  for (const RecordedMatMul& call : calls) {
+    for (const auto& [data, shape] :
+         {std::pair{call.a_data, call.call.a}, std::pair{call.b_data, call.call.b}}) {
+      int64_t& n = elements_at[data];
+      n = std::max(n, shape.num_elements());
+    }
+  }
   // Values in [-1, 1): the same arithmetic the problems' inputs make (no
   // zeros or denormals that some kernels might shortcut).
   uint64_t state = 1;
-  for (const Tensor* t : {&s->a, &s->b, &s->dy}) {
-    float* data = t->f32();
-    for (int64_t i = 0; i < t->num_elements(); ++i) {
+  std::map<const void*, Tensor> buffer_at;
+  for (const auto& [data, n] : elements_at) {
+    Tensor t = Tensor::Zeros(DType::kF32, Shape({n}), s->tracker, Category::kInputs);
+    float* values = t.f32();
+    for (int64_t i = 0; i < n; ++i) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
-      data[i] = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
+      values[i] = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
     }
+    buffer_at.emplace(data, std::move(t));
   }
-  // A dense layer's three matmuls, with the transposes the engines use:
-  // y = x w (forward), dx = dy w^T and dw = x^T dy (backward). Warm-up
-  // creates the primitives; 3 * 2*N*d*d FLOPs, as the engines count them.
+  for (const RecordedMatMul& call : calls) {
+    s->bound_calls.push_back({buffer_at.at(call.a_data).View(0, call.call.a),
+                              buffer_at.at(call.b_data).View(0, call.call.b),
+                              call.call.transpose_a, call.call.transpose_b});
+  }
+  // Warm-up: creates the primitives and counts the FLOPs, as the engines
+  // count them.
   s->kernels->reset_flops();
   const Clock::time_point start = Clock::now();
-  RunDenseLayerMatMuls(*s);
+  RunCaseMatMuls(*s);
   s->runs_per_sample = RunsPerSample(SecondsSince(start));
   s->flops = s->kernels->flops();
 }
@@ -615,7 +649,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
       do {
         MatMulImplRecorder recorder;
         const Sample sample =
-            TimeSample(s->runs_per_sample, [&](int64_t) { RunDenseLayerMatMuls(*s); });
+            TimeSample(s->runs_per_sample, [&](int64_t) { RunCaseMatMuls(*s); });
         s->timings.row_ms.push_back(sample.ms);
         s->timings.row_delay.push_back(sample.delay);
         s->runs += s->runs_per_sample;

@@ -12,16 +12,17 @@
 
 namespace remat::bench {
 
-// A bound row's key for rows of the same N and d: "N=256,d=512".
-std::optional<std::string> BoundKey(const OrderedParams& params) {
-  std::optional<int64_t> n, d;
-  for (const auto& [name, value] : params) {
-    if (name == "N") n = value;
-    if (name == "d") d = value;
+namespace {
+// Whether `program` multiplies matrices anywhere (regions and scan bodies
+// included): the cases a matmul bound row measures.
+bool HasMatMul(const Program& program) {
+  for (const Op& op : program.ops) {
+    if (op.kind == OpKind::kMatMul) return true;
+    if (op.body && HasMatMul(*op.body)) return true;
   }
-  if (!n || !d) return std::nullopt;
-  return StrCat("N=", *n, ",d=", *d);
+  return false;
 }
+}  // namespace
 
 // The compiled engine (engines/planned), whose default rows are restricted.
 constexpr char kPlannedEngine[] = "planned";
@@ -217,8 +218,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
     cases.push_back({files.back().get(), {ParamValues()}, path});
   }
 
-  std::vector<PlannedRow> bounds, rows;
-  std::set<std::string> bound_keys;
+  std::vector<PlannedRow> rows;
   for (const auto& [problem, sizes, program_file] : cases) {
     // Schedules reverse scans and chains of blocks: their rows go to problems
     // that have one (ApplySchedule says which).
@@ -231,6 +231,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
       throw Error(StrCat(problem->name(), ": ", e.what()));
     }
     const bool schedulable = Schedulable(program);
+    const bool has_matmul = HasMatMul(program);
     for (const ParamValues& size : sizes) {
       const std::ptrdiff_t case_begin = static_cast<std::ptrdiff_t>(rows.size());
       const OrderedParams params = OrderParams(*problem, size);
@@ -309,24 +310,24 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
         control.name += "/control";
         rows.insert(baseline + 1, control);
       }
-      const std::optional<std::string> key = BoundKey(params);
-      if (key && bound_keys.insert(*key).second) {
+      // The case's matmul bound (kMatMulBound), before its rows: sampled
+      // next to them, at the machine's speed of that moment. Not on the big
+      // rows' case: it replays a run of eager, which cannot run there.
+      if (has_matmul && flags.sweep != Sweep::kScale) {
         PlannedRow bound;
         bound.kind = RowKind::kMatMulBound;
-        bound.problem = kBoundProblem;
-        for (const auto& p : params) {
-          if (p.first == "N" || p.first == "d") bound.params.push_back(p);
-        }
-        std::sort(bound.params.begin(), bound.params.end());  // "N" < "d": N first
+        bound.problem = problem->name();
+        bound.program_file = program_file;
+        bound.params = params;
         bound.engine = kBoundEngine;
-        bound.case_key = StrCat(kBoundProblem, "/", *key);
-        bound.name = StrCat("BM_OneDnnMatMulBound/", *key);
-        bounds.push_back(bound);
+        bound.wrt = flags.wrt;
+        bound.case_key = case_key;
+        bound.name = StrCat("BM_OneDnnMatMulBound/", case_key);
+        rows.insert(rows.begin() + case_begin, bound);
       }
     }
   }
-  bounds.insert(bounds.end(), rows.begin(), rows.end());
-  return bounds;
+  return rows;
 }
 
 }  // namespace remat::bench

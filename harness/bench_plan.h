@@ -68,8 +68,7 @@ inline constexpr char kBaselineEngine[] = "eager";
 // Whether `engine` is one of the float64 checks (kOracleEngine,
 // kReferenceEngine).
 bool IsFloat64Check(const std::string& engine);
-// The problem and engine names of the oneDNN matmul bound rows.
-inline constexpr char kBoundProblem[] = "onednn_matmul";
+// The engine name of the oneDNN matmul bound rows.
 inline constexpr char kBoundEngine[] = "onednn";
 
 // Engines that run every checkpoint region inline, whatever its policy
@@ -82,17 +81,21 @@ bool HonoursMemoryCaps(const std::string& engine);
 
 enum class RowKind {
   kValueAndGrad,  // engine->ValueAndGrad on a problem
-  kMatMulBound,   // oneDNN alone on a dense layer's three matmuls: the GFLOP/s ceiling
+  // oneDNN alone on the matmuls one eager run makes on a case: the same
+  // shapes and transposes in the same order, on operands that alias as
+  // eager's did (one buffer per address eager's matmuls read), with nothing
+  // between them: the least time any engine's matmuls of that run take.
+  kMatMulBound,
 };
 
 // A row: a case (problem, size, engine, variant, wrt; harness/case_spec.h)
-// and how the bench runs it. kMatMulBound rows: problem kBoundProblem,
-// params N and d, engine kBoundEngine, as written. A program file's row
+// and how the bench runs it. kMatMulBound rows: the case's problem, params,
+// program file, wrt and case key, engine kBoundEngine, as written. A program file's row
 // (--program): problem is its program's name, program_file the path.
 struct PlannedRow : CaseSpec {
   RowKind kind = RowKind::kValueAndGrad;
   // "BM_ValueAndGrad/scan_stack/L=32,d=512,N=256/eager/as-written",
-  // "BM_OneDnnMatMulBound/N=256,d=512".
+  // "BM_OneDnnMatMulBound/scan_stack/L=32,d=512,N=256".
   std::string name;
   // "scan_stack/L=32,d=512,N=256": rows with the same key are compared.
   std::string case_key;
@@ -125,8 +128,8 @@ std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size);
 // The rows of a run, in the order they run: per problem and size, the
 // baseline engine first (so its time is known when the others finish), then
 // the other engines by name, each with its policies in --policies order.
-// Before them, one kMatMulBound row per distinct (N, d) the planned problems
-// use. A sweep's rows take SweepPolicies where it has them; --sweep=scale's
+// Before the rows of each case whose program has a matmul, the case's
+// kMatMulBound row (not under --sweep=scale). A sweep's rows take SweepPolicies where it has them; --sweep=scale's
 // are big. A program file's rows (--program) come after the problems', its
 // case key "NAME@FILE" (the program's name, the file's base name). Throws
 // remat::Error naming an unknown engine (with the registered ones), policy
@@ -139,10 +142,6 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
 inline bool IsBaselineRow(const PlannedRow& row) {
   return row.kind == RowKind::kValueAndGrad && row.engine == kBaselineEngine && !row.control;
 }
-
-// A bound row's key, shared by the rows of the same N and d ("N=256,d=512");
-// empty for params without both.
-std::optional<std::string> BoundKey(const OrderedParams& params);
 
 }  // namespace remat::bench
 

@@ -82,8 +82,20 @@ TEST(BenchPlan, AnEngineRegisteredLaterShowsUpWithEveryPolicy) {
 TEST(BenchPlan, BaselineRunsFirstInEachCaseAndNamesReadLikeTheFlags) {
   const std::vector<PlannedRow> plan = DefaultPlan({"zeta", "eager", "alpha"});
   ASSERT_FALSE(plan.empty());
-  EXPECT_EQ(plan[0].name, "BM_OneDnnMatMulBound/N=256,d=512");
+  // Each case with a matmul: its bound first, then eager.
+  EXPECT_EQ(plan[0].name, "BM_OneDnnMatMulBound/layer_loss/d=512,N=256");
   EXPECT_EQ(plan[0].kind, RowKind::kMatMulBound);
+  EXPECT_EQ(plan[0].case_key, plan[1].case_key);
+  EXPECT_EQ(plan[1].name, "BM_ValueAndGrad/layer_loss/d=512,N=256/eager/as-written");
+  int bounds = 0;
+  for (const PlannedRow& row : plan) {
+    if (row.kind != RowKind::kMatMulBound) continue;
+    ++bounds;
+    // No bound on a case without a matmul.
+    EXPECT_NE(row.problem, "sin_plain") << row.name;
+    EXPECT_NE(row.problem, "sin_recursive") << row.name;
+  }
+  EXPECT_GE(bounds, 5);
   std::string last_case;
   for (const PlannedRow& row : plan) {
     if (row.kind != RowKind::kValueAndGrad) continue;
@@ -102,7 +114,8 @@ TEST(BenchPlan, SweepsAndErrors) {
   std::vector<std::string> rest;
   BenchFlags depth = ParseBenchFlags({"bench", "--sweep=depth", "--engines=eager"}, &rest);
   std::vector<PlannedRow> rows = PlanRows(depth, {"eager", "recompute"});
-  ASSERT_EQ(rows.size(), 1u + 8u);  // the bound, then L = 8 ... 1024
+  ASSERT_EQ(rows.size(), 2u * 8u);  // L = 8 ... 1024: its bound, then eager
+  EXPECT_EQ(rows[0].name, "BM_OneDnnMatMulBound/scan_stack/L=8,d=512,N=256");
   EXPECT_EQ(rows.back().name, "BM_ValueAndGrad/scan_stack/L=1024,d=512,N=256/eager/as-written");
 
   BenchFlags width = ParseBenchFlags({"bench", "--sweep", "width", "--engines=eager"}, &rest);
@@ -160,15 +173,16 @@ TEST(BenchPlanTest, ProgramFilesGetRows) {
   std::vector<std::string> names;
   for (const PlannedRow& row : rows) {
     names.push_back(row.name);
-    EXPECT_EQ(row.kind, RowKind::kValueAndGrad) << row.name;
     EXPECT_FALSE(row.program_file.empty()) << row.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{
+                       "BM_OneDnnMatMulBound/mlp_chain@chain.remat",
                        "BM_ValueAndGrad/mlp_chain@chain.remat/eager/as-written",
                        "BM_ValueAndGrad/mlp_chain@chain.remat/eager/as-written/control",
                        "BM_ValueAndGrad/mlp_chain@chain.remat/recompute/as-written",
                        "BM_ValueAndGrad/mlp_chain@chain.remat/recompute/dots_saveable",
                        "BM_ValueAndGrad/mlp_chain@chain.remat/recompute/schedule:sqrt",
+                       "BM_OneDnnMatMulBound/layer_loss@layer.remat",
                        "BM_ValueAndGrad/layer_loss@layer.remat/eager/as-written",
                        "BM_ValueAndGrad/layer_loss@layer.remat/eager/as-written/control",
                        "BM_ValueAndGrad/layer_loss@layer.remat/recompute/as-written",
@@ -182,9 +196,11 @@ TEST(BenchPlanTest, ProgramFilesGetRows) {
       ParseBenchFlags({"bench", "--program=" + layer_file, "--problems=sin_chain",
                        "--engines=eager"}, &rest),
       {"eager"});
-  ASSERT_EQ(both.size(), 2u);
-  EXPECT_EQ(both[0].problem, "sin_chain");
-  EXPECT_EQ(both[1].case_key, "layer_loss@layer.remat");
+  ASSERT_EQ(both.size(), 4u);  // each case: its bound (both have matmuls), eager
+  EXPECT_EQ(both[0].kind, RowKind::kMatMulBound);
+  EXPECT_EQ(both[1].problem, "sin_chain");
+  EXPECT_EQ(both[2].kind, RowKind::kMatMulBound);
+  EXPECT_EQ(both[3].case_key, "layer_loss@layer.remat");
   EXPECT_THROW(PlanRows(ParseBenchFlags({"bench", "--program=" + layer_file, "--sweep=depth"},
                                         &rest),
                         {"eager"}),
@@ -259,7 +275,7 @@ TEST(BenchPlan, SchedulesSweepHasTheFrontierCaseAndEveryScheduleAtEveryDepth) {
   const std::vector<PlannedRow> plan = SweepPlan("schedules");
   ExpectGroupedAndUnique(plan);
   ASSERT_FALSE(plan.empty());
-  EXPECT_EQ(plan[0].name, "BM_OneDnnMatMulBound/N=256,d=512");
+  EXPECT_EQ(plan[0].name, "BM_OneDnnMatMulBound/scan_stack/L=16,d=512,N=256");
   // The frontier: eager, JAX's checkpointed body (as written and saving the
   // matmuls), every schedule form, budgets from near the least feasible to
   // near store-all.
@@ -290,8 +306,8 @@ TEST(BenchPlan, SchedulesSweepHasTheFrontierCaseAndEveryScheduleAtEveryDepth) {
     EXPECT_EQ(PoliciesAt(plan, "eager", params), std::vector<std::string>{CaseVariant::kAsWrittenLabel}) << params;
     EXPECT_EQ(PoliciesAt(plan, "recompute", params), depth) << params;
   }
-  // 1 bound; per case eager and its A/A control (harness/bench_controls.h).
-  EXPECT_EQ(plan.size(), 1u + 4u * 2 + 3u * depth.size() + frontier.size());
+  // Per case its bound, eager and its A/A control (harness/bench_controls.h).
+  EXPECT_EQ(plan.size(), 4u * 3 + 3u * depth.size() + frontier.size());
   for (const PlannedRow& row : plan) EXPECT_FALSE(row.big) << row.name;
   EXPECT_EQ(plan.back().name,
             "BM_ValueAndGrad/scan_stack/L=1024,d=512,N=256/recompute/schedule:budget:16MiB");
@@ -307,7 +323,7 @@ TEST(BenchPlan, ScaleSweepRunsTheSchedulesAndEagerOnceEach) {
   }
   const std::string c = "BM_ValueAndGrad/scan_stack/L=2048,d=1024,N=1024/";
   EXPECT_EQ(names, (std::vector<std::string>{
-                       "BM_OneDnnMatMulBound/N=1024,d=1024", c + "eager/as-written",
+                       c + "eager/as-written",
                        c + "recompute/schedule:sqrt", c + "recompute/schedule:revolve:8",
                        c + "recompute/schedule:budget:128MiB"}));
 }

@@ -234,6 +234,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (!r.noise.empty()) row["noise"] = r.noise;
     if (!r.untrusted.empty()) row["untrusted"] = r.untrusted;
     if (r.row.control) row["control"] = true;
+    if (r.row.kind == RowKind::kMatMulBound) row["matmul_bound"] = true;
     if (r.of_matmul_bound) row["of_matmul_bound"] = *r.of_matmul_bound;
     if (r.overhead_fraction) row["overhead_fraction"] = *r.overhead_fraction;
     if (r.overhead_ns_per_call) row["overhead_ns_per_call"] = *r.overhead_ns_per_call;
@@ -355,18 +356,18 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
     out << "\nNoise (rows whose numbers cannot be the row's cost):\n";
     for (const std::string& line : noise_lines) out << line << "\n";
   }
-  // The ceiling: how close the baseline gets to oneDNN's bare matmul.
+  // The ceiling: how close the baseline gets to oneDNN's bare matmuls.
   for (const RowResult& bound : rows) {
     if (bound.row.kind != RowKind::kMatMulBound) continue;
-    const std::string key = FormatOrderedParams(bound.row.params);
     if (!bound.error.empty()) {
-      out << "\noneDNN matmul bound (" << key << "): failed: " << bound.error << "\n";
+      out << "\noneDNN matmul bound (" << bound.row.case_key << "): failed: " << bound.error
+          << "\n";
       continue;
     }
     char gflops[160];
     if (bound.quiet) {
-      std::snprintf(gflops, sizeof gflops, "%.1f GFLOP/s (the ceiling; spread %.1f%%)",
-                    bound.gflops, 100 * bound.spread.value_or(0));
+      std::snprintf(gflops, sizeof gflops, "%.1f GFLOP/s (spread %.1f%%)", bound.gflops,
+                    100 * bound.spread.value_or(0));
     } else {
       std::snprintf(gflops, sizeof gflops,
                     "%.1f GFLOP/s (noise: %lld of %lld samples quiet; no row is checked "
@@ -374,17 +375,16 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
                     bound.gflops, static_cast<long long>(bound.quiet_samples),
                     static_cast<long long>(bound.samples));
     }
-    out << "\noneDNN matmul alone, " << key
-        << " (a dense layer's x w, dy w^T, x^T dy): " << FormatMs(bound.real_time_ms) << " ms, "
+    out << "\noneDNN matmuls alone, " << bound.row.case_key
+        << " (eager's matmuls on the case, bare): " << FormatMs(bound.real_time_ms) << " ms, "
         << gflops << "\n";
     for (const RowResult& r : rows) {
       if (!IsBaselineRow(r.row) || !r.of_matmul_bound) continue;
-      if (BoundKey(r.row.params) != BoundKey(bound.row.params)) continue;
+      if (r.row.case_key != bound.row.case_key) continue;
       char pct[96];
-      std::snprintf(pct, sizeof pct, "%.1f GFLOP/s = %.0f%% of the bound", r.gflops,
-                    100 * *r.of_matmul_bound);
-      out << "  " << kBaselineEngine << " on " << r.row.case_key << ": " << pct
-          << (r.noise.empty() ? "" : " (noise)") << "\n";
+      std::snprintf(pct, sizeof pct, "%s ms: %.0f%% of the bound",
+                    FormatMs(r.real_time_ms).c_str(), 100 * *r.of_matmul_bound);
+      out << "  " << kBaselineEngine << " " << pct << (r.noise.empty() ? "" : " (noise)") << "\n";
     }
   }
   // How far the run can be trusted.

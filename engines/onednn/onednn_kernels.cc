@@ -15,6 +15,7 @@
 #include "engines/api/error.h"
 #include "engines/api/loop_kernels.h"
 #include "engines/api/philox.h"
+#include "engines/onednn/matmul_calls.h"
 
 namespace remat {
 
@@ -432,6 +433,10 @@ void OneDnnKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b,
     // with k == 0, so it must never see one.
     std::memset(out.raw(), 0, out.bytes());
     return;
+  }
+  if (!dry_run()) {
+    matmul_calls_internal::NoteMatMulCall(a.shape(), transpose_a, a.raw(), b.shape(), transpose_b,
+                                          b.raw());
   }
   Guarded(
       [&] {
