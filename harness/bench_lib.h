@@ -117,7 +117,7 @@ struct RowResult {
   int64_t eager_flops = 0;
   // The FLOP model's floor of x eager: total_flops() / eager's, what the row
   // would take at eager's kernel rate, where matmuls dominate the work (the
-  // cases with N and d, which have a matmul bound). Elsewhere (the scalar
+  // dense-layer cases, sized by N and d). Elsewhere (the scalar
   // chains, the attention stack) time does not follow the FLOP count, and the
   // floor is only that a row doing at least eager's FLOPs on the same kernels
   // does not take less than eager's time: min(1, that ratio).

@@ -638,7 +638,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
       }
       // Sampled alone, by the same rule as the rows: the bound is the least
       // time, which is what the rows' least times are held against. For at
-      // least kBoundMinSeconds: every row of its N and d is checked against
+      // least kBoundMinSeconds: every row of its case is checked against
       // it, a bound taken while a neighbour ran would flag them all, and its
       // samples are milliseconds, so a second more costs little.
       SamplingRule rule = RuleNow(*s->session, s->weight);
