@@ -48,10 +48,12 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     int64_t flops;  // of the case's matmuls
     double spread;
     bool quiet;
+    std::optional<double> x_eager;  // paired with eager: the bound's time / eager's
   };
   std::map<std::string, Bound> bound_ms_spread;
   for (const auto& [key, r] : bound) {
-    bound_ms_spread[key] = {r->real_time_ms, r->total_flops(), r->spread.value_or(0), r->quiet};
+    bound_ms_spread[key] = {r->real_time_ms, r->total_flops(), r->spread.value_or(0), r->quiet,
+                            r->vs_eager_paired};
   }
   for (RowResult& r : *rows) {
     r.vs_eager.reset();
@@ -149,6 +151,15 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     const double bound_gflops =
         static_cast<double>(work_flops) / (ceiling->second.ms * 1e-3) / 1e9;
     r.of_matmul_bound = r.gflops / bound_gflops;
+    // Both paired with eager: the ratio of their pairs' ratios, which the
+    // machine's drift between the two rows' samples does not move (the
+    // least times above were taken seconds apart).
+    const std::optional<double> row_x = IsBaselineRow(r.row) ? std::optional<double>(1.0) : ratio;
+    if (ceiling->second.x_eager && row_x && *row_x > 0 && eager_flops > 0 &&
+        (IsBaselineRow(r.row) || r.vs_eager_paired)) {
+      r.of_matmul_bound = static_cast<double>(r.total_flops()) / static_cast<double>(work_flops) *
+                          *ceiling->second.x_eager / *row_x;
+    }
     // A bound a neighbour slowed is no ceiling: nothing is held against it.
     if (ceiling->second.quiet &&
         *r.of_matmul_bound > 1 + kBoundAllowance + spread + ceiling->second.spread) {

@@ -392,6 +392,13 @@ void SetUpMatMulBound(RowState* s) {
   RunCaseMatMuls(*s);
   s->runs_per_sample = RunsPerSample(SecondsSince(start));
   s->flops = s->kernels->flops();
+  if (s->session->paired) {
+    // Eager ran above, so it runs here too (the same options as the rows').
+    RunOptions options;
+    options.max_memory_bytes = s->session->max_memory_bytes;
+    s->eager_flops = s->session->baselines.Get(s->row, c, options).flops;
+    s->paired = true;
+  }
 }
 
 // Sets up the row on its first call; false (after SkipWithError) if that
@@ -500,29 +507,20 @@ void AddImpls(const MatMulImplRecorder& recorder, std::vector<std::string>* impl
   }
 }
 
-// Samples the row until SamplingDone: one sample of the row, and paired one
-// of eager right before or after it, the order alternating (eager, row, row,
-// eager, ...) so that neither side is always the one run after the other.
-// Each pair's two runs are then milliseconds apart (Estimate).
-void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
+// Samples the row until SamplingDone under `rule`: `time_row()` takes one
+// sample of the row (into s->timings.row_ms and row_delay) and, with a
+// baseline, one of eager is taken right before or after it, the order
+// alternating (eager, row, row, eager, ...) so that neither side is always
+// the one run after the other. Each pair's two runs are then milliseconds
+// apart (Estimate).
+template <typename TimeRow>
+void SamplePaired(RowState* s, const Baseline* baseline, const Case& c,
+                  const RunOptions& eager_options, const SamplingRule& rule, TimeRow time_row) {
   const Clock::time_point start = Clock::now();
   Timings& t = s->timings;
-  RunOptions row_options = options;
-  if (s->row.variant.is_cap()) row_options.memory_cap_bytes = s->memory_cap_bytes;
-  auto time_row = [&] {
-    // Only the row's own runs: eager's matmuls are not this row's.
-    MatMulImplRecorder recorder;
-    const Sample sample = TimeRuns(*s->engine, s->program, c, row_options, s->runs_per_sample,
-                                   nullptr, &s->timed);
-    s->runs += s->runs_per_sample;
-    AddImpls(recorder, &s->matmul_impls);
-    t.row_ms.push_back(sample.ms);
-    t.row_delay.push_back(sample.delay);
-  };
-  const Baseline* baseline = s->paired ? &s->session->baselines.Get(s->row, c, options) : nullptr;
   auto time_eager = [&] {
     const Sample sample =
-        TimeRuns(*baseline->engine, c.program, c, options, baseline->runs_per_sample);
+        TimeRuns(*baseline->engine, c.program, c, eager_options, baseline->runs_per_sample);
     t.eager_ms.push_back(sample.ms);
     t.eager_delay.push_back(sample.delay);
   };
@@ -530,7 +528,6 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
   // each call takes kFewestSamples afresh, and judges all of them. A later
   // window (--windows) starts afresh too, and judges only its own samples:
   // it is a second measurement, not more of the first.
-  const SamplingRule rule = RuleNow(*s->session, s->weight);
   const size_t before = t.row_ms.size();
   if (s->session->window > s->window && before > 0) {
     t.window_starts.push_back(before);
@@ -553,6 +550,24 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
   std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
   s->sampling_seconds += SecondsSince(start);
   s->session->sampled_seconds += SecondsSince(start);
+}
+
+// Samples an engine's row, paired with eager unless it is eager's own or
+// eager cannot run the case.
+void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
+  RunOptions row_options = options;
+  if (s->row.variant.is_cap()) row_options.memory_cap_bytes = s->memory_cap_bytes;
+  const Baseline* baseline = s->paired ? &s->session->baselines.Get(s->row, c, options) : nullptr;
+  SamplePaired(s, baseline, c, options, RuleNow(*s->session, s->weight), [&] {
+    // Only the row's own runs: eager's matmuls are not this row's.
+    MatMulImplRecorder recorder;
+    const Sample sample = TimeRuns(*s->engine, s->program, c, row_options, s->runs_per_sample,
+                                   nullptr, &s->timed);
+    s->runs += s->runs_per_sample;
+    AddImpls(recorder, &s->matmul_impls);
+    s->timings.row_ms.push_back(sample.ms);
+    s->timings.row_delay.push_back(sample.delay);
+  });
 }
 
 // A row is one Google Benchmark iteration (Iterations(1)): its whole
@@ -630,35 +645,39 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
 void RunMatMulBound(benchmark::State& state, RowState* s) {
   if (!EnsureReady(state, s)) return;
   const bool memory_pass = s->session->memory.active();
+  // Eager's runs beside the bound's: as the rows' pairs run them.
+  RunOptions options;
+  options.max_memory_bytes = s->session->max_memory_bytes;
+  options.predict_memory = false;
+  options.time_kernels = false;
   try {
+    const Case& c = s->session->cases.Get(s->row);
     for (auto _ : state) {
       if (memory_pass) {
         state.SetIterationTime(0);
         continue;
       }
-      // Sampled alone, by the same rule as the rows: the bound is the least
-      // time, which is what the rows' least times are held against. For at
-      // least kBoundMinSeconds: every row of its case is checked against
-      // it, a bound taken while a neighbour ran would flag them all, and its
+      // Sampled by the same rule as the rows, paired with eager like them:
+      // eager's share of its matmuls' time is then the median of pairs
+      // taken milliseconds apart, not two least times taken seconds apart
+      // while the machine's speed drifted (mlp_chain's eager moved 25.8 to
+      // 31.0 ms between three back-to-back engine_loop runs). For at least
+      // kBoundMinSeconds: every row of its case is checked against it, a
+      // bound taken while a neighbour ran would flag them all, and its
       // samples are milliseconds, so a second more costs little.
       SamplingRule rule = RuleNow(*s->session, s->weight);
       rule.min_seconds = std::max(rule.min_seconds, kBoundMinSeconds);
       rule.max_samples = std::max<int64_t>(rule.max_samples, 1000);
-      const Clock::time_point start = Clock::now();
-      const size_t before = s->timings.row_ms.size();
-      do {
-        MatMulImplRecorder recorder;
-        const Sample sample =
-            TimeSample(s->runs_per_sample, [&](int64_t) { RunCaseMatMuls(*s); });
-        s->timings.row_ms.push_back(sample.ms);
-        s->timings.row_delay.push_back(sample.delay);
-        s->runs += s->runs_per_sample;
-        AddImpls(recorder, &s->matmul_impls);
-      } while (s->timings.row_ms.size() - before < static_cast<size_t>(kFewestSamples) ||
-               !SamplingDone(s->timings, rule, SecondsSince(start)));
-      std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
-      s->sampling_seconds += SecondsSince(start);
-      s->session->sampled_seconds += SecondsSince(start);
+      SamplePaired(s, s->paired ? &s->session->baselines.Get(s->row, c, options) : nullptr, c,
+                   options, rule, [&] {
+                     MatMulImplRecorder recorder;
+                     const Sample sample =
+                         TimeSample(s->runs_per_sample, [&](int64_t) { RunCaseMatMuls(*s); });
+                     s->timings.row_ms.push_back(sample.ms);
+                     s->timings.row_delay.push_back(sample.delay);
+                     s->runs += s->runs_per_sample;
+                     AddImpls(recorder, &s->matmul_impls);
+                   });
       state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
     }
   } catch (const std::exception& e) {

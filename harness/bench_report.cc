@@ -385,9 +385,18 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
       // Its matmuls alone, bare, take this share of eager's time: on the
       // matrix problems, how close eager gets to them; where matmuls are a
       // sliver of the work (resnet's classifier), how small that sliver is.
+      // Paired, the times are the median pair's (bound.pair_time_ms beside
+      // eager's), whose ratio the share is; unpaired, eager's least time.
+      const bool paired = bound.vs_eager_paired && bound.paired_eager_ms > 0;
       std::snprintf(pct, sizeof pct, "%s ms: its matmuls alone take %.0f%% of that",
-                    FormatMs(r.real_time_ms).c_str(), 100 * *r.of_matmul_bound);
-      out << "  " << kBaselineEngine << " " << pct << (r.noise.empty() ? "" : " (noise)") << "\n";
+                    FormatMs(paired ? bound.paired_eager_ms : r.real_time_ms).c_str(),
+                    100 * *r.of_matmul_bound);
+      out << "  " << kBaselineEngine << " " << pct;
+      if (paired) {
+        out << " (" << FormatMs(bound.pair_time_ms)
+            << " ms beside it: the median of the pairs of the bound's runs and eager's)";
+      }
+      out << (r.noise.empty() ? "" : " (noise)") << "\n";
     }
   }
   // How far the run can be trusted.

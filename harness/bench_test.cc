@@ -255,6 +255,30 @@ TEST(BenchPlausibility, AboveTheMatmulBoundIsNoise) {
   EXPECT_TRUE(rows[0].noise.empty()) << rows[0].noise;
 }
 
+TEST(BenchPlausibility, APairedBoundIsHeldAgainstEagerBesideIt) {
+  // The least times were taken seconds apart: eager's 8 ms when the machine
+  // ran fast, the bound's 10 ms when it ran slow (125% unpaired). Paired,
+  // the bound took 0.8 of the eager run beside it: 80%, no noise.
+  std::vector<RowResult> rows = {Fake("layer_loss", "eager", "as-written", 8.0),
+                                 Fake("layer_loss", "recompute", "as-written", 12.0),
+                                 FakeBound("layer_loss", 10.0, 0.01)};
+  rows[1].flops_recomputed = 500'000'000;  // 1.5 GFLOP, at 1.25 x eager paired
+  rows[1].vs_eager_paired = 1.25;
+  rows[2].vs_eager_paired = 0.8;
+  rows[2].pair_time_ms = 8.4;
+  rows[2].paired_eager_ms = 10.5;
+  ComputeVsEager(&rows);
+  EXPECT_DOUBLE_EQ(*rows[0].of_matmul_bound, 0.8);
+  EXPECT_TRUE(rows[0].noise.empty()) << rows[0].noise;
+  // 1.5 GFLOP at 1.25 x eager: 1.5 / 1.25 = 1.2 eager runs' FLOPs in one
+  // eager run's time, against the bound's 1 / 0.8 = 1.25: 96%.
+  EXPECT_DOUBLE_EQ(*rows[1].of_matmul_bound, 1.5 * 0.8 / 1.25);
+  const std::string summary = FormatSummary(rows, "test platform");
+  EXPECT_NE(summary.find("eager 10.5 ms: its matmuls alone take 80% of that (8.40 ms beside it"),
+            std::string::npos)
+      << summary;
+}
+
 TEST(BenchPlausibility, ARowWithoutAQuietSampleIsNoise) {
   std::vector<RowResult> rows = {Fake("sin_plain", "eager", "as-written", 0.2, {{"D", 64}}),
                                  Fake("sin_plain", "recompute", "as-written", 0.2, {{"D", 64}})};
