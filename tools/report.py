@@ -70,6 +70,10 @@ def key_of(row):
 
 
 def variant(row):
+    if row.get("matmul_bound"):
+        # The case's bound row: eager's matmuls replayed bare; its x eager
+        # is the share of eager's time they take.
+        return "oneDNN matmuls alone"
     engine = row.get("engine", "?")
     policy = row.get("policy") or ""
     schedule = row.get("schedule") or ""

@@ -268,6 +268,16 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| recompute/schedule:sqrt | 560.0 | 400.0 | 1.40 |", md)
         self.assertNotIn("431.0", md)
 
+    def test_a_bound_row_is_named_and_its_ratio_is_eagers_share(self):
+        # The bench's bound row for a case: eager's matmuls replayed bare,
+        # paired with eager; its x eager is the share of eager's time they take.
+        run = schedules_run()
+        run["rows"].append(row("L=256", "onednn", "as-written", 300.0, 10.0, matmul_bound=True,
+                               pair_time_ms=360.0, paired_eager_ms=400.0, vs_eager_paired=0.9))
+        md = report_of((("schedules.json", run),))
+        self.assertIn("| oneDNN matmuls alone | 360.00 | 400.00 | 0.90 |", md)
+        self.assertNotIn("onednn/as-written", md)
+
     def test_a_microsecond_rows_times_keep_three_digits_so_they_agree_with_its_ratio(self):
         # 0.0545 / 0.0452 = 1.21; at two decimals both print 0.05, whose
         # quotient is 1.00 beside x eager 1.21.
