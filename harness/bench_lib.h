@@ -132,7 +132,7 @@ struct RowResult {
   // no ratio for the row. Its time stands.
   std::string untrusted;
   // The distinct impl_info_str of the oneDNN matmuls the row's own timed
-  // runs executed (MatMulImplRecorder; eager's interleaved runs excluded).
+  // runs executed (MatMulRecorder; eager's interleaved runs excluded).
   std::vector<std::string> matmul_impls;
   // gflops / the case's matmul bound's rate (eager's FLOPs over the bound's
   // time: for eager, the bound's time over eager's); empty if none.

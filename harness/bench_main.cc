@@ -343,7 +343,7 @@ void SetUpMatMulBound(RowState* s) {
   // operand's elements were.
   std::vector<RecordedMatMul> calls;
   {
-    MatMulCallRecorder recorder;
+    MatMulRecorder recorder(MatMulRecorder::Detail::kCalls);
     RunOptions options;
     options.max_memory_bytes = s->session->max_memory_bytes;
     MakeEngine(kBaselineEngine)->ValueAndGrad(c.program, c.inputs, c.wrt, options);
@@ -501,7 +501,7 @@ Sample TimeRuns(Engine& engine, const Program& program, const Case& c,
 }
 
 // Adds the impls `recorder` saw to `impls`, those not there yet.
-void AddImpls(const MatMulImplRecorder& recorder, std::vector<std::string>* impls) {
+void AddImpls(const MatMulRecorder& recorder, std::vector<std::string>* impls) {
   for (const std::string& impl : recorder.impls()) {
     if (std::find(impls->begin(), impls->end(), impl) == impls->end()) impls->push_back(impl);
   }
@@ -560,7 +560,7 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
   const Baseline* baseline = s->paired ? &s->session->baselines.Get(s->row, c, options) : nullptr;
   SamplePaired(s, baseline, c, options, RuleNow(*s->session, s->weight), [&] {
     // Only the row's own runs: eager's matmuls are not this row's.
-    MatMulImplRecorder recorder;
+    MatMulRecorder recorder;
     const Sample sample = TimeRuns(*s->engine, s->program, c, row_options, s->runs_per_sample,
                                    nullptr, &s->timed);
     s->runs += s->runs_per_sample;
@@ -600,7 +600,7 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
         // Its one run was taken in the first window.
       } else if (s->row.big) {
         // One run, no pairing (eager does not fit at that size).
-        MatMulImplRecorder recorder;
+        MatMulRecorder recorder;
         const Sample sample = TimeRuns(*s->engine, s->program, c, options, 1, &s->stats,
                                        &s->timed);
         s->timings.row_ms.push_back(sample.ms);
@@ -670,7 +670,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
       rule.max_samples = std::max<int64_t>(rule.max_samples, 1000);
       SamplePaired(s, s->paired ? &s->session->baselines.Get(s->row, c, options) : nullptr, c,
                    options, rule, [&] {
-                     MatMulImplRecorder recorder;
+                     MatMulRecorder recorder;
                      const Sample sample =
                          TimeSample(s->runs_per_sample, [&](int64_t) { RunCaseMatMuls(*s); });
                      s->timings.row_ms.push_back(sample.ms);

@@ -1,6 +1,8 @@
 #include "engines/onednn/matmul_calls.h"
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -8,6 +10,7 @@
 #include "engines/api/memory_tracker.h"
 #include "engines/api/tensor.h"
 #include "engines/onednn/onednn_kernels.h"
+#include "engines/onednn/platform.h"
 
 namespace remat {
 namespace {
@@ -24,13 +27,13 @@ TEST(MatMulCallsTest, RecordsEveryCallInOrderWithItsOperands) {
   kernels.MatMul(a, false, b, false);  // before the recorder
   std::vector<RecordedMatMul> calls;
   {
-    MatMulCallRecorder recorder;
+    MatMulRecorder recorder(MatMulRecorder::Detail::kCalls);
     kernels.MatMul(a, false, b, false);
     kernels.MatMul(g, false, b, true);  // dy w^T
     kernels.MatMul(a, true, g, false);  // x^T dy
     kernels.MatMul(a, false, stacked.Slice(1), false);
     {
-      MatMulCallRecorder inner;
+      MatMulRecorder inner(MatMulRecorder::Detail::kCalls);
       kernels.MatMul(g, false, b, true);
       ASSERT_EQ(inner.calls().size(), 1u);
       EXPECT_EQ(inner.calls()[0].call.ToString(), "[3,7] x [5,7]^T");
@@ -50,7 +53,7 @@ TEST(MatMulCallsTest, RecordsEveryCallInOrderWithItsOperands) {
   // A view's data is where its elements start.
   EXPECT_EQ(calls[3].b_data, static_cast<const char*>(stacked.raw()) + 5 * 7 * sizeof(float));
   EXPECT_EQ(calls[4].call, calls[1].call);
-  MatMulCallRecorder later;
+  MatMulRecorder later(MatMulRecorder::Detail::kCalls);
   EXPECT_TRUE(later.calls().empty());
 }
 
@@ -63,7 +66,7 @@ TEST(MatMulCallsTest, DryRunsAndEmptyProductsAreNotRecorded) {
   kernels.Bind(tracker);
   Tensor a = Tensor::Zeros(DType::kF32, Shape({2, 4, 8}), tracker, Category::kInputs);
   Tensor b = Tensor::Zeros(DType::kF32, Shape({2, 8, 4}), tracker, Category::kInputs);
-  MatMulCallRecorder recorder;
+  MatMulRecorder recorder(MatMulRecorder::Detail::kCalls);
   kernels.MatMul(a, false, b, false);
   EXPECT_TRUE(recorder.calls().empty());
   tracker->set_dry_run(false);
@@ -78,6 +81,49 @@ TEST(MatMulCallsTest, DryRunsAndEmptyProductsAreNotRecorded) {
   plain.MatMul(x, false, y, false);
   ASSERT_EQ(recorder.calls().size(), 1u);
   EXPECT_EQ(recorder.calls()[0].call.ToString(), "[2,4,8] x [2,8,4]");
+}
+
+// A recorder sees the matmuls run while it lives, cached primitives
+// included, and nothing from before it or after it; nested ones both see
+// what runs inside the inner one.
+TEST(MatMulCallsTest, ImplsAreTheMatMulsItsScopeRanCachedPrimitivesIncluded) {
+  OneDnnKernels kernels;
+  Tensor a = Tensor::Zeros(DType::kF32, Shape({3, 5}));
+  Tensor b = Tensor::Zeros(DType::kF32, Shape({5, 7}));
+  Tensor c = Tensor::Zeros(DType::kF32, Shape({7, 2}));
+  kernels.MatMul(a, false, b, false);  // created and cached before any recorder
+  const std::string ab = OneDnnMatMulImpl(3, 5, 7);
+  {
+    MatMulRecorder outer;
+    EXPECT_TRUE(outer.impls().empty());
+    kernels.MatMul(a, false, b, false);  // from the cache
+    EXPECT_EQ(outer.impls(), std::vector<std::string>{ab});
+    {
+      MatMulRecorder inner;
+      kernels.MatMul(b, false, c, false);
+      EXPECT_EQ(inner.impls(), std::vector<std::string>{OneDnnMatMulImpl(5, 7, 2)});
+    }
+    std::vector<std::string> both = {ab, OneDnnMatMulImpl(5, 7, 2)};
+    std::sort(both.begin(), both.end());
+    both.erase(std::unique(both.begin(), both.end()), both.end());
+    EXPECT_EQ(outer.impls(), both);
+  }
+  MatMulRecorder later;
+  EXPECT_TRUE(later.impls().empty());
+}
+
+// The default detail records impls alone: no call is copied.
+TEST(MatMulCallsTest, ImplsAloneCopyNoCall) {
+  OneDnnKernels kernels;
+  Tensor a = Tensor::Zeros(DType::kF32, Shape({3, 5}));
+  Tensor b = Tensor::Zeros(DType::kF32, Shape({5, 7}));
+  MatMulRecorder impls;
+  MatMulRecorder calls(MatMulRecorder::Detail::kCalls);
+  kernels.MatMul(a, false, b, false);
+  EXPECT_EQ(impls.impls(), std::vector<std::string>{OneDnnMatMulImpl(3, 5, 7)});
+  EXPECT_TRUE(impls.calls().empty());
+  ASSERT_EQ(calls.calls().size(), 1u);
+  EXPECT_EQ(calls.calls()[0].impl, OneDnnMatMulImpl(3, 5, 7));
 }
 
 }  // namespace

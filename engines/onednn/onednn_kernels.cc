@@ -157,7 +157,11 @@ class OneDnnKernels::State {
     });
     // On every run, not only at creation: a recorder scoped to one stretch
     // of work (a benchmark row) sees the primitives it took from the cache.
-    platform_internal::NoteMatMulExecuted(cached.impl);
+    // A dry run plans the matmul and runs nothing: not recorded.
+    if (!(tracker && tracker->dry_run())) {
+      matmul_calls_internal::NoteMatMul(a.shape(), transpose_a, a.raw(), b.shape(), transpose_b,
+                                        b.raw(), cached.impl);
+    }
     Execute(cached,
             {{DNNL_ARG_SRC, Memory(a_md, a)},
              {DNNL_ARG_WEIGHTS, Memory(b_md, b)},
@@ -433,10 +437,6 @@ void OneDnnKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b,
     // with k == 0, so it must never see one.
     std::memset(out.raw(), 0, out.bytes());
     return;
-  }
-  if (!dry_run()) {
-    matmul_calls_internal::NoteMatMulCall(a.shape(), transpose_a, a.raw(), b.shape(), transpose_b,
-                                          b.raw());
   }
   Guarded(
       [&] {

@@ -58,11 +58,6 @@ std::set<std::string>& Impls() {
   return impls;
 }
 
-// The calling thread's innermost recorder. Thread-local rather than locked:
-// recording happens on every matmul, and a recorder sees only its own
-// thread's work (oneDNN's OpenMP workers never call back into this file).
-thread_local MatMulImplRecorder* t_recorder = nullptr;
-
 }  // namespace
 
 std::string OneDnnVersion() {
@@ -143,37 +138,10 @@ std::vector<std::string> PlatformDifferences(const PlatformInfo& a, const Platfo
   return out;
 }
 
-// Grants NoteMatMulExecuted access to the recorders' state.
-struct MatMulImplRecorderAccess {
-  static void Note(const std::string& impl) {
-    for (MatMulImplRecorder* r = t_recorder; r != nullptr; r = r->outer_) {
-      // A handful of distinct impls at most: a linear scan costs less than
-      // a set's allocation, on a path every matmul takes.
-      if (std::find(r->impls_.begin(), r->impls_.end(), impl) == r->impls_.end()) {
-        r->impls_.push_back(impl);
-      }
-    }
-  }
-};
-
-MatMulImplRecorder::MatMulImplRecorder() : outer_(t_recorder) { t_recorder = this; }
-
-MatMulImplRecorder::~MatMulImplRecorder() { t_recorder = outer_; }
-
-std::vector<std::string> MatMulImplRecorder::impls() const {
-  std::vector<std::string> out = impls_;
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 namespace platform_internal {
 void RecordMatMulImpl(const std::string& impl) {
   std::lock_guard<std::mutex> lock(ImplsMutex());
   Impls().insert(impl);
-}
-
-void NoteMatMulExecuted(const std::string& impl) {
-  if (t_recorder != nullptr) MatMulImplRecorderAccess::Note(impl);
 }
 }  // namespace platform_internal
 

@@ -52,34 +52,8 @@ std::string OneDnnMatMulImpl(int64_t m, int64_t k, int64_t n);
 // The distinct impl_info_str of every matmul primitive any OneDnnKernels in
 // this process has created, sorted: what a run's matmuls really dispatched to.
 // Process-wide and cumulative; for one stretch of work, see
-// MatMulImplRecorder.
+// MatMulRecorder (engines/onednn/matmul_calls.h).
 std::vector<std::string> OneDnnMatMulImplsSeen();
-
-// Records the impl_info_str of every matmul OneDnnKernels executes on the
-// calling thread while the recorder lives, whether its primitive was created
-// now or taken from a kernels instance's cache: exactly what the matmuls of
-// that stretch of work ran on. Recorders nest (the innermost is the thread's
-// current one; every enclosing one records too). Not shared across threads:
-// create, use and destroy on one thread, innermost first.
-//
-//   MatMulImplRecorder recorder;
-//   engine->ValueAndGrad(...);
-//   recorder.impls();  // {"brg:avx512_core"}
-class MatMulImplRecorder {
- public:
-  MatMulImplRecorder();
-  ~MatMulImplRecorder();
-  MatMulImplRecorder(const MatMulImplRecorder&) = delete;
-  MatMulImplRecorder& operator=(const MatMulImplRecorder&) = delete;
-
-  // The distinct impls executed so far, sorted.
-  std::vector<std::string> impls() const;
-
- private:
-  friend struct MatMulImplRecorderAccess;
-  MatMulImplRecorder* outer_;
-  std::vector<std::string> impls_;  // distinct, in the order first seen
-};
 
 // One line: "AMD EPYC 7B13, 2 CPUs, oneDNN 2.6.3 (...), ISA avx512_core
 // (cap: none), matmul brg:avx512_core, 2 OpenMP threads".
@@ -93,9 +67,6 @@ std::vector<std::string> PlatformDifferences(const PlatformInfo& a, const Platfo
 namespace platform_internal {
 // Called by OneDnnKernels for every matmul primitive it creates.
 void RecordMatMulImpl(const std::string& impl);
-// Called by OneDnnKernels for every matmul it executes: hands `impl` to the
-// calling thread's MatMulImplRecorders, if any.
-void NoteMatMulExecuted(const std::string& impl);
 }  // namespace platform_internal
 
 }  // namespace remat

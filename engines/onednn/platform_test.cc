@@ -56,35 +56,6 @@ TEST(PlatformTest, RecordsTheMatMulsKernelsCreate) {
   EXPECT_NE(std::find(seen.begin(), seen.end(), OneDnnMatMulImpl(3, 5, 7)), seen.end());
 }
 
-// A recorder sees the matmuls run while it lives, cached primitives
-// included, and nothing from before it or after it; nested ones both see
-// what runs inside the inner one.
-TEST(PlatformTest, RecorderSeesTheMatMulsItsScopeRan) {
-  OneDnnKernels kernels;
-  Tensor a = Tensor::Zeros(DType::kF32, Shape({3, 5}));
-  Tensor b = Tensor::Zeros(DType::kF32, Shape({5, 7}));
-  Tensor c = Tensor::Zeros(DType::kF32, Shape({7, 2}));
-  kernels.MatMul(a, false, b, false);  // created and cached before any recorder
-  const std::string ab = OneDnnMatMulImpl(3, 5, 7);
-  {
-    MatMulImplRecorder outer;
-    EXPECT_TRUE(outer.impls().empty());
-    kernels.MatMul(a, false, b, false);  // from the cache
-    EXPECT_EQ(outer.impls(), std::vector<std::string>{ab});
-    {
-      MatMulImplRecorder inner;
-      kernels.MatMul(b, false, c, false);
-      EXPECT_EQ(inner.impls(), std::vector<std::string>{OneDnnMatMulImpl(5, 7, 2)});
-    }
-    std::vector<std::string> both = {ab, OneDnnMatMulImpl(5, 7, 2)};
-    std::sort(both.begin(), both.end());
-    both.erase(std::unique(both.begin(), both.end()), both.end());
-    EXPECT_EQ(outer.impls(), both);
-  }
-  MatMulImplRecorder later;
-  EXPECT_TRUE(later.impls().empty());
-}
-
 TEST(PlatformTest, DifferencesNameWhatDiffers) {
   PlatformInfo a;
   a.cpu_model = "X";
