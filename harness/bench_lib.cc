@@ -154,9 +154,9 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     // Both paired with eager: the ratio of their pairs' ratios, which the
     // machine's drift between the two rows' samples does not move (the
     // least times above were taken seconds apart).
-    const std::optional<double> row_x = IsBaselineRow(r.row) ? std::optional<double>(1.0) : ratio;
-    if (ceiling->second.x_eager && row_x && *row_x > 0 && eager_flops > 0 &&
-        (IsBaselineRow(r.row) || r.vs_eager_paired)) {
+    const std::optional<double> row_x =
+        IsBaselineRow(r.row) ? std::optional<double>(1.0) : r.vs_eager_paired;
+    if (ceiling->second.x_eager && row_x && *row_x > 0 && eager_flops > 0) {
       r.of_matmul_bound = static_cast<double>(r.total_flops()) / static_cast<double>(work_flops) *
                           *ceiling->second.x_eager / *row_x;
     }
