@@ -53,10 +53,17 @@ enum class Sweep {
   kBudget,       // every problem at its first bench size, kBudgetSweepPolicies
 };
 
-// The default --sampling-budget: the default run samples for 115 to 145
-// seconds on this 2-core machine when it is quiet; past 150 a neighbour is
-// slowing it, and more samples would mostly wait for it.
-inline constexpr double kDefaultSamplingBudgetSeconds = 150;
+// The default --sampling-budget. A pair's ratio (row / eager next to it)
+// varies by 2-4% (median absolute deviation) from pair to pair on this
+// 2-core machine, with tails past 30%; with 2 OpenMP threads, about twice
+// what one thread sees. The median of n pairs is then uncertain by about
+// 1.25 x that / sqrt(n): a window needs 20 or more pairs to place a row
+// within 2%, while 150 s for both windows gave the matrix rows 3 to 9 pairs
+// a window, and 1, 6 and 10 of 24 controls came out more than 2% off 1.00
+// in three default runs. At 480 s the same rows got 15 to 60 pairs a window
+// and 1 control (a microsecond row's) was off; the run takes about 8
+// minutes instead of 4.
+inline constexpr double kDefaultSamplingBudgetSeconds = 480;
 
 // The default run samples its rows in two windows: every row once, then
 // every row again (--windows). Two runs of the whole job minutes apart
