@@ -1,5 +1,6 @@
 #include "engines/onednn/onednn_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -92,26 +93,78 @@ void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
 }
 
-// Layer normalization's per-row statistics, in f32, in index order: the
-// forward and both backward kernels call this one function, so the mean and
-// rstd they use are the same bits.
+// Layer normalization's per-row statistics, in f32, each row summed in index
+// order: the forward and both backward kernels call this one function, so the
+// mean and rstd they use are the same bits.
 struct RowStats {
   float mean;
   float rstd;
 };
 
-RowStats Stats(const float* x, int64_t c) {
-  float sum = 0.0f;
-  for (int64_t j = 0; j < c; ++j) sum += x[j];
-  const float mean = sum / static_cast<float>(c);
-  float squares = 0.0f;
+// A row's sum is a chain of dependent additions, one every few cycles: the
+// kernels below take kBlockRows rows side by side, each still summed in its
+// own index order (the bits are those of one row alone), so that the chains
+// overlap.
+constexpr int64_t kBlockRows = 4;
+
+// The statistics of the N rows at `x` (row stride `c`) into `out`.
+template <int N>
+void Stats(const float* x, int64_t c, RowStats* out) {
+  float sum[N] = {};
   for (int64_t j = 0; j < c; ++j) {
-    const float d = x[j] - mean;
-    squares += d * d;
+    for (int k = 0; k < N; ++k) sum[k] += x[k * c + j];
   }
-  const float var = squares / static_cast<float>(c);
+  float mean[N], squares[N] = {};
+  for (int k = 0; k < N; ++k) mean[k] = sum[k] / static_cast<float>(c);
+  for (int64_t j = 0; j < c; ++j) {
+    for (int k = 0; k < N; ++k) {
+      const float d = x[k * c + j] - mean[k];
+      squares[k] += d * d;
+    }
+  }
   const float eps = static_cast<float>(Kernels::kLayerNormEps);
-  return {mean, 1.0f / std::sqrt(var + eps)};
+  for (int k = 0; k < N; ++k) {
+    const float var = squares[k] / static_cast<float>(c);
+    out[k] = {mean[k], 1.0f / std::sqrt(var + eps)};
+  }
+}
+
+// Calls body.template operator()<N>(r0) on rows [r0, r0 + N) for every
+// block of kBlockRows rows of `rows` (N = kBlockRows) and then each row left
+// over (N = 1), the blocks split among the OpenMP threads when there are
+// `elements` >= kMinParallelElements.
+template <typename Body>
+void ForRowBlocks(int64_t rows, int64_t elements, Body body) {
+  const int64_t blocks = rows / kBlockRows;
+#pragma omp parallel for schedule(static) if (elements >= kMinParallelElements)
+  for (int64_t b = 0; b < blocks; ++b) body.template operator()<kBlockRows>(b * kBlockRows);
+  for (int64_t r = blocks * kBlockRows; r < rows; ++r) body.template operator()<1>(r);
+}
+
+// Every row's statistics, in row order.
+std::vector<RowStats> AllStats(const float* x, int64_t c, int64_t rows) {
+  std::vector<RowStats> stats(static_cast<size_t>(rows));
+  ForRowBlocks(rows, rows * c,
+               [&]<int N>(int64_t r0) { Stats<N>(x + r0 * c, c, stats.data() + r0); });
+  return stats;
+}
+
+// out[j] = sum over rows r, in row order, of term(r, j), from +0. The
+// columns, not the rows, are split among the OpenMP threads (kColumnChunk
+// at a time), so that each column's sum keeps its order.
+constexpr int64_t kColumnChunk = 64;
+template <typename Term>
+void SumOverRows(int64_t rows, int64_t c, float* out, Term term) {
+  const int64_t chunks = (c + kColumnChunk - 1) / kColumnChunk;
+#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t j0 = chunk * kColumnChunk, j1 = std::min(c, j0 + kColumnChunk);
+    for (int64_t j = j0; j < j1; ++j) out[j] = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j) out[j] += term(r, j);
+    }
+  }
 }
 
 // Rows and the last axis of a rank >= 1 operand.
@@ -584,10 +637,14 @@ void OneDnnKernels::DoSoftmax(const Tensor& x, Tensor& out) {
   // own place and 0 in the rest of the row. The sum of the row is NaN (in
   // the reference, and in JAX): make the whole row NaN.
   const int64_t c = LastDim(out), rows = NumRows(out);
+#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     float* o = out.f32() + r * c;
-    bool nan = false;
-    for (int64_t j = 0; j < c; ++j) nan = nan || std::isnan(o[j]);
+    // A branch-free scan (x != x only for NaN): the rows have none but on
+    // bad input.
+    int nan = 0;
+#pragma omp simd reduction(| : nan)
+    for (int64_t j = 0; j < c; ++j) nan |= o[j] != o[j];
     if (nan) {
       for (int64_t j = 0; j < c; ++j) o[j] = std::numeric_limits<float>::quiet_NaN();
     }
@@ -606,14 +663,18 @@ void OneDnnKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tens
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* g = gamma.f32();
   const float* b = beta.f32();
-  // Rows are independent: split among the OpenMP threads.
-#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x.f32() + r * c;
-    float* o = out.f32() + r * c;
-    const RowStats s = Stats(xr, c);
-    for (int64_t j = 0; j < c; ++j) o[j] = (xr[j] - s.mean) * s.rstd * g[j] + b[j];
-  }
+  // Rows are independent: blocks of them are split among the OpenMP threads.
+  ForRowBlocks(rows, rows * c, [&]<int N>(int64_t r0) {
+    RowStats s[N];
+    Stats<N>(x.f32() + r0 * c, c, s);
+    for (int k = 0; k < N; ++k) {
+      const float* xr = x.f32() + (r0 + k) * c;
+      float* o = out.f32() + (r0 + k) * c;
+      const float mean = s[k].mean, rstd = s[k].rstd;
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) o[j] = (xr[j] - mean) * rstd * g[j] + b[j];
+    }
+  });
 }
 
 void OneDnnKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
@@ -621,51 +682,54 @@ void OneDnnKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, co
   if (dry_run()) return;
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* g = gamma.f32();
-#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x.f32() + r * c;
-    const float* dyr = dy.f32() + r * c;
-    float* o = out.f32() + r * c;
-    const RowStats s = Stats(xr, c);
-    float sum_g = 0.0f, sum_gx = 0.0f;
+  ForRowBlocks(rows, rows * c, [&]<int N>(int64_t r0) {
+    const float* x0 = x.f32() + r0 * c;
+    const float* dy0 = dy.f32() + r0 * c;
+    RowStats s[N];
+    Stats<N>(x0, c, s);
+    // Each row's two sums in its index order, the block's rows side by side.
+    float sum_g[N] = {}, sum_gx[N] = {};
     for (int64_t j = 0; j < c; ++j) {
-      const float gj = dyr[j] * g[j];
-      const float xhat = (xr[j] - s.mean) * s.rstd;
-      sum_g += gj;
-      sum_gx += gj * xhat;
+      for (int k = 0; k < N; ++k) {
+        const float gj = dy0[k * c + j] * g[j];
+        const float xhat = (x0[k * c + j] - s[k].mean) * s[k].rstd;
+        sum_g[k] += gj;
+        sum_gx[k] += gj * xhat;
+      }
     }
-    const float mean_g = sum_g / static_cast<float>(c);
-    const float mean_gx = sum_gx / static_cast<float>(c);
-    for (int64_t j = 0; j < c; ++j) {
-      const float gj = dyr[j] * g[j];
-      const float xhat = (xr[j] - s.mean) * s.rstd;
-      o[j] = s.rstd * (gj - mean_g - xhat * mean_gx);
+    for (int k = 0; k < N; ++k) {
+      const float* xr = x0 + k * c;
+      const float* dyr = dy0 + k * c;
+      float* o = out.f32() + (r0 + k) * c;
+      const float mean = s[k].mean, rstd = s[k].rstd;
+      const float mean_g = sum_g[k] / static_cast<float>(c);
+      const float mean_gx = sum_gx[k] / static_cast<float>(c);
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) {
+        const float gj = dyr[j] * g[j];
+        const float xhat = (xr[j] - mean) * rstd;
+        o[j] = rstd * (gj - mean_g - xhat * mean_gx);
+      }
     }
-  }
+  });
 }
 
 void OneDnnKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) {
   if (dry_run()) return;
   const int64_t c = LastDim(x), rows = NumRows(x);
-  float* o = out.f32();
-  for (int64_t j = 0; j < out.num_elements(); ++j) o[j] = 0.0f;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x.f32() + r * c;
-    const float* dyr = dy.f32() + r * c;
-    const RowStats s = Stats(xr, c);
-    for (int64_t j = 0; j < c; ++j) o[j] += dyr[j] * ((xr[j] - s.mean) * s.rstd);
-  }
+  const float* x0 = x.f32();
+  const float* dy0 = dy.f32();
+  const std::vector<RowStats> stats = AllStats(x0, c, rows);
+  SumOverRows(rows, c, out.f32(), [&](int64_t r, int64_t j) {
+    return dy0[r * c + j] * ((x0[r * c + j] - stats[r].mean) * stats[r].rstd);
+  });
 }
 
 void OneDnnKernels::DoSumLeading(const Tensor& x, Tensor& out) {
   if (dry_run()) return;
   const int64_t c = LastDim(x), rows = NumRows(x);
-  float* o = out.f32();
-  for (int64_t j = 0; j < out.num_elements(); ++j) o[j] = 0.0f;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x.f32() + r * c;
-    for (int64_t j = 0; j < c; ++j) o[j] += xr[j];
-  }
+  const float* x0 = x.f32();
+  SumOverRows(rows, c, out.f32(), [&](int64_t r, int64_t j) { return x0[r * c + j]; });
 }
 
 // One f32 addition per element, which IEEE rounds exactly once whatever the
@@ -679,6 +743,7 @@ void OneDnnKernels::DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.f32() + r * c;
     float* o = out.f32() + r * c;
+#pragma omp simd
     for (int64_t j = 0; j < c; ++j) o[j] = xr[j] + bias[j];
   }
 }

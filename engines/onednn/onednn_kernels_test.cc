@@ -510,6 +510,68 @@ TEST(OneDnnKernelsTest, LayerNormMatchesReference) {
   }
 }
 
+// The layer norm kernels take rows four at a time and split columns among
+// threads, but each row's statistics and each column's sum over the rows are
+// still taken in index order: their bits are those of one plain loop per row
+// (and per column), here written out, on row counts that leave 0 to 3 rows
+// over and on shapes past the parallel threshold.
+TEST(OneDnnKernelsTest, LayerNormBitsAreThoseOfOneRowAtATime) {
+  std::mt19937 rng(11);
+  OneDnnKernels onednn;
+  const float eps = static_cast<float>(Kernels::kLayerNormEps);
+  for (const Shape& shape : {Shape({1, 5}), Shape({6, 3}), Shape({7, 64}), Shape({129, 256}),
+                             Shape({2, 65, 1024})}) {
+    SCOPED_TRACE(shape.ToString());
+    const int64_t c = shape.dim(shape.rank() - 1), rows = shape.num_elements() / c;
+    const Tensor x = RandomScaled(shape, rng, 3.0f);
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.f32()[i] += 2.0f;
+    const Tensor gamma = RandomScaled(Shape({c}), rng, 1.5f);
+    const Tensor beta = Random(Shape({c}), rng);
+    const Tensor dy = Random(shape, rng);
+    std::vector<float> mean(rows), rstd(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * c;
+      float sum = 0.0f;
+      for (int64_t j = 0; j < c; ++j) sum += xr[j];
+      mean[r] = sum / static_cast<float>(c);
+      float squares = 0.0f;
+      for (int64_t j = 0; j < c; ++j) squares += (xr[j] - mean[r]) * (xr[j] - mean[r]);
+      rstd[r] = 1.0f / std::sqrt(squares / static_cast<float>(c) + eps);
+    }
+    const Tensor y = onednn.LayerNorm(x, gamma, beta);
+    const Tensor dx = onednn.LayerNormBackward(x, gamma, dy);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * c;
+      const float* dyr = dy.f32() + r * c;
+      float sum_g = 0.0f, sum_gx = 0.0f;
+      for (int64_t j = 0; j < c; ++j) {
+        const float gj = dyr[j] * gamma.f32()[j];
+        sum_g += gj;
+        sum_gx += gj * ((xr[j] - mean[r]) * rstd[r]);
+      }
+      for (int64_t j = 0; j < c; ++j) {
+        const float xhat = (xr[j] - mean[r]) * rstd[r];
+        ASSERT_EQ(y.f32()[r * c + j], xhat * gamma.f32()[j] + beta.f32()[j]) << r << "," << j;
+        const float gj = dyr[j] * gamma.f32()[j];
+        const float want = rstd[r] * (gj - sum_g / static_cast<float>(c) -
+                                      xhat * (sum_gx / static_cast<float>(c)));
+        ASSERT_EQ(dx.f32()[r * c + j], want) << r << "," << j;
+      }
+    }
+    const Tensor dgamma = onednn.LayerNormGammaGrad(x, dy);
+    const Tensor dbeta = onednn.SumLeading(dy);
+    for (int64_t j = 0; j < c; ++j) {
+      float g = 0.0f, b = 0.0f;
+      for (int64_t r = 0; r < rows; ++r) {
+        g += dy.f32()[r * c + j] * ((x.f32()[r * c + j] - mean[r]) * rstd[r]);
+        b += dy.f32()[r * c + j];
+      }
+      ASSERT_EQ(dgamma.f32()[j], g) << j;
+      ASSERT_EQ(dbeta.f32()[j], b) << j;
+    }
+  }
+}
+
 // bias_add is one f32 addition per element: exactly the f64 sum rounded to
 // f32. Its backward's db is SumLeading (rules.cc), within the rows' roundings.
 TEST(OneDnnKernelsTest, BiasAddMatchesReferenceExactly) {
