@@ -1032,8 +1032,10 @@ void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::s
 
 int Main(int argc, char** argv) {
   // A short OpenMP spin on a shared machine (engines/onednn/omp_wait.h):
-  // single rows ran 10-20 times slower at random under libgomp's default.
-  UseShortOpenMpSpin(argv);
+  // single rows ran 10-20 times slower at random under libgomp's default;
+  // and the heap in huge pages, so that a case's ratios do not depend on
+  // the cases run before it.
+  UseMeasurementSettings(argv);
   const std::vector<std::string> args(argv, argv + argc);
   std::vector<std::string> rest;
   BenchFlags flags;

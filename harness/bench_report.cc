@@ -149,7 +149,8 @@ nlohmann::json MachineInfo() {
       {"memory_bytes", memory_bytes},
       {"omp_num_threads", omp ? omp : "unset"},
       {"omp_wait_policy", wait_policy ? wait_policy : "unset"},
-      {"gomp_spincount", std::getenv("GOMP_SPINCOUNT") ? std::getenv("GOMP_SPINCOUNT") : "unset"}};
+      {"gomp_spincount", std::getenv("GOMP_SPINCOUNT") ? std::getenv("GOMP_SPINCOUNT") : "unset"},
+      {"glibc_tunables", std::getenv("GLIBC_TUNABLES") ? std::getenv("GLIBC_TUNABLES") : "unset"}};
   // cpu (the model name) and onednn (the version) are the platform's, in the
   // form stats.json and `remat compare` read.
   machine.update(PlatformToJson(DescribePlatform()));

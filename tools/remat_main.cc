@@ -10,8 +10,9 @@
 #include "tools/remat_cli.h"
 
 int main(int argc, char** argv) {
-  // Timings on a shared machine: a short OpenMP spin (may re-run the binary).
-  remat::UseShortOpenMpSpin(argv);
+  // Timings on a shared machine: a short OpenMP spin and the heap in huge
+  // pages (engines/onednn/omp_wait.h; may re-run the binary).
+  remat::UseMeasurementSettings(argv);
   // Under `bazel run`, relative paths (--inputs, --dump) mean the caller's
   // directory, not the runfiles tree.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {

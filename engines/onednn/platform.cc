@@ -107,6 +107,7 @@ const PlatformInfo& DescribePlatform() {
         OneDnnMatMulImpl(kReferenceMatMul[0], kReferenceMatMul[1], kReferenceMatMul[2]);
     p.omp_threads = omp_get_max_threads();
     p.omp_wait = OpenMpWait();
+    p.malloc_setting = MallocSetting();
     return p;
   }();
   return info;
@@ -121,7 +122,8 @@ std::string FormatPlatform(const PlatformInfo& p) {
   return StrCat(p.cpu_model, ", ", p.cpus, " CPUs, ", p.onednn_version, ", ISA ", p.onednn_isa,
                 " (cap: ", p.isa_cap.empty() ? "none" : p.isa_cap, "), matmul ", p.matmul_impl,
                 ", ", p.omp_threads, " OpenMP threads (OpenMP wait: ",
-                p.omp_wait.empty() ? "not recorded" : p.omp_wait, ")");
+                p.omp_wait.empty() ? "not recorded" : p.omp_wait, "), malloc: ",
+                p.malloc_setting.empty() ? "not recorded" : p.malloc_setting);
 }
 
 std::vector<std::string> PlatformDifferences(const PlatformInfo& a, const PlatformInfo& b) {

@@ -35,6 +35,8 @@ struct PlatformInfo {
   // How its threads wait at barriers (OpenMpWait, omp_wait.h): how much a
   // neighbour on the machine costs a run.
   std::string omp_wait;
+  // Where malloc puts the heap (MallocSetting, omp_wait.h).
+  std::string malloc_setting;
 };
 
 // The shape (m, k, n) whose f32 matmul PlatformInfo::matmul_impl names: a
