@@ -8,7 +8,8 @@ nlohmann::json PlatformToJson(const PlatformInfo& p) {
   return {{"cpu", p.cpu_model},         {"cpus", p.cpus},
           {"onednn", p.onednn_version}, {"onednn_isa", p.onednn_isa},
           {"isa_cap", p.isa_cap},       {"matmul_impl", p.matmul_impl},
-          {"omp_threads", p.omp_threads}, {"omp_wait", p.omp_wait}};
+          {"omp_threads", p.omp_threads}, {"omp_wait", p.omp_wait},
+          {"malloc", p.malloc_setting}};
 }
 
 PlatformInfo PlatformFromJson(const nlohmann::json& j) {
@@ -21,6 +22,7 @@ PlatformInfo PlatformFromJson(const nlohmann::json& j) {
   };
   p.cpu_model = text("cpu");
   p.omp_wait = text("omp_wait");
+  p.malloc_setting = text("malloc");
   p.cpus = number("cpus");
   p.onednn_version = text("onednn");
   p.onednn_isa = text("onednn_isa");

@@ -591,6 +591,8 @@ TEST(RematCliTest, OutputsWithNumbersCarryThePlatform) {
   EXPECT_FALSE(stats["matmul_impls"].empty());
   // PlatformFromJson reads back what was written.
   EXPECT_TRUE(PlatformDifferences(PlatformFromJson(stats["platform"]), DescribePlatform()).empty());
+  EXPECT_EQ(PlatformFromJson(stats["platform"]).malloc_setting, DescribePlatform().malloc_setting);
+  EXPECT_FALSE(PlatformFromJson(stats["platform"]).malloc_setting.empty());
   // The schedule listing prints a peak, so the platform too.
   Output schedule = Remat({"schedule", "--problem", "sin_chain"});
   ASSERT_EQ(schedule.status, 0) << schedule.err;
