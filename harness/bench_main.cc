@@ -34,6 +34,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engines/api/engine.h"
@@ -48,6 +49,7 @@
 #include "harness/bench_lib.h"
 #include "harness/bench_report.h"
 #include "harness/case_spec.h"
+#include "harness/cpu_link.h"
 #include "harness/memory_caps.h"
 #include "harness/case_directory.h"
 #include "harness/conformance.h"
@@ -194,6 +196,9 @@ struct BenchSession {
   double sampled_seconds = 0;  // by every row so far
   double window_weight = 0;    // SamplingWeight of the rows --benchmark_filter selects
   double weight_left = 0;      // of those not yet started in this window
+  CpuLinkMonitor link;         // the CPUs' round trip, read before samples
+  double apart_wait_left = 0;  // seconds this process may still wait (kApartWaitSeconds)
+  double apart_waited = 0;     // seconds it waited
 };
 
 void ReportStart(BenchSession& session, const PlannedRow& row) {
@@ -208,6 +213,16 @@ void ReportStart(BenchSession& session, const PlannedRow& row) {
 // that a neighbour that slows every run several times over cannot stretch
 // the run: its rows stop early, flagged or with a wide spread.
 constexpr int64_t kFewestSamples = 3;
+
+// Samples taken with the CPUs apart do not count (CpusApart), so a row does
+// not take them: it waits for the CPUs to come together, reading their
+// round trip every CpuLinkMonitor::kCpuLinkPeriod, asleep. The hypervisor
+// keeps them apart for stretches of 15 to 40 s on the machine of
+// harness/cpu_link.h, a third of the time, so a run may wait this long in
+// all (each window its share); then rows sample whatever the state, and
+// those that got too few quiet pairs are flagged. Waiting is not sampling:
+// it counts toward neither the row's time cap nor the sampling budget.
+constexpr double kApartWaitSeconds = 120;
 
 // The rule for the next row: the session's, its time cap cut to its fair share of
 // what is left of the sampling budget: that left to the window, over the
@@ -534,7 +549,27 @@ void SamplePaired(RowState* s, const Baseline* baseline, const Case& c,
     s->window = s->session->window;
   }
   const size_t window_start = t.window_starts.empty() ? 0 : t.window_starts.back();
+  double waited_seconds = 0;  // for the CPUs to come together
   do {
+    // Whether the CPUs are apart, for the pair (or sample) about to be taken
+    // (Timings::link_ns; samples taken elsewhere read nothing).
+    BenchSession& session = *s->session;
+    double link_ns = session.link.Reading();
+    if (CpusApart(link_ns, session.link.least_ns()) && session.apart_wait_left > 0) {
+      const Clock::time_point wait_start = Clock::now();
+      while (CpusApart(link_ns, session.link.least_ns()) &&
+             SecondsSince(wait_start) < session.apart_wait_left) {
+        std::this_thread::sleep_for(CpuLinkMonitor::kCpuLinkPeriod);
+        link_ns = session.link.Reading();
+      }
+      const double waited = SecondsSince(wait_start);
+      session.apart_wait_left -= waited;
+      session.apart_waited += waited;
+      waited_seconds += waited;
+    }
+    t.link_ns.resize(t.row_ms.size(), 0);
+    t.link_ns.push_back(link_ns);
+    t.least_link_ns = session.link.least_ns();
     if (baseline == nullptr) {
       time_row();
     } else if (t.row_ms.size() % 2 == 0) {
@@ -546,10 +581,10 @@ void SamplePaired(RowState* s, const Baseline* baseline, const Case& c,
     }
   } while (t.row_ms.size() - before < static_cast<size_t>(kFewestSamples) ||
            !SamplingDone(window_start == 0 ? t : SamplesFrom(t, window_start), rule,
-                         SecondsSince(start)));
+                         SecondsSince(start) - waited_seconds));
   std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
-  s->sampling_seconds += SecondsSince(start);
-  s->session->sampled_seconds += SecondsSince(start);
+  s->sampling_seconds += SecondsSince(start) - waited_seconds;
+  s->session->sampled_seconds += SecondsSince(start) - waited_seconds;
 }
 
 // Samples an engine's row, paired with eager unless it is eager's own or
@@ -913,6 +948,13 @@ double SampleWindowInChild(const std::vector<std::string>& args, int window,
     append("eager", &t.eager_ms);
     append("row_delay", &t.row_delay);
     append("eager_delay", &t.eager_delay);
+    // Readings line up with the samples they were taken for (the first
+    // window's rows may have samples without one).
+    t.link_ns.resize(t.row_ms.size() - samples["row"].size(), 0);
+    if (samples.contains("link_ns")) append("link_ns", &t.link_ns);
+    if (samples.contains("least_link_ns")) {
+      s->session->link.Saw(samples["least_link_ns"].get<double>());
+    }
     s->window = window;
     s->runs += row["iterations"].get<int64_t>();
     s->sampling_seconds += row["sampling_seconds"].get<double>();
@@ -1052,6 +1094,7 @@ int Main(int argc, char** argv) {
     session.sampling_budget = flags.sampling_budget_seconds;
     session.windows = flags.Windows();
     session.child = flags.only_window > 0;
+    session.apart_wait_left = kApartWaitSeconds / session.windows;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << "\n";
     return 2;
@@ -1137,8 +1180,17 @@ int Main(int argc, char** argv) {
   }
   benchmark::Shutdown();
 
+  if (session.apart_waited > 0) {
+    std::cerr << "bench: " << (session.child ? StrCat("window ", flags.only_window, " ") : "")
+              << "waited " << std::lround(session.apart_waited)
+              << " s for the CPUs to come together (harness/cpu_link.h; at most "
+              << std::lround(kApartWaitSeconds / session.windows) << " s a window)\n";
+  }
   std::vector<RowResult> results;
   for (const auto& s : states) {
+    // Every sample is judged against the least round trip of the whole run,
+    // both windows', not the least seen when it was taken.
+    s->timings.least_link_ns = session.link.least_ns();
     auto it = reporter.collected().find(s->row.name);
     if (it != reporter.collected().end()) results.push_back(MakeResult(*s, it->second));
   }

@@ -21,6 +21,7 @@
 #include "engines/onednn/onednn_kernels.h"
 #include "engines/onednn/platform.h"
 #include "engines/schedule/schedule.h"
+#include "harness/cpu_link.h"
 #include "harness/stats_json.h"
 #include "problems/program_file.h"
 
@@ -125,6 +126,12 @@ StabilityCount CountStability(const std::vector<RowResult>& rows, double target)
     if (r.noise.find("windows disagree") != std::string::npos) ++count.windows_disagree;
     add(r.timings.row_ms, r.timings.row_delay);
     add(r.timings.eager_ms, r.timings.eager_delay);
+    count.least_link_ns = r.timings.least_link_ns;
+    for (double ns : r.timings.link_ns) {
+      if (ns <= 0) continue;
+      ++count.link_read;
+      if (CpusApart(ns, r.timings.least_link_ns)) ++count.link_apart;
+    }
   }
   if (sampled_ms > 0) count.run_delay = delayed_ms / sampled_ms;
   return count;
@@ -211,7 +218,9 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                            {{"row", r.timings.row_ms},
                             {"eager", r.timings.eager_ms},
                             {"row_delay", r.timings.row_delay},
-                            {"eager_delay", r.timings.eager_delay}}},
+                            {"eager_delay", r.timings.eager_delay},
+                            {"link_ns", r.timings.link_ns},
+                            {"least_link_ns", r.timings.least_link_ns}}},
                           {"quiet", r.quiet},
                           {"quiet_samples", r.quiet_samples},
                           {"peak_bytes", r.peak_bytes},
@@ -436,6 +445,17 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
                 "sampled (a sample is quiet below %g%%)\n",
                 100 * count.run_delay, 100 * kQuietRunDelay);
   out << delay;
+  if (count.link_read > 0) {
+    char link[400];
+    std::snprintf(link, sizeof link,
+                  "CPUs apart: a cache line's round trip between the CPUs was %.0f ns at least; "
+                  "%lld of %lld samples were taken with it above %.0f ns (the CPUs apart, as a "
+                  "hypervisor places them: not quiet)\n",
+                  count.least_link_ns, static_cast<long long>(count.link_apart),
+                  static_cast<long long>(count.link_read),
+                  kCpusApartFactor * count.least_link_ns);
+    out << link;
+  }
   return out.str();
 }
 

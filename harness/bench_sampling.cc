@@ -1,5 +1,7 @@
 #include "harness/bench_sampling.h"
 
+#include "harness/cpu_link.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -46,9 +48,16 @@ RowEstimate Estimate(const Timings& t) {
   auto quiet = [](const std::vector<double>& delay, size_t i) {
     return i >= delay.size() || delay[i] <= kQuietRunDelay;
   };
+  auto apart = [&t](size_t i) {
+    return i < t.link_ns.size() && CpusApart(t.link_ns[i], t.least_link_ns);
+  };
   std::vector<size_t> chosen;  // the samples (pairs) that count, in order
   for (size_t i = 0; i < n; ++i) {
-    if (quiet(t.row_delay, i) && (!paired || quiet(t.eager_delay, i))) chosen.push_back(i);
+    if (apart(i)) {
+      ++e.apart_samples;
+    } else if (quiet(t.row_delay, i) && (!paired || quiet(t.eager_delay, i))) {
+      chosen.push_back(i);
+    }
   }
   e.quiet_samples = static_cast<int64_t>(chosen.size());
   e.quiet = e.quiet_samples >= std::min<int64_t>(kMinQuietSamples, e.samples);
@@ -108,6 +117,8 @@ Timings SamplesFrom(const Timings& t, size_t begin) {
   out.eager_ms = tail(t.eager_ms);
   out.row_delay = tail(t.row_delay);
   out.eager_delay = tail(t.eager_delay);
+  out.link_ns = tail(t.link_ns);
+  out.least_link_ns = t.least_link_ns;
   return out;
 }
 
@@ -125,6 +136,7 @@ std::vector<RowEstimate> WindowEstimates(const Timings& t) {
       window.eager_ms.resize(std::min(n, window.eager_ms.size()));
       window.row_delay.resize(std::min(n, window.row_delay.size()));
       window.eager_delay.resize(std::min(n, window.eager_delay.size()));
+      window.link_ns.resize(std::min(n, window.link_ns.size()));
     }
     out.push_back(Estimate(window));
   }

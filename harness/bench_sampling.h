@@ -65,7 +65,8 @@ double SamplingWeight(int64_t eager_flops);
 double SampleShareSeconds(double left_seconds, double weight, double weight_left);
 
 // A sample is quiet when the process's run delay grew by at most
-// kQuietRunDelay (harness/run_delay.h) of its wall time while it ran.
+// kQuietRunDelay (harness/run_delay.h) of its wall time while it ran, and
+// the CPUs were not apart when it was taken (harness/cpu_link.h).
 
 // A row's samples in the order they were taken: its own times and, paired,
 // eager's (eager_ms[i] was taken right before or after row_ms[i]), in ms;
@@ -76,6 +77,12 @@ struct Timings {
   std::vector<double> eager_ms;  // empty when unpaired
   std::vector<double> row_delay;
   std::vector<double> eager_delay;
+  // The round trip between the CPUs (CpuLinkRoundTripNs) last read before
+  // each sample (pair), in ns; 0, or past the end: not read. And the least
+  // the run has read (0: none): a sample read at more than kCpusApartFactor
+  // times it was taken with the CPUs apart (CpusApart), and is not quiet.
+  std::vector<double> link_ns;
+  double least_link_ns = 0;
   // The first sample of each window after the first (--windows), ascending.
   std::vector<size_t> window_starts;
   bool paired() const { return !eager_ms.empty(); }
@@ -96,7 +103,11 @@ std::optional<double> MedianHalfWidth(std::vector<double> values);
 // Only quiet samples count (kQuietRunDelay): a neighbour that takes a CPU
 // slows an OpenMP run several times over, and not both sides of a pair alike
 // (the side with more parallel regions waits more often), so no statistic of
-// disturbed samples reproduces. Among quiet samples:
+// disturbed samples reproduces. The same holds for CPUs the hypervisor put
+// apart (CpusApart): gpt's eager run took 16.5 ms with them together and
+// 22.8 ms apart, planned's ratio to it was 1.21 in one state and 1.39 in the
+// other, and the states last seconds, so a window's median was one state's
+// or the other's. Among quiet samples:
 // - time: the least quiet time. What is left of interference (caches, memory
 //   bandwidth) only adds time, so the least time is the undisturbed cost.
 // - x eager (paired): the median over the quiet pairs (both samples quiet) of
@@ -120,6 +131,7 @@ inline constexpr int64_t kMinQuietSamples = 3;
 struct RowEstimate {
   int64_t samples = 0;        // pairs when paired
   int64_t quiet_samples = 0;  // quiet pairs (paired), quiet samples (unpaired)
+  int64_t apart_samples = 0;  // of those not quiet, the ones taken with the CPUs apart
   bool quiet = true;          // quiet_samples >= kMinQuietSamples, or all samples quiet
   double row_ms = 0;          // the least quiet row time
   double eager_ms = 0;        // paired: the least quiet eager time; else 0

@@ -40,6 +40,48 @@ TEST(BenchSampling, XEagerIsTheMedianOfTheQuietPairsRatios) {
   EXPECT_NEAR(*e.spread, (13.2 / 10.1 - 15.7 / 12.1) / 2 / 1.3, 1e-12);
 }
 
+TEST(BenchSampling, PairsTakenWithTheCpusApartAreNotQuiet) {
+  // gpt's planned row against eager: 1.21 x with the CPUs together (a round
+  // trip of 52-60 ns), 1.39 x apart (320 ns), every pair quiet by its run
+  // delay. Apart is judged against the least round trip the run has seen.
+  Timings t;
+  t.eager_ms = {16.5, 22.8, 16.6, 22.7, 16.4, 22.9, 16.5};
+  t.row_ms = {19.965, 31.692, 20.086, 31.553, 19.844, 31.831, 19.965};
+  t.link_ns = {52, 320, 60, 330, 55, 318, 58};
+  t.least_link_ns = 52;
+  const RowEstimate e = Estimate(t);
+  EXPECT_EQ(e.samples, 7);
+  EXPECT_EQ(e.quiet_samples, 4);
+  EXPECT_EQ(e.apart_samples, 3);
+  EXPECT_NEAR(e.value, 1.21, 1e-9);
+  EXPECT_DOUBLE_EQ(e.eager_ms, 16.4);
+  // The same samples, the run having seen no round trip under 318 ns: all
+  // of them together, as far as it can tell.
+  t.least_link_ns = 318;
+  EXPECT_EQ(Estimate(t).apart_samples, 0);
+  EXPECT_EQ(Estimate(t).quiet_samples, 7);
+  // Nothing read (another machine, one CPU): nothing judged.
+  t.link_ns.clear();
+  t.least_link_ns = 0;
+  EXPECT_EQ(Estimate(t).quiet_samples, 7);
+  // Samples past the last reading are not judged either; a window keeps its
+  // readings and the run's least.
+  t.link_ns = {52, 320};
+  t.least_link_ns = 52;
+  EXPECT_EQ(Estimate(t).apart_samples, 1);
+  t.link_ns = {52, 320, 60, 330, 55, 318, 58};
+  t.window_starts = {4};
+  const std::vector<RowEstimate> w = WindowEstimates(t);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].apart_samples, 2);
+  EXPECT_EQ(w[1].apart_samples, 1);
+  EXPECT_NEAR(w[1].value, 1.21, 1e-9);
+  // With every pair apart the row has no quiet pair: noise, said so.
+  Timings apart = SamplesFrom(t, 0);
+  apart.link_ns = {320, 330, 318, 320, 330, 318, 320};
+  EXPECT_FALSE(Estimate(apart).quiet);
+}
+
 TEST(BenchSampling, EachWindowIsEstimatedOnItsOwnAndTheRowPoolsThem) {
   // Window 1 (pairs 0-3): the row at 1.30 x eager; window 2 (pairs 4-7),
   // minutes later, at 1.36: the machine's state moved the ratio itself.

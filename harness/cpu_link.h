@@ -1,0 +1,72 @@
+// How far apart the CPUs this process runs on are: the round trip of one
+// cache line between two threads pinned to two of them.
+//
+// On a virtual machine the hypervisor places the virtual CPUs on host cores
+// and moves them every few seconds. On the 2-CPU AMD EPYC machine this
+// suite is developed on, the round trip was 50-60 ns for stretches of
+// seconds (the two CPUs share a cache) and 310-340 ns for others (they do
+// not); gpt's eager run took 16.5 ms in the first state and 22.8 ms in the
+// second, and not every engine slows alike: an engine with more parallel
+// regions, or whose threads pass more data to each other, slows more, so a
+// ratio of two engines' times depends on the state it was taken in. Nothing
+// else the process can read (run delay, steal time, a one-CPU cache probe)
+// tells the states apart.
+//
+//   std::optional<double> ns = CpuLinkRoundTripNs();
+//   ... timed work ...
+//   if (ns && CpusApart(*ns, least_ns_seen)) ... not the machine's usual state ...
+#ifndef REMAT_HARNESS_CPU_LINK_H_
+#define REMAT_HARNESS_CPU_LINK_H_
+
+#include <chrono>
+#include <optional>
+
+namespace remat {
+
+// The mean round trip of one cache line, in ns, between a thread pinned to
+// the first CPU this process may run on and one pinned to another (of more
+// than two: to each of up to three spread over the set, the slowest pair,
+// since an OpenMP barrier waits for its slowest thread), kCpuLinkRoundTrips
+// round trips each. Two threads of its own a pair, not OpenMP's: those the
+// system may have put on one CPU for a moment (waking one wakes it next to
+// its waker), which is not where a kernel runs them; the caller's affinity
+// is left as it was. Takes 0.2 to 6 ms on the machine above (starting the
+// threads, and waiting for OpenMP's threads to stop spinning after a
+// kernel), so callers take one every so often, not one per run. Empty where
+// the process may run on one CPU only or a thread cannot be pinned.
+std::optional<double> CpuLinkRoundTripNs();
+inline constexpr int kCpuLinkRoundTrips = 200;
+
+// A round trip of more than this many times the least one seen means the
+// CPUs were apart: in the two states above, 5 to 6 times; within one, less
+// than 1.3 times but for the odd reading taken as the hypervisor moved a CPU.
+inline constexpr double kCpusApartFactor = 2.0;
+
+// Whether a round trip of `ns` means the CPUs were apart, given the least
+// round trip seen, `least_ns` (<= 0: none seen, so not apart).
+inline bool CpusApart(double ns, double least_ns) {
+  return least_ns > 0 && ns > kCpusApartFactor * least_ns;
+}
+
+// Readings of CpuLinkRoundTripNs for samples taken back to back: a fresh one
+// when kCpuLinkPeriod has passed since the last (the states last seconds; a
+// reading costs up to a few ms), else the last again; and the least the run
+// has seen (Saw adds another process's). Not thread-safe: one per sampler.
+class CpuLinkMonitor {
+ public:
+  static constexpr std::chrono::milliseconds kCpuLinkPeriod{50};
+  // The round trip to record with the next sample, in ns; 0: none read.
+  double Reading();
+  double least_ns() const { return least_ns_; }
+  void Saw(double least_ns);
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+  double last_ns_ = 0;
+  bool read_ = false;
+  double least_ns_ = 0;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_HARNESS_CPU_LINK_H_
