@@ -24,6 +24,7 @@
 #include "harness/case_spec.h"
 #include "harness/conformance.h"
 #include "harness/memory_caps.h"
+#include "harness/cpu_link.h"
 #include "harness/run_delay.h"
 #include "harness/stats_json.h"
 #include "engines/schedule/schedule.h"
@@ -318,12 +319,17 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   Stats first_run = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options).stats;
   // How long the timed run's threads waited for a CPU (harness/run_delay.h):
   // a neighbour's share of its time, said next to the number.
+  // And how far apart its CPUs were (harness/cpu_link.h), read right before
+  // and after it: a virtual machine's CPUs move, and an engine's time with
+  // them.
+  const std::optional<double> link_before = CpuLinkRoundTripNs();
   const int64_t delay_before = ProcessRunDelayNs();
   const auto timed_start = std::chrono::steady_clock::now();
   Result r = engine->ValueAndGrad(c.program, c.inputs, c.wrt, options);
   const std::optional<double> run_delay = RunDelayShare(
       delay_before, ProcessRunDelayNs(),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start).count());
+  const std::optional<double> link_after = CpuLinkRoundTripNs();
   if (first_run.peak_bytes != r.stats.peak_bytes) {
     // Never expected (the schedule and the kernels' scratchpads are the
     // same): said rather than hidden, since it would make peaks irreproducible.
@@ -347,6 +353,10 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     // (harness/run_delay.h); null where the kernel does not say.
     j["run_delay"] = run_delay ? nlohmann::json(*run_delay) : nlohmann::json(nullptr);
     j["busy"] = run_delay && *run_delay > kQuietRunDelay;
+    // The CPUs' round trip before and after the timed run, in ns (null: one
+    // CPU).
+    j["cpu_link_ns"] = {link_before ? nlohmann::json(*link_before) : nlohmann::json(nullptr),
+                        link_after ? nlohmann::json(*link_after) : nlohmann::json(nullptr)};
     if (engine->honours_checkpoints()) {
       const std::vector<std::string> plans =
           BudgetLines(*engine, c.program, c.wrt);
@@ -429,6 +439,14 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                   "rerun on a quiet machine)"
                 : "")
         << "\n" << std::setprecision(3);
+  }
+  if (link_before && link_after) {
+    out << "cpus        a cache line's round trip between the CPUs: " << std::setprecision(0)
+        << *link_before << " ns before the timed run, " << *link_after
+        << " ns after (a hypervisor moves a virtual machine's CPUs: where they share a cache "
+           "it is some 50 ns, apart several times that, and the time above moves with it; "
+           "see harness/cpu_link.h)\n"
+        << std::setprecision(3);
   }
   out << "setup       first run " << first_run.seconds_total() * 1e3
       << " ms (oneDNN primitive creation, first touch of memory)\n";

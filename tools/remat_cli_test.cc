@@ -13,6 +13,7 @@
 #include "engines/api/registry.h"
 #include "engines/onednn/platform.h"
 #include "harness/conformance.h"
+#include "harness/cpu_link.h"
 #include "harness/run_delay.h"
 #include "harness/stats_json.h"
 #include "problems/problem.h"
@@ -475,6 +476,11 @@ TEST(RematCliTest, RunTimesTheSecondRunAndReportsSetupApart) {
   EXPECT_EQ(CountLines(text.out, "setup       first run "), 1) << text.out;
   // The load the timed run saw, said next to its time (harness/run_delay.h).
   EXPECT_EQ(CountLines(text.out, "load        "), 1) << text.out;
+  // And how far apart the CPUs were (harness/cpu_link.h), where there are two.
+  if (CpuLinkRoundTripNs()) {
+    EXPECT_EQ(CountLines(text.out, "cpus        a cache line's round trip between the CPUs: "), 1)
+        << text.out;
+  }
   EXPECT_NE(text.out.find("the timed run's threads waited for a CPU"), std::string::npos)
       << text.out;
   Output as_json = Remat({"run", "--problem", "layer_loss", "--param", "d=8", "--param", "N=4",
@@ -482,6 +488,10 @@ TEST(RematCliTest, RunTimesTheSecondRunAndReportsSetupApart) {
   ASSERT_EQ(as_json.status, 0) << as_json.err;
   const nlohmann::json j = nlohmann::json::parse(as_json.out);
   ASSERT_TRUE(j.contains("run_delay") && j.contains("busy")) << as_json.out;
+  ASSERT_TRUE(j.contains("cpu_link_ns") && j["cpu_link_ns"].size() == 2) << as_json.out;
+  if (CpuLinkRoundTripNs()) {
+    EXPECT_GT(j["cpu_link_ns"][0].get<double>(), 0) << as_json.out;
+  }
   if (j["run_delay"].is_number()) {
     EXPECT_EQ(j["busy"].get<bool>(), j["run_delay"].get<double>() > kQuietRunDelay);
   }
