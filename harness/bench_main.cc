@@ -219,10 +219,16 @@ constexpr int64_t kFewestSamples = 3;
 // round trip every CpuLinkMonitor::kCpuLinkPeriod, asleep. The hypervisor
 // keeps them apart for stretches of 15 to 40 s on the machine of
 // harness/cpu_link.h, a third of the time, so a run may wait this long in
-// all (each window its share); then rows sample whatever the state, and
-// those that got too few quiet pairs are flagged. Waiting is not sampling:
-// it counts toward neither the row's time cap nor the sampling budget.
+// all, or a quarter of its sampling budget if that is less (each window its
+// share); then rows sample whatever the state, and those that got too few
+// quiet pairs are flagged. Waiting is not sampling: it counts toward
+// neither the row's time cap nor the sampling budget. (A neighbour that
+// keeps a CPU busy slows the reading too, so a busy machine waits as well.)
 constexpr double kApartWaitSeconds = 120;
+double ApartWaitSeconds(double sampling_budget_seconds) {
+  return sampling_budget_seconds > 0 ? std::min(kApartWaitSeconds, sampling_budget_seconds / 4)
+                                     : kApartWaitSeconds;
+}
 
 // The rule for the next row: the session's, its time cap cut to its fair share of
 // what is left of the sampling budget: that left to the window, over the
@@ -1094,7 +1100,7 @@ int Main(int argc, char** argv) {
     session.sampling_budget = flags.sampling_budget_seconds;
     session.windows = flags.Windows();
     session.child = flags.only_window > 0;
-    session.apart_wait_left = kApartWaitSeconds / session.windows;
+    session.apart_wait_left = ApartWaitSeconds(session.sampling_budget) / session.windows;
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << "\n";
     return 2;
@@ -1184,7 +1190,8 @@ int Main(int argc, char** argv) {
     std::cerr << "bench: " << (session.child ? StrCat("window ", flags.only_window, " ") : "")
               << "waited " << std::lround(session.apart_waited)
               << " s for the CPUs to come together (harness/cpu_link.h; at most "
-              << std::lround(kApartWaitSeconds / session.windows) << " s a window)\n";
+              << std::lround(ApartWaitSeconds(session.sampling_budget) / session.windows)
+              << " s a window)\n";
   }
   std::vector<RowResult> results;
   for (const auto& s : states) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace remat {
@@ -18,11 +19,12 @@ TEST(CpuLinkTest, MeasuresARoundTripBetweenTwoCpus) {
     return;
   }
   ASSERT_TRUE(ns);
-  // A cache line crosses between two cores in tens to hundreds of ns; a
-  // reading of 0 or of milliseconds would be a broken clock or a thread not
-  // running at all.
+  // A cache line crosses between two cores in tens to hundreds of ns, and
+  // in milliseconds when a busy machine makes the threads wait for their
+  // CPUs; a reading of 0 or of seconds would be a broken clock or a thread
+  // not running at all.
   EXPECT_GT(*ns, 1.0);
-  EXPECT_LT(*ns, 1e6);
+  EXPECT_LT(*ns, 1e9);
   // The caller's own mask is untouched.
   cpu_set_t after;
   CPU_ZERO(&after);
@@ -70,9 +72,12 @@ TEST(CpuLinkTest, TheMonitorReadsEverySoOftenAndKeepsTheLeast) {
   EXPECT_EQ(monitor.least_ns(), first / 10);
   monitor.Saw(first);
   EXPECT_EQ(monitor.least_ns(), first / 10);
+  // After the period a new reading, which may be lower still (the first
+  // may have waited for a busy CPU).
   std::this_thread::sleep_for(CpuLinkMonitor::kCpuLinkPeriod);
-  EXPECT_GT(monitor.Reading(), 0);
-  EXPECT_EQ(monitor.least_ns(), first / 10);
+  const double second = monitor.Reading();
+  EXPECT_GT(second, 0);
+  EXPECT_EQ(monitor.least_ns(), std::min(first / 10, second));
 }
 
 }  // namespace
