@@ -34,7 +34,8 @@ void GatherRows(const Tensor& table, const Tensor& ids, Tensor& out) {
   const T* t = static_cast<const T*>(table.raw());
   T* y = static_cast<T*>(out.raw());
   const int64_t v = table.shape().dim(0), d = table.shape().dim(1);
-  for (int64_t p = 0; p < ids.num_elements(); ++p) {
+  const int64_t p_count = ids.num_elements();
+  for (int64_t p = 0; p < p_count; ++p) {
     const int64_t id = IndexAt("embedding", ids, p, v);
     for (int64_t j = 0; j < d; ++j) y[p * d + j] = t[id * d + j];
   }
@@ -45,8 +46,10 @@ void ScatterAddRows(const Tensor& dy, const Tensor& ids, Tensor& out) {
   const T* g = static_cast<const T*>(dy.raw());
   T* o = static_cast<T*>(out.raw());
   const int64_t v = out.shape().dim(0), d = out.shape().dim(1);
-  for (int64_t i = 0; i < out.num_elements(); ++i) o[i] = 0;
-  for (int64_t p = 0; p < ids.num_elements(); ++p) {  // increasing position
+  const int64_t i_count = out.num_elements();
+  for (int64_t i = 0; i < i_count; ++i) o[i] = 0;
+  const int64_t p_count = ids.num_elements();
+  for (int64_t p = 0; p < p_count; ++p) {  // increasing position
     const int64_t id = IndexAt("embedding's backward", ids, p, v);
     for (int64_t j = 0; j < d; ++j) o[id * d + j] += g[p * d + j];
   }
@@ -58,7 +61,8 @@ void MaskedFill(const Tensor& x, const Tensor& mask, double fill, Tensor& out) {
   const int32_t* m = mask.i32();
   T* y = static_cast<T*>(out.raw());
   const T c = static_cast<T>(fill);
-  for (int64_t i = 0; i < x.num_elements(); ++i) y[i] = m[i] != 0 ? c : a[i];
+  const int64_t i_count = x.num_elements();
+  for (int64_t i = 0; i < i_count; ++i) y[i] = m[i] != 0 ? c : a[i];
 }
 
 // Row r's max and sum of exp(x - max), j in order.
@@ -109,7 +113,8 @@ template <typename T>
 void Silu(const Tensor& x, Tensor& out) {
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
-  for (int64_t i = 0; i < x.num_elements(); ++i) {
+  const int64_t i_count = x.num_elements();
+  for (int64_t i = 0; i < i_count; ++i) {
     const T s = T(1) / (T(1) + std::exp(-a[i]));
     y[i] = a[i] * s;
   }
@@ -121,7 +126,8 @@ void SiluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   const T* a = static_cast<const T*>(x.raw());
   const T* g = static_cast<const T*>(dy.raw());
   T* y = static_cast<T*>(out.raw());
-  for (int64_t i = 0; i < x.num_elements(); ++i) {
+  const int64_t i_count = x.num_elements();
+  for (int64_t i = 0; i < i_count; ++i) {
     const T s = T(1) / (T(1) + std::exp(-a[i]));
     y[i] = g[i] * (s * (T(1) + a[i] * (T(1) - s)));
   }
@@ -221,7 +227,8 @@ void GeluErf(const Tensor& x, Tensor& out) {
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
   const T rsqrt2 = static_cast<T>(0.70710678118654752440);
-  for (int64_t i = 0; i < x.num_elements(); ++i) {
+  const int64_t i_count = x.num_elements();
+  for (int64_t i = 0; i < i_count; ++i) {
     y[i] = (a[i] * T(0.5)) * (T(1) + std::erf(a[i] * rsqrt2));
   }
 }
@@ -234,7 +241,8 @@ void GeluErfBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   T* y = static_cast<T*>(out.raw());
   const T rsqrt2 = static_cast<T>(0.70710678118654752440);
   const T rsqrt2pi = static_cast<T>(0.39894228040143267794);
-  for (int64_t i = 0; i < x.num_elements(); ++i) {
+  const int64_t i_count = x.num_elements();
+  for (int64_t i = 0; i < i_count; ++i) {
     const T cdf = T(0.5) * (T(1) + std::erf(a[i] * rsqrt2));
     const T pdf = std::exp(T(-0.5) * a[i] * a[i]) * rsqrt2pi;
     y[i] = g[i] * (cdf + a[i] * pdf);
@@ -246,7 +254,8 @@ template <typename T>
 void Reshape(const Tensor& x, Tensor& out) {
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
-  for (int64_t i = 0; i < x.num_elements(); ++i) y[i] = a[i];
+  const int64_t i_count = x.num_elements();
+  for (int64_t i = 0; i < i_count; ++i) y[i] = a[i];
 }
 
 // permute: output axis i is input axis perm[i]; the output walked in order.
@@ -261,7 +270,8 @@ void Permute(const Tensor& x, std::span<const int64_t> perm, Tensor& out) {
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
   int64_t from = 0;
-  for (int64_t o = 0; o < out.num_elements(); ++o) {
+  const int64_t o_count = out.num_elements();
+  for (int64_t o = 0; o < o_count; ++o) {
     y[o] = a[from];
     for (int i = r - 1; i >= 0; --i) {  // the next output index, last axis fastest
       from += stride[i];
@@ -387,7 +397,8 @@ void MaxPool2dBackward(const Tensor& x, const Tensor& dy, int64_t k, int64_t str
   const T* a = static_cast<const T*>(x.raw());
   const T* g = static_cast<const T*>(dy.raw());
   T* o = static_cast<T*>(out.raw());
-  for (int64_t i = 0; i < out.num_elements(); ++i) o[i] = T(0);
+  const int64_t i_count = out.num_elements();
+  for (int64_t i = 0; i < i_count; ++i) o[i] = T(0);
   for (int64_t pl = 0; pl < planes; ++pl) {
     for (int64_t i = 0; i < oh; ++i) {
       for (int64_t j = 0; j < ow; ++j) {
@@ -636,7 +647,8 @@ void SliceBackward(const Tensor& dy, int64_t axis, int64_t start, Tensor& out) {
   const int64_t n = xs.dim(static_cast<int>(axis)), len = dy.shape().dim(static_cast<int>(axis));
   const T* g = static_cast<const T*>(dy.raw());
   T* o = static_cast<T*>(out.raw());
-  for (int64_t i = 0; i < out.num_elements(); ++i) o[i] = T(0);
+  const int64_t i_count = out.num_elements();
+  for (int64_t i = 0; i < i_count; ++i) o[i] = T(0);
   for (int64_t p = 0; p < outer; ++p)
     for (int64_t j = 0; j < len; ++j)
       for (int64_t q = 0; q < inner; ++q) o[(p * n + start + j) * inner + q] = g[(p * len + j) * inner + q];

@@ -24,6 +24,12 @@ uint32_t RandomBits(int32_t seed, int64_t op_key, int64_t index);
 // The bits of elements 4 * block .. 4 * block + 3 at once (what kernels
 // loop over; RandomBits is word index % 4 of block index / 4).
 PhiloxWords RandomBlock(int32_t seed, int64_t op_key, int64_t block);
+// Blocks first_block .. first_block + count - 1 at once: words[4 * i + w]
+// is RandomBlock(seed, op_key, first_block + i)[w]. The same bits as
+// RandomBlock on every CPU; eight blocks at a time in AVX2 registers where
+// the CPU has AVX2 (a kernel's inner loop: dropout's masks).
+void RandomBlocks(int32_t seed, int64_t op_key, int64_t first_block, int64_t count,
+                  uint32_t* words);
 
 // Dropout's rule on those bits: element kept when bits >= DropThreshold(p),
 // that is with probability 1 - p (to within 2^-32). p in [0, 1).

@@ -1,6 +1,8 @@
 #include "engines/api/philox.h"
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -31,6 +33,29 @@ TEST(PhiloxTest, BitsArePureFunctionsOfSeedKeyAndIndex) {
   // Keys past 32 bits and indices past 2^32 elements reach the counter.
   EXPECT_NE(RandomBits(3, int64_t{1} << 32, 0), RandomBits(3, 0, 0));
   EXPECT_NE(RandomBits(3, 0, int64_t{4} << 32), RandomBits(3, 0, 0));
+}
+
+// The batch is the blocks one by one, at every offset and length (the
+// vector path's eight-block steps and the tail), past 2^32 blocks, and for
+// keys and seeds of every sign.
+TEST(PhiloxTest, RandomBlocksAreRandomBlockInOrder) {
+  for (int64_t first : {int64_t{0}, int64_t{5}, (int64_t{1} << 32) - 3}) {
+    for (int64_t count : {0, 1, 7, 8, 9, 16, 31}) {
+      for (auto [seed, key] : {std::pair<int32_t, int64_t>{3, 9}, {-7, int64_t{-1}},
+                               {0, int64_t{1} << 40}}) {
+        std::vector<uint32_t> words(static_cast<size_t>(4 * count) + 1, 0xdeadbeef);
+        RandomBlocks(seed, key, first, count, words.data());
+        for (int64_t i = 0; i < count; ++i) {
+          const PhiloxWords want = RandomBlock(seed, key, first + i);
+          for (int w = 0; w < 4; ++w) {
+            ASSERT_EQ(words[static_cast<size_t>(4 * i + w)], want[w])
+                << "first " << first << " count " << count << " block " << i << " word " << w;
+          }
+        }
+        EXPECT_EQ(words.back(), 0xdeadbeef) << "wrote past its count";
+      }
+    }
+  }
 }
 
 // The share kept is 1 - p to within sampling noise (n = 2^20: standard

@@ -32,12 +32,6 @@ int64_t Shape::dim(int i) const {
   return dims_[i];
 }
 
-int64_t Shape::num_elements() const {
-  int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= dims_[i];
-  return n;
-}
-
 Shape Shape::DropLeading() const {
   if (rank_ == 0) throw Error("cannot drop the leading axis of a scalar");
   return Shape(std::vector<int64_t>(dims_.begin() + 1, dims_.begin() + rank_));
