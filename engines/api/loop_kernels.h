@@ -21,6 +21,13 @@
 namespace remat {
 namespace loop_kernels {
 
+// Loops over at least this many elements split their rows (or elements)
+// between OpenMP's threads where the including file is built with OpenMP
+// (the oneDNN backend; the reference backend runs them on one thread). A
+// row's arithmetic is its own, so the split changes no bit; what sums over
+// rows sums after the loop, in row order.
+inline constexpr int64_t kParallelMinElements = int64_t{1} << 15;
+
 inline int64_t IndexAt(const char* kernel, const Tensor& ids, int64_t p, int64_t bound) {
   const int32_t id = ids.i32()[p];
   if (id < 0 || id >= bound) {
@@ -62,6 +69,9 @@ void MaskedFill(const Tensor& x, const Tensor& mask, double fill, Tensor& out) {
   T* y = static_cast<T*>(out.raw());
   const T c = static_cast<T>(fill);
   const int64_t i_count = x.num_elements();
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (i_count >= kParallelMinElements)
+#endif
   for (int64_t i = 0; i < i_count; ++i) y[i] = m[i] != 0 ? c : a[i];
 }
 
@@ -74,18 +84,32 @@ void RowStats(const T* xr, int64_t cols, T* m, T* s) {
   for (int64_t j = 0; j < cols; ++j) *s += std::exp(xr[j] - *m);
 }
 
+// The rows' targets, checked before any thread starts (an Error thrown
+// inside an OpenMP loop would end the process).
+inline std::vector<int64_t> RowTargets(const char* kernel, const Tensor& targets, int64_t rows,
+                                       int64_t cols) {
+  std::vector<int64_t> t(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) t[static_cast<size_t>(r)] = IndexAt(kernel, targets, r, cols);
+  return t;
+}
+
 template <typename T>
 void CrossEntropy(const Tensor& logits, const Tensor& targets, Tensor& out) {
   const T* x = static_cast<const T*>(logits.raw());
   const int64_t rows = logits.shape().dim(0), cols = logits.shape().dim(1);
-  T total = 0;
+  const std::vector<int64_t> t = RowTargets("cross_entropy", targets, rows, cols);
+  std::vector<T> loss(static_cast<size_t>(rows));
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMinElements)
+#endif
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
-    const int64_t t = IndexAt("cross_entropy", targets, r, cols);
     T m, s;
     RowStats(xr, cols, &m, &s);
-    total += (m + std::log(s)) - xr[t];
+    loss[static_cast<size_t>(r)] = (m + std::log(s)) - xr[t[static_cast<size_t>(r)]];
   }
+  T total = 0;
+  for (int64_t r = 0; r < rows; ++r) total += loss[static_cast<size_t>(r)];
   static_cast<T*>(out.raw())[0] = total / static_cast<T>(rows);
 }
 
@@ -96,13 +120,26 @@ void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, const Ten
   T* o = static_cast<T*>(out.raw());
   const int64_t rows = logits.shape().dim(0), cols = logits.shape().dim(1);
   const T g = static_cast<const T*>(dy.raw())[0] / static_cast<T>(rows);
+  const std::vector<int64_t> t = RowTargets("cross_entropy's backward", targets, rows, cols);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMinElements)
+#endif
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
-    const int64_t t = IndexAt("cross_entropy's backward", targets, r, cols);
-    T m, s;
-    RowStats(xr, cols, &m, &s);
+    const int64_t target = t[static_cast<size_t>(r)];
+    T* orow = o + r * cols;
+    // RowStats's max and sum, with each exp(x - max) kept in the output row
+    // as it is summed (the same values in the same order; one exp per
+    // element instead of two).
+    T m = xr[0];
+    for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
+    T s = 0;
     for (int64_t j = 0; j < cols; ++j) {
-      o[r * cols + j] = (std::exp(xr[j] - m) / s - (j == t ? T(1) : T(0))) * g;
+      orow[j] = std::exp(xr[j] - m);
+      s += orow[j];
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      orow[j] = (orow[j] / s - (j == target ? T(1) : T(0))) * g;
     }
   }
 }

@@ -872,6 +872,8 @@ REMAT_KERNEL_IMPL(OneDnnKernels, dropout,
                       RandomBlocks(seed, attrs.key, first,
                                    std::min(kChunkBlocks, blocks - first), bits);
                       const int64_t end = std::min(n, 4 * (first + kChunkBlocks));
+                      // `simd`: -O2 leaves the select scalar otherwise.
+                      _Pragma("omp simd")
                       for (int64_t i = 4 * first; i < end; ++i) {
                         y[i] = bits[i - 4 * first] >= threshold ? x[i] * scale : 0.0f;
                       }
