@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engines/api/error.h"
+#include "engines/api/kernels.h"
 #include "engines/api/op_def.h"
 #include "engines/api/rules.h"
 #include "engines/oracle/oracle.h"
@@ -413,6 +414,38 @@ std::vector<std::string> StatsContradictions(const Program& program, const Resul
     out.push_back(StrCat("Stats::seconds_in_kernels (", s.seconds_in_kernels,
                          " s) is more than the run's seconds_forward + seconds_backward (",
                          s.seconds_total(), " s)"));
+  }
+  // The kernels' time and calls by kernel, where the engine breaks them
+  // down: the parts of seconds_in_kernels and kernel_calls, by the table's
+  // names.
+  if (!s.kernel_times.empty()) {
+    std::set<std::string> table;
+    for (KernelOp k : TableKernels()) table.insert(TableKernel(k).name);
+    double seconds = 0;
+    int64_t calls = 0;
+    for (const auto& [name, t] : s.kernel_times) {
+      if (table.count(name) == 0) {
+        out.push_back(StrCat("Stats::kernel_times names '", name, "', no kernel of the table"));
+      }
+      if (t.calls < 1) {
+        out.push_back(StrCat("Stats::kernel_times['", name, "'] has ", t.calls,
+                             " calls (a kernel listed was called)"));
+      }
+      if (!(t.seconds >= 0)) {
+        out.push_back(StrCat("Stats::kernel_times['", name, "'] is ", t.seconds, " s, below 0"));
+      }
+      seconds += t.seconds;
+      calls += t.calls;
+    }
+    if (calls != s.kernel_calls) {
+      out.push_back(StrCat("Stats::kernel_times' calls add up to ", calls,
+                           ", not Stats::kernel_calls (", s.kernel_calls, ")"));
+    }
+    // Each kernel's ticks converted apart: rounding only.
+    if (std::fabs(seconds - s.seconds_in_kernels) > 1e-9 * s.seconds_in_kernels + 1e-12) {
+      out.push_back(StrCat("Stats::kernel_times' seconds add up to ", seconds,
+                           ", not Stats::seconds_in_kernels (", s.seconds_in_kernels, ")"));
+    }
   }
   if (got.tracker != nullptr) {
     const MemoryTracker& t = *got.tracker;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +35,14 @@ std::string& EngineUnderTest() {
 }
 
 // Every float input (integers are never differentiated).
+// Each kernel's calls (Stats::kernel_times without the times, which differ
+// from run to run): the same for the same run.
+std::map<std::string, int64_t> KernelCalls(const Stats& s) {
+  std::map<std::string, int64_t> calls;
+  for (const auto& [name, t] : s.kernel_times) calls[name] = t.calls;
+  return calls;
+}
+
 std::vector<int> AllInputs(const Program& program) {
   std::vector<int> all;
   for (int i = 0; i < program.num_params(); ++i) {
@@ -161,6 +170,7 @@ TEST_P(ConformanceTest, SameInputsGiveTheSameBits) {
   EXPECT_EQ(a.stats.flops_recomputed, b.stats.flops_recomputed) << what << "flops_recomputed";
   EXPECT_EQ(a.stats.flops_backward, b.stats.flops_backward) << what << "flops_backward";
   EXPECT_EQ(a.stats.kernel_calls, b.stats.kernel_calls) << what << "kernel_calls";
+  EXPECT_EQ(KernelCalls(a.stats), KernelCalls(b.stats)) << what << "kernel_times' calls";
   EXPECT_TRUE(a.stats.op_runs == b.stats.op_runs) << what << "op_runs";
   // The peak's categories are the live bytes at the peak: on the device
   // they add up to it (the host tier is counted apart).
@@ -500,6 +510,7 @@ TEST_P(ConformanceTest, ASequenceOfCallsIsCheckedAsIfEachWereTheFirst) {
     EXPECT_EQ(a.flops_recomputed, b.flops_recomputed) << where << ": Stats::flops_recomputed";
     EXPECT_EQ(a.flops_backward, b.flops_backward) << where << ": Stats::flops_backward";
     EXPECT_EQ(a.kernel_calls, b.kernel_calls) << where << ": Stats::kernel_calls";
+    EXPECT_EQ(KernelCalls(a), KernelCalls(b)) << where << ": Stats::kernel_times' calls";
     EXPECT_TRUE(a.op_runs == b.op_runs) << where << ": Stats::op_runs";
   }
 }

@@ -9,13 +9,16 @@
 // Prints the least wall time of --runs runs made without kernel timing
 // (RunOptions::time_kernels off), the mean kernel time and calls of as many
 // probed runs after them, and the difference: what the bench's "per call"
-// is, with the least run instead of the samples' mean.
+// is, with the least run instead of the samples' mean. Then each kernel's
+// mean time and calls a run over the probed runs, the largest first: where
+// the kernels' time goes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -72,10 +75,15 @@ int Main(int argc, char** argv) {
   options.time_kernels = true;
   double kernel_seconds = 0;
   int64_t calls = 0;
+  KernelTimes by_kernel;  // summed over the probed runs
   for (int64_t i = 0; i < runs; ++i) {
     const Result r = engine->ValueAndGrad(program, inputs, wrt, options);
     kernel_seconds += r.stats.seconds_in_kernels;
     calls += r.stats.kernel_calls;
+    for (const auto& [name, t] : r.stats.kernel_times) {
+      by_kernel[name].seconds += t.seconds;
+      by_kernel[name].calls += t.calls;
+    }
   }
   const double kernels = kernel_seconds / static_cast<double>(runs);
   const double calls_per_run = static_cast<double>(calls) / static_cast<double>(runs);
@@ -87,6 +95,21 @@ int Main(int argc, char** argv) {
               1e6 * outside);
   if (calls_per_run > 0) std::printf(", %.1f ns a call", 1e9 * outside / calls_per_run);
   std::printf("\n");
+  // Where the kernels' time went, the largest first (Stats::kernel_times;
+  // engines that do not break it down print nothing here).
+  std::vector<std::pair<std::string, KernelTime>> sorted(by_kernel.begin(), by_kernel.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  const double n = static_cast<double>(runs);
+  for (const auto& [name, t] : sorted) {
+    std::printf("  %-28s %10.2f us a run  %5.1f%% of the kernels'  %6.0f calls a run  %9.2f us a "
+                "call\n",
+                name.c_str(), 1e6 * t.seconds / n,
+                kernel_seconds > 0 ? 100 * t.seconds / kernel_seconds : 0.0,
+                static_cast<double>(t.calls) / n,
+                1e6 * t.seconds / static_cast<double>(std::max<int64_t>(1, t.calls)));
+  }
   return 0;
 }
 

@@ -49,6 +49,10 @@ nlohmann::json StatsToJson(const Stats& s) {
                          {"is_argument", r.is_argument},
                          {"count", r.count}});
   }
+  nlohmann::json kernel_times = nlohmann::json::object();
+  for (const auto& [name, t] : s.kernel_times) {
+    kernel_times[name] = {{"seconds", t.seconds}, {"calls", t.calls}};
+  }
   return {{"peak_bytes", s.peak_bytes},
           {"peak_bytes_by_category", by_category},
           {"high_water_bytes_by_category", high_water},
@@ -66,6 +70,7 @@ nlohmann::json StatsToJson(const Stats& s) {
           {"seconds_backward", s.seconds_backward},
           {"seconds_in_kernels", s.seconds_in_kernels},
           {"kernel_calls", s.kernel_calls},
+          {"kernel_times", kernel_times},
           {"seconds_compile", s.seconds_compile},
           {"arena_bytes", s.arena_bytes}};
 }

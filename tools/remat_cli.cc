@@ -13,6 +13,9 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
@@ -233,6 +236,39 @@ double Norm(const Tensor& t) {
   return std::sqrt(s);
 }
 
+// Where the timed run's time went (Stats::kernel_times): the kernels by
+// their share of the run's total, the largest first, the smallest past
+// kMaxKernelsShown summed, then the time outside kernels. Empty when the
+// engine does not break its kernels' time down.
+std::string KernelBreakdown(const Stats& s) {
+  constexpr size_t kMaxKernelsShown = 8;
+  const double total = s.seconds_total();
+  if (s.kernel_times.empty() || !(total > 0)) return "";
+  std::vector<std::pair<std::string, KernelTime>> kernels(s.kernel_times.begin(),
+                                                          s.kernel_times.end());
+  std::stable_sort(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(1);
+  line << "of the timed run's " << std::setprecision(3) << total * 1e3 << " ms: "
+       << std::setprecision(1);
+  for (size_t i = 0; i < kernels.size() && i < kMaxKernelsShown; ++i) {
+    const auto& [name, t] = kernels[i];
+    line << (i ? ", " : "") << name << " " << 100 * t.seconds / total << "% (" << t.calls
+         << (t.calls == 1 ? " call)" : " calls)");
+  }
+  if (kernels.size() > kMaxKernelsShown) {
+    double rest = 0;
+    for (size_t i = kMaxKernelsShown; i < kernels.size(); ++i) rest += kernels[i].second.seconds;
+    line << ", " << kernels.size() - kMaxKernelsShown << " other kernels " << 100 * rest / total
+         << "%";
+  }
+  line << "; outside kernels " << 100 * std::max(0.0, total - s.seconds_in_kernels) / total
+       << "% (the engine's own work: dispatch, allocation, copies)";
+  return line.str();
+}
+
 int List(std::ostream& out) {
   out << "problems:\n";
   for (const auto& p : AllProblems()) {
@@ -430,6 +466,9 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   out << "time        forward " << s.seconds_forward * 1e3 << " ms, backward "
       << s.seconds_backward * 1e3 << " ms, total " << s.seconds_total() * 1e3
       << " ms (steady state: the second of two runs)\n";
+  if (const std::string kernels = KernelBreakdown(s); !kernels.empty()) {
+    out << "kernels     " << kernels << "\n";
+  }
   if (run_delay) {
     out << "load        " << (*run_delay > kQuietRunDelay ? "BUSY: " : "quiet: ")
         << "the timed run's threads waited for a CPU " << std::setprecision(1)

@@ -483,10 +483,27 @@ TEST(RematCliTest, RunTimesTheSecondRunAndReportsSetupApart) {
   }
   EXPECT_NE(text.out.find("the timed run's threads waited for a CPU"), std::string::npos)
       << text.out;
+  // Where the timed run's time went: its kernels, the largest first, and
+  // the rest (layer_loss's eager runs matmuls, relus and the loss's sum).
+  EXPECT_EQ(CountLines(text.out, "kernels     of the timed run's "), 1) << text.out;
+  EXPECT_NE(text.out.find("matmul "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("; outside kernels "), std::string::npos) << text.out;
   Output as_json = Remat({"run", "--problem", "layer_loss", "--param", "d=8", "--param", "N=4",
                           "--json"});
   ASSERT_EQ(as_json.status, 0) << as_json.err;
   const nlohmann::json j = nlohmann::json::parse(as_json.out);
+  // The same by kernel in the JSON: calls adding up to kernel_calls.
+  {
+    const nlohmann::json& stats = j["stats"];
+    ASSERT_TRUE(stats.contains("kernel_times") && stats["kernel_times"].contains("matmul"))
+        << as_json.out;
+    int64_t calls = 0;
+    for (const auto& [name, t] : stats["kernel_times"].items()) {
+      EXPECT_GE(t["seconds"].get<double>(), 0) << name;
+      calls += t["calls"].get<int64_t>();
+    }
+    EXPECT_EQ(calls, stats["kernel_calls"].get<int64_t>()) << as_json.out;
+  }
   ASSERT_TRUE(j.contains("run_delay") && j.contains("busy")) << as_json.out;
   ASSERT_TRUE(j.contains("cpu_link_ns") && j["cpu_link_ns"].size() == 2) << as_json.out;
   if (CpuLinkRoundTripNs()) {

@@ -18,6 +18,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -46,6 +48,17 @@ class KernelClock {
   }
   static bool DetectTsc();
 };
+
+// What the clock measured for one kernel over a run: the wall time of its
+// calls' arithmetic and the number of calls (Kernels::kernel_times,
+// Stats::kernel_times).
+struct KernelTime {
+  double seconds = 0;
+  int64_t calls = 0;
+  bool operator==(const KernelTime&) const = default;
+};
+// By the kernel's name (KernelDef::name: "matmul", "gelu_backward").
+using KernelTimes = std::map<std::string, KernelTime>;
 
 }  // namespace remat
 

@@ -235,7 +235,18 @@ Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const Kerne
   // In a dry run RunTableKernel is still called where Runs() (an observer,
   // planned's compiler, records the call then), and RunImpl skips the
   // arithmetic: a table kernel allocates nothing of its own.
-  if (Runs()) Timed([&] { RunTableKernel(op, in, attrs, out); });
+  if (Runs()) Timed(op, [&] { RunTableKernel(op, in, attrs, out); });
+  return out;
+}
+
+KernelTimes Kernels::kernel_times() const {
+  KernelTimes out;
+  const double seconds_per_tick = KernelClock::SecondsPerTick();
+  for (size_t k = 0; k < calls_by_kernel_.size(); ++k) {
+    if (calls_by_kernel_[k] == 0) continue;
+    out[TableKernel(static_cast<KernelOp>(k)).name] = {
+        static_cast<double>(ticks_by_kernel_[k]) * seconds_per_tick, calls_by_kernel_[k]};
+  }
   return out;
 }
 
@@ -338,7 +349,7 @@ void Kernels::RunInto(KernelOp op, std::span<const Tensor* const> operands,
   CheckOperand("(compiled call's output)", out);
 #endif
   if (!Runs()) return;
-  Timed([&] { RunTableKernel(op, operands, attrs, out); });
+  Timed(op, [&] { RunTableKernel(op, operands, attrs, out); });
 }
 
 }  // namespace remat

@@ -254,12 +254,18 @@ class Kernels {
     return static_cast<double>(kernel_ticks_) * KernelClock::SecondsPerTick();
   }
   int64_t kernel_calls() const { return kernel_calls_; }
+  // The same time and calls by table kernel, those called since the last
+  // reset only: the seconds add up to kernel_seconds() and the calls to
+  // kernel_calls() (up to the rounding of each conversion to seconds).
+  KernelTimes kernel_times() const;
   // Whether calls are timed (RunOptions::time_kernels); calls are counted
   // either way.
   void set_timing(bool on) { timing_ = on; }
   void reset_kernel_seconds() {
     kernel_ticks_ = 0;
     kernel_calls_ = 0;
+    ticks_by_kernel_.assign(ticks_by_kernel_.size(), 0);
+    calls_by_kernel_.assign(calls_by_kernel_.size(), 0);
   }
 
   // The entry points: one call of a kernel of the table each (checked,
@@ -410,26 +416,39 @@ class Kernels {
   void CheckOperand(const char* op, const Tensor& t) const;
   bool Runs() const { return !dry_run() || AllocatesInDryRun(); }
 
-  // Runs `arithmetic`, adding its wall time in KernelClock ticks and one
-  // call to the counters.
+  // Runs `arithmetic`, kernel `op`'s, adding its wall time in KernelClock
+  // ticks and one call to the counters, the run's and the kernel's.
   template <typename F>
-  void Timed(F&& arithmetic) {
+  void Timed(KernelOp op, F&& arithmetic) {
+    const size_t k = static_cast<size_t>(op);
+    if (k >= calls_by_kernel_.size()) {
+      // The table is complete after static initialization: this happens
+      // once per kernel at most.
+      ticks_by_kernel_.resize(k + 1, 0);
+      calls_by_kernel_.resize(k + 1, 0);
+    }
     if (!timing_) {
       arithmetic();
-      ++kernel_calls_;
-      return;
+    } else {
+      const int64_t start = KernelClock::Ticks();
+      arithmetic();
+      const int64_t ticks = KernelClock::Ticks() - start;
+      if (ticks > 0) {
+        kernel_ticks_ += ticks;
+        ticks_by_kernel_[k] += ticks;
+      }
     }
-    const int64_t start = KernelClock::Ticks();
-    arithmetic();
-    const int64_t ticks = KernelClock::Ticks() - start;
-    if (ticks > 0) kernel_ticks_ += ticks;
     ++kernel_calls_;
+    ++calls_by_kernel_[k];
   }
 
   std::shared_ptr<MemoryTracker> tracker_;
   int64_t flops_ = 0;
   int64_t kernel_ticks_ = 0;
   int64_t kernel_calls_ = 0;
+  // Indexed by KernelOp (the table's ids are dense from 0).
+  std::vector<int64_t> ticks_by_kernel_;
+  std::vector<int64_t> calls_by_kernel_;
   bool timing_ = true;
 };
 

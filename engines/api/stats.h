@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engines/api/kernel_clock.h"
 #include "engines/api/memory_tracker.h"
 
 namespace remat {
@@ -130,6 +131,11 @@ struct Stats {
   // made it; the rest is the engine's overhead.
   double seconds_in_kernels = 0;
   int64_t kernel_calls = 0;
+  // The same time and calls by kernel (Kernels::kernel_times): where the
+  // kernels' time went. Empty for an engine that does not break it down;
+  // otherwise the seconds add up to seconds_in_kernels and the calls to
+  // kernel_calls, and every name is a kernel of the table (kernels.h).
+  KernelTimes kernel_times;
   double seconds_total() const { return seconds_forward + seconds_backward; }
 };
 

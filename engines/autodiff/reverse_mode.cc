@@ -196,6 +196,7 @@ Result ReverseMode::Execute(const Program& program, const std::vector<Tensor>& a
   result.stats.flops_recomputed = recomputed_flops_;
   result.stats.seconds_in_kernels = kernels_->kernel_seconds();
   result.stats.kernel_calls = kernels_->kernel_calls();
+  result.stats.kernel_times = kernels_->kernel_times();
   result.stats.flops_backward = kernels_->flops() - recomputed_flops_;
 
   result.state = std::move(state_);

@@ -605,6 +605,7 @@ Result Run::Go(const std::vector<Tensor>& args, const std::vector<int>& wrt) {
   stats_.seconds_backward = SecondsSince(t1);
   stats_.seconds_in_kernels = k_.kernel_seconds();
   stats_.kernel_calls = k_.kernel_calls();
+  stats_.kernel_times = k_.kernel_times();
   stats_.predicted_peak_bytes = -1;
   r.stats = stats_;
   r.schedule = std::move(schedule_);

@@ -309,10 +309,44 @@ TEST(OneDnnKernelsTest, RunIntoGivesTheEntryPointsBits) {
     onednn.RunInto(test.op, pointers, test.attrs, out);
     EXPECT_TRUE(BitwiseEqual(out, want));
     EXPECT_EQ(onednn.kernel_calls(), 1);
+    // The one call, under its kernel's name, with all the time.
+    const KernelTimes times = onednn.kernel_times();
+    ASSERT_EQ(times.size(), 1u);
+    EXPECT_EQ(times.begin()->first, TableKernel(test.op).name);
+    EXPECT_EQ(times.begin()->second.calls, 1);
+    EXPECT_DOUBLE_EQ(times.begin()->second.seconds, onednn.kernel_seconds());
     EXPECT_EQ(onednn.flops(), 0);  // a compiled plan counts them
     EXPECT_EQ(tracker->live_bytes(), live);
   }
   for (size_t op = 0; op < covered.size(); ++op) EXPECT_TRUE(covered[op]) << "kernel " << op;
+}
+
+// The time and calls by kernel add up to the totals, and a reset clears
+// both.
+TEST(OneDnnKernelsTest, KernelTimesAddUpToTheTotals) {
+  OneDnnKernels onednn;
+  const Tensor x = Tensor::FromF32({2, 2}, {1.0f, -2.0f, 3.0f, -4.0f});
+  onednn.reset_kernel_seconds();
+  const Tensor y = onednn.Relu(x);
+  const Tensor z = onednn.MatMul(y, false, x, true);
+  const Tensor w = onednn.Add(z, z);
+  const Tensor v = onednn.Add(w, z);
+  const KernelTimes times = onednn.kernel_times();
+  ASSERT_EQ(times.size(), 3u);
+  EXPECT_EQ(times.at("relu").calls, 1);
+  EXPECT_EQ(times.at("matmul").calls, 1);
+  EXPECT_EQ(times.at("add").calls, 2);
+  double seconds = 0;
+  for (const auto& [name, t] : times) seconds += t.seconds;
+  EXPECT_NEAR(seconds, onednn.kernel_seconds(), 1e-12);
+  EXPECT_EQ(onednn.kernel_calls(), 4);
+  onednn.reset_kernel_seconds();
+  EXPECT_TRUE(onednn.kernel_times().empty());
+  onednn.set_timing(false);  // calls counted, no time
+  const Tensor u = onednn.Relu(x);
+  ASSERT_EQ(onednn.kernel_times().size(), 1u);
+  EXPECT_EQ(onednn.kernel_times().at("relu").calls, 1);
+  EXPECT_EQ(onednn.kernel_times().at("relu").seconds, 0.0);
 }
 
 TEST(OneDnnKernelsTest, ReluDerivativeAtZeroIsZero) {

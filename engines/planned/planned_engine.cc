@@ -515,6 +515,8 @@ Result PlannedEngine::Execute(const CompiledPlan& plan, const Program& program,
   s.seconds_backward = static_cast<double>(end - backward) * KernelClock::SecondsPerTick();
   s.seconds_in_kernels = seconds_in_kernels;
   s.kernel_calls = kernel_calls;
+  // After the clock stopped: a map of names is no part of the run.
+  s.kernel_times = k.kernel_times();
   s.arena_bytes = plan.arena_bytes;
   if (options.record_schedule) result.schedule = plan.schedule;
   memory.Finish(&result);
