@@ -40,59 +40,103 @@ PhiloxWords RandomBlock(int32_t seed, int64_t op_key, int64_t block) {
 namespace {
 
 #if defined(__x86_64__)
-// Eight blocks a step, one per 32-bit lane: lane j of c0..c3 is word 0..3
-// of block first + j. The build targets baseline x86-64 (no -march), so
-// this one function is compiled for AVX2 and chosen at run time. Only
+// Eight blocks in AVX2 registers, one per 32-bit lane: lane j of c[w] is
+// word w of block j.
+struct Lanes8 {
+  __m256i c[4];
+};
+
+// The eight blocks from block `first`, before the rounds.
+__attribute__((target("avx2"), always_inline)) inline Lanes8 Counters8(int64_t first,
+                                                                        uint64_t key) {
+  alignas(32) uint32_t lo[8], hi[8];
+  for (int j = 0; j < 8; ++j) {
+    const uint64_t b = static_cast<uint64_t>(first + j);
+    lo[j] = static_cast<uint32_t>(b);
+    hi[j] = static_cast<uint32_t>(b >> 32);
+  }
+  return {{_mm256_load_si256(reinterpret_cast<const __m256i*>(lo)),
+           _mm256_load_si256(reinterpret_cast<const __m256i*>(hi)),
+           _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key))),
+           _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key >> 32)))}};
+}
+
+// One Philox round on eight blocks under the round's key words k0, k1.
+__attribute__((target("avx2"), always_inline)) inline void Round8(Lanes8& s, __m256i k0,
+                                                                    __m256i k1) {
+  const __m256i mul0 = _mm256_set1_epi32(static_cast<int>(kMul0));
+  const __m256i mul1 = _mm256_set1_epi32(static_cast<int>(kMul1));
+  // 32 x 32 -> 64-bit products of the even lanes, then of the odd lanes
+  // moved down; each lane's low and high words put back in place.
+  const __m256i e0 = _mm256_mul_epu32(s.c[0], mul0);
+  const __m256i o0 = _mm256_mul_epu32(_mm256_srli_epi64(s.c[0], 32), mul0);
+  const __m256i e1 = _mm256_mul_epu32(s.c[2], mul1);
+  const __m256i o1 = _mm256_mul_epu32(_mm256_srli_epi64(s.c[2], 32), mul1);
+  const __m256i lo0 = _mm256_blend_epi32(e0, _mm256_slli_epi64(o0, 32), 0xAA);
+  const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(e0, 32), o0, 0xAA);
+  const __m256i lo1 = _mm256_blend_epi32(e1, _mm256_slli_epi64(o1, 32), 0xAA);
+  const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(e1, 32), o1, 0xAA);
+  s.c[0] = _mm256_xor_si256(_mm256_xor_si256(hi1, s.c[1]), k0);
+  s.c[1] = lo1;
+  s.c[2] = _mm256_xor_si256(_mm256_xor_si256(hi0, s.c[3]), k1);
+  s.c[3] = lo0;
+}
+
+// The eight blocks' words, block by block, at `words`: a 4 x 8 transpose
+// in registers (words within a block's pair of 128-bit halves, then the
+// halves), four stores.
+__attribute__((target("avx2"), always_inline)) inline void Store8(const Lanes8& s,
+                                                                    uint32_t* words) {
+  const __m256i t0 = _mm256_unpacklo_epi32(s.c[0], s.c[1]);  // b0 b1 | b4 b5: words 0, 1
+  const __m256i t1 = _mm256_unpackhi_epi32(s.c[0], s.c[1]);  // b2 b3 | b6 b7
+  const __m256i t2 = _mm256_unpacklo_epi32(s.c[2], s.c[3]);  // b0 b1 | b4 b5: words 2, 3
+  const __m256i t3 = _mm256_unpackhi_epi32(s.c[2], s.c[3]);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2);  // b0 | b4
+  const __m256i u1 = _mm256_unpackhi_epi64(t0, t2);  // b1 | b5
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3);  // b2 | b6
+  const __m256i u3 = _mm256_unpackhi_epi64(t1, t3);  // b3 | b7
+  __m256i* out = reinterpret_cast<__m256i*>(words);
+  _mm256_storeu_si256(out, _mm256_permute2x128_si256(u0, u1, 0x20));      // b0 b1
+  _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(u2, u3, 0x20));  // b2 b3
+  _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(u0, u1, 0x31));  // b4 b5
+  _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(u2, u3, 0x31));  // b6 b7
+}
+
+// Sixteen blocks a step, as two groups of eight whose rounds interleave
+// (four groups need more than AVX2's sixteen registers and ran slower).
+// 65536 elements took 0.93 ns each with one group and the words stored one
+// by one, 0.64 ns with the transposing store (one thread; scalar
+// RandomBlock: 3.5 ns). The build targets baseline x86-64 (no -march), so
+// these functions are compiled for AVX2 and chosen at run time. Only
 // integer arithmetic: the bits are RandomBlock's whatever the ISA.
 __attribute__((target("avx2"))) void RandomBlocksAvx2(int32_t seed, int64_t op_key,
                                                       int64_t first, int64_t count,
                                                       uint32_t* words) {
-  const __m256i mul0 = _mm256_set1_epi32(static_cast<int>(kMul0));
-  const __m256i mul1 = _mm256_set1_epi32(static_cast<int>(kMul1));
   const uint64_t key = static_cast<uint64_t>(op_key);
   int64_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    alignas(32) uint32_t lo[8], hi[8];
-    for (int j = 0; j < 8; ++j) {
-      const uint64_t b = static_cast<uint64_t>(first + i + j);
-      lo[j] = static_cast<uint32_t>(b);
-      hi[j] = static_cast<uint32_t>(b >> 32);
-    }
-    __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
-    __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
-    __m256i c2 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key)));
-    __m256i c3 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key >> 32)));
+  for (; i + 16 <= count; i += 16) {
+    Lanes8 a = Counters8(first + i, key), b = Counters8(first + i + 8, key);
     uint32_t k0 = static_cast<uint32_t>(seed), k1 = 0;
     for (int round = 0; round < 10; ++round) {
-      // 32 x 32 -> 64-bit products of the even lanes, then of the odd
-      // lanes moved down; each lane's low and high words put back in place.
-      const __m256i e0 = _mm256_mul_epu32(c0, mul0);
-      const __m256i o0 = _mm256_mul_epu32(_mm256_srli_epi64(c0, 32), mul0);
-      const __m256i e1 = _mm256_mul_epu32(c2, mul1);
-      const __m256i o1 = _mm256_mul_epu32(_mm256_srli_epi64(c2, 32), mul1);
-      const __m256i lo0 = _mm256_blend_epi32(e0, _mm256_slli_epi64(o0, 32), 0xAA);
-      const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(e0, 32), o0, 0xAA);
-      const __m256i lo1 = _mm256_blend_epi32(e1, _mm256_slli_epi64(o1, 32), 0xAA);
-      const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(e1, 32), o1, 0xAA);
-      const __m256i n0 = _mm256_xor_si256(
-          _mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
-      const __m256i n2 = _mm256_xor_si256(
-          _mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
-      c0 = n0;
-      c1 = lo1;
-      c2 = n2;
-      c3 = lo0;
+      const __m256i key0 = _mm256_set1_epi32(static_cast<int>(k0));
+      const __m256i key1 = _mm256_set1_epi32(static_cast<int>(k1));
+      Round8(a, key0, key1);
+      Round8(b, key0, key1);
       k0 += kWeyl0;
       k1 += kWeyl1;
     }
-    alignas(32) uint32_t w[4][8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(w[0]), c0);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(w[1]), c1);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(w[2]), c2);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(w[3]), c3);
-    for (int j = 0; j < 8; ++j) {
-      for (int k = 0; k < 4; ++k) words[4 * (i + j) + k] = w[k][j];
+    Store8(a, words + 4 * i);
+    Store8(b, words + 4 * (i + 8));
+  }
+  for (; i + 8 <= count; i += 8) {
+    Lanes8 a = Counters8(first + i, key);
+    uint32_t k0 = static_cast<uint32_t>(seed), k1 = 0;
+    for (int round = 0; round < 10; ++round) {
+      Round8(a, _mm256_set1_epi32(static_cast<int>(k0)), _mm256_set1_epi32(static_cast<int>(k1)));
+      k0 += kWeyl0;
+      k1 += kWeyl1;
     }
+    Store8(a, words + 4 * i);
   }
   for (; i < count; ++i) {
     const PhiloxWords b = RandomBlock(seed, op_key, first + i);
