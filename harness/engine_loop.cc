@@ -97,10 +97,7 @@ int Main(int argc, char** argv) {
   std::printf("\n");
   // Where the kernels' time went, the largest first (Stats::kernel_times;
   // engines that do not break it down print nothing here).
-  std::vector<std::pair<std::string, KernelTime>> sorted(by_kernel.begin(), by_kernel.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-    return a.second.seconds > b.second.seconds;
-  });
+  const auto sorted = LargestFirst(by_kernel);
   const double n = static_cast<double>(runs);
   for (const auto& [name, t] : sorted) {
     std::printf("  %-28s %10.2f us a run  %5.1f%% of the kernels'  %6.0f calls a run  %9.2f us a "

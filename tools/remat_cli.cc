@@ -244,11 +244,7 @@ std::string KernelBreakdown(const Stats& s) {
   constexpr size_t kMaxKernelsShown = 8;
   const double total = s.seconds_total();
   if (s.kernel_times.empty() || !(total > 0)) return "";
-  std::vector<std::pair<std::string, KernelTime>> kernels(s.kernel_times.begin(),
-                                                          s.kernel_times.end());
-  std::stable_sort(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) {
-    return a.second.seconds > b.second.seconds;
-  });
+  const auto kernels = LargestFirst(s.kernel_times);
   std::ostringstream line;
   line << std::fixed << std::setprecision(1);
   line << "of the timed run's " << std::setprecision(3) << total * 1e3 << " ms: "

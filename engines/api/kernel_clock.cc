@@ -1,5 +1,6 @@
 #include "engines/api/kernel_clock.h"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -40,6 +41,14 @@ double KernelClock::SecondsPerTick() {
     return c1 > c0 ? seconds / static_cast<double>(c1 - c0) : 1e-9;
   }();
   return seconds_per_tick;
+}
+
+std::vector<std::pair<std::string, KernelTime>> LargestFirst(const KernelTimes& times) {
+  std::vector<std::pair<std::string, KernelTime>> sorted(times.begin(), times.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  return sorted;
 }
 
 }  // namespace remat

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -59,6 +61,8 @@ struct KernelTime {
 };
 // By the kernel's name (KernelDef::name: "matmul", "gelu_backward").
 using KernelTimes = std::map<std::string, KernelTime>;
+// The same entries, the most seconds first; ties keep the names' order.
+std::vector<std::pair<std::string, KernelTime>> LargestFirst(const KernelTimes& times);
 
 }  // namespace remat
 

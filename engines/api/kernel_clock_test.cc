@@ -31,5 +31,20 @@ TEST(KernelClockTest, TicksConvertToSeconds) {
   EXPECT_LE(ticked, wall * 1.01) << KernelClock::Source();
 }
 
+TEST(KernelClockTest, LargestFirstOrdersBySecondsThenName) {
+  const KernelTimes times = {{"add", {0.5, 3}},
+                             {"gelu", {2.0, 1}},
+                             {"matmul", {0.5, 7}},
+                             {"transpose", {0.0, 2}}};
+  const auto sorted = LargestFirst(times);
+  ASSERT_EQ(sorted.size(), 4u);
+  EXPECT_EQ(sorted[0].first, "gelu");
+  EXPECT_EQ(sorted[1].first, "add");  // a tie keeps the names' order
+  EXPECT_EQ(sorted[1].second, (KernelTime{0.5, 3}));
+  EXPECT_EQ(sorted[2].first, "matmul");
+  EXPECT_EQ(sorted[3].first, "transpose");
+  EXPECT_TRUE(LargestFirst({}).empty());
+}
+
 }  // namespace
 }  // namespace remat

@@ -239,6 +239,18 @@ Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const Kerne
   return out;
 }
 
+double Kernels::kernel_seconds() const {
+  int64_t ticks = 0;
+  for (int64_t t : ticks_by_kernel_) ticks += t;
+  return static_cast<double>(ticks) * KernelClock::SecondsPerTick();
+}
+
+int64_t Kernels::kernel_calls() const {
+  int64_t calls = 0;
+  for (int64_t c : calls_by_kernel_) calls += c;
+  return calls;
+}
+
 KernelTimes Kernels::kernel_times() const {
   KernelTimes out;
   const double seconds_per_tick = KernelClock::SecondsPerTick();

@@ -250,10 +250,10 @@ class Kernels {
   // memory management (a malloc'd block for eager, a place in an arena for
   // planned), so that the same arithmetic takes the same time in every
   // engine (the bench's FLOP floor relies on it).
-  double kernel_seconds() const {
-    return static_cast<double>(kernel_ticks_) * KernelClock::SecondsPerTick();
-  }
-  int64_t kernel_calls() const { return kernel_calls_; }
+  // Both are the sums of kernel_times() (kept by kernel only, so that the
+  // totals cannot disagree with the breakdown).
+  double kernel_seconds() const;
+  int64_t kernel_calls() const;
   // The same time and calls by table kernel, those called since the last
   // reset only: the seconds add up to kernel_seconds() and the calls to
   // kernel_calls() (up to the rounding of each conversion to seconds).
@@ -262,8 +262,6 @@ class Kernels {
   // either way.
   void set_timing(bool on) { timing_ = on; }
   void reset_kernel_seconds() {
-    kernel_ticks_ = 0;
-    kernel_calls_ = 0;
     ticks_by_kernel_.assign(ticks_by_kernel_.size(), 0);
     calls_by_kernel_.assign(calls_by_kernel_.size(), 0);
   }
@@ -417,7 +415,7 @@ class Kernels {
   bool Runs() const { return !dry_run() || AllocatesInDryRun(); }
 
   // Runs `arithmetic`, kernel `op`'s, adding its wall time in KernelClock
-  // ticks and one call to the counters, the run's and the kernel's.
+  // ticks and one call to the kernel's counters.
   template <typename F>
   void Timed(KernelOp op, F&& arithmetic) {
     const size_t k = static_cast<size_t>(op);
@@ -433,19 +431,13 @@ class Kernels {
       const int64_t start = KernelClock::Ticks();
       arithmetic();
       const int64_t ticks = KernelClock::Ticks() - start;
-      if (ticks > 0) {
-        kernel_ticks_ += ticks;
-        ticks_by_kernel_[k] += ticks;
-      }
+      if (ticks > 0) ticks_by_kernel_[k] += ticks;
     }
-    ++kernel_calls_;
     ++calls_by_kernel_[k];
   }
 
   std::shared_ptr<MemoryTracker> tracker_;
   int64_t flops_ = 0;
-  int64_t kernel_ticks_ = 0;
-  int64_t kernel_calls_ = 0;
   // Indexed by KernelOp (the table's ids are dense from 0).
   std::vector<int64_t> ticks_by_kernel_;
   std::vector<int64_t> calls_by_kernel_;

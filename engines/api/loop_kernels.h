@@ -23,10 +23,27 @@ namespace loop_kernels {
 
 // Loops over at least this many elements split their rows (or elements)
 // between OpenMP's threads where the including file is built with OpenMP
-// (the oneDNN backend; the reference backend runs them on one thread). A
-// row's arithmetic is its own, so the split changes no bit; what sums over
-// rows sums after the loop, in row order.
+// (the oneDNN backend; the reference backend runs them on one thread).
+// Below it a loop runs on the calling thread: starting the OpenMP team costs
+// about a microsecond, more than a pass over 32768 floats saves when split
+// in two.
 inline constexpr int64_t kParallelMinElements = int64_t{1} << 15;
+
+// Runs body(i) for every i in [0, count), split between OpenMP's threads
+// (statically, in index order) where the including file is built with
+// OpenMP and `elements`, the loop's work in elements, is at least
+// kParallelMinElements. Contract for body: index i's arithmetic is its own
+// (it writes only what belongs to i, and nothing it reads is written by
+// another index), so the split changes no bit; what sums over indices sums
+// after the loop, in index order. body must not throw: an exception leaving
+// an OpenMP loop ends the process, so inputs are checked before.
+template <typename F>
+void ForEachIndex(int64_t count, int64_t elements, F&& body) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (elements >= kParallelMinElements)
+#endif
+  for (int64_t i = 0; i < count; ++i) body(i);
+}
 
 inline int64_t IndexAt(const char* kernel, const Tensor& ids, int64_t p, int64_t bound) {
   const int32_t id = ids.i32()[p];
@@ -69,19 +86,22 @@ void MaskedFill(const Tensor& x, const Tensor& mask, double fill, Tensor& out) {
   T* y = static_cast<T*>(out.raw());
   const T c = static_cast<T>(fill);
   const int64_t i_count = x.num_elements();
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (i_count >= kParallelMinElements)
-#endif
-  for (int64_t i = 0; i < i_count; ++i) y[i] = m[i] != 0 ? c : a[i];
+  ForEachIndex(i_count, i_count, [&](int64_t i) { y[i] = m[i] != 0 ? c : a[i]; });
 }
 
-// Row r's max and sum of exp(x - max), j in order.
+// Row r's max and sum of exp(x - max), j in order. Where `exps` is given,
+// each exp(x_j - max) is also written to exps[j] (the terms of the sum, for
+// a caller that needs them too: one exp per element instead of two).
 template <typename T>
-void RowStats(const T* xr, int64_t cols, T* m, T* s) {
+void RowStats(const T* xr, int64_t cols, T* m, T* s, T* exps = nullptr) {
   *m = xr[0];
   for (int64_t j = 1; j < cols; ++j) *m = std::max(*m, xr[j]);
   *s = 0;
-  for (int64_t j = 0; j < cols; ++j) *s += std::exp(xr[j] - *m);
+  for (int64_t j = 0; j < cols; ++j) {
+    const T e = std::exp(xr[j] - *m);
+    if (exps != nullptr) exps[j] = e;
+    *s += e;
+  }
 }
 
 // The rows' targets, checked before any thread starts (an Error thrown
@@ -99,15 +119,12 @@ void CrossEntropy(const Tensor& logits, const Tensor& targets, Tensor& out) {
   const int64_t rows = logits.shape().dim(0), cols = logits.shape().dim(1);
   const std::vector<int64_t> t = RowTargets("cross_entropy", targets, rows, cols);
   std::vector<T> loss(static_cast<size_t>(rows));
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMinElements)
-#endif
-  for (int64_t r = 0; r < rows; ++r) {
+  ForEachIndex(rows, rows * cols, [&](int64_t r) {
     const T* xr = x + r * cols;
     T m, s;
     RowStats(xr, cols, &m, &s);
     loss[static_cast<size_t>(r)] = (m + std::log(s)) - xr[t[static_cast<size_t>(r)]];
-  }
+  });
   T total = 0;
   for (int64_t r = 0; r < rows; ++r) total += loss[static_cast<size_t>(r)];
   static_cast<T*>(out.raw())[0] = total / static_cast<T>(rows);
@@ -121,27 +138,16 @@ void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, const Ten
   const int64_t rows = logits.shape().dim(0), cols = logits.shape().dim(1);
   const T g = static_cast<const T*>(dy.raw())[0] / static_cast<T>(rows);
   const std::vector<int64_t> t = RowTargets("cross_entropy's backward", targets, rows, cols);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMinElements)
-#endif
-  for (int64_t r = 0; r < rows; ++r) {
+  ForEachIndex(rows, rows * cols, [&](int64_t r) {
     const T* xr = x + r * cols;
     const int64_t target = t[static_cast<size_t>(r)];
     T* orow = o + r * cols;
-    // RowStats's max and sum, with each exp(x - max) kept in the output row
-    // as it is summed (the same values in the same order; one exp per
-    // element instead of two).
-    T m = xr[0];
-    for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
-    T s = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      orow[j] = std::exp(xr[j] - m);
-      s += orow[j];
-    }
+    T m, s;
+    RowStats(xr, cols, &m, &s, /*exps=*/orow);
     for (int64_t j = 0; j < cols; ++j) {
       orow[j] = (orow[j] / s - (j == target ? T(1) : T(0))) * g;
     }
-  }
+  });
 }
 
 

@@ -25,10 +25,8 @@ namespace remat {
 constexpr int AlgorithmId(dnnl::algorithm a) { return static_cast<int>(a); }
 namespace {
 
-// Below this many elements an elementwise loop runs on the calling thread:
-// starting the OpenMP team costs about a microsecond, more than a pass over
-// 32768 floats saves when split in two.
-constexpr int64_t kMinParallelElements = int64_t{1} << 15;
+// The loop kernels' threshold, for this file's own OpenMP loops too.
+using loop_kernels::kParallelMinElements;
 
 using Dims = dnnl::memory::dims;
 using Tag = dnnl::memory::format_tag;
@@ -77,10 +75,7 @@ void UnaryLoop(const Tensor& x, Tensor& out, F f) {
   const float* in = x.f32();
   float* o = out.f32();
   const int64_t n = out.num_elements();
-  // Each element is its own: the bits do not depend on how the threads
-  // split the loop.
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-  for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
+  loop_kernels::ForEachIndex(n, n, [&](int64_t i) { o[i] = f(in[i]); });
 }
 
 template <typename F>
@@ -89,8 +84,7 @@ void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   const float* pb = b.f32();
   float* o = out.f32();
   const int64_t n = out.num_elements();
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-  for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
+  loop_kernels::ForEachIndex(n, n, [&](int64_t i) { o[i] = f(pa[i], pb[i]); });
 }
 
 // Layer normalization's per-row statistics, in f32, each row summed in index
@@ -132,11 +126,11 @@ void Stats(const float* x, int64_t c, RowStats* out) {
 // Calls body.template operator()<N>(r0) on rows [r0, r0 + N) for every
 // block of kBlockRows rows of `rows` (N = kBlockRows) and then each row left
 // over (N = 1), the blocks split among the OpenMP threads when there are
-// `elements` >= kMinParallelElements.
+// `elements` >= kParallelMinElements.
 template <typename Body>
 void ForRowBlocks(int64_t rows, int64_t elements, Body body) {
   const int64_t blocks = rows / kBlockRows;
-#pragma omp parallel for schedule(static) if (elements >= kMinParallelElements)
+#pragma omp parallel for schedule(static) if (elements >= kParallelMinElements)
   for (int64_t b = 0; b < blocks; ++b) body.template operator()<kBlockRows>(b * kBlockRows);
   for (int64_t r = blocks * kBlockRows; r < rows; ++r) body.template operator()<1>(r);
 }
@@ -156,7 +150,7 @@ constexpr int64_t kColumnChunk = 64;
 template <typename Term>
 void SumOverRows(int64_t rows, int64_t c, float* out, Term term) {
   const int64_t chunks = (c + kColumnChunk - 1) / kColumnChunk;
-#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
+#pragma omp parallel for schedule(static) if (rows * c >= kParallelMinElements)
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t j0 = chunk * kColumnChunk, j1 = std::min(c, j0 + kColumnChunk);
     for (int64_t j = j0; j < j1; ++j) out[j] = 0.0f;
@@ -545,7 +539,7 @@ void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
   // Two selects, no branch (signs are random: a branch mispredicts half the
   // time), and `simd` because -O2 does not vectorize a loop whose operands
   // might alias (out never aliases x: a kernel's output is fresh).
-#pragma omp parallel for simd schedule(static) if (n >= kMinParallelElements)
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) {
     const float v = in[i];
     const float r = v > 0.0f ? v : 0.0f;
@@ -637,7 +631,7 @@ void OneDnnKernels::DoSoftmax(const Tensor& x, Tensor& out) {
   // own place and 0 in the rest of the row. The sum of the row is NaN (in
   // the reference, and in JAX): make the whole row NaN.
   const int64_t c = LastDim(out), rows = NumRows(out);
-#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
+#pragma omp parallel for schedule(static) if (rows * c >= kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     float* o = out.f32() + r * c;
     // A branch-free scan (x != x only for NaN): the rows have none but on
@@ -739,7 +733,7 @@ void OneDnnKernels::DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) {
   if (dry_run()) return;
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* bias = b.f32();
-#pragma omp parallel for schedule(static) if (rows * c >= kMinParallelElements)
+#pragma omp parallel for schedule(static) if (rows * c >= kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.f32() + r * c;
     float* o = out.f32() + r * c;
@@ -773,7 +767,7 @@ void OneDnnKernels::DoTranspose(const Tensor& x, Tensor& out) {
   const int64_t m = s.dim(r - 2), n = s.dim(r - 1);
   const float* x0 = x.f32();
   float* o0 = out.f32();
-#pragma omp parallel for collapse(2) schedule(static) if (batch * m * n >= kMinParallelElements)
+#pragma omp parallel for collapse(2) schedule(static) if (batch * m * n >= kParallelMinElements)
   for (int64_t t = 0; t < batch; ++t) {
     for (int64_t i = 0; i < m; ++i) {
       const float* in = x0 + t * m * n;
@@ -788,7 +782,7 @@ void OneDnnKernels::DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, 
   const int64_t seq = x.shape().dim(0) / batch, width = x.shape().dim(1), dh = width / heads;
   const float* in = x.f32();
   float* o = out.f32();
-#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= kMinParallelElements)
+#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= kParallelMinElements)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t t = 0; t < seq; ++t) {
@@ -808,7 +802,7 @@ void OneDnnKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) {
   const int64_t width = heads * dh;
   const float* in = x.f32();
   float* o = out.f32();
-#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= kMinParallelElements)
+#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= kParallelMinElements)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t t = 0; t < seq; ++t) {
@@ -865,7 +859,7 @@ REMAT_KERNEL_IMPL(OneDnnKernels, dropout,
                     constexpr int64_t kChunkBlocks = 256;
                     const int64_t blocks = (n + 3) / 4;
                     const int64_t chunks = (blocks + kChunkBlocks - 1) / kChunkBlocks;
-                    _Pragma("omp parallel for schedule(static) if (n >= kMinParallelElements)")
+                    _Pragma("omp parallel for schedule(static) if (n >= kParallelMinElements)")
                     for (int64_t c = 0; c < chunks; ++c) {
                       uint32_t bits[4 * kChunkBlocks];
                       const int64_t first = c * kChunkBlocks;
