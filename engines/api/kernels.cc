@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "engines/api/buffer_hooks.h"
 #include "engines/api/error.h"
 
 namespace remat {
@@ -208,8 +209,8 @@ int64_t OneFlopPerElement(std::span<const Tensor* const>, const Shape& out) {
   return out.num_elements();
 }
 
-Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const KernelAttrs& attrs) {
-  const KernelDef& def = TableKernel(op);
+Shape Kernels::CheckedOutputShape(const KernelDef& def, std::span<const Tensor* const> in,
+                                  const KernelAttrs& attrs) const {
   if (static_cast<int>(in.size()) != def.arity) {
     throw Error(StrCat(name(), " kernel ", def.name, ": ", in.size(), " operands, it takes ",
                        def.arity));
@@ -224,12 +225,16 @@ Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const Kerne
       CheckOperand(def.name, *in[j]);
     }
   }
-  Shape shape;
   try {
-    shape = def.shape(in, attrs);
+    return def.shape(in, attrs);
   } catch (const Error& e) {
     throw Error(StrCat(name(), " kernel ", def.name, ": ", e.what()), e);
   }
+}
+
+Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const KernelAttrs& attrs) {
+  const KernelDef& def = TableKernel(op);
+  const Shape shape = CheckedOutputShape(def, in, attrs);
   Tensor out = NewTensor(shape);
   flops_ += def.flops(in, shape);
   // In a dry run RunTableKernel is still called where Runs() (an observer,
@@ -237,6 +242,59 @@ Tensor Kernels::Call(KernelOp op, std::span<const Tensor* const> in, const Kerne
   // arithmetic: a table kernel allocates nothing of its own.
   if (Runs()) Timed(op, [&] { RunTableKernel(op, in, attrs, out); });
   return out;
+}
+
+namespace {
+
+// Storage for the next buffer counted by `tracker`: `data` once, then
+// none (later buffers allocate as usual).
+class OneShotStorage : public BufferStorage {
+ public:
+  OneShotStorage(const MemoryTracker* tracker, void* data) : tracker_(tracker), data_(data) {}
+  const MemoryTracker* tracker() const override { return tracker_; }
+  void* Take(int64_t, Category) override { return std::exchange(data_, nullptr); }
+
+ private:
+  const MemoryTracker* tracker_;
+  void* data_;
+};
+
+// Whether a and b's elements share a byte (views of one buffer overlap
+// when their byte ranges do).
+bool Overlap(const Tensor& a, const Tensor& b) {
+  if (a.buffer() != b.buffer() || a.buffer() == nullptr) return false;
+  return a.offset_bytes() < b.offset_bytes() + b.bytes() &&
+         b.offset_bytes() < a.offset_bytes() + a.bytes();
+}
+
+}  // namespace
+
+Tensor Kernels::CallInto(KernelOp op, std::span<const Tensor* const> in, const KernelAttrs& attrs,
+                         const Tensor& out) {
+  const KernelDef& def = TableKernel(op);
+  const Shape shape = CheckedOutputShape(def, in, attrs);
+  if (!out.defined() || out.dtype() != dtype() || out.shape() != shape) {
+    throw Error(StrCat(name(), " kernel ", def.name, ": the output given is ",
+                       out.defined() ? out.TypeString() : "undefined", ", the kernel makes ",
+                       DTypeName(dtype()), shape.ToString()));
+  }
+  for (size_t j = 0; j < in.size(); ++j) {
+    if (Overlap(*in[j], out)) {
+      throw Error(StrCat(name(), " kernel ", def.name, ": the output given shares elements with "
+                         "operand ", j, " (", in[j]->TypeString(), ")"));
+    }
+  }
+  flops_ += def.flops(in, shape);
+  Tensor result = out;
+  if (tracker_ != nullptr) {
+    // A buffer counted as NewTensor's, over out's elements (a dry run's has
+    // none, as out has none).
+    OneShotStorage storage(tracker_.get(), out.dry() ? nullptr : out.raw());
+    ScopedBufferStorage scope(&storage);
+    result = NewTensor(shape);
+  }
+  if (Runs()) Timed(op, [&] { RunTableKernel(op, in, attrs, result); });
+  return result;
 }
 
 double Kernels::kernel_seconds() const {

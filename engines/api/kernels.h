@@ -239,6 +239,20 @@ class Kernels {
     return Call(op, std::span<const Tensor* const>(operands.begin(), operands.size()), attrs);
   }
   Tensor Call(KernelOp op, std::span<const Tensor* const> operands, const KernelAttrs& attrs = {});
+  // Call, with the output's elements in `out`'s storage: for an engine that
+  // wants a result in place (a scan step's cotangent written straight into
+  // its slice of the stacked gradient, CONTRACT.md 3.5, as XLA updates a
+  // slice in place), so that it need not be copied there. Checked as Call,
+  // and `out` must be defined, of this dtype and of the shape Call would
+  // allocate, and must share no element with an operand (a kernel's output
+  // never aliases its operands); else remat::Error. Counted as Call: FLOPs,
+  // time, calls, and memory: the result is a tensor of its own, counted in
+  // the tracker as Call's output would be (the same bytes, for its life;
+  // memory is accounted by allocation, as planned's in-place stacking is),
+  // whose storage is out's elements (no new storage; it frees none). With no
+  // tracker bound the result is `out` itself.
+  Tensor CallInto(KernelOp op, std::span<const Tensor* const> operands, const KernelAttrs& attrs,
+                  const Tensor& out);
 
   // FLOPs of every kernel called since the last reset.
   int64_t flops() const { return flops_; }
@@ -277,6 +291,15 @@ class Kernels {
     attrs.transpose_a = transpose_a;
     attrs.transpose_b = transpose_b;
     return Call(KernelOp::kMatMul, {&a, &b}, attrs);
+  }
+  // MatMul into `out` (CallInto).
+  Tensor MatMulInto(const Tensor& out, const Tensor& a, bool transpose_a, const Tensor& b,
+                    bool transpose_b) {
+    KernelAttrs attrs;
+    attrs.transpose_a = transpose_a;
+    attrs.transpose_b = transpose_b;
+    const Tensor* operands[] = {&a, &b};
+    return CallInto(KernelOp::kMatMul, operands, attrs, out);
   }
   Tensor Relu(const Tensor& x) { return Call(KernelOp::kRelu, {&x}); }
   // dx = dy where x > 0, else 0, from relu's input x (relu'(0) = 0).
@@ -412,6 +435,9 @@ class Kernels {
 
  private:
   void CheckOperand(const char* op, const Tensor& t) const;
+  // Call's checks of `in` against kernel `def`, and the output's shape.
+  Shape CheckedOutputShape(const KernelDef& def, std::span<const Tensor* const> in,
+                           const KernelAttrs& attrs) const;
   bool Runs() const { return !dry_run() || AllocatesInDryRun(); }
 
   // Runs `arithmetic`, kernel `op`'s, adding its wall time in KernelClock

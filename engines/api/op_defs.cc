@@ -607,8 +607,15 @@ const OpDef kOps[] = {
      .saves = SavesOther,
      .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.MatMul(in[0], false, in[1], false); },
      .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = k.MatMul(a.dout, false, a.saved_inputs[1], true);
-       if (a.needs[1]) d[1] = k.MatMul(a.saved_inputs[0], true, a.dout, false);
+       // Each cotangent is one kernel call: written where the engine asks.
+       if (a.needs[0]) {
+         d[0] = a.Into(0) ? k.MatMulInto(*a.Into(0), a.dout, false, a.saved_inputs[1], true)
+                          : k.MatMul(a.dout, false, a.saved_inputs[1], true);
+       }
+       if (a.needs[1]) {
+         d[1] = a.Into(1) ? k.MatMulInto(*a.Into(1), a.saved_inputs[0], true, a.dout, false)
+                          : k.MatMul(a.saved_inputs[0], true, a.dout, false);
+       }
      },
      .flops = [](const Shapes& in, const Shape& out) {
        return 2 * out.num_elements() * in[0].dim(in[0].rank() - 1);

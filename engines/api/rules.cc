@@ -83,12 +83,12 @@ Tensor Forward(Kernels& k, const Op& op, const std::vector<Tensor>& in) {
 std::vector<Tensor> Backward(Kernels& k, const Op& op, const std::vector<Tensor>& in,
                              const Tensor& out, const Tensor& dout,
                              const std::vector<Shape>& in_shapes,
-                             const std::vector<bool>& needs) {
+                             const std::vector<bool>& needs, const std::vector<Tensor>* into) {
   if (!IsPrimitive(op.kind)) {
     throw Error(StrCat("Backward: ", OpKindName(op.kind), " is not a primitive op"));
   }
   std::vector<Tensor> d(needs.size());
-  Def(op.kind).backward(k, op, BackwardArgs{in, out, dout, in_shapes, needs}, d);
+  Def(op.kind).backward(k, op, BackwardArgs{in, out, dout, in_shapes, needs, into}, d);
   return d;
 }
 

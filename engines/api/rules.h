@@ -36,10 +36,13 @@ Tensor Forward(Kernels& k, const Op& op, const std::vector<Tensor>& inputs);
 // output (or undefined), the output cotangent `dout` and the input shapes,
 // returns the cotangent of each input with needs[i] true (others undefined).
 // A cotangent may alias `dout` (add and name pass it through).
+// `into` (BackwardArgs::into): where the rule may write each input's
+// cotangent; null for nowhere.
 std::vector<Tensor> Backward(Kernels& k, const Op& op, const std::vector<Tensor>& saved_inputs,
                              const Tensor& saved_output, const Tensor& dout,
                              const std::vector<Shape>& input_shapes,
-                             const std::vector<bool>& needs);
+                             const std::vector<bool>& needs,
+                             const std::vector<Tensor>* into = nullptr);
 
 // The same rules by kind alone, for the ops without attributes; an op that
 // has attributes (kScale, kSplitHeads, kMergeHeads) throws remat::Error

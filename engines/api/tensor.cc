@@ -25,8 +25,7 @@ const char* DTypeName(DType d) {
 
 int64_t DTypeSize(DType d) { return d == DType::kF64 ? 8 : 4; }
 
-// 64-byte alignment suits oneDNN's vector kernels.
-constexpr size_t kAlignmentBytes = 64;
+constexpr size_t kAlignmentBytes = kBufferAlignmentBytes;
 
 namespace {
 

@@ -19,6 +19,10 @@ enum class DType { kF32, kF64, kI32 };
 const char* DTypeName(DType d);  // "f32", "f64", "i32"
 int64_t DTypeSize(DType d);
 
+// Every Buffer's data starts at a multiple of this many bytes (oneDNN's
+// vector kernels like it); a view is as aligned as its offset makes it.
+inline constexpr int64_t kBufferAlignmentBytes = 64;
+
 // Owns one allocation and reports it to its tracker (if any) for its life.
 class Buffer {
  public:

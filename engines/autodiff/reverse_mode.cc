@@ -439,10 +439,10 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
 }
 
 std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tape,
-                                                    const Tensor& dout,
-                                                    const std::string& where) {
+                                                    const Tensor& dout, const std::string& where,
+                                                    const std::vector<Tensor>* into) {
   const std::vector<bool> needs = op_tape->needs;
-  std::vector<Tensor> din = RegionCotangents(op, op_tape, dout, where);
+  std::vector<Tensor> din = RegionCotangents(op, op_tape, dout, where, into);
   std::vector<bool> reached(din.size());
   for (size_t i = 0; i < din.size(); ++i) reached[i] = din[i].defined();
   rules_->FinishInputCotangents(op, needs, reached, *kernels_, &din);
@@ -450,10 +450,11 @@ std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tap
 }
 
 std::vector<Tensor> ReverseMode::RegionCotangents(const Op& op, OpTape* op_tape,
-                                                  const Tensor& dout, const std::string& where) {
+                                                  const Tensor& dout, const std::string& where,
+                                                  const std::vector<Tensor>* into) {
   const Program& body = *op.body;
   if (!op_tape->honoured) {
-    return Backward(body, op_tape->body.get(), dout, op_tape->needs, where);
+    return Backward(body, op_tape->body.get(), dout, op_tape->needs, where, nullptr, into);
   }
   // Recompute the region's forward pass from its saved inputs, recording a
   // tape, then differentiate it.
@@ -472,7 +473,7 @@ std::vector<Tensor> ReverseMode::RegionCotangents(const Op& op, OpTape* op_tape,
   recomputing_ = was_recomputing;
   op_tape->inputs.clear();
   op_tape->saved.clear();
-  return Backward(body, &tape, dout, op_tape->needs, where);
+  return Backward(body, &tape, dout, op_tape->needs, where, nullptr, into);
 }
 
 Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vector<Tensor>& in,
@@ -506,12 +507,41 @@ Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vecto
 
 std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor dout,
                                           const std::vector<bool>& param_needs,
-                                          const std::string& where, std::vector<Tensor>* sums) {
+                                          const std::string& where, std::vector<Tensor>* sums,
+                                          const std::vector<Tensor>* into) {
   const std::vector<bool> needs = ValueNeeds(p, param_needs);
   const std::unique_ptr<CotangentSums> cot = rules_->NewSums(kernels_, p.num_values());
   if (sums) {
     for (int i = 0; i < p.num_params(); ++i) cot->Start(i, std::move((*sums)[i]));
   }
+  // The params whose cotangent is what one op's backward pass returns for
+  // it: read by one primitive op or checkpoint (whose body places it in
+  // turn), once, and not the program's output (whose sum starts from dout).
+  std::vector<int> reads;
+  if (into != nullptr && sums == nullptr) {
+    reads.assign(static_cast<size_t>(p.num_params()), 0);
+    for (const Op& op : p.ops) {
+      const bool places = IsPrimitive(op.kind) || op.kind == OpKind::kCheckpoint;
+      for (int v : op.inputs) {
+        if (v < p.num_params()) reads[static_cast<size_t>(v)] += places ? 1 : 2;
+      }
+    }
+    if (p.output < p.num_params()) reads[static_cast<size_t>(p.output)] += 2;
+  }
+  // Where op's rule may write each input's cotangent (empty: nowhere).
+  auto places_for = [&](const Op& op) {
+    std::vector<Tensor> places;
+    if (reads.empty()) return places;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const int v = op.inputs[i];
+      if (v < p.num_params() && reads[static_cast<size_t>(v)] == 1 &&
+          static_cast<size_t>(v) < into->size() && (*into)[static_cast<size_t>(v)].defined()) {
+        places.resize(op.inputs.size());
+        places[i] = (*into)[static_cast<size_t>(v)];
+      }
+    }
+    return places;
+  };
   cot->Start(p.output, std::move(dout));
 
   for (int k = static_cast<int>(p.ops.size()) - 1; k >= 0; --k) {
@@ -529,10 +559,12 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
       std::vector<Shape> in_shapes;
       for (int v : op.inputs) in_shapes.push_back(p.shapes[v]);
       op_tape.inputs.resize(op.inputs.size());
+      const std::vector<Tensor> places = places_for(op);
       din = remat::Backward(*kernels_, op, op_tape.inputs, op_tape.output, d, in_shapes,
-                            op_tape.needs);
+                            op_tape.needs, places.empty() ? nullptr : &places);
     } else if (op.kind == OpKind::kCheckpoint) {
-      din = BackwardCheckpoint(op, &op_tape, d, where);
+      const std::vector<Tensor> places = places_for(op);
+      din = BackwardCheckpoint(op, &op_tape, d, where, places.empty() ? nullptr : &places);
     } else if (op.kind == OpKind::kChain) {
       // The chain continues its inputs' sums (the ungrouped blocks would
       // have added to them one by one): same order of additions, same bits.
@@ -577,8 +609,10 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
   for (int64_t i = length - 1; i >= 0 && carry_cot.defined(); --i) {
     std::vector<bool> step_needs = {carry_needs[i]};
     for (size_t j = 1; j < needs.size(); ++j) step_needs.push_back(needs[j]);
+    const std::vector<Tensor> places = StepCotangentPlaces(op, i, stacked);
     std::vector<Tensor> d = Backward(body, &op_tape->steps[i], std::move(carry_cot), step_needs,
-                                     StrCat(where, "scan step ", i, ": "));
+                                     StrCat(where, "scan step ", i, ": "), nullptr,
+                                     places.empty() ? nullptr : &places);
     op_tape->steps[i] = Tape();
     for (size_t j = 1; j < needs.size(); ++j) {
       if (!needs[j] || !d[j].defined()) continue;
@@ -596,6 +630,31 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
   if (needs[0]) din[0] = carry_cot;
   rules_->FinishInputCotangents(op, needs, reached, *kernels_, &din);
   return din;
+}
+
+// XLA writes a scan's stacked gradient slice by slice in place; here the
+// kernel that makes a step's cotangent of a stacked input writes it into its
+// slice (Kernels::CallInto), where it was made apart and copied: on
+// transformer_stack (L=4 D=256 F=1024) 3 MiB of copies a run, one thread
+// copying while the other waited. Memory is accounted as before (by
+// allocation: the cotangent still counts its bytes while it lives), so the
+// engines' peaks do not move; the storage and the copy go. Not under a
+// recorder: planned's compiler sees the copies and elides them in its own
+// plan (engines/planned/compiler.cc, ElideStackCopies).
+std::vector<Tensor> ReverseMode::StepCotangentPlaces(
+    const Op& op, int64_t step, const std::vector<StackedGradient>& stacked) const {
+  std::vector<Tensor> places;
+  if (ActiveRecorder() != nullptr) return places;
+  for (size_t j = 1; j < stacked.size(); ++j) {
+    if (!stacked[j].defined() || IsScanConst(op, j)) continue;
+    Tensor slot = stacked[j].Slot(step);
+    // Only where a buffer of its own would be as aligned (the kernels see
+    // what they would see otherwise; planned's elision asks the same).
+    if (slot.offset_bytes() % kBufferAlignmentBytes != 0) continue;
+    places.resize(stacked.size());
+    places[j] = std::move(slot);
+  }
+  return places;
 }
 
 void ReverseMode::Log(const std::string& phase, const std::string& where, const Op& op,
@@ -728,9 +787,11 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
     return ScanStep(op, i, carry, in, needs, carry_needs, tape, where);
   };
   steps.backward = [&](int64_t i, Tape* tape, Tensor carry_cot) {
+    const std::vector<Tensor> places = StepCotangentPlaces(op, i, stacked);
     std::vector<Tensor> d = Backward(*op.body, tape, std::move(carry_cot),
                                      StepNeeds(needs, carry_needs, i),
-                                     StrCat(where, "scan step ", i, ": "));
+                                     StrCat(where, "scan step ", i, ": "), nullptr,
+                                     places.empty() ? nullptr : &places);
     for (size_t j = 1; j < needs.size(); ++j) {
       if (!needs[j] || !d[j].defined()) continue;
       stacked[j].Set(i, d[j]);

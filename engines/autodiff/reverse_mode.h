@@ -70,6 +70,8 @@
 
 namespace remat {
 
+class StackedGradient;
+
 class ReverseMode {
  public:
   // `kernels` is bound to each run's tracker for the length of the run;
@@ -143,10 +145,20 @@ class ReverseMode {
   // Returns the cotangent of each input with needs[i] true, consuming `tape`.
   // With `sums`, the inputs' cotangents start from (*sums)[i] and every
   // input's sum is returned: a chain adds to its enclosing program's running
-  // sums as its blocks would, inline.
+  // sums as its blocks would, inline. With `into` (not with `sums`), input
+  // i's cotangent may be written into (*into)[i] where defined: when one
+  // primitive op reads input i, once, and its rule takes the place
+  // (BackwardArgs::into), the returned cotangent is that tensor.
   std::vector<Tensor> Backward(const Program& program, Tape* tape, Tensor dout,
                                const std::vector<bool>& needs, const std::string& where,
-                               std::vector<Tensor>* sums = nullptr);
+                               std::vector<Tensor>* sums = nullptr,
+                               const std::vector<Tensor>* into = nullptr);
+  // Where a scan step's backward pass may write its stacked inputs'
+  // cotangents: slice `step` of each stack, for the inputs whose cotangent a
+  // single op makes (Backward's `into`); empty when none may, or when a
+  // recorder watches the run (planned's compiler places them itself).
+  std::vector<Tensor> StepCotangentPlaces(const Op& op, int64_t step,
+                                          const std::vector<StackedGradient>& stacked) const;
 
   // Runs a structural op's body as if its ops stood in the enclosing program
   // (a checkpoint the engine does not honour, an unscheduled chain); with
@@ -158,12 +170,15 @@ class ReverseMode {
   void ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
                          const std::vector<bool>& needs, OpTape* op_tape, bool run,
                          const std::string& where, Tensor* out);
+  // `into`: Backward's, for the region's inputs.
   std::vector<Tensor> BackwardCheckpoint(const Op& op, OpTape* op_tape, const Tensor& dout,
-                                         const std::string& where);
+                                         const std::string& where,
+                                         const std::vector<Tensor>* into = nullptr);
   // The region's input cotangents as its body's backward pass returns them
   // (recomputing a honoured region's forward first).
   std::vector<Tensor> RegionCotangents(const Op& op, OpTape* op_tape, const Tensor& dout,
-                                       const std::string& where);
+                                       const std::string& where,
+                                       const std::vector<Tensor>* into = nullptr);
   // A scan reversed under a schedule (engines/schedule): the forward pass
   // keeps the schedule's snapshots, the backward pass replays its actions.
   // The planner's plan for a scan; the cost model its schedule is made for.

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engines/api/registry.h"
+#include "engines/api/tracer.h"
 #include "engines/autodiff/planners.h"
 #include "engines/autodiff/reverse_mode_engine.h"
 #include "engines/plan/save_plan.h"
@@ -113,6 +115,61 @@ TEST(ReverseModeEngineTest, PlansACaseOnce) {
   EXPECT_EQ(first.stats.flops_recomputed, second.stats.flops_recomputed);
   engine.ValueAndGrad(ApplySchedule(c.program, "revolve:2"), c.inputs, c.wrt, options);
   EXPECT_EQ(trackers, 5) << "another schedule is another case";
+}
+
+// A scan's stacked gradient is written slice by slice by the kernel that
+// makes each step's cotangent (ReverseMode::StepCotangentPlaces), as XLA
+// updates a slice in place, so no step's weight cotangent is made apart and
+// copied: the run allocates that much less storage, and its memory as
+// accounted (by allocation, CONTRACT.md section 4) is the same to the byte,
+// whether the body reads the weight itself or inside a checkpoint. The same
+// scans with the weight passed through name() first (an identity, whose
+// rule returns dout as it is: so the matmul's output is made apart) are the
+// copying path. (The bits: eager's conformance suite holds these scans,
+// transformer_stack's checkpointed block among them, to the f64 oracle, and
+// recompute's and planned's to eager's, bit for bit.)
+TEST(ReverseModeEngineTest, WritesEachStepsStackedCotangentInItsSlice) {
+  constexpr int64_t kSteps = 4, kWidth = 64;
+  const int64_t step_bytes = kWidth * kWidth * 4;
+  std::vector<float> x(kWidth), w(kSteps * kWidth * kWidth);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>(i % 7);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.02f * static_cast<float>(i % 11) - 0.1f;
+  const std::vector<Tensor> inputs = {Tensor::FromF32(Shape({1, kWidth}), x),
+                                      Tensor::FromF32(Shape({kSteps, kWidth, kWidth}), w)};
+  for (bool checkpointed : {false, true}) {
+    struct Run {
+      Result result;
+      int64_t storage_bytes = 0;
+    };
+    auto run = [&](bool named) {
+      const Program p = Trace(
+          "stack", {{"x", Shape({1, kWidth})}, {"w", Shape({kSteps, kWidth, kWidth})}},
+          [&](const std::vector<Var>& in) {
+            auto step = [named](Var c, Var wi) {
+              return sin(matmul(c, named ? name(wi, "w_i") : wi));
+            };
+            if (!checkpointed) return sum(scan(step, in[0], in[1]));
+            return sum(scan(
+                [&](Var c, Var wi) { return checkpoint(step, Policy(), "block")(c, wi); }, in[0],
+                in[1]));
+          });
+      std::shared_ptr<MemoryTracker> tracker;
+      RunOptions options;
+      options.on_tracker = [&](const std::shared_ptr<MemoryTracker>& t) { tracker = t; };
+      Run r;
+      r.result = MakeEngine("eager")->ValueAndGrad(p, inputs, {0, 1}, options);
+      r.storage_bytes = tracker->storage_bytes();
+      return r;
+    };
+    const Run placed = run(false), copied = run(true);
+    const char* where = checkpointed ? "checkpointed" : "plain";
+    EXPECT_EQ(copied.storage_bytes - placed.storage_bytes, kSteps * step_bytes) << where;
+    EXPECT_EQ(placed.result.stats.peak_bytes, copied.result.stats.peak_bytes) << where;
+    EXPECT_EQ(placed.result.stats.high_water_bytes_by_category,
+              copied.result.stats.high_water_bytes_by_category)
+        << where;
+    EXPECT_EQ(FirstBitDifference(placed.result, copied.result), std::nullopt) << where;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Problems, ReverseModeTest,

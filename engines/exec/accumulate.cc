@@ -38,6 +38,11 @@ void StackedGradient::Set(int64_t step, const Tensor& cotangent) {
     throw Error(StrCat("StackedGradient::Set: step ", step, " of a stack of ", filled_.size()));
   }
   if (!cotangent.defined()) return;
+  if (!cotangent.dry() && !stack_.dry() && cotangent.raw() == stack_.Slice(step).raw() &&
+      cotangent.shape() == stack_.Slice(step).shape()) {
+    filled_[static_cast<size_t>(step)] = true;  // its kernel wrote it there (Slot)
+    return;
+  }
   if (cotangent.dry()) {
     // A dry run copies nothing; a recorder (buffer_hooks.h) notes the copy
     // and Finish the slices it must zero.
@@ -55,6 +60,14 @@ void StackedGradient::Set(int64_t step, const Tensor& cotangent) {
   if (slot.dry()) return;
   std::memcpy(slot.raw(), cotangent.raw(), static_cast<size_t>(slot.bytes()));
   filled_[static_cast<size_t>(step)] = true;
+}
+
+Tensor StackedGradient::Slot(int64_t step) const {
+  if (!stack_.defined()) throw Error("StackedGradient::Slot on an undefined stack");
+  if (step < 0 || step >= static_cast<int64_t>(filled_.size())) {
+    throw Error(StrCat("StackedGradient::Slot: step ", step, " of a stack of ", filled_.size()));
+  }
+  return stack_.Slice(step);
 }
 
 Tensor StackedGradient::Finish() {

@@ -26,7 +26,7 @@ void Accumulate(Kernels& kernels, Tensor* sum, Tensor contribution);
 
 // The gradient of a scan's stacked input (CONTRACT.md 3.5): one tensor of
 // the stacked shape whose slice i is step i's cotangent of that parameter,
-// copied bitwise; slices of steps that no cotangent reached are zeros
+// copied bitwise (or written there by its kernel: Slot); slices of steps that no cotangent reached are zeros
 // (filled by Finish, so each slice is written once). Nothing is summed
 // across steps. The scan contributes the result once (rule 2), even when
 // every slice is zero (CONTRACT.md 3.5: a needed xs always gets its
@@ -45,6 +45,10 @@ class StackedGradient {
   // cotangent leaves the slice to Finish; so does a dry-run one (no data).
   // A step out of range or a cotangent of another shape is a remat::Error.
   void Set(int64_t step, const Tensor& cotangent);
+  // Slice `step` of the stack, for a kernel to write step's cotangent in
+  // place (Kernels::CallInto); Set of a cotangent whose elements are that
+  // slice's copies nothing.
+  Tensor Slot(int64_t step) const;
   // Zeroes the slices no Set reached and returns the stack; the
   // StackedGradient is then undefined.
   Tensor Finish();

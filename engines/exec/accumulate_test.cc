@@ -63,6 +63,25 @@ TEST(StackedGradientTest, SlicesAreCopiedBitwiseAndTheRestIsZero) {
   }
 }
 
+// A cotangent written into its slot (a kernel's CallInto) is not copied:
+// Set sees the slice itself and marks it filled, so Finish leaves it.
+TEST(StackedGradientTest, ASlotWrittenInPlaceIsKeptAsItIs) {
+  StackedGradient g(DType::kF32, Shape({3, 2}), nullptr);
+  Tensor slot = g.Slot(1);
+  slot.f32()[0] = 7;
+  slot.f32()[1] = -0.0f;
+  g.Set(1, slot);
+  const Tensor t = g.Finish();
+  const float want[] = {0, 0, 7, -0.0f, 0, 0};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(t.f32()[i], want[i]) << i;
+    EXPECT_EQ(std::signbit(t.f32()[i]), std::signbit(want[i])) << i;
+  }
+  StackedGradient h(DType::kF32, Shape({2, 2}), nullptr);
+  EXPECT_THROW(h.Slot(2), Error);
+  EXPECT_THROW(StackedGradient().Slot(0), Error);
+}
+
 TEST(StackedGradientTest, BadStepsAndShapesAreErrors) {
   StackedGradient g(DType::kF32, Shape({2, 2}), nullptr);
   EXPECT_THROW(g.Set(2, Vec({1, 2})), Error);

@@ -392,6 +392,73 @@ TEST(OneDnnKernelsTest, CountsMatMulFlops) {
   EXPECT_EQ(onednn.flops(), 0);
 }
 
+// CallInto: the entry point's bits, in the elements given (here a slice of
+// a stack, as a scan's stacked gradient), counted as the entry point's
+// output would be but with no storage of its own, and counted as a call; a
+// wrong output is an error naming what is wrong.
+TEST(OneDnnKernelsTest, MatMulIntoWritesTheEntryPointsBitsWhereAsked) {
+  std::mt19937 rng(9);
+  const Tensor a = Random(Shape({6, 5}), rng);
+  const Tensor b = Random(Shape({6, 7}), rng);
+  OneDnnKernels onednn;
+  const Tensor want = onednn.MatMul(a, true, b, false);
+  Tensor stack = Tensor::Zeros(DType::kF32, Shape({3, 5, 7}));
+  {
+    const Tensor got = onednn.MatMulInto(stack.Slice(1), a, true, b, false);  // no tracker
+    EXPECT_EQ(got.buffer(), stack.buffer());
+    EXPECT_EQ(got.offset_bytes(), stack.Slice(1).offset_bytes());
+  }
+  auto tracker = std::make_shared<MemoryTracker>();
+  onednn.Bind(tracker);
+  onednn.reset_flops();
+  onednn.reset_kernel_seconds();
+  std::memset(stack.raw(), 0, static_cast<size_t>(stack.bytes()));
+  {
+    const Tensor got = onednn.MatMulInto(stack.Slice(1), a, true, b, false);
+    EXPECT_EQ(got.raw(), stack.Slice(1).raw());
+    EXPECT_EQ(got.shape(), Shape({5, 7}));
+    EXPECT_EQ(tracker->live_bytes(), got.bytes()) << "counted as MatMul's output";
+    EXPECT_EQ(tracker->storage_bytes(), tracker->high_water_bytes(Category::kScratchpad))
+        << "no storage of its own: only oneDNN's scratchpad is new";
+    EXPECT_EQ(onednn.flops(), 2 * 5 * 6 * 7);
+    EXPECT_EQ(onednn.kernel_calls(), 1);
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), static_cast<size_t>(want.bytes())), 0);
+  }
+  EXPECT_EQ(tracker->live_bytes(), 0);
+  EXPECT_EQ(std::memcmp(stack.Slice(1).raw(), want.raw(), static_cast<size_t>(want.bytes())), 0)
+      << "the elements stay when the result goes";
+  for (int64_t i = 0; i < 35; ++i) {
+    EXPECT_EQ(stack.f32()[i], 0.0f) << "slice 0 untouched, at " << i;
+    EXPECT_EQ(stack.f32()[70 + i], 0.0f) << "slice 2 untouched, at " << i;
+  }
+  onednn.Bind(nullptr);
+  auto error_of = [&](const Tensor& out, const Tensor& x) -> std::string {
+    try {
+      onednn.MatMulInto(out, x, true, b, false);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of(stack.Slice(0).Slice(0), a).find("the output given is f32[7]"),
+            std::string::npos)
+      << error_of(stack.Slice(0).Slice(0), a);
+  EXPECT_NE(error_of(Tensor(), a).find("undefined"), std::string::npos);
+  EXPECT_NE(error_of(Tensor::Zeros(DType::kF64, Shape({5, 7})), a).find("f64[5,7]"),
+            std::string::npos)
+      << error_of(Tensor::Zeros(DType::kF64, Shape({5, 7})), a);
+  const Tensor square = Random(Shape({5, 5}), rng);
+  const Tensor squares = Tensor::Zeros(DType::kF32, Shape({2, 5, 5}));
+  try {
+    onednn.MatMulInto(squares.Slice(1), squares.Slice(1), true, square, false);
+    ADD_FAILURE() << "an output that is an operand was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shares elements with operand 0"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(onednn.MatMulInto(squares.Slice(0), squares.Slice(1), true, square, false));
+}
+
 TEST(OneDnnKernelsTest, OutputAndScratchpadAreCounted) {
   std::mt19937 rng(8);
   const Tensor a = Random(Shape({64, 48}), rng);  // uncounted inputs

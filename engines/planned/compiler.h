@@ -43,7 +43,7 @@ namespace remat {
 
 // Arena offsets are multiples of this: the alignment of a malloc'd buffer
 // (engines/api/tensor.cc), so the kernels see what they see in eager.
-inline constexpr int64_t kArenaAlignment = 64;
+inline constexpr int64_t kArenaAlignment = kBufferAlignmentBytes;
 
 // Compiles value_and_grad of `program` for arguments like `dry_args`
 // (tensors of a dry-run tracker: shapes, dtypes and storage sharing, no
