@@ -70,8 +70,8 @@ ControlReport CheckControls(std::vector<RowResult>* rows) {
     check.variant = kind == ControlKind::kAToA ? "eager A/A control"
                                                : r.row.engine + "/" + r.row.variant.Label();
     check.ratio = r.vs_eager_paired ? r.vs_eager_paired : r.vs_eager;
-    if (!r.noise.empty()) {
-      check.why = "noise: " + r.noise;
+    if (r.noisy()) {
+      check.why = "noise: " + r.NoiseText();
     } else if (!check.ratio) {
       check.why = "no x eager (the case's eager row failed or is missing)";
     } else if (std::abs(*check.ratio - 1) > kControlAllowance) {
@@ -95,7 +95,7 @@ ControlReport CheckControls(std::vector<RowResult>* rows) {
     auto found = off.find(r.row.case_key);
     if (found != off.end()) r.untrusted = found->second;
     ++report.rows;
-    if (!r.noise.empty()) {
+    if (r.noisy()) {
       ++report.noise;
     } else if (!r.untrusted.empty()) {
       ++report.untrusted;

@@ -106,7 +106,7 @@ TEST(BenchControls, AnOffControlInvalidatesItsCasesRatiosAndTheRun) {
       Row("recompute", "everything_saveable", 0.809, "scan_stack", deep),
       Row("recompute", "as-written", 1.048, "scan_stack", deep),
       Row("recompute", "nothing_saveable", 1.4, "scan_stack", deep)};
-  rows.back().noise = "its windows disagree";
+  rows.back().noise = {{NoiseKind::kWindowsDisagree, "its windows disagree"}};
   const ControlReport report = CheckControls(&rows);
   EXPECT_FALSE(report.valid());
   EXPECT_EQ(report.rows, 3);
@@ -167,7 +167,7 @@ TEST(BenchControls, APairedRowsTimeStandsBesideItsPairsEagerTime) {
 TEST(BenchControls, ANoisyMissingOrFailedControlIsOffToo) {
   std::vector<RowResult> rows = {Row(kBaselineEngine, CaseVariant::kAsWrittenLabel, 1.0), Control(1.0),
                                  Row("recompute", "nothing_saveable", 1.3)};
-  rows[1].noise = "too few quiet samples";
+  rows[1].noise = {{NoiseKind::kNotQuiet, "too few quiet samples"}};
   ControlReport report = CheckControls(&rows);
   EXPECT_FALSE(report.valid());
   EXPECT_NE(rows[2].untrusted.find("noise"), std::string::npos) << rows[2].untrusted;

@@ -3,10 +3,32 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
+#include <utility>
 
 #include "engines/api/error.h"
 
 namespace remat::bench {
+
+const char* NoiseKindName(NoiseKind kind) {
+  switch (kind) {
+    case NoiseKind::kNotQuiet: return "not_quiet";
+    case NoiseKind::kBelowFlopFloor: return "below_flop_floor";
+    case NoiseKind::kWindowsDisagree: return "windows_disagree";
+    case NoiseKind::kAboveMatMulBound: return "above_matmul_bound";
+  }
+  return "unknown";
+}
+
+bool RowResult::NoisyFor(NoiseKind kind) const {
+  return std::any_of(noise.begin(), noise.end(), [kind](const Noise& n) { return n.kind == kind; });
+}
+
+std::string RowResult::NoiseText() const {
+  std::string out;
+  for (const Noise& n : noise) out += (out.empty() ? "" : "; ") + n.why;
+  return out;
+}
 
 namespace {
 // The problems of dense layers, sized by N and d, where matmuls are nearly
@@ -114,18 +136,18 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     char text[160];
     // A neighbour took a CPU from (nearly) every sample: even the least time
     // is a disturbed one.
-    if (!r.quiet) {
-      r.noise = StrCat("too few quiet samples (", r.quiet_samples, " of ", r.samples,
-                       "): a neighbour kept a CPU busy");
-    }
-    auto add_noise = [&r](const std::string& why) {
-      r.noise = r.noise.empty() ? why : r.noise + "; " + why;
+    auto add_noise = [&r](NoiseKind kind, std::string why) {
+      r.noise.push_back({kind, std::move(why)});
     };
+    if (!r.quiet) {
+      add_noise(NoiseKind::kNotQuiet, StrCat("too few quiet samples (", r.quiet_samples, " of ",
+                                             r.samples, "): a neighbour kept a CPU busy"));
+    }
     if (r.flop_floor && ratio &&
         *ratio < *r.flop_floor * (1 - kFlopFloorAllowance - ratio_spread)) {
       std::snprintf(text, sizeof text, "x eager %.2f below the FLOP floor %.2f", *ratio,
                     *r.flop_floor);
-      add_noise(text);
+      add_noise(NoiseKind::kBelowFlopFloor, text);
     }
     // Windows that disagree: the row's number depends on when it was taken.
     if (r.window_values.size() >= 2) {
@@ -137,7 +159,7 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
           values += text;
         }
         std::snprintf(text, sizeof text, " (%.1f%% apart)", 100 * (*hi / *lo - 1));
-        add_noise(StrCat("its windows disagree: x eager ", values, text));
+        add_noise(NoiseKind::kWindowsDisagree, StrCat("its windows disagree: x eager ", values, text));
       }
     }
     // Above the matmul bound: oneDNN's matmuls alone, on operands already in
@@ -165,7 +187,7 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
         *r.of_matmul_bound > 1 + kBoundAllowance + spread + ceiling->second.spread) {
       std::snprintf(text, sizeof text, "%.1f GFLOP/s above the matmul bound's %.1f", r.gflops,
                     bound_gflops);
-      add_noise(text);
+      add_noise(NoiseKind::kAboveMatMulBound, text);
     }
   }
 }

@@ -59,6 +59,21 @@ inline constexpr double kMinKernelShareForFloor = 0.5;
 inline constexpr double kBoundAllowance = 0.03;
 
 // What one row measured.
+// Why a row's numbers are physically implausible (RowResult::noise).
+enum class NoiseKind {
+  kNotQuiet,          // too few quiet samples: a neighbour kept a CPU busy
+  kBelowFlopFloor,    // x eager below the FLOP model's floor
+  kWindowsDisagree,   // its windows' ratios differ by more than kWindowAllowance
+  kAboveMatMulBound,  // faster than oneDNN's matmuls alone
+};
+// "windows_disagree": the JSON's name of a kind.
+const char* NoiseKindName(NoiseKind kind);
+
+struct Noise {
+  NoiseKind kind;
+  std::string why;  // "x eager 1.02 below the FLOP floor 1.33"
+};
+
 struct RowResult {
   PlannedRow row;
   std::string error;  // non-empty: the row failed with this message
@@ -124,9 +139,13 @@ struct RowResult {
   std::optional<double> flop_floor;
   // Non-empty: the row's numbers are physically implausible, a measurement
   // of interference rather than of the row, and the summary prints "noise"
-  // instead of its ratio: "x eager 1.02 below the FLOP floor 1.33", "62.0
-  // GFLOP/s above the matmul bound's 48.0".
-  std::string noise;
+  // instead of its ratio; each entry one reason.
+  std::vector<Noise> noise;
+  bool noisy() const { return !noise.empty(); }
+  bool NoisyFor(NoiseKind kind) const;
+  // The reasons joined by "; ": "x eager 1.02 below the FLOP floor 1.33;
+  // 62.0 GFLOP/s above the matmul bound's 48.0"; empty when not noisy.
+  std::string NoiseText() const;
   // Non-empty: the case's controls say its ratios cannot be trusted
   // (CheckControls, harness/bench_controls.h), and why; the summary prints
   // no ratio for the row. Its time stands.

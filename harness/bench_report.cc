@@ -121,9 +121,9 @@ StabilityCount CountStability(const std::vector<RowResult>& rows, double target)
     if (r.row.kind != RowKind::kValueAndGrad || !r.error.empty()) continue;
     ++count.rows;
     if (r.spread && *r.spread <= target) ++count.within_target;
-    if (!r.noise.empty()) ++count.noise;
+    if (r.noisy()) ++count.noise;
     if (!r.quiet) ++count.not_quiet;
-    if (r.noise.find("windows disagree") != std::string::npos) ++count.windows_disagree;
+    if (r.NoisyFor(NoiseKind::kWindowsDisagree)) ++count.windows_disagree;
     add(r.timings.row_ms, r.timings.row_delay);
     add(r.timings.eager_ms, r.timings.eager_delay);
     count.least_link_ns = r.timings.least_link_ns;
@@ -241,7 +241,10 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (r.paired_eager_ms > 0) row["paired_eager_ms"] = r.paired_eager_ms;
     if (r.eager_flops > 0) row["eager_flops"] = r.eager_flops;
     if (r.flop_floor) row["flop_floor"] = *r.flop_floor;
-    if (!r.noise.empty()) row["noise"] = r.noise;
+    if (r.noisy()) {
+      row["noise"] = r.NoiseText();
+      for (const Noise& n : r.noise) row["noise_kinds"].push_back(NoiseKindName(n.kind));
+    }
     if (!r.untrusted.empty()) row["untrusted"] = r.untrusted;
     if (r.row.control) row["control"] = true;
     if (r.row.kind == RowKind::kMatMulBound) row["matmul_bound"] = true;
@@ -279,9 +282,9 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
       continue;
     }
     char ratio[32] = "-";
-    if (!r.noise.empty()) {
+    if (r.noisy()) {
       std::snprintf(ratio, sizeof ratio, "noise");
-      noise_lines.push_back(StrCat("  ", r.row.case_key, " ", Variant(r.row), ": ", r.noise));
+      noise_lines.push_back(StrCat("  ", r.row.case_key, " ", Variant(r.row), ": ", r.NoiseText()));
     } else if (!r.untrusted.empty()) {
       std::snprintf(ratio, sizeof ratio, "untrusted");
     } else if (r.vs_eager_paired) {
@@ -406,7 +409,7 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
         out << " (" << FormatMs(bound.pair_time_ms)
             << " ms beside it: the median of the pairs of the bound's runs and eager's)";
       }
-      out << (r.noise.empty() ? "" : " (noise)") << "\n";
+      out << (!r.noisy() ? "" : " (noise)") << "\n";
     }
   }
   // How far the run can be trusted.
@@ -416,7 +419,7 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
   for (const RowResult& r : rows) {
     if (r.row.kind != RowKind::kValueAndGrad || !r.error.empty()) continue;
     if (r.spread && (!worst || *r.spread > *worst->spread)) worst = &r;
-    if (!r.noise.empty()) rerun.push_back(r.row.name);
+    if (r.noisy()) rerun.push_back(r.row.name);
   }
   out << "\nstability: " << count.within_target << " of " << count.rows << " rows within "
       << target;

@@ -1,9 +1,9 @@
 #include "harness/bench_sampling.h"
 
-#include "harness/cpu_link.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "harness/cpu_link.h"
 
 namespace remat::bench {
 

@@ -67,17 +67,17 @@ TEST(BenchPlausibility, BelowTheFlopFloorIsNoise) {
   ComputeVsEager(&rows);
   ASSERT_TRUE(rows[1].flop_floor);
   EXPECT_NEAR(*rows[1].flop_floor, 4.0 / 3, 1e-9);
-  EXPECT_EQ(rows[1].noise, "x eager 1.21 below the FLOP floor 1.33");
-  EXPECT_TRUE(rows[2].noise.empty()) << rows[2].noise;
-  EXPECT_TRUE(rows[3].noise.empty()) << rows[3].noise;
+  EXPECT_EQ(rows[1].NoiseText(), "x eager 1.21 below the FLOP floor 1.33");
+  EXPECT_TRUE(rows[2].NoiseText().empty()) << rows[2].NoiseText();
+  EXPECT_TRUE(rows[3].NoiseText().empty()) << rows[3].NoiseText();
   EXPECT_DOUBLE_EQ(*rows[3].flop_floor, 1.0);
-  EXPECT_TRUE(rows[0].noise.empty());
+  EXPECT_TRUE(rows[0].NoiseText().empty());
 
   // A wider spread widens the allowance: 1.21 against 1.33 is 9.25% below,
   // within 8% + 2%.
   rows[1].spread = 0.02;
   ComputeVsEager(&rows);
-  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+  EXPECT_TRUE(rows[1].NoiseText().empty()) << rows[1].NoiseText();
 
   // Unpaired, the ratio of the rows' own times is checked, with eager's
   // spread added to the row's.
@@ -85,10 +85,10 @@ TEST(BenchPlausibility, BelowTheFlopFloorIsNoise) {
   rows[1].spread = 0.0;
   rows[0].spread = 0.0;
   ComputeVsEager(&rows);  // 12.1 / 10 = 1.21
-  EXPECT_FALSE(rows[1].noise.empty());
+  EXPECT_FALSE(rows[1].NoiseText().empty());
   rows[0].spread = 0.08;
   ComputeVsEager(&rows);
-  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+  EXPECT_TRUE(rows[1].NoiseText().empty()) << rows[1].NoiseText();
 
   // The floor holds for kernel time on the matmul problems too: eager 5%
   // outside kernels, the row (planned's arena) 0.3%. Floor 4/3 x 0.95 /
@@ -101,10 +101,10 @@ TEST(BenchPlausibility, BelowTheFlopFloorIsNoise) {
   ComputeVsEager(&rows);
   ASSERT_TRUE(rows[1].flop_floor);
   EXPECT_NEAR(*rows[1].flop_floor, 4.0 / 3 * 0.95 / 0.997, 1e-9);
-  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+  EXPECT_TRUE(rows[1].NoiseText().empty()) << rows[1].NoiseText();
   rows[1].vs_eager_paired = 1.15;
   ComputeVsEager(&rows);
-  EXPECT_EQ(rows[1].noise, "x eager 1.15 below the FLOP floor 1.27");
+  EXPECT_EQ(rows[1].NoiseText(), "x eager 1.15 below the FLOP floor 1.27");
   // More overhead than eager's never raises it.
   rows[1].overhead_fraction = 0.2;
   rows[1].vs_eager_paired = 1.30;
@@ -123,7 +123,7 @@ TEST(BenchPlausibility, PairedRowsCarryEagersFlopsAndScalarProblemsAreNotChecked
   ComputeVsEager(&rows);
   ASSERT_TRUE(rows[0].flop_floor);
   EXPECT_DOUBLE_EQ(*rows[0].flop_floor, 1.5);
-  EXPECT_FALSE(rows[0].noise.empty());
+  EXPECT_FALSE(rows[0].NoiseText().empty());
 
   // A scalar chain's time is not its FLOP count's: twice eager's FLOPs at
   // 1.1 x eager is no contradiction. Its floor is only eager's time.
@@ -134,11 +134,11 @@ TEST(BenchPlausibility, PairedRowsCarryEagersFlopsAndScalarProblemsAreNotChecked
   ComputeVsEager(&rows);
   ASSERT_TRUE(rows[1].flop_floor);
   EXPECT_DOUBLE_EQ(*rows[1].flop_floor, 1.0);
-  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+  EXPECT_TRUE(rows[1].NoiseText().empty()) << rows[1].NoiseText();
   // But more work on the same kernels in half eager's time is noise.
   rows[1].vs_eager_paired = 0.45;
   ComputeVsEager(&rows);
-  EXPECT_EQ(rows[1].noise, "x eager 0.45 below the FLOP floor 1.00");
+  EXPECT_EQ(rows[1].NoiseText(), "x eager 0.45 below the FLOP floor 1.00");
 
   // Unless the row's engine spends less of its time outside kernels: the
   // floor holds for kernel time. Eager 40% overhead, planned 10%: kernels are
@@ -150,10 +150,10 @@ TEST(BenchPlausibility, PairedRowsCarryEagersFlopsAndScalarProblemsAreNotChecked
   ComputeVsEager(&rows);
   ASSERT_TRUE(rows[1].flop_floor);
   EXPECT_NEAR(*rows[1].flop_floor, 2.0 / 3, 1e-12);
-  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+  EXPECT_TRUE(rows[1].NoiseText().empty()) << rows[1].NoiseText();
   rows[1].vs_eager_paired = 0.5;  // less than its kernels' share allows
   ComputeVsEager(&rows);
-  EXPECT_EQ(rows[1].noise, "x eager 0.50 below the FLOP floor 0.67");
+  EXPECT_EQ(rows[1].NoiseText(), "x eager 0.50 below the FLOP floor 0.67");
 
   // Where kernels are under half of either's time (the chains: eager 99%
   // overhead), no floor: a kernel of tens of ns is no FLOP rate.
@@ -162,7 +162,7 @@ TEST(BenchPlausibility, PairedRowsCarryEagersFlopsAndScalarProblemsAreNotChecked
   rows[1].vs_eager_paired = 0.1;
   ComputeVsEager(&rows);
   EXPECT_FALSE(rows[1].flop_floor);
-  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;
+  EXPECT_TRUE(rows[1].NoiseText().empty()) << rows[1].NoiseText();
   rows[0].overhead_fraction = 0.4;
   rows[1].overhead_fraction = 0.6;
   ComputeVsEager(&rows);
@@ -233,8 +233,8 @@ TEST(BenchPlausibility, AboveTheMatmulBoundIsNoise) {
   rows[0].spread = 0.01;
   ComputeVsEager(&rows);
   EXPECT_DOUBLE_EQ(*rows[0].of_matmul_bound, 1.25);
-  EXPECT_EQ(rows[0].noise, "125.0 GFLOP/s above the matmul bound's 100.0");
-  EXPECT_TRUE(rows[1].noise.empty()) << rows[1].noise;  // at the bound: fine
+  EXPECT_EQ(rows[0].NoiseText(), "125.0 GFLOP/s above the matmul bound's 100.0");
+  EXPECT_TRUE(rows[1].NoiseText().empty()) << rows[1].NoiseText();  // at the bound: fine
   const std::string summary = FormatSummary(rows, "test platform");
   EXPECT_NE(summary.find("its matmuls alone take 125% of that (noise)"), std::string::npos) << summary;
 
@@ -242,7 +242,7 @@ TEST(BenchPlausibility, AboveTheMatmulBoundIsNoise) {
   rows[2].quiet = false;
   rows[2].samples = 100;
   ComputeVsEager(&rows);
-  EXPECT_TRUE(rows[0].noise.empty()) << rows[0].noise;
+  EXPECT_TRUE(rows[0].NoiseText().empty()) << rows[0].NoiseText();
   EXPECT_DOUBLE_EQ(*rows[0].of_matmul_bound, 1.25);
   EXPECT_NE(FormatSummary(rows, "p").find("(noise: 0 of 100 samples quiet; no row is checked"),
             std::string::npos);
@@ -252,7 +252,7 @@ TEST(BenchPlausibility, AboveTheMatmulBoundIsNoise) {
   rows[0] = Fake("layer_loss", "eager", "as-written", 1.0 / 0.104);  // 104 GFLOP/s
   rows[0].spread = 0.005;
   ComputeVsEager(&rows);
-  EXPECT_TRUE(rows[0].noise.empty()) << rows[0].noise;
+  EXPECT_TRUE(rows[0].NoiseText().empty()) << rows[0].NoiseText();
 }
 
 TEST(BenchPlausibility, APairedBoundIsHeldAgainstEagerBesideIt) {
@@ -269,7 +269,7 @@ TEST(BenchPlausibility, APairedBoundIsHeldAgainstEagerBesideIt) {
   rows[2].paired_eager_ms = 10.5;
   ComputeVsEager(&rows);
   EXPECT_DOUBLE_EQ(*rows[0].of_matmul_bound, 0.8);
-  EXPECT_TRUE(rows[0].noise.empty()) << rows[0].noise;
+  EXPECT_TRUE(rows[0].NoiseText().empty()) << rows[0].NoiseText();
   // 1.5 GFLOP at 1.25 x eager: 1.5 / 1.25 = 1.2 eager runs' FLOPs in one
   // eager run's time, against the bound's 1 / 0.8 = 1.25: 96%.
   EXPECT_DOUBLE_EQ(*rows[1].of_matmul_bound, 1.5 * 0.8 / 1.25);
@@ -291,7 +291,7 @@ TEST(BenchPlausibility, ARowWithoutAQuietSampleIsNoise) {
   rows[1].timings.eager_ms = {0.2, 0.2};
   rows[1].timings.eager_delay = {0.5, 0.0};
   ComputeVsEager(&rows);
-  EXPECT_EQ(rows[1].noise, "too few quiet samples (0 of 2): a neighbour kept a CPU busy");
+  EXPECT_EQ(rows[1].NoiseText(), "too few quiet samples (0 of 2): a neighbour kept a CPU busy");
   const StabilityCount count = CountStability(rows, 0.01);
   EXPECT_EQ(count.noise, 1);
   EXPECT_EQ(count.not_quiet, 1);
@@ -314,8 +314,10 @@ TEST(BenchPlausibility, ARowWhoseWindowsDisagreeIsNoise) {
   rows[2].vs_eager_paired = 1.32;
   rows[2].window_values = {1.31, 1.33};
   ComputeVsEager(&rows);
-  EXPECT_EQ(rows[1].noise, "its windows disagree: x eager 1.300, 1.360 (4.6% apart)");
-  EXPECT_EQ(rows[2].noise, "");
+  EXPECT_EQ(rows[1].NoiseText(), "its windows disagree: x eager 1.300, 1.360 (4.6% apart)");
+  EXPECT_TRUE(rows[1].NoisyFor(NoiseKind::kWindowsDisagree));
+  EXPECT_FALSE(rows[1].NoisyFor(NoiseKind::kBelowFlopFloor));
+  EXPECT_EQ(rows[2].NoiseText(), "");
   const StabilityCount count = CountStability(rows, 0.01);
   EXPECT_EQ(count.noise, 1);
   EXPECT_EQ(count.windows_disagree, 1);
@@ -377,6 +379,7 @@ TEST(BenchPlausibility, NoiseRowsPrintNoiseAndTheSummarySaysHowStableTheRunWas) 
 
   const nlohmann::json run = ResultsJson("cmd", nlohmann::json::object(), "date", rows);
   EXPECT_EQ(run["rows"][2]["noise"], "x eager 1.21 below the FLOP floor 1.33");
+  EXPECT_EQ(run["rows"][2]["noise_kinds"], (nlohmann::json{"below_flop_floor"}));
   EXPECT_NEAR(run["rows"][2]["flop_floor"].get<double>(), 4.0 / 3, 1e-9);
   EXPECT_EQ(run["rows"][3]["spread"], 0.023);
   EXPECT_FALSE(run["rows"][3].contains("noise"));

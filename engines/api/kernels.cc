@@ -1,5 +1,6 @@
 #include "engines/api/kernels.h"
 
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -259,12 +260,16 @@ class OneShotStorage : public BufferStorage {
   void* data_;
 };
 
-// Whether a and b's elements share a byte (views of one buffer overlap
-// when their byte ranges do).
+// Whether a and b's elements share a byte. By address, not by buffer: two
+// buffers may hold the same elements (CallInto's result is a buffer of its
+// own over `out`'s elements, as planned's tensors are over its arena's).
+// Dry tensors have no elements.
 bool Overlap(const Tensor& a, const Tensor& b) {
-  if (a.buffer() != b.buffer() || a.buffer() == nullptr) return false;
-  return a.offset_bytes() < b.offset_bytes() + b.bytes() &&
-         b.offset_bytes() < a.offset_bytes() + a.bytes();
+  if (a.raw() == nullptr || b.raw() == nullptr) return false;
+  const auto a0 = reinterpret_cast<std::uintptr_t>(a.raw());
+  const auto b0 = reinterpret_cast<std::uintptr_t>(b.raw());
+  return a0 < b0 + static_cast<std::uintptr_t>(b.bytes()) &&
+         b0 < a0 + static_cast<std::uintptr_t>(a.bytes());
 }
 
 }  // namespace

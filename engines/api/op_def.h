@@ -43,16 +43,16 @@ struct BackwardArgs {
   const std::vector<Shape>& input_shapes;
   const std::vector<bool>& needs;
   // Where the rule may write input i's cotangent instead of allocating it:
-  // with (*into)[i] defined (a tensor of input i's shape and the kernels'
+  // with into[i] defined (a tensor of input i's shape and the kernels'
   // dtype that shares no element with the rule's operands), a rule that
   // uses it writes the whole cotangent there with one kernel call
-  // (Kernels::CallInto) and returns that tensor as d[i]. Null, or an
-  // undefined entry: allocate as usual. A rule that ignores it is right;
-  // the engine copies what it returns.
-  const std::vector<Tensor>* into = nullptr;
-  // (*into)[i] where given, else null.
+  // (Kernels::CallInto) and returns that tensor as d[i]. Empty, shorter
+  // than the inputs, or an undefined entry: allocate as usual. A rule that
+  // ignores it is right; the engine copies what it returns.
+  std::span<const Tensor> into;
+  // into[i] where given, else null.
   const Tensor* Into(size_t i) const {
-    return into != nullptr && i < into->size() && (*into)[i].defined() ? &(*into)[i] : nullptr;
+    return i < into.size() && into[i].defined() ? &into[i] : nullptr;
   }
 };
 

@@ -83,7 +83,7 @@ Tensor Forward(Kernels& k, const Op& op, const std::vector<Tensor>& in) {
 std::vector<Tensor> Backward(Kernels& k, const Op& op, const std::vector<Tensor>& in,
                              const Tensor& out, const Tensor& dout,
                              const std::vector<Shape>& in_shapes,
-                             const std::vector<bool>& needs, const std::vector<Tensor>* into) {
+                             const std::vector<bool>& needs, std::span<const Tensor> into) {
   if (!IsPrimitive(op.kind)) {
     throw Error(StrCat("Backward: ", OpKindName(op.kind), " is not a primitive op"));
   }

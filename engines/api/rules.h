@@ -12,6 +12,7 @@
 #ifndef REMAT_ENGINES_API_RULES_H_
 #define REMAT_ENGINES_API_RULES_H_
 
+#include <span>
 #include <vector>
 
 #include "engines/api/kernels.h"
@@ -42,7 +43,7 @@ std::vector<Tensor> Backward(Kernels& k, const Op& op, const std::vector<Tensor>
                              const Tensor& saved_output, const Tensor& dout,
                              const std::vector<Shape>& input_shapes,
                              const std::vector<bool>& needs,
-                             const std::vector<Tensor>* into = nullptr);
+                             std::span<const Tensor> into = {});
 
 // The same rules by kind alone, for the ops without attributes; an op that
 // has attributes (kScale, kSplitHeads, kMergeHeads) throws remat::Error

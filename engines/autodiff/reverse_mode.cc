@@ -440,7 +440,7 @@ void ReverseMode::ForwardCheckpoint(const Op& op, const std::vector<Tensor>& in,
 
 std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tape,
                                                     const Tensor& dout, const std::string& where,
-                                                    const std::vector<Tensor>* into) {
+                                                    std::span<const Tensor> into) {
   const std::vector<bool> needs = op_tape->needs;
   std::vector<Tensor> din = RegionCotangents(op, op_tape, dout, where, into);
   std::vector<bool> reached(din.size());
@@ -451,7 +451,7 @@ std::vector<Tensor> ReverseMode::BackwardCheckpoint(const Op& op, OpTape* op_tap
 
 std::vector<Tensor> ReverseMode::RegionCotangents(const Op& op, OpTape* op_tape,
                                                   const Tensor& dout, const std::string& where,
-                                                  const std::vector<Tensor>* into) {
+                                                  std::span<const Tensor> into) {
   const Program& body = *op.body;
   if (!op_tape->honoured) {
     return Backward(body, op_tape->body.get(), dout, op_tape->needs, where, nullptr, into);
@@ -508,7 +508,7 @@ Tensor ReverseMode::ForwardScan(const Program& p, const Op& op, const std::vecto
 std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor dout,
                                           const std::vector<bool>& param_needs,
                                           const std::string& where, std::vector<Tensor>* sums,
-                                          const std::vector<Tensor>* into) {
+                                          std::span<const Tensor> into) {
   const std::vector<bool> needs = ValueNeeds(p, param_needs);
   const std::unique_ptr<CotangentSums> cot = rules_->NewSums(kernels_, p.num_values());
   if (sums) {
@@ -518,7 +518,7 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
   // it: read by one primitive op or checkpoint (whose body places it in
   // turn), once, and not the program's output (whose sum starts from dout).
   std::vector<int> reads;
-  if (into != nullptr && sums == nullptr) {
+  if (!into.empty() && sums == nullptr) {
     reads.assign(static_cast<size_t>(p.num_params()), 0);
     for (const Op& op : p.ops) {
       const bool places = IsPrimitive(op.kind) || op.kind == OpKind::kCheckpoint;
@@ -535,9 +535,9 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       const int v = op.inputs[i];
       if (v < p.num_params() && reads[static_cast<size_t>(v)] == 1 &&
-          static_cast<size_t>(v) < into->size() && (*into)[static_cast<size_t>(v)].defined()) {
+          static_cast<size_t>(v) < into.size() && into[static_cast<size_t>(v)].defined()) {
         places.resize(op.inputs.size());
-        places[i] = (*into)[static_cast<size_t>(v)];
+        places[i] = into[static_cast<size_t>(v)];
       }
     }
     return places;
@@ -561,10 +561,10 @@ std::vector<Tensor> ReverseMode::Backward(const Program& p, Tape* tape, Tensor d
       op_tape.inputs.resize(op.inputs.size());
       const std::vector<Tensor> places = places_for(op);
       din = remat::Backward(*kernels_, op, op_tape.inputs, op_tape.output, d, in_shapes,
-                            op_tape.needs, places.empty() ? nullptr : &places);
+                            op_tape.needs, places);
     } else if (op.kind == OpKind::kCheckpoint) {
       const std::vector<Tensor> places = places_for(op);
-      din = BackwardCheckpoint(op, &op_tape, d, where, places.empty() ? nullptr : &places);
+      din = BackwardCheckpoint(op, &op_tape, d, where, places);
     } else if (op.kind == OpKind::kChain) {
       // The chain continues its inputs' sums (the ungrouped blocks would
       // have added to them one by one): same order of additions, same bits.
@@ -595,40 +595,55 @@ std::vector<Tensor> ReverseMode::BackwardScan(const Program& p, const Op& op, Op
                                               const Tensor& dout, const std::vector<bool>& needs,
                                               const std::string& where) {
   if (op_tape->schedule) return BackwardScheduledScan(p, op, op_tape, dout, needs, where);
-  const Program& body = *op.body;
-  const int64_t length = p.shapes[op.inputs[1]].dim(0);
-  std::vector<Tensor> din(needs.size());
-  // Gradients of the stacked inputs (CONTRACT.md 3.5), filled step by step.
-  std::vector<StackedGradient> stacked(needs.size());
-  for (size_t j = 1; j < needs.size(); ++j) {
-    if (needs[j]) stacked[j] = StackedGradient(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
-  }
-  const std::vector<bool> carry_needs = rules_->CarryNeeds(op, needs, length);
-  std::vector<bool> reached(needs.size(), false);
+  ScanGradient g = StartScanGradient(p, op, needs);
   Tensor carry_cot = dout;
-  for (int64_t i = length - 1; i >= 0 && carry_cot.defined(); --i) {
-    std::vector<bool> step_needs = {carry_needs[i]};
-    for (size_t j = 1; j < needs.size(); ++j) step_needs.push_back(needs[j]);
-    const std::vector<Tensor> places = StepCotangentPlaces(op, i, stacked);
-    std::vector<Tensor> d = Backward(body, &op_tape->steps[i], std::move(carry_cot), step_needs,
-                                     StrCat(where, "scan step ", i, ": "), nullptr,
-                                     places.empty() ? nullptr : &places);
+  for (int64_t i = static_cast<int64_t>(g.carry_needs.size()) - 1; i >= 0 && carry_cot.defined();
+       --i) {
+    carry_cot = BackwardScanStep(op, i, &op_tape->steps[i], std::move(carry_cot), needs, &g, where);
     op_tape->steps[i] = Tape();
-    for (size_t j = 1; j < needs.size(); ++j) {
-      if (!needs[j] || !d[j].defined()) continue;
-      stacked[j].Set(i, d[j]);
-      reached[j] = true;
-    }
-    carry_cot = std::move(d[0]);
   }
+  return FinishScanGradient(op, needs, &g, std::move(carry_cot));
+}
+
+ReverseMode::ScanGradient ReverseMode::StartScanGradient(const Program& p, const Op& op,
+                                                         const std::vector<bool>& needs) const {
+  ScanGradient g;
+  g.stacked.resize(needs.size());
   for (size_t j = 1; j < needs.size(); ++j) {
-    if (!stacked[j].defined()) continue;
-    // A needed xs's gradient is contributed even when it is all zeros.
-    din[j] = stacked[j].Finish();
+    if (needs[j]) {
+      g.stacked[j] = StackedGradient(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
+    }
   }
-  reached[0] = carry_cot.defined();
-  if (needs[0]) din[0] = carry_cot;
-  rules_->FinishInputCotangents(op, needs, reached, *kernels_, &din);
+  g.carry_needs = rules_->CarryNeeds(op, needs, p.shapes[op.inputs[1]].dim(0));
+  g.reached.assign(needs.size(), false);
+  return g;
+}
+
+Tensor ReverseMode::BackwardScanStep(const Op& op, int64_t i, Tape* tape, Tensor carry_cot,
+                                     const std::vector<bool>& needs, ScanGradient* g,
+                                     const std::string& where) {
+  const std::vector<Tensor> places = StepCotangentPlaces(op, i, g->stacked);
+  std::vector<Tensor> d = Backward(*op.body, tape, std::move(carry_cot),
+                                   StepNeeds(needs, g->carry_needs, i),
+                                   StrCat(where, "scan step ", i, ": "), nullptr, places);
+  for (size_t j = 1; j < needs.size(); ++j) {
+    if (!needs[j] || !d[j].defined()) continue;
+    g->stacked[j].Set(i, d[j]);
+    g->reached[j] = true;
+  }
+  return std::move(d[0]);
+}
+
+std::vector<Tensor> ReverseMode::FinishScanGradient(const Op& op, const std::vector<bool>& needs,
+                                                    ScanGradient* g, Tensor carry_cot) {
+  std::vector<Tensor> din(needs.size());
+  for (size_t j = 1; j < needs.size(); ++j) {
+    // A needed xs's gradient is contributed even when it is all zeros.
+    if (g->stacked[j].defined()) din[j] = g->stacked[j].Finish();
+  }
+  g->reached[0] = carry_cot.defined();
+  if (needs[0]) din[0] = std::move(carry_cot);
+  rules_->FinishInputCotangents(op, needs, g->reached, *kernels_, &din);
   return din;
 }
 
@@ -775,38 +790,15 @@ std::vector<Tensor> ReverseMode::BackwardScheduledScan(const Program& p, const O
                                                        const std::vector<bool>& needs,
                                                        const std::string& where) {
   const std::vector<Tensor> in = op_tape->inputs;
-  std::vector<Tensor> din(needs.size());
-  std::vector<StackedGradient> stacked(needs.size());
-  for (size_t j = 1; j < needs.size(); ++j) {
-    if (needs[j]) stacked[j] = StackedGradient(kernels_->dtype(), p.shapes[op.inputs[j]], tracker_);
-  }
-  const std::vector<bool> carry_needs = rules_->CarryNeeds(op, needs, in[1].shape().dim(0));
-  std::vector<bool> reached(needs.size(), false);
+  ScanGradient g = StartScanGradient(p, op, needs);
   Steps steps;
   steps.forward = [&](int64_t i, const Tensor& carry, Tape* tape) {
-    return ScanStep(op, i, carry, in, needs, carry_needs, tape, where);
+    return ScanStep(op, i, carry, in, needs, g.carry_needs, tape, where);
   };
   steps.backward = [&](int64_t i, Tape* tape, Tensor carry_cot) {
-    const std::vector<Tensor> places = StepCotangentPlaces(op, i, stacked);
-    std::vector<Tensor> d = Backward(*op.body, tape, std::move(carry_cot),
-                                     StepNeeds(needs, carry_needs, i),
-                                     StrCat(where, "scan step ", i, ": "), nullptr,
-                                     places.empty() ? nullptr : &places);
-    for (size_t j = 1; j < needs.size(); ++j) {
-      if (!needs[j] || !d[j].defined()) continue;
-      stacked[j].Set(i, d[j]);
-      reached[j] = true;
-    }
-    return std::move(d[0]);
+    return BackwardScanStep(op, i, tape, std::move(carry_cot), needs, &g, where);
   };
-  Tensor carry_cot = BackwardScheduled(steps, in[0], dout, op_tape);
-  for (size_t j = 1; j < needs.size(); ++j) {
-    if (stacked[j].defined()) din[j] = stacked[j].Finish();
-  }
-  reached[0] = carry_cot.defined();
-  if (needs[0]) din[0] = std::move(carry_cot);
-  rules_->FinishInputCotangents(op, needs, reached, *kernels_, &din);
-  return din;
+  return FinishScanGradient(op, needs, &g, BackwardScheduled(steps, in[0], dout, op_tape));
 }
 
 Tensor ReverseMode::ForwardScheduled(const Op& op, const Steps& steps, const Tensor& input,

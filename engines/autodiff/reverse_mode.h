@@ -56,6 +56,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -146,13 +147,33 @@ class ReverseMode {
   // With `sums`, the inputs' cotangents start from (*sums)[i] and every
   // input's sum is returned: a chain adds to its enclosing program's running
   // sums as its blocks would, inline. With `into` (not with `sums`), input
-  // i's cotangent may be written into (*into)[i] where defined: when one
+  // i's cotangent may be written into into[i] where defined: when one
   // primitive op reads input i, once, and its rule takes the place
   // (BackwardArgs::into), the returned cotangent is that tensor.
   std::vector<Tensor> Backward(const Program& program, Tape* tape, Tensor dout,
                                const std::vector<bool>& needs, const std::string& where,
                                std::vector<Tensor>* sums = nullptr,
-                               const std::vector<Tensor>* into = nullptr);
+                               std::span<const Tensor> into = {});
+  // A scan's backward pass, scheduled or not: the stacked inputs' gradients
+  // filled slice by slice (CONTRACT.md 3.5), the inputs a step's cotangent
+  // reached, and the carry's needs by step (ExecutorRules::CarryNeeds).
+  struct ScanGradient {
+    std::vector<StackedGradient> stacked;
+    std::vector<bool> reached;
+    std::vector<bool> carry_needs;
+  };
+  ScanGradient StartScanGradient(const Program& program, const Op& op,
+                                 const std::vector<bool>& needs) const;
+  // Differentiates scan step i from its tape: files its stacked inputs'
+  // cotangents in g (written in their slices where StepCotangentPlaces
+  // allows) and returns the cotangent of the carry entering it.
+  Tensor BackwardScanStep(const Op& op, int64_t i, Tape* tape, Tensor carry_cot,
+                          const std::vector<bool>& needs, ScanGradient* g,
+                          const std::string& where);
+  // The scan's input cotangents: the stacks', and the carry's from
+  // `carry_cot` (the cotangent of the carry entering step 0).
+  std::vector<Tensor> FinishScanGradient(const Op& op, const std::vector<bool>& needs,
+                                         ScanGradient* g, Tensor carry_cot);
   // Where a scan step's backward pass may write its stacked inputs'
   // cotangents: slice `step` of each stack, for the inputs whose cotangent a
   // single op makes (Backward's `into`); empty when none may, or when a
@@ -173,12 +194,12 @@ class ReverseMode {
   // `into`: Backward's, for the region's inputs.
   std::vector<Tensor> BackwardCheckpoint(const Op& op, OpTape* op_tape, const Tensor& dout,
                                          const std::string& where,
-                                         const std::vector<Tensor>* into = nullptr);
+                                         std::span<const Tensor> into = {});
   // The region's input cotangents as its body's backward pass returns them
   // (recomputing a honoured region's forward first).
   std::vector<Tensor> RegionCotangents(const Op& op, OpTape* op_tape, const Tensor& dout,
                                        const std::string& where,
-                                       const std::vector<Tensor>* into = nullptr);
+                                       std::span<const Tensor> into = {});
   // A scan reversed under a schedule (engines/schedule): the forward pass
   // keeps the schedule's snapshots, the backward pass replays its actions.
   // The planner's plan for a scan; the cost model its schedule is made for.

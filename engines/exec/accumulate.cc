@@ -32,43 +32,41 @@ StackedGradient::StackedGradient(DType dtype, const Shape& stacked_shape,
   filled_.assign(static_cast<size_t>(stacked_shape.dim(0)), false);
 }
 
-void StackedGradient::Set(int64_t step, const Tensor& cotangent) {
-  if (!stack_.defined()) throw Error("StackedGradient::Set on an undefined stack");
+Tensor StackedGradient::CheckedSlot(int64_t step, const char* caller) const {
+  if (!stack_.defined()) throw Error(StrCat("StackedGradient::", caller, " on an undefined stack"));
   if (step < 0 || step >= static_cast<int64_t>(filled_.size())) {
-    throw Error(StrCat("StackedGradient::Set: step ", step, " of a stack of ", filled_.size()));
+    throw Error(
+        StrCat("StackedGradient::", caller, ": step ", step, " of a stack of ", filled_.size()));
   }
+  return stack_.Slice(step);
+}
+
+void StackedGradient::Set(int64_t step, const Tensor& cotangent) {
+  const Tensor slot = CheckedSlot(step, "Set");
   if (!cotangent.defined()) return;
-  if (!cotangent.dry() && !stack_.dry() && cotangent.raw() == stack_.Slice(step).raw() &&
-      cotangent.shape() == stack_.Slice(step).shape()) {
-    filled_[static_cast<size_t>(step)] = true;  // its kernel wrote it there (Slot)
-    return;
-  }
+  const size_t i = static_cast<size_t>(step);
   if (cotangent.dry()) {
     // A dry run copies nothing; a recorder (buffer_hooks.h) notes the copy
     // and Finish the slices it must zero.
     if (BufferRecorder* r = ActiveRecorder()) {
-      r->OnCopyInto(cotangent, stack_.Slice(step));
-      filled_[static_cast<size_t>(step)] = true;
+      r->OnCopyInto(cotangent, slot);
+      filled_[i] = true;
     }
     return;
   }
-  Tensor slot = stack_.Slice(step);
   if (cotangent.shape() != slot.shape() || cotangent.dtype() != slot.dtype()) {
     throw Error(StrCat("StackedGradient::Set: step ", step, "'s cotangent is ",
                        cotangent.TypeString(), ", a slice of the stack is ", slot.TypeString()));
   }
   if (slot.dry()) return;
-  std::memcpy(slot.raw(), cotangent.raw(), static_cast<size_t>(slot.bytes()));
-  filled_[static_cast<size_t>(step)] = true;
+  // A cotangent whose kernel wrote it in the slice (Slot) is there already.
+  if (cotangent.raw() != slot.raw()) {
+    std::memcpy(slot.raw(), cotangent.raw(), static_cast<size_t>(slot.bytes()));
+  }
+  filled_[i] = true;
 }
 
-Tensor StackedGradient::Slot(int64_t step) const {
-  if (!stack_.defined()) throw Error("StackedGradient::Slot on an undefined stack");
-  if (step < 0 || step >= static_cast<int64_t>(filled_.size())) {
-    throw Error(StrCat("StackedGradient::Slot: step ", step, " of a stack of ", filled_.size()));
-  }
-  return stack_.Slice(step);
-}
+Tensor StackedGradient::Slot(int64_t step) const { return CheckedSlot(step, "Slot"); }
 
 Tensor StackedGradient::Finish() {
   if (stack_.dry()) {

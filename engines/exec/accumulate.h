@@ -54,6 +54,10 @@ class StackedGradient {
   Tensor Finish();
 
  private:
+  // Slice `step`, or remat::Error naming `caller` (undefined stack, step
+  // out of range).
+  Tensor CheckedSlot(int64_t step, const char* caller) const;
+
   Tensor stack_;
   std::vector<bool> filled_;
 };

@@ -457,6 +457,19 @@ TEST(OneDnnKernelsTest, MatMulIntoWritesTheEntryPointsBitsWhereAsked) {
         << e.what();
   }
   EXPECT_NO_THROW(onednn.MatMulInto(squares.Slice(0), squares.Slice(1), true, square, false));
+  // With a tracker, a result is a buffer of its own over the slice's
+  // elements: as an operand it still shares them with that slice.
+  onednn.Bind(std::make_shared<MemoryTracker>());
+  const Tensor written = onednn.MatMulInto(squares.Slice(1), square, true, square, false);
+  EXPECT_NE(written.buffer(), squares.buffer());
+  try {
+    onednn.MatMulInto(squares.Slice(1), written, true, square, false);
+    ADD_FAILURE() << "an output whose elements an operand of another buffer holds was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shares elements with operand 0"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(onednn.MatMulInto(squares.Slice(0), written, true, square, false));
 }
 
 TEST(OneDnnKernelsTest, OutputAndScratchpadAreCounted) {
