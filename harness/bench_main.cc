@@ -561,9 +561,9 @@ void SamplePaired(RowState* s, const Baseline* baseline, const Case& c,
     // (Timings::link_ns; samples taken elsewhere read nothing).
     BenchSession& session = *s->session;
     double link_ns = session.link.Reading();
-    if (CpusApart(link_ns, session.link.least_ns()) && session.apart_wait_left > 0) {
+    if (CpusApart(link_ns, session.link.reference_ns()) && session.apart_wait_left > 0) {
       const Clock::time_point wait_start = Clock::now();
-      while (CpusApart(link_ns, session.link.least_ns()) &&
+      while (CpusApart(link_ns, session.link.reference_ns()) &&
              SecondsSince(wait_start) < session.apart_wait_left) {
         std::this_thread::sleep_for(CpuLinkMonitor::kCpuLinkPeriod);
         link_ns = session.link.Reading();
@@ -575,7 +575,7 @@ void SamplePaired(RowState* s, const Baseline* baseline, const Case& c,
     }
     t.link_ns.resize(t.row_ms.size(), 0);
     t.link_ns.push_back(link_ns);
-    t.least_link_ns = session.link.least_ns();
+    t.reference_link_ns = session.link.reference_ns();
     if (baseline == nullptr) {
       time_row();
     } else if (t.row_ms.size() % 2 == 0) {
@@ -957,9 +957,17 @@ double SampleWindowInChild(const std::vector<std::string>& args, int window,
     // Readings line up with the samples they were taken for (the first
     // window's rows may have samples without one).
     t.link_ns.resize(t.row_ms.size() - samples["row"].size(), 0);
-    if (samples.contains("link_ns")) append("link_ns", &t.link_ns);
-    if (samples.contains("least_link_ns")) {
-      s->session->link.Saw(samples["least_link_ns"].get<double>());
+    if (samples.contains("link_ns")) {
+      // The window's readings count toward the run's reference, each once:
+      // a reading stands for every sample taken within kCpuLinkPeriod of
+      // it, so a run of equal values is one reading.
+      double last = 0;
+      for (const nlohmann::json& v : samples["link_ns"]) {
+        const double ns = v.get<double>();
+        if (ns != last) s->session->link.Saw(ns);
+        last = ns;
+        t.link_ns.push_back(ns);
+      }
     }
     s->window = window;
     s->runs += row["iterations"].get<int64_t>();
@@ -1195,9 +1203,9 @@ int Main(int argc, char** argv) {
   }
   std::vector<RowResult> results;
   for (const auto& s : states) {
-    // Every sample is judged against the least round trip of the whole run,
-    // both windows', not the least seen when it was taken.
-    s->timings.least_link_ns = session.link.least_ns();
+    // Every sample is judged against the reference round trip of the whole
+    // run, both windows', not the one when it was taken.
+    s->timings.reference_link_ns = session.link.reference_ns();
     auto it = reporter.collected().find(s->row.name);
     if (it != reporter.collected().end()) results.push_back(MakeResult(*s, it->second));
   }

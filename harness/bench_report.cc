@@ -126,11 +126,11 @@ StabilityCount CountStability(const std::vector<RowResult>& rows, double target)
     if (r.NoisyFor(NoiseKind::kWindowsDisagree)) ++count.windows_disagree;
     add(r.timings.row_ms, r.timings.row_delay);
     add(r.timings.eager_ms, r.timings.eager_delay);
-    count.least_link_ns = r.timings.least_link_ns;
+    count.reference_link_ns = r.timings.reference_link_ns;
     for (double ns : r.timings.link_ns) {
       if (ns <= 0) continue;
       ++count.link_read;
-      if (CpusApart(ns, r.timings.least_link_ns)) ++count.link_apart;
+      if (CpusApart(ns, r.timings.reference_link_ns)) ++count.link_apart;
     }
   }
   if (sampled_ms > 0) count.run_delay = delayed_ms / sampled_ms;
@@ -220,7 +220,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
                             {"row_delay", r.timings.row_delay},
                             {"eager_delay", r.timings.eager_delay},
                             {"link_ns", r.timings.link_ns},
-                            {"least_link_ns", r.timings.least_link_ns}}},
+                            {"reference_link_ns", r.timings.reference_link_ns}}},
                           {"quiet", r.quiet},
                           {"quiet_samples", r.quiet_samples},
                           {"peak_bytes", r.peak_bytes},
@@ -451,12 +451,13 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
   if (count.link_read > 0) {
     char link[400];
     std::snprintf(link, sizeof link,
-                  "CPUs apart: a cache line's round trip between the CPUs was %.0f ns at least; "
-                  "%lld of %lld samples were taken with it above %.0f ns (the CPUs apart, as a "
-                  "hypervisor places them: not quiet)\n",
-                  count.least_link_ns, static_cast<long long>(count.link_apart),
+                  "CPUs apart: a cache line's round trip between the CPUs was %.0f ns or less "
+                  "in %.0f%% of the run's readings; %lld of %lld samples were taken with it "
+                  "above %.0f ns (the CPUs apart, as a hypervisor places them: not quiet)\n",
+                  count.reference_link_ns, 100 * kReferenceQuantile,
+                  static_cast<long long>(count.link_apart),
                   static_cast<long long>(count.link_read),
-                  kCpusApartFactor * count.least_link_ns);
+                  kCpusApartFactor * count.reference_link_ns);
     out << link;
   }
   return out.str();

@@ -32,10 +32,11 @@ struct StabilityCount {
   int64_t windows_disagree = 0;  // flagged because their windows disagree
   double run_delay = 0;
   // The CPUs' round trip (harness/cpu_link.h): samples (pairs) with a
-  // reading, those of them taken with the CPUs apart, and the least reading.
+  // reading, those of them taken with the CPUs apart, and the run's
+  // reference round trip they were judged against.
   int64_t link_read = 0;
   int64_t link_apart = 0;
-  double least_link_ns = 0;
+  double reference_link_ns = 0;
 };
 StabilityCount CountStability(const std::vector<RowResult>& rows, double target);
 

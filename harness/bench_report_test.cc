@@ -53,21 +53,22 @@ TEST(BenchResults, TheSummarySaysHowManySamplesTheCpusWereApartFor) {
   EXPECT_EQ(FormatSummary(rows, "test platform").find("CPUs apart"), std::string::npos);
   rows[0].timings.link_ns = {52, 0, 330};  // 0: a sample without a reading
   rows[1].timings.link_ns = {60, 320, 55, 58};
-  for (RowResult& r : rows) r.timings.least_link_ns = 52;
+  for (RowResult& r : rows) r.timings.reference_link_ns = 52;
   const StabilityCount count = CountStability(rows, 0.01);
   EXPECT_EQ(count.link_read, 6);
   EXPECT_EQ(count.link_apart, 2);
-  EXPECT_EQ(count.least_link_ns, 52);
+  EXPECT_EQ(count.reference_link_ns, 52);
   const std::string summary = FormatSummary(rows, "test platform");
-  EXPECT_NE(summary.find("CPUs apart: a cache line's round trip between the CPUs was 52 ns at "
-                         "least; 2 of 6 samples were taken with it above 104 ns"),
+  EXPECT_NE(summary.find("CPUs apart: a cache line's round trip between the CPUs was 52 ns or "
+                         "less in 10% of the run's readings; 2 of 6 samples were taken with it "
+                         "above 104 ns"),
             std::string::npos)
       << summary;
-  // The readings and the least are in the JSON, for a later window's merge.
+  // The readings and the reference are in the JSON, for a later window's merge.
   const nlohmann::json run =
       ResultsJson("bench", nlohmann::json::object(), "2026-11-23T00:00:00Z", rows);
   EXPECT_EQ(run["rows"][1]["samples_ms"]["link_ns"].size(), 4u);
-  EXPECT_EQ(run["rows"][1]["samples_ms"]["least_link_ns"], 52);
+  EXPECT_EQ(run["rows"][1]["samples_ms"]["reference_link_ns"], 52);
 }
 
 TEST(BenchResults, MedianIgnoresABurstOnAFewIterations) {

@@ -49,7 +49,7 @@ RowEstimate Estimate(const Timings& t) {
     return i >= delay.size() || delay[i] <= kQuietRunDelay;
   };
   auto apart = [&t](size_t i) {
-    return i < t.link_ns.size() && CpusApart(t.link_ns[i], t.least_link_ns);
+    return i < t.link_ns.size() && CpusApart(t.link_ns[i], t.reference_link_ns);
   };
   std::vector<size_t> chosen;  // the samples (pairs) that count, in order
   for (size_t i = 0; i < n; ++i) {
@@ -118,7 +118,7 @@ Timings SamplesFrom(const Timings& t, size_t begin) {
   out.row_delay = tail(t.row_delay);
   out.eager_delay = tail(t.eager_delay);
   out.link_ns = tail(t.link_ns);
-  out.least_link_ns = t.least_link_ns;
+  out.reference_link_ns = t.reference_link_ns;
   return out;
 }
 

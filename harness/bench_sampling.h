@@ -78,11 +78,12 @@ struct Timings {
   std::vector<double> row_delay;
   std::vector<double> eager_delay;
   // The round trip between the CPUs (CpuLinkRoundTripNs) last read before
-  // each sample (pair), in ns; 0, or past the end: not read. And the least
-  // the run has read (0: none): a sample read at more than kCpusApartFactor
-  // times it was taken with the CPUs apart (CpusApart), and is not quiet.
+  // each sample (pair), in ns; 0, or past the end: not read. And the run's
+  // reference round trip (CpuLinkMonitor::reference_ns; 0: none): a sample
+  // read at more than kCpusApartFactor times it was taken with the CPUs
+  // apart (CpusApart), and is not quiet.
   std::vector<double> link_ns;
-  double least_link_ns = 0;
+  double reference_link_ns = 0;
   // The first sample of each window after the first (--windows), ascending.
   std::vector<size_t> window_starts;
   bool paired() const { return !eager_ms.empty(); }

@@ -43,31 +43,31 @@ TEST(BenchSampling, XEagerIsTheMedianOfTheQuietPairsRatios) {
 TEST(BenchSampling, PairsTakenWithTheCpusApartAreNotQuiet) {
   // gpt's planned row against eager: 1.21 x with the CPUs together (a round
   // trip of 52-60 ns), 1.39 x apart (320 ns), every pair quiet by its run
-  // delay. Apart is judged against the least round trip the run has seen.
+  // delay. Apart is judged against the run's reference round trip.
   Timings t;
   t.eager_ms = {16.5, 22.8, 16.6, 22.7, 16.4, 22.9, 16.5};
   t.row_ms = {19.965, 31.692, 20.086, 31.553, 19.844, 31.831, 19.965};
   t.link_ns = {52, 320, 60, 330, 55, 318, 58};
-  t.least_link_ns = 52;
+  t.reference_link_ns = 52;
   const RowEstimate e = Estimate(t);
   EXPECT_EQ(e.samples, 7);
   EXPECT_EQ(e.quiet_samples, 4);
   EXPECT_EQ(e.apart_samples, 3);
   EXPECT_NEAR(e.value, 1.21, 1e-9);
   EXPECT_DOUBLE_EQ(e.eager_ms, 16.4);
-  // The same samples, the run having seen no round trip under 318 ns: all
-  // of them together, as far as it can tell.
-  t.least_link_ns = 318;
+  // The same samples against a reference of 318 ns (a run that was
+  // together too rarely to count it): all of them in its usual state.
+  t.reference_link_ns = 318;
   EXPECT_EQ(Estimate(t).apart_samples, 0);
   EXPECT_EQ(Estimate(t).quiet_samples, 7);
   // Nothing read (another machine, one CPU): nothing judged.
   t.link_ns.clear();
-  t.least_link_ns = 0;
+  t.reference_link_ns = 0;
   EXPECT_EQ(Estimate(t).quiet_samples, 7);
   // Samples past the last reading are not judged either; a window keeps its
   // readings and the run's least.
   t.link_ns = {52, 320};
-  t.least_link_ns = 52;
+  t.reference_link_ns = 52;
   EXPECT_EQ(Estimate(t).apart_samples, 1);
   t.link_ns = {52, 320, 60, 330, 55, 318, 58};
   t.window_starts = {4};

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <thread>
 #include <vector>
 
@@ -100,8 +101,15 @@ double CpuLinkMonitor::Reading() {
   return last_ns_;
 }
 
-void CpuLinkMonitor::Saw(double least_ns) {
-  if (least_ns > 0 && (least_ns_ <= 0 || least_ns < least_ns_)) least_ns_ = least_ns;
+void CpuLinkMonitor::Saw(double ns) {
+  if (!(ns > 0)) return;
+  seen_.push_back(ns);
+  // Once per reading (every kCpuLinkPeriod at most): tens of thousands of
+  // readings in a long run, a linear selection each.
+  const auto rank = seen_.begin() + static_cast<std::ptrdiff_t>(
+                                         kReferenceQuantile * static_cast<double>(seen_.size() - 1));
+  std::nth_element(seen_.begin(), rank, seen_.end());
+  reference_ns_ = *rank;
 }
 
 }  // namespace remat
