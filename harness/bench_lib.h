@@ -58,7 +58,6 @@ inline constexpr double kFlopFloorAllowance = 0.08;
 inline constexpr double kMinKernelShareForFloor = 0.5;
 inline constexpr double kBoundAllowance = 0.03;
 
-// What one row measured.
 // Why a row's numbers are physically implausible (RowResult::noise).
 enum class NoiseKind {
   kNotQuiet,          // too few quiet samples: a neighbour kept a CPU busy
@@ -74,6 +73,7 @@ struct Noise {
   std::string why;  // "x eager 1.02 below the FLOP floor 1.33"
 };
 
+// What one row measured.
 struct RowResult {
   PlannedRow row;
   std::string error;  // non-empty: the row failed with this message
