@@ -53,16 +53,26 @@ inline int64_t IndexAt(const char* kernel, const Tensor& ids, int64_t p, int64_t
   return id;
 }
 
+// Every position's index, checked before any thread starts (an Error thrown
+// inside an OpenMP loop would end the process).
+inline std::vector<int64_t> CheckedIndices(const char* kernel, const Tensor& ids, int64_t count,
+                                           int64_t bound) {
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  for (int64_t p = 0; p < count; ++p) out[static_cast<size_t>(p)] = IndexAt(kernel, ids, p, bound);
+  return out;
+}
+
 template <typename T>
 void GatherRows(const Tensor& table, const Tensor& ids, Tensor& out) {
   const T* t = static_cast<const T*>(table.raw());
   T* y = static_cast<T*>(out.raw());
   const int64_t v = table.shape().dim(0), d = table.shape().dim(1);
-  const int64_t p_count = ids.num_elements();
-  for (int64_t p = 0; p < p_count; ++p) {
-    const int64_t id = IndexAt("embedding", ids, p, v);
-    for (int64_t j = 0; j < d; ++j) y[p * d + j] = t[id * d + j];
-  }
+  const std::vector<int64_t> rows = CheckedIndices("embedding", ids, ids.num_elements(), v);
+  ForEachIndex(static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.size()) * d,
+               [&](int64_t p) {
+                 const T* from = t + rows[static_cast<size_t>(p)] * d;
+                 std::copy(from, from + d, y + p * d);
+               });
 }
 
 template <typename T>
@@ -108,9 +118,7 @@ void RowStats(const T* xr, int64_t cols, T* m, T* s, T* exps = nullptr) {
 // inside an OpenMP loop would end the process).
 inline std::vector<int64_t> RowTargets(const char* kernel, const Tensor& targets, int64_t rows,
                                        int64_t cols) {
-  std::vector<int64_t> t(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) t[static_cast<size_t>(r)] = IndexAt(kernel, targets, r, cols);
-  return t;
+  return CheckedIndices(kernel, targets, rows, cols);
 }
 
 template <typename T>
@@ -157,10 +165,10 @@ void Silu(const Tensor& x, Tensor& out) {
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
   const int64_t i_count = x.num_elements();
-  for (int64_t i = 0; i < i_count; ++i) {
+  ForEachIndex(i_count, i_count, [&](int64_t i) {
     const T s = T(1) / (T(1) + std::exp(-a[i]));
     y[i] = a[i] * s;
-  }
+  });
 }
 
 // dx = dy (s (1 + x (1 - s))), s as in Silu.
@@ -170,10 +178,10 @@ void SiluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   const T* g = static_cast<const T*>(dy.raw());
   T* y = static_cast<T*>(out.raw());
   const int64_t i_count = x.num_elements();
-  for (int64_t i = 0; i < i_count; ++i) {
+  ForEachIndex(i_count, i_count, [&](int64_t i) {
     const T s = T(1) / (T(1) + std::exp(-a[i]));
     y[i] = g[i] * (s * (T(1) + a[i] * (T(1) - s)));
-  }
+  });
 }
 
 // rms_norm's row statistic: rstd = 1 / sqrt(sum_j x_j^2 / C + eps), the
@@ -191,12 +199,12 @@ void RmsNorm(const Tensor& x, const Tensor& gamma, double eps, Tensor& out) {
   const int64_t c = gamma.num_elements();
   const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
   const T* gm = static_cast<const T*>(gamma.raw());
-  for (int64_t r = 0; r < rows; ++r) {
+  ForEachIndex(rows, rows * c, [&](int64_t r) {
     const T* xr = static_cast<const T*>(x.raw()) + r * c;
     T* yr = static_cast<T*>(out.raw()) + r * c;
     const T rstd = RmsRstd(xr, c, eps);
     for (int64_t j = 0; j < c; ++j) yr[j] = (xr[j] * rstd) * gm[j];
-  }
+  });
 }
 
 // dx_j = rstd (g_j - xhat_j m), g = dy gamma, xhat = x rstd,
@@ -207,7 +215,7 @@ void RmsNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy, dou
   const int64_t c = gamma.num_elements();
   const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
   const T* gm = static_cast<const T*>(gamma.raw());
-  for (int64_t r = 0; r < rows; ++r) {
+  ForEachIndex(rows, rows * c, [&](int64_t r) {
     const T* xr = static_cast<const T*>(x.raw()) + r * c;
     const T* dyr = static_cast<const T*>(dy.raw()) + r * c;
     T* o = static_cast<T*>(out.raw()) + r * c;
@@ -216,7 +224,7 @@ void RmsNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy, dou
     for (int64_t j = 0; j < c; ++j) sum += (dyr[j] * gm[j]) * (xr[j] * rstd);
     const T m = sum / static_cast<T>(c);
     for (int64_t j = 0; j < c; ++j) o[j] = rstd * (dyr[j] * gm[j] - (xr[j] * rstd) * m);
-  }
+  });
 }
 
 // dgamma_j = sum over rows, in order, of dy_j xhat_j.
@@ -225,13 +233,19 @@ void RmsNormGammaGrad(const Tensor& x, const Tensor& dy, double eps, Tensor& out
   const int64_t c = out.num_elements();
   const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
   T* o = static_cast<T*>(out.raw());
-  for (int64_t j = 0; j < c; ++j) o[j] = T(0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = static_cast<const T*>(x.raw()) + r * c;
-    const T* dyr = static_cast<const T*>(dy.raw()) + r * c;
-    const T rstd = RmsRstd(xr, c, eps);
-    for (int64_t j = 0; j < c; ++j) o[j] += dyr[j] * (xr[j] * rstd);
-  }
+  const T* a = static_cast<const T*>(x.raw());
+  const T* g = static_cast<const T*>(dy.raw());
+  std::vector<T> rstd(static_cast<size_t>(rows));
+  ForEachIndex(rows, rows * c, [&](int64_t r) { rstd[static_cast<size_t>(r)] = RmsRstd(a + r * c, c, eps); });
+  // Each thread sums its own columns, every column's rows in order.
+  constexpr int64_t kColumns = 16;
+  ForEachIndex((c + kColumns - 1) / kColumns, rows * c, [&](int64_t block) {
+    const int64_t j0 = block * kColumns, j1 = std::min(c, j0 + kColumns);
+    for (int64_t j = j0; j < j1; ++j) o[j] = T(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = j0; j < j1; ++j) o[j] += g[r * c + j] * (a[r * c + j] * rstd[static_cast<size_t>(r)]);
+    }
+  });
 }
 
 // log_softmax per row: y_j = (x_j - m) - log s, m and s as RowStats.
@@ -239,14 +253,14 @@ template <typename T>
 void LogSoftmax(const Tensor& x, Tensor& out) {
   const int64_t cols = x.shape().dim(x.shape().rank() - 1);
   const int64_t rows = cols == 0 ? 0 : x.num_elements() / cols;
-  for (int64_t r = 0; r < rows; ++r) {
+  ForEachIndex(rows, rows * cols, [&](int64_t r) {
     const T* xr = static_cast<const T*>(x.raw()) + r * cols;
     T* yr = static_cast<T*>(out.raw()) + r * cols;
     T m, s;
     RowStats(xr, cols, &m, &s);
     const T log_s = std::log(s);
     for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) - log_s;
-  }
+  });
 }
 
 // From log_softmax's output y: dx_j = dy_j - e^{y_j} (sum_j dy_j), per row.
@@ -254,14 +268,14 @@ template <typename T>
 void LogSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
   const int64_t cols = y.shape().dim(y.shape().rank() - 1);
   const int64_t rows = cols == 0 ? 0 : y.num_elements() / cols;
-  for (int64_t r = 0; r < rows; ++r) {
+  ForEachIndex(rows, rows * cols, [&](int64_t r) {
     const T* yr = static_cast<const T*>(y.raw()) + r * cols;
     const T* gr = static_cast<const T*>(dy.raw()) + r * cols;
     T* o = static_cast<T*>(out.raw()) + r * cols;
     T sum = 0;
     for (int64_t j = 0; j < cols; ++j) sum += gr[j];
     for (int64_t j = 0; j < cols; ++j) o[j] = gr[j] - std::exp(yr[j]) * sum;
-  }
+  });
 }
 
 // gelu, erf form: y = (x / 2) (1 + erf(x / sqrt 2)).
@@ -271,9 +285,9 @@ void GeluErf(const Tensor& x, Tensor& out) {
   T* y = static_cast<T*>(out.raw());
   const T rsqrt2 = static_cast<T>(0.70710678118654752440);
   const int64_t i_count = x.num_elements();
-  for (int64_t i = 0; i < i_count; ++i) {
+  ForEachIndex(i_count, i_count, [&](int64_t i) {
     y[i] = (a[i] * T(0.5)) * (T(1) + std::erf(a[i] * rsqrt2));
-  }
+  });
 }
 
 // dx = dy ((1 + erf(x / sqrt 2)) / 2 + x e^{-x^2 / 2} / sqrt(2 pi)).
@@ -285,11 +299,11 @@ void GeluErfBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   const T rsqrt2 = static_cast<T>(0.70710678118654752440);
   const T rsqrt2pi = static_cast<T>(0.39894228040143267794);
   const int64_t i_count = x.num_elements();
-  for (int64_t i = 0; i < i_count; ++i) {
+  ForEachIndex(i_count, i_count, [&](int64_t i) {
     const T cdf = T(0.5) * (T(1) + std::erf(a[i] * rsqrt2));
     const T pdf = std::exp(T(-0.5) * a[i] * a[i]) * rsqrt2pi;
     y[i] = g[i] * (cdf + a[i] * pdf);
-  }
+  });
 }
 
 // reshape: the elements in order (the output has the attribute's shape).
@@ -298,31 +312,59 @@ void Reshape(const Tensor& x, Tensor& out) {
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
   const int64_t i_count = x.num_elements();
-  for (int64_t i = 0; i < i_count; ++i) y[i] = a[i];
+  constexpr int64_t kChunk = int64_t{1} << 14;
+  ForEachIndex((i_count + kChunk - 1) / kChunk, i_count, [&](int64_t chunk) {
+    const int64_t b = chunk * kChunk, e = std::min(i_count, b + kChunk);
+    std::copy(a + b, a + e, y + b);
+  });
 }
 
-// permute: output axis i is input axis perm[i]; the output walked in order.
+// permute: output axis i is input axis perm[i]. The output is walked in
+// runs: the trailing output axes that are the input's trailing axes in
+// order (perm[i] == i) are one contiguous run in both; where there are
+// none, a run is the last output axis, read at its input stride. Runs are
+// split between threads.
 template <typename T>
 void Permute(const Tensor& x, std::span<const int64_t> perm, Tensor& out) {
   const int r = x.shape().rank();
-  std::vector<int64_t> in_stride(static_cast<size_t>(r), 1);
-  for (int i = r - 2; i >= 0; --i) in_stride[i] = in_stride[i + 1] * x.shape().dim(i + 1);
-  // The input stride of each output axis, and the output's index as it counts.
-  std::vector<int64_t> stride(static_cast<size_t>(r)), index(static_cast<size_t>(r), 0);
-  for (int i = 0; i < r; ++i) stride[i] = in_stride[static_cast<size_t>(perm[i])];
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
-  int64_t from = 0;
   const int64_t o_count = out.num_elements();
-  for (int64_t o = 0; o < o_count; ++o) {
-    y[o] = a[from];
-    for (int i = r - 1; i >= 0; --i) {  // the next output index, last axis fastest
-      from += stride[i];
-      if (++index[i] < out.shape().dim(i)) break;
-      from -= stride[i] * index[i];
-      index[i] = 0;
-    }
+  if (o_count == 0) return;
+  if (r == 0) {
+    y[0] = a[0];
+    return;
   }
+  std::vector<int64_t> in_stride(static_cast<size_t>(r), 1);
+  for (int i = r - 2; i >= 0; --i) in_stride[i] = in_stride[i + 1] * x.shape().dim(i + 1);
+  // The input stride of each output axis.
+  std::vector<int64_t> stride(static_cast<size_t>(r));
+  for (int i = 0; i < r; ++i) stride[i] = in_stride[static_cast<size_t>(perm[i])];
+  int first_run_axis = r;
+  while (first_run_axis > 0 && perm[first_run_axis - 1] == first_run_axis - 1) --first_run_axis;
+  int64_t run = 1, run_stride = 1;
+  if (first_run_axis < r) {
+    for (int i = first_run_axis; i < r; ++i) run *= out.shape().dim(i);
+  } else {
+    first_run_axis = r - 1;
+    run = out.shape().dim(r - 1);
+    run_stride = stride[r - 1];
+  }
+  const Shape& os = out.shape();
+  ForEachIndex(o_count / run, o_count, [&](int64_t row) {
+    int64_t from = 0, rest = row;
+    for (int i = first_run_axis - 1; i >= 0; --i) {
+      from += (rest % os.dim(i)) * stride[i];
+      rest /= os.dim(i);
+    }
+    const T* src = a + from;
+    T* dst = y + row * run;
+    if (run_stride == 1) {
+      std::copy(src, src + run, dst);
+    } else {
+      for (int64_t j = 0; j < run; ++j) dst[j] = src[j * run_stride];
+    }
+  });
 }
 
 // The contract's order for choices: a before b when a > b, or a is NaN and b
@@ -363,11 +405,11 @@ template <typename T>
 void TopKSoftmax(const Tensor& x, int64_t k, Tensor& out) {
   const int64_t cols = x.shape().dim(x.shape().rank() - 1);
   const int64_t rows = cols == 0 ? 0 : x.num_elements() / cols;
-  std::vector<char> chosen(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
+  std::vector<char> chosen(static_cast<size_t>(rows * cols));
+  ForEachIndex(rows, rows * cols, [&](int64_t r) {
     TopKSoftmaxRow(static_cast<const T*>(x.raw()) + r * cols, cols, k, ChosenBefore<T>,
-                   chosen.data(), static_cast<T*>(out.raw()) + r * cols);
-  }
+                   chosen.data() + r * cols, static_cast<T*>(out.raw()) + r * cols);
+  });
 }
 
 // From top_k_softmax's output y: sum = sum_j y_j dy_j in increasing j (every
@@ -376,14 +418,14 @@ template <typename T>
 void TopKSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
   const int64_t cols = y.shape().dim(y.shape().rank() - 1);
   const int64_t rows = cols == 0 ? 0 : y.num_elements() / cols;
-  for (int64_t r = 0; r < rows; ++r) {
+  ForEachIndex(rows, rows * cols, [&](int64_t r) {
     const T* yr = static_cast<const T*>(y.raw()) + r * cols;
     const T* gr = static_cast<const T*>(dy.raw()) + r * cols;
     T* o = static_cast<T*>(out.raw()) + r * cols;
     T sum = 0;
     for (int64_t j = 0; j < cols; ++j) sum += yr[j] * gr[j];
     for (int64_t j = 0; j < cols; ++j) o[j] = yr[j] * (gr[j] - sum);
-  }
+  });
 }
 
 // max_pool2d's choice in window (i, j) of one (H, W) plane: the window's

@@ -878,5 +878,92 @@ TEST(OneDnnKernelsTest, ReportsItsVersion) {
   EXPECT_NE(version.find("cpu runtime:"), std::string::npos) << version;
 }
 
+KernelOp TableKernelNamed(const std::string& name) {
+  for (KernelOp op : TableKernels()) {
+    if (TableKernel(op).name == name) return op;
+  }
+  ADD_FAILURE() << "no table kernel " << name;
+  return KernelOp::kFirstTableKernel;
+}
+
+// The loop kernels split their rows (or elements, or runs) between OpenMP's
+// threads at loop_kernels::kParallelMinElements and above: each still gives
+// the bits of its contract's serial walk, written out here, on shapes below
+// and above the split, with odd extents so that the threads' shares differ.
+TEST(OneDnnKernelsTest, LoopKernelsSplitBetweenThreadsKeepTheSerialBits) {
+  std::mt19937 rng(31);
+  OneDnnKernels onednn;
+  for (const int64_t rows : {int64_t{3}, int64_t{517}}) {
+    SCOPED_TRACE(StrCat(rows, " rows"));
+    const int64_t c = 67;
+    const Tensor x = Random(Shape({rows, c}), rng);
+    const Tensor dy = Random(Shape({rows, c}), rng);
+    const Tensor gamma = Random(Shape({c}), rng);
+    const int64_t n = rows * c;
+    // silu and its backward, element by element.
+    const Tensor silu = onednn.Call(TableKernelNamed("silu"), {&x});
+    const Tensor silu_bwd = onednn.Call(TableKernelNamed("silu_backward"), {&x, &dy});
+    for (int64_t i = 0; i < n; ++i) {
+      const float a = x.f32()[i];
+      const float s = 1.0f / (1.0f + std::exp(-a));
+      ASSERT_EQ(silu.f32()[i], a * s) << "silu at " << i;
+      ASSERT_EQ(silu_bwd.f32()[i], dy.f32()[i] * (s * (1.0f + a * (1.0f - s))))
+          << "silu_backward at " << i;
+    }
+    // rms_norm's gamma gradient: every column's rows summed in order.
+    const double eps = 1e-6;
+    const Tensor dgamma =
+        onednn.Call(TableKernelNamed("rms_norm_gamma_grad"), {&x, &dy}, {.scalar = eps});
+    std::vector<float> want(static_cast<size_t>(c), 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * c;
+      float ss = 0;
+      for (int64_t j = 0; j < c; ++j) ss += xr[j] * xr[j];
+      const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(c) + static_cast<float>(eps));
+      for (int64_t j = 0; j < c; ++j) want[j] += dy.f32()[r * c + j] * (xr[j] * rstd);
+    }
+    for (int64_t j = 0; j < c; ++j) ASSERT_EQ(dgamma.f32()[j], want[j]) << "column " << j;
+    // rms_norm, row by row.
+    const Tensor norm = onednn.Call(TableKernelNamed("rms_norm"), {&x, &gamma}, {.scalar = eps});
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * c;
+      float ss = 0;
+      for (int64_t j = 0; j < c; ++j) ss += xr[j] * xr[j];
+      const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(c) + static_cast<float>(eps));
+      for (int64_t j = 0; j < c; ++j) {
+        ASSERT_EQ(norm.f32()[r * c + j], (xr[j] * rstd) * gamma.f32()[j]) << "row " << r;
+      }
+    }
+    // reshape: the elements in order.
+    const Tensor flat = onednn.Call(TableKernelNamed("reshape"), {&x}, {.shape = Shape({n})});
+    EXPECT_EQ(std::memcmp(flat.raw(), x.raw(), static_cast<size_t>(n) * sizeof(float)), 0);
+  }
+  // permute: every permutation of a rank-3 and a rank-4 tensor (with and
+  // without trailing axes in place), each element where the index walk puts it.
+  for (const Shape& shape : {Shape({5, 3, 7}), Shape({37, 31, 41}), Shape({3, 5, 7, 11})}) {
+    const Tensor x = Random(shape, rng);
+    const int r = shape.rank();
+    std::vector<int64_t> perm(static_cast<size_t>(r));
+    for (int i = 0; i < r; ++i) perm[i] = i;
+    do {
+      SCOPED_TRACE(StrCat("permute ", shape.ToString(), " by ", perm[0], perm[1], perm[2],
+                          r > 3 ? std::to_string(perm[3]) : std::string()));
+      const Tensor y = onednn.Call(TableKernelNamed("permute"), {&x}, {.perm = perm});
+      std::vector<int64_t> in_stride(static_cast<size_t>(r), 1);
+      for (int i = r - 2; i >= 0; --i) in_stride[i] = in_stride[i + 1] * shape.dim(i + 1);
+      std::vector<int64_t> index(static_cast<size_t>(r), 0);
+      for (int64_t o = 0; o < y.num_elements(); ++o) {
+        int64_t from = 0;
+        for (int i = 0; i < r; ++i) from += index[i] * in_stride[static_cast<size_t>(perm[i])];
+        ASSERT_EQ(y.f32()[o], x.f32()[from]) << "output element " << o;
+        for (int i = r - 1; i >= 0; --i) {
+          if (++index[i] < y.shape().dim(i)) break;
+          index[i] = 0;
+        }
+      }
+    } while (std::next_permutation(perm.begin(), perm.end()));
+  }
+}
+
 }  // namespace
 }  // namespace remat
