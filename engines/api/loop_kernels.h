@@ -460,7 +460,7 @@ void MaxPool2d(const Tensor& x, int64_t k, int64_t stride, int64_t pad, Tensor& 
   const int64_t oh = out.shape().dim(2), ow = out.shape().dim(3);
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
-  for (int64_t pl = 0; pl < planes; ++pl) {
+  ForEachIndex(planes, planes * oh * ow * k * k, [&](int64_t pl) {
     const T* plane = a + pl * h * w;
     for (int64_t i = 0; i < oh; ++i) {
       for (int64_t j = 0; j < ow; ++j) {
@@ -468,7 +468,7 @@ void MaxPool2d(const Tensor& x, int64_t k, int64_t stride, int64_t pad, Tensor& 
         y[(pl * oh + i) * ow + j] = at < 0 ? -std::numeric_limits<T>::infinity() : plane[at];
       }
     }
-  }
+  });
 }
 
 // max_pool2d's backward from x: dx = 0, then for each output in increasing
@@ -482,16 +482,17 @@ void MaxPool2dBackward(const Tensor& x, const Tensor& dy, int64_t k, int64_t str
   const T* a = static_cast<const T*>(x.raw());
   const T* g = static_cast<const T*>(dy.raw());
   T* o = static_cast<T*>(out.raw());
-  const int64_t i_count = out.num_elements();
-  for (int64_t i = 0; i < i_count; ++i) o[i] = T(0);
-  for (int64_t pl = 0; pl < planes; ++pl) {
+  // A plane's adds land in its own plane: planes split between threads.
+  ForEachIndex(planes, planes * oh * ow * k * k, [&](int64_t pl) {
+    T* op = o + pl * h * w;
+    for (int64_t i = 0; i < h * w; ++i) op[i] = T(0);
     for (int64_t i = 0; i < oh; ++i) {
       for (int64_t j = 0; j < ow; ++j) {
         const int64_t at = PoolChoice(a + pl * h * w, h, w, i, j, k, stride, pad);
-        if (at >= 0) o[pl * h * w + at] += g[(pl * oh + i) * ow + j];
+        if (at >= 0) op[at] += g[(pl * oh + i) * ow + j];
       }
     }
-  }
+  });
 }
 
 // global_avg_pool: y[n, c] = (sum of the (H, W) plane in index order) / (H W).
@@ -501,11 +502,11 @@ void GlobalAvgPool(const Tensor& x, Tensor& out) {
   const int64_t planes = xs.dim(0) * xs.dim(1), hw = xs.dim(2) * xs.dim(3);
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
-  for (int64_t pl = 0; pl < planes; ++pl) {
+  ForEachIndex(planes, planes * hw, [&](int64_t pl) {
     T s = 0;
     for (int64_t i = 0; i < hw; ++i) s += a[pl * hw + i];
     y[pl] = s / static_cast<T>(hw);
-  }
+  });
 }
 
 // dx[n, c, :, :] = dy[n, c] / (H W); out has x's shape.
@@ -515,10 +516,10 @@ void GlobalAvgPoolBackward(const Tensor& dy, Tensor& out) {
   const int64_t planes = xs.dim(0) * xs.dim(1), hw = xs.dim(2) * xs.dim(3);
   const T* g = static_cast<const T*>(dy.raw());
   T* o = static_cast<T*>(out.raw());
-  for (int64_t pl = 0; pl < planes; ++pl) {
+  ForEachIndex(planes, planes * hw, [&](int64_t pl) {
     const T v = g[pl] / static_cast<T>(hw);
     for (int64_t i = 0; i < hw; ++i) o[pl * hw + i] = v;
-  }
+  });
 }
 
 // Batch normalization's layout: x (N, C) or (N, C, H, W); channel c's M =
@@ -557,7 +558,8 @@ void BatchNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double 
   const T* gm = static_cast<const T*>(gamma.raw());
   const T* bt = static_cast<const T*>(beta.raw());
   T* y = static_cast<T*>(out.raw());
-  for (int64_t ch = 0; ch < l.c; ++ch) {
+  // Channels are independent: split between threads.
+  ForEachIndex(l.c, l.c * l.m(), [&](int64_t ch) {
     T mean, rstd;
     BatchStats(a, l, ch, eps, &mean, &rstd);
     for (int64_t b = 0; b < l.n; ++b)
@@ -565,7 +567,7 @@ void BatchNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double 
         const int64_t at = l.At(b, ch, i);
         y[at] = ((a[at] - mean) * rstd) * gm[ch] + bt[ch];
       }
-  }
+  });
 }
 
 // dx = rstd (g - sum_g / M - xhat (sum_gx / M)), g = dy gamma, xhat =
@@ -579,7 +581,7 @@ void BatchNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy, d
   const T* g = static_cast<const T*>(dy.raw());
   T* o = static_cast<T*>(out.raw());
   const T m = static_cast<T>(l.m());
-  for (int64_t ch = 0; ch < l.c; ++ch) {
+  ForEachIndex(l.c, l.c * l.m(), [&](int64_t ch) {
     T mean, rstd;
     BatchStats(a, l, ch, eps, &mean, &rstd);
     T sum_g = 0, sum_gx = 0;
@@ -595,7 +597,7 @@ void BatchNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy, d
         const int64_t at = l.At(b, ch, i);
         o[at] = rstd * ((g[at] * gm[ch] - sum_g / m) - ((a[at] - mean) * rstd) * (sum_gx / m));
       }
-  }
+  });
 }
 
 // dgamma[ch] = sum of dy xhat over the channel, in visiting order.
@@ -605,7 +607,7 @@ void BatchNormGammaGrad(const Tensor& x, const Tensor& dy, double eps, Tensor& o
   const T* a = static_cast<const T*>(x.raw());
   const T* g = static_cast<const T*>(dy.raw());
   T* o = static_cast<T*>(out.raw());
-  for (int64_t ch = 0; ch < l.c; ++ch) {
+  ForEachIndex(l.c, l.c * l.m(), [&](int64_t ch) {
     T mean, rstd;
     BatchStats(a, l, ch, eps, &mean, &rstd);
     T s = 0;
@@ -615,7 +617,7 @@ void BatchNormGammaGrad(const Tensor& x, const Tensor& dy, double eps, Tensor& o
         s += g[at] * ((a[at] - mean) * rstd);
       }
     o[ch] = s;
-  }
+  });
 }
 
 // dbeta[ch] = sum of dy over the channel, in visiting order.
@@ -624,12 +626,12 @@ void ChannelSum(const Tensor& dy, Tensor& out) {
   const ChannelLayout l(dy.shape());
   const T* g = static_cast<const T*>(dy.raw());
   T* o = static_cast<T*>(out.raw());
-  for (int64_t ch = 0; ch < l.c; ++ch) {
+  ForEachIndex(l.c, l.c * l.m(), [&](int64_t ch) {
     T s = 0;
     for (int64_t b = 0; b < l.n; ++b)
       for (int64_t i = 0; i < l.hw; ++i) s += g[l.At(b, ch, i)];
     o[ch] = s;
-  }
+  });
 }
 
 // batch_norm's running statistics (PyTorch's update of running_mean and

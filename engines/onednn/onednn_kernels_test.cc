@@ -1,5 +1,7 @@
 #include "engines/onednn/onednn_kernels.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -962,6 +964,71 @@ TEST(OneDnnKernelsTest, LoopKernelsSplitBetweenThreadsKeepTheSerialBits) {
         }
       }
     } while (std::next_permutation(perm.begin(), perm.end()));
+  }
+}
+
+// Every loop kernel that splits its work between OpenMP's threads gives the
+// same bits on one thread as on three, on operands large enough to split
+// (loop_kernels::kParallelMinElements) with extents that split unevenly.
+TEST(OneDnnKernelsTest, LoopKernelsGiveTheSameBitsOnOneThreadAsOnThree) {
+  std::mt19937 rng(37);
+  struct Case {
+    std::string kernel;
+    std::vector<Tensor> operands;
+    KernelAttrs attrs;
+  };
+  const Shape image({6, 21, 19, 17});  // N, C, H, W: 40698 elements
+  const Shape pooled({6, 21, 10, 9});  // max_pool2d k=3, stride 2, padding 1
+  const Shape rows({613, 67});
+  const Tensor x = Random(image, rng), dx = Random(image, rng);
+  const Tensor c = Random(Shape({21}), rng), c2 = Random(Shape({21}), rng);
+  const Tensor r = Random(rows, rng), dr = Random(rows, rng), g = Random(Shape({67}), rng);
+  std::vector<int32_t> ids(613), targets(613), mask(613 * 67);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int32_t>((i * 7919) % 101);
+    targets[i] = static_cast<int32_t>((i * 31) % 67);
+  }
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = i % 3 == 0 ? 1 : 0;
+  const KernelAttrs pool{.int_a = 3, .int_b = 2, .int_c = 1};
+  const std::vector<Case> cases = {
+      {"silu", {r}, {}},
+      {"silu_backward", {r, dr}, {}},
+      {"gelu_erf", {r}, {}},
+      {"gelu_erf_backward", {r, dr}, {}},
+      {"rms_norm", {r, g}, {.scalar = 1e-6}},
+      {"rms_norm_backward", {r, g, dr}, {.scalar = 1e-6}},
+      {"rms_norm_gamma_grad", {r, dr}, {.scalar = 1e-6}},
+      {"log_softmax", {r}, {}},
+      {"log_softmax_backward", {r, dr}, {}},
+      {"top_k_softmax", {r}, {.int_a = 2}},
+      {"top_k_softmax_backward", {r, dr}, {}},
+      {"masked_fill", {r, Tensor::FromI32(rows, mask)}, {.scalar = -1}},
+      {"cross_entropy", {r, Tensor::FromI32(Shape({613}), targets)}, {}},
+      {"gather_rows", {Random(Shape({101, 67}), rng), Tensor::FromI32(Shape({613}), ids)}, {}},
+      {"reshape", {x}, {.shape = Shape({6 * 21, 19 * 17})}},
+      {"permute", {x}, {.perm = {2, 0, 3, 1}}},
+      {"permute", {x}, {.perm = {1, 0, 2, 3}}},
+      {"batch_norm", {x, c, c2}, {.scalar = 1e-5}},
+      {"batch_norm_backward", {x, c, dx}, {.scalar = 1e-5}},
+      {"batch_norm_gamma_grad", {x, dx}, {.scalar = 1e-5}},
+      {"channel_sum", {dx}, {}},
+      {"max_pool2d", {x}, pool},
+      {"max_pool2d_backward", {x, Random(pooled, rng)}, pool},
+      {"global_avg_pool", {x}, {}},
+      {"global_avg_pool_backward", {Random(Shape({6, 21}), rng)}, {.shape = image}},
+  };
+  OneDnnKernels onednn;
+  const int threads = omp_get_max_threads();
+  for (const Case& test : cases) {
+    SCOPED_TRACE(test.kernel);
+    std::vector<const Tensor*> operands;
+    for (const Tensor& t : test.operands) operands.push_back(&t);
+    omp_set_num_threads(3);
+    const Tensor split = onednn.Call(TableKernelNamed(test.kernel), operands, test.attrs);
+    omp_set_num_threads(1);
+    const Tensor one = onednn.Call(TableKernelNamed(test.kernel), operands, test.attrs);
+    omp_set_num_threads(threads);
+    EXPECT_TRUE(BitwiseEqual(split, one));
   }
 }
 
