@@ -114,18 +114,11 @@ void RowStats(const T* xr, int64_t cols, T* m, T* s, T* exps = nullptr) {
   }
 }
 
-// The rows' targets, checked before any thread starts (an Error thrown
-// inside an OpenMP loop would end the process).
-inline std::vector<int64_t> RowTargets(const char* kernel, const Tensor& targets, int64_t rows,
-                                       int64_t cols) {
-  return CheckedIndices(kernel, targets, rows, cols);
-}
-
 template <typename T>
 void CrossEntropy(const Tensor& logits, const Tensor& targets, Tensor& out) {
   const T* x = static_cast<const T*>(logits.raw());
   const int64_t rows = logits.shape().dim(0), cols = logits.shape().dim(1);
-  const std::vector<int64_t> t = RowTargets("cross_entropy", targets, rows, cols);
+  const std::vector<int64_t> t = CheckedIndices("cross_entropy", targets, rows, cols);
   std::vector<T> loss(static_cast<size_t>(rows));
   ForEachIndex(rows, rows * cols, [&](int64_t r) {
     const T* xr = x + r * cols;
@@ -145,7 +138,7 @@ void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, const Ten
   T* o = static_cast<T*>(out.raw());
   const int64_t rows = logits.shape().dim(0), cols = logits.shape().dim(1);
   const T g = static_cast<const T*>(dy.raw())[0] / static_cast<T>(rows);
-  const std::vector<int64_t> t = RowTargets("cross_entropy's backward", targets, rows, cols);
+  const std::vector<int64_t> t = CheckedIndices("cross_entropy's backward", targets, rows, cols);
   ForEachIndex(rows, rows * cols, [&](int64_t r) {
     const T* xr = x + r * cols;
     const int64_t target = t[static_cast<size_t>(r)];
@@ -236,14 +229,16 @@ void RmsNormGammaGrad(const Tensor& x, const Tensor& dy, double eps, Tensor& out
   const T* a = static_cast<const T*>(x.raw());
   const T* g = static_cast<const T*>(dy.raw());
   std::vector<T> rstd(static_cast<size_t>(rows));
-  ForEachIndex(rows, rows * c, [&](int64_t r) { rstd[static_cast<size_t>(r)] = RmsRstd(a + r * c, c, eps); });
+  ForEachIndex(rows, rows * c,
+               [&](int64_t r) { rstd[static_cast<size_t>(r)] = RmsRstd(a + r * c, c, eps); });
   // Each thread sums its own columns, every column's rows in order.
   constexpr int64_t kColumns = 16;
   ForEachIndex((c + kColumns - 1) / kColumns, rows * c, [&](int64_t block) {
     const int64_t j0 = block * kColumns, j1 = std::min(c, j0 + kColumns);
     for (int64_t j = j0; j < j1; ++j) o[j] = T(0);
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = j0; j < j1; ++j) o[j] += g[r * c + j] * (a[r * c + j] * rstd[static_cast<size_t>(r)]);
+      const T row_rstd = rstd[static_cast<size_t>(r)];
+      for (int64_t j = j0; j < j1; ++j) o[j] += g[r * c + j] * (a[r * c + j] * row_rstd);
     }
   });
 }

@@ -916,24 +916,25 @@ TEST(OneDnnKernelsTest, LoopKernelsSplitBetweenThreadsKeepTheSerialBits) {
     const double eps = 1e-6;
     const Tensor dgamma =
         onednn.Call(TableKernelNamed("rms_norm_gamma_grad"), {&x, &dy}, {.scalar = eps});
-    std::vector<float> want(static_cast<size_t>(c), 0.0f);
-    for (int64_t r = 0; r < rows; ++r) {
+    // Row r's 1 / sqrt(mean of squares + eps), the squares summed in order.
+    auto rstd = [&](int64_t r) {
       const float* xr = x.f32() + r * c;
       float ss = 0;
       for (int64_t j = 0; j < c; ++j) ss += xr[j] * xr[j];
-      const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(c) + static_cast<float>(eps));
-      for (int64_t j = 0; j < c; ++j) want[j] += dy.f32()[r * c + j] * (xr[j] * rstd);
+      return 1.0f / std::sqrt(ss / static_cast<float>(c) + static_cast<float>(eps));
+    };
+    std::vector<float> want(static_cast<size_t>(c), 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * c;
+      for (int64_t j = 0; j < c; ++j) want[j] += dy.f32()[r * c + j] * (xr[j] * rstd(r));
     }
     for (int64_t j = 0; j < c; ++j) ASSERT_EQ(dgamma.f32()[j], want[j]) << "column " << j;
     // rms_norm, row by row.
     const Tensor norm = onednn.Call(TableKernelNamed("rms_norm"), {&x, &gamma}, {.scalar = eps});
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x.f32() + r * c;
-      float ss = 0;
-      for (int64_t j = 0; j < c; ++j) ss += xr[j] * xr[j];
-      const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(c) + static_cast<float>(eps));
       for (int64_t j = 0; j < c; ++j) {
-        ASSERT_EQ(norm.f32()[r * c + j], (xr[j] * rstd) * gamma.f32()[j]) << "row " << r;
+        ASSERT_EQ(norm.f32()[r * c + j], (xr[j] * rstd(r)) * gamma.f32()[j]) << "row " << r;
       }
     }
     // reshape: the elements in order.
