@@ -530,13 +530,14 @@ void AddImpls(const MatMulRecorder& recorder, std::vector<std::string>* impls) {
 
 // Samples the row until SamplingDone under `rule`: `time_row()` takes one
 // sample of the row (into s->timings.row_ms and row_delay) and, with a
-// baseline, one of eager is taken right before or after it, the order
-// alternating (eager, row, row, eager, ...) so that neither side is always
-// the one run after the other. Each pair's two runs are then milliseconds
-// apart (Estimate).
-template <typename TimeRow>
+// baseline, one of eager is taken next to it; `run_row()` runs the row once,
+// untimed. Each pair's runs are PairRuns': each timed run follows a run of
+// its own side, and the side that goes first alternates. The two timed runs
+// of a pair are then milliseconds apart (Estimate).
+template <typename TimeRow, typename RunRow>
 void SamplePaired(RowState* s, const Baseline* baseline, const Case& c,
-                  const RunOptions& eager_options, const SamplingRule& rule, TimeRow time_row) {
+                  const RunOptions& eager_options, const SamplingRule& rule, TimeRow time_row,
+                  RunRow run_row) {
   const Clock::time_point start = Clock::now();
   Timings& t = s->timings;
   auto time_eager = [&] {
@@ -545,13 +546,19 @@ void SamplePaired(RowState* s, const Baseline* baseline, const Case& c,
     t.eager_ms.push_back(sample.ms);
     t.eager_delay.push_back(sample.delay);
   };
+  auto run_eager = [&] {
+    const Result r = baseline->engine->ValueAndGrad(c.program, c.inputs, c.wrt, eager_options);
+    benchmark::DoNotOptimize(r.value.raw());
+  };
+  // The side of the last run: none yet in this call (other rows ran before).
+  std::optional<PairSide> before;
   // Repetitions (--benchmark_repetitions) add to the samples of the last:
   // each call takes kFewestSamples afresh, and judges all of them. A later
   // window (--windows) starts afresh too, and judges only its own samples:
   // it is a second measurement, not more of the first.
-  const size_t before = t.row_ms.size();
-  if (s->session->window > s->window && before > 0) {
-    t.window_starts.push_back(before);
+  const size_t before_samples = t.row_ms.size();
+  if (s->session->window > s->window && before_samples > 0) {
+    t.window_starts.push_back(before_samples);
     s->window = s->session->window;
   }
   const size_t window_start = t.window_starts.empty() ? 0 : t.window_starts.back();
@@ -576,16 +583,16 @@ void SamplePaired(RowState* s, const Baseline* baseline, const Case& c,
     t.link_ns.resize(t.row_ms.size(), 0);
     t.link_ns.push_back(link_ns);
     t.reference_link_ns = session.link.reference_ns();
-    if (baseline == nullptr) {
-      time_row();
-    } else if (t.row_ms.size() % 2 == 0) {
-      time_eager();
-      time_row();
-    } else {
-      time_row();
-      time_eager();
+    for (const PairRun& run : PairRuns(static_cast<int64_t>(t.row_ms.size() - before_samples),
+                                       before, baseline != nullptr)) {
+      if (run.side == PairSide::kEager) {
+        run.timed ? time_eager() : run_eager();
+      } else {
+        run.timed ? time_row() : run_row();
+      }
+      before = run.side;
     }
-  } while (t.row_ms.size() - before < static_cast<size_t>(kFewestSamples) ||
+  } while (t.row_ms.size() - before_samples < static_cast<size_t>(kFewestSamples) ||
            !SamplingDone(window_start == 0 ? t : SamplesFrom(t, window_start), rule,
                          SecondsSince(start) - waited_seconds));
   std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
@@ -608,6 +615,9 @@ void SampleRow(RowState* s, const Case& c, const RunOptions& options) {
     AddImpls(recorder, &s->matmul_impls);
     s->timings.row_ms.push_back(sample.ms);
     s->timings.row_delay.push_back(sample.delay);
+  }, [&] {
+    const Result r = s->engine->ValueAndGrad(s->program, c.inputs, c.wrt, row_options);
+    benchmark::DoNotOptimize(r.value.raw());
   });
 }
 
@@ -718,7 +728,8 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
                      s->timings.row_delay.push_back(sample.delay);
                      s->runs += s->runs_per_sample;
                      AddImpls(recorder, &s->matmul_impls);
-                   });
+                   },
+                   [&] { RunCaseMatMuls(*s); });
       state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
     }
   } catch (const std::exception& e) {

@@ -26,6 +26,24 @@ int64_t RunsPerSample(double run_seconds) {
   return static_cast<int64_t>(std::clamp(runs, 1.0, 10000.0));
 }
 
+std::vector<PairRun> PairRuns(int64_t index, std::optional<PairSide> before, bool paired) {
+  std::vector<PairRun> runs;
+  std::vector<PairSide> order;
+  if (!paired) {
+    order = {PairSide::kRow};
+  } else if (index % 2 == 0) {
+    order = {PairSide::kEager, PairSide::kRow};
+  } else {
+    order = {PairSide::kRow, PairSide::kEager};
+  }
+  for (const PairSide side : order) {
+    if (before != side) runs.push_back({side, /*timed=*/false});
+    runs.push_back({side, /*timed=*/true});
+    before = side;
+  }
+  return runs;
+}
+
 std::optional<double> MedianHalfWidth(std::vector<double> values) {
   const size_t n = values.size();
   if (n < 2) return std::nullopt;

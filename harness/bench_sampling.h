@@ -64,12 +64,41 @@ double SamplingWeight(int64_t eager_flops);
 // left.
 double SampleShareSeconds(double left_seconds, double weight, double weight_left);
 
+// The runs that take one pair, in order. Each side's timed run follows a run
+// of the same side, an untimed one where the run before was the other's:
+// a row that follows eager (or eager that follows the row) finds its
+// buffers out of cache and its heap in eager's shape, and not every engine
+// pays that alike. With eager and the row simply alternating (eager, row,
+// row, eager, ...), each pair had one side's run after a run of its own and
+// the other's after the other side's, by turns: on mlp_chain (`bench
+// --problems=mlp_chain --windows=1`, four runs) planned's pairs came out
+// 7-9% higher with planned second than with planned first, and the bound
+// row's too, so their ratios split into two clusters, the median fell
+// between them (planned 1.168-1.211 x eager, the bound 0.771-0.814 in the
+// four runs), and pair to pair they varied twice as much (median absolute
+// deviation 5-7% against 2-3%) as ratios of two runs that each followed
+// their own side. In training an engine runs after itself, so that is the
+// state both runs of a pair are measured in. The side that goes first
+// alternates from pair to pair (`index` even: eager), so that neither is
+// always the one taken after the other's warm-up; an untimed run costs half
+// a pair more (none where the first run follows its own side's). Unpaired
+// (`paired` false), the row's runs only.
+enum class PairSide { kEager, kRow };
+struct PairRun {
+  PairSide side = PairSide::kRow;
+  bool timed = true;
+};
+// `before`: the side of the run just before the pair (empty: neither's, as
+// at a row's first pair). The last run of the result is the next pair's
+// `before`.
+std::vector<PairRun> PairRuns(int64_t index, std::optional<PairSide> before, bool paired);
+
 // A sample is quiet when the process's run delay grew by at most
 // kQuietRunDelay (harness/run_delay.h) of its wall time while it ran, and
 // the CPUs were not apart when it was taken (harness/cpu_link.h).
 
 // A row's samples in the order they were taken: its own times and, paired,
-// eager's (eager_ms[i] was taken right before or after row_ms[i]), in ms;
+// eager's (eager_ms[i] and row_ms[i] are pair i's, PairRuns), in ms;
 // with each, the run delay its runs saw as a share of their wall time (see
 // kQuietRunDelay; empty when not measured: every sample counts as quiet).
 struct Timings {

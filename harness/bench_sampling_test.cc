@@ -236,5 +236,39 @@ TEST(BenchSampling, FastRunsAreTimedInBlocks) {
   EXPECT_EQ(RunsPerSample(1e-12), 10000);  // capped
 }
 
+// Walks `pairs` pairs as the bench takes them, starting after a run of
+// neither side, and checks what PairRuns promises.
+TEST(BenchSampling, EachTimedRunFollowsARunOfItsOwnSide) {
+  for (const bool paired : {true, false}) {
+    std::optional<PairSide> before;
+    int64_t untimed = 0;
+    for (int64_t index = 0; index < 40; ++index) {
+      const std::vector<PairRun> runs = PairRuns(index, before, paired);
+      int64_t timed_eager = 0, timed_row = 0;
+      for (const PairRun& run : runs) {
+        if (run.timed) {
+          ASSERT_TRUE(before.has_value()) << "pair " << index;
+          EXPECT_EQ(*before, run.side) << "pair " << index << ": a timed run after the other side's";
+          (run.side == PairSide::kEager ? timed_eager : timed_row) += 1;
+        } else {
+          ++untimed;
+        }
+        before = run.side;
+      }
+      EXPECT_EQ(timed_row, 1) << "pair " << index;
+      EXPECT_EQ(timed_eager, paired ? 1 : 0) << "pair " << index;
+      if (paired) {
+        // The first timed run alternates sides, so neither is always second.
+        const PairRun& first_timed = runs[runs[0].timed ? 0 : 1];
+        EXPECT_EQ(first_timed.side, index % 2 == 0 ? PairSide::kEager : PairSide::kRow)
+            << "pair " << index;
+      }
+    }
+    // One untimed run a pair (after the first, which warms both sides)
+    // paired; unpaired, only the first run's.
+    EXPECT_EQ(untimed, paired ? 41 : 1) << (paired ? "paired" : "unpaired");
+  }
+}
+
 }  // namespace
 }  // namespace remat::bench

@@ -64,6 +64,12 @@ inline bool CpusApart(double ns, double reference_ns) {
 // reading costs up to a few ms), else the last again; and the reference
 // round trip of all the readings the run has seen (Saw adds another
 // process's). Not thread-safe: one per sampler.
+//
+// A fresh reading leaves OpenMP's threads asleep (it waits for them to stop
+// spinning), and the run right after one took 1-1.5% longer than the runs
+// after it (mlp_chain's rows, `bench --problems=mlp_chain --windows=1`);
+// Reading wakes them after a fresh reading (an empty parallel region),
+// which left 0.1-0.3%.
 class CpuLinkMonitor {
  public:
   static constexpr std::chrono::milliseconds kCpuLinkPeriod{50};

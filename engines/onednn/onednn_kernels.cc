@@ -13,6 +13,10 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "engines/api/error.h"
 #include "engines/api/loop_kernels.h"
 #include "engines/api/philox.h"
@@ -85,6 +89,27 @@ void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   float* o = out.f32();
   const int64_t n = out.num_elements();
   loop_kernels::ForEachIndex(n, n, [&](int64_t i) { o[i] = f(pa[i], pb[i]); });
+}
+
+// An elementwise pass over n floats: `block(i)` does elements i..i+3 and
+// `one(i)` element i; the blocks split between OpenMP's threads, the tail
+// of fewer than four one at a time. For relu and its backward, whose
+// selects -O2 compiled one element at a time (with a branch for the
+// backward's, which mispredicts on random signs): in SSE2, which every
+// x86-64 CPU has, four lanes of the same IEEE single-precision operations,
+// so the bits are the one-at-a-time formula's on every ISA. Without SSE2,
+// every element one at a time.
+template <typename One, typename Block>
+void ForEachFloatBlock(int64_t n, One one, Block block) {
+  const int64_t blocks = n / 4;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (int64_t b = 0; b < blocks; ++b) block(4 * b);
+  for (int64_t i = 4 * blocks; i < n; ++i) one(i);
+}
+template <typename One>
+void ForEachFloatBlock(int64_t n, One one) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (int64_t i = 0; i < n; ++i) one(i);
 }
 
 // Layer normalization's per-row statistics, in f32, each row summed in index
@@ -535,22 +560,53 @@ void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
   // same bits in one read and one write.
   const float* in = x.f32();
   float* o = out.f32();
-  const int64_t n = out.num_elements();
-  // Two selects, no branch (signs are random: a branch mispredicts half the
-  // time), and `simd` because -O2 does not vectorize a loop whose operands
-  // might alias (out never aliases x: a kernel's output is fresh).
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = in[i];
-    const float r = v > 0.0f ? v : 0.0f;
-    o[i] = v != v ? v : r;
-  }
+  ForEachFloatBlock(
+      out.num_elements(),
+      [&](int64_t i) {
+        const float v = in[i];
+        const float r = v > 0.0f ? v : 0.0f;
+        o[i] = v != v ? v : r;
+      }
+#if defined(__SSE2__)
+      ,
+      [&](int64_t i) {
+        const __m128 v = _mm_loadu_ps(in + i);
+        const __m128 keep = _mm_or_ps(_mm_cmpgt_ps(v, _mm_setzero_ps()), _mm_cmpunord_ps(v, v));
+        _mm_storeu_ps(o + i, _mm_and_ps(keep, v));  // +0 where not kept
+      }
+#endif
+  );
 }
 
 void OneDnnKernels::DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
-  // eltwise_relu backward reads relu's input: dx = x > 0 ? dy : dy * 0, so
-  // relu'(0) = 0.
-  EltwiseBackward("relu_backward", AlgorithmId(dnnl::algorithm::eltwise_relu), x, dy, out);
+  if (out.num_elements() == 0 || dry_run()) return;
+  // From relu's input: dx = x > 0 ? dy : dy * 0, so relu'(0) = 0 and a NaN
+  // or infinite cotangent stays NaN where x <= 0: the formula of oneDNN's
+  // eltwise_relu backward (dy times the derivative), which this pass
+  // replaced. Its primitive took 53 us a call on mlp_chain's 512 KiB
+  // operands, 4.9% of eager's run (the kernel clock of `remat run --problem
+  // mlp_chain --param L=16 --param d=256 --param N=512`); one pass, each
+  // operand read once, no primitive to execute (SameShape checked the
+  // operands).
+  const float* in = x.f32();
+  const float* g = dy.f32();
+  float* o = out.f32();
+  ForEachFloatBlock(
+      out.num_elements(),
+      [&](int64_t i) {
+        const float d = g[i];
+        o[i] = in[i] > 0.0f ? d : d * 0.0f;
+      }
+#if defined(__SSE2__)
+      ,
+      [&](int64_t i) {
+        const __m128 d = _mm_loadu_ps(g + i);
+        const __m128 keep = _mm_cmpgt_ps(_mm_loadu_ps(in + i), _mm_setzero_ps());
+        const __m128 dropped = _mm_mul_ps(d, _mm_setzero_ps());
+        _mm_storeu_ps(o + i, _mm_or_ps(_mm_and_ps(keep, d), _mm_andnot_ps(keep, dropped)));
+      }
+#endif
+  );
 }
 
 void OneDnnKernels::DoSin(const Tensor& x, Tensor& out) {

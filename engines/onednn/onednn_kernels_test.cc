@@ -361,6 +361,55 @@ TEST(OneDnnKernelsTest, ReluDerivativeAtZeroIsZero) {
   EXPECT_EQ(dx.at(3), 0.0);
 }
 
+// relu and relu_backward on every pairing of relu's special inputs with
+// special cotangents, at lengths that put each pairing in a vector block and
+// in a tail, against the reference bit for bit: relu keeps x where x > 0 or
+// x is NaN, else +0; relu_backward is dy where x > 0, else dy * 0 (-0 for a
+// negative dy, NaN for an infinite or NaN one).
+TEST(OneDnnKernelsTest, ReluAndItsBackwardOnSpecialValuesMatchTheReferenceBits) {
+  OneDnnKernels onednn;
+  ReferenceKernels reference;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> xs = {-1.0f, -0.0f, 0.0f, 1e-30f, 2.0f, inf, -inf, nan};
+  const std::vector<float> gs = {3.0f, -3.0f, 0.0f, -0.0f, inf, -inf, nan, 1e-30f};
+  std::vector<float> x, g;
+  for (float xv : xs) {
+    for (float gv : gs) {
+      x.push_back(xv);
+      g.push_back(gv);
+    }
+  }
+  const int64_t pairs = static_cast<int64_t>(x.size());
+  for (const int64_t n : {pairs, pairs + 3, 4 * pairs + 1}) {
+    std::vector<float> xn(n), gn(n);
+    for (int64_t i = 0; i < n; ++i) {
+      xn[i] = x[i % pairs];
+      gn[i] = g[i % pairs];
+    }
+    const Tensor tx = Tensor::FromF32({n}, xn);
+    const Tensor tg = Tensor::FromF32({n}, gn);
+    const Tensor got = onednn.ReluBackward(tx, tg);
+    const Tensor want = reference.ReluBackward(F64(tx), F64(tg));
+    const Tensor got_relu = onednn.Relu(tx);
+    const Tensor want_relu = reference.Relu(F64(tx));
+    const auto expect_same_bits = [](double got_value, double want_value) {
+      const float o = static_cast<float>(got_value);
+      const float w = static_cast<float>(want_value);
+      EXPECT_EQ(std::isnan(o), std::isnan(w));
+      if (!std::isnan(w)) {
+        EXPECT_EQ(o, w);
+        EXPECT_EQ(std::signbit(o), std::signbit(w));
+      }
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      SCOPED_TRACE(StrCat("n=", n, " element ", i, ": x=", xn[i], " dy=", gn[i]));
+      expect_same_bits(got.at(i), want.at(i));
+      expect_same_bits(got_relu.at(i), want_relu.at(i));
+    }
+  }
+}
+
 TEST(OneDnnKernelsTest, ReluPropagatesNaN) {
   OneDnnKernels onednn;
   const float nan = std::numeric_limits<float>::quiet_NaN();
