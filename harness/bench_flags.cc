@@ -290,7 +290,8 @@ std::string BenchHelp() {
       " for the default\n"
       "                    run, 1 for a sweep), each taking 1/N of the budget; a row\n"
       "                    whose windows' x eager differ by more than ",
-      100 * kWindowAllowance, "% is flagged\n"
+      100 * kWindowAllowance, "% and by more\n"
+      "                    than their 95% intervals allow is flagged\n"
       "\n"
       "Google Benchmark's flags work as usual, e.g. --benchmark_filter=scan_stack,\n"
       "--benchmark_out=FILE; each row is one Google Benchmark iteration (its whole\n"

@@ -107,8 +107,10 @@ struct RowResult {
   // Every sample in the order taken (Timings), for auditing a row's estimate.
   Timings timings;
   // Paired, sampled in more than one window: each window's x eager
-  // (WindowEstimates), those with kMinQuietSamples quiet pairs.
+  // (WindowEstimates), those with kMinQuietSamples quiet pairs, and beside
+  // each its spread (half its 95% interval, relative; 0 where it has none).
   std::vector<double> window_values;
+  std::vector<double> window_spreads;
   int64_t peak_bytes = 0;
   // The live bytes by category at the peak (arguments, activations,
   // gradients, scratchpad, host): what a schedule controls is the activations.
@@ -260,7 +262,8 @@ struct EngineTime {
 // above its bound's by more than kBoundAllowance plus both spreads (unless
 // the bound row itself had too few quiet samples: then it is no ceiling), or
 // whose windows' x eager (window_values) differ by more than kWindowAllowance
-// of the lower (a rerun would not find the row's number). Eager's
+// of the lower and whose 95% intervals (window_spreads) do not overlap (a
+// rerun would not find the row's number). Eager's
 // FLOPs come from eager_flops when set, else from the eager row of the case.
 void ComputeVsEager(std::vector<RowResult>* rows);
 

@@ -864,7 +864,10 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   r.timings = s.timings;
   if (s.timings.paired() && !s.timings.window_starts.empty()) {
     for (const RowEstimate& w : WindowEstimates(s.timings)) {
-      if (w.quiet_samples >= kMinQuietSamples) r.window_values.push_back(w.value);
+      if (w.quiet_samples >= kMinQuietSamples) {
+        r.window_values.push_back(w.value);
+        r.window_spreads.push_back(w.spread.value_or(0));
+      }
     }
   }
   r.max_bytes_used = c.max_bytes_used;

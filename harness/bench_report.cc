@@ -258,6 +258,7 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (r.memory_cap_bytes > 0) row["memory_cap_bytes"] = r.memory_cap_bytes;
     if (r.budget_bytes > 0) row["budget_bytes"] = r.budget_bytes;
     if (!r.window_values.empty()) row["window_values"] = r.window_values;
+    if (!r.window_spreads.empty()) row["window_spreads"] = r.window_spreads;
     if (!r.timings.window_starts.empty()) row["samples_ms"]["window_starts"] = r.timings.window_starts;
     if (!r.error.empty()) row["error"] = r.error;
     out_rows.push_back(row);
@@ -435,7 +436,8 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
     if (count.not_quiet > 0) why.push_back(StrCat(count.not_quiet, " with too few quiet samples"));
     if (count.windows_disagree > 0) {
       why.push_back(StrCat(count.windows_disagree, " whose windows disagree by more than ",
-                           static_cast<int>(std::lround(100 * kWindowAllowance)), "%"));
+                           static_cast<int>(std::lround(100 * kWindowAllowance)),
+                           "% and their intervals"));
     }
     out << " (" << Join(why, ", ") << ")";
   }

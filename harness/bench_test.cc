@@ -322,12 +322,36 @@ TEST(BenchPlausibility, ARowWhoseWindowsDisagreeIsNoise) {
   EXPECT_EQ(count.noise, 1);
   EXPECT_EQ(count.windows_disagree, 1);
   const std::string summary = FormatSummary(rows, "p");
-  EXPECT_NE(summary.find("1 flagged as noise (1 whose windows disagree by more than 3%)"),
+  EXPECT_NE(summary.find(
+                "1 flagged as noise (1 whose windows disagree by more than 3% and their intervals)"),
             std::string::npos)
       << summary;
   const nlohmann::json run = ResultsJson("cmd", nlohmann::json::object(), "date", rows);
   EXPECT_EQ(run["rows"][1]["window_values"], (nlohmann::json{1.30, 1.36}));
   EXPECT_FALSE(run["rows"][0].contains("window_values"));
+}
+
+// Two windows 3.5% apart are two numbers only where their intervals say so:
+// 1.300 within 1% and 1.345 within 2.5% overlap (1.313 against 1.311);
+// within 0.5% each they do not.
+TEST(BenchPlausibility, WindowsApartOnlyBeyondTheirIntervalsDisagree) {
+  std::vector<RowResult> rows = {Fake("scan_stack", "eager", "as-written", 10.0),
+                                 Fake("scan_stack", "recompute", "as-written", 13.2),
+                                 Fake("scan_stack", "recompute", "schedule:sqrt", 13.2)};
+  for (int i : {1, 2}) {
+    rows[i].flops_recomputed = 1'000'000'000 / 3;
+    rows[i].vs_eager_paired = 1.32;
+    rows[i].window_values = {1.30, 1.345};
+  }
+  rows[1].window_spreads = {0.01, 0.025};
+  rows[2].window_spreads = {0.005, 0.005};
+  ComputeVsEager(&rows);
+  EXPECT_FALSE(rows[1].NoisyFor(NoiseKind::kWindowsDisagree)) << rows[1].NoiseText();
+  EXPECT_TRUE(rows[2].NoisyFor(NoiseKind::kWindowsDisagree));
+  EXPECT_EQ(rows[2].NoiseText(),
+            "its windows disagree: x eager 1.300 +-0.5%, 1.345 +-0.5% (3.5% apart)");
+  const nlohmann::json run = ResultsJson("cmd", nlohmann::json::object(), "date", rows);
+  EXPECT_EQ(run["rows"][1]["window_spreads"], (nlohmann::json{0.01, 0.025}));
 }
 
 TEST(BenchPlausibility, NoiseRowsPrintNoiseAndTheSummarySaysHowStableTheRunWas) {
