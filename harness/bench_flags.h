@@ -85,12 +85,11 @@ inline constexpr double kDefaultSamplingBudgetSeconds = 480;
 // Apart means by more than kWindowAllowance and by more than the two
 // windows' 95% intervals allow (the lower's upper end below the higher's
 // lower end). A window's median of 20-40 pairs that vary 2-4% from pair to
-// pair is itself only known within 1.5-2.5% on a noisy machine: in four
-// default runs on a 2-CPU Xeon (d5efe26 and before, `bazel-bin/harness/bench`
-// one after the other), 5-8% of rows had windows more than 3% apart, and so,
-// by a threshold alone, one to three of 24 controls per run "disagreed"
-// with both windows' intervals overlapping and the pooled A/A at 0.99-1.01;
-// 2.6-3.6% of rows had windows apart by both measures, and no control.
+// pair is itself only known within 1.5-2.5% on a noisy machine: in five
+// default runs on a 2-CPU Xeon (`bazel-bin/harness/bench`, three at 670e6c6,
+// two at d5efe26), 7-9% of rows had windows more than 3% apart, and by that
+// alone 1, 1, 1, 0 and 3 of the 24 controls were off; judged by both
+// measures (the runs' samples re-read), 2.7-3.6% of rows and no control.
 inline constexpr int kDefaultWindows = 2;
 inline constexpr double kWindowAllowance = 0.03;
 
