@@ -1248,6 +1248,7 @@ int Main(int argc, char** argv) {
   try {
     nlohmann::json run = ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);
     run["controls"] = ControlsJson(controls);
+    run["source"] = SourceInfo();
     if (!flags.peers.empty()) AddPeerRows(results, flags.peers, &run, console ? std::cout : std::cerr);
     const std::vector<std::string> written =
         WriteResults(ResultsDir(flags.out_dir), UtcStamp(started), run);

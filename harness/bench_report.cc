@@ -22,6 +22,7 @@
 #include "engines/onednn/platform.h"
 #include "engines/schedule/schedule.h"
 #include "harness/cpu_link.h"
+#include "harness/source_revision.h"
 #include "harness/stats_json.h"
 #include "problems/program_file.h"
 
@@ -162,6 +163,13 @@ nlohmann::json MachineInfo() {
   // form stats.json and `remat compare` read.
   machine.update(PlatformToJson(DescribePlatform()));
   return machine;
+}
+
+nlohmann::json SourceInfo() {
+  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  const SourceRevision revision = ReadSourceRevision(workspace && *workspace ? workspace : ".");
+  if (revision.commit.empty()) return {{"error", revision.error}};
+  return {{"commit", revision.commit}, {"modified", revision.modified}};
 }
 
 std::string CommandLine(const std::vector<std::string>& args) {

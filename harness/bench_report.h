@@ -46,6 +46,12 @@ StabilityCount CountStability(const std::vector<RowResult>& rows, double target)
 // fields of PlatformToJson(DescribePlatform()): cpu, cpus, onednn,
 // onednn_isa, isa_cap, matmul_impl, omp_threads.
 nlohmann::json MachineInfo();
+// The source the run was built from (source_revision.h), read in the
+// workspace (BUILD_WORKSPACE_DIRECTORY under `bazel run`, else the current
+// directory): {"commit": "<40 hex>", "modified": false} or {"error": "..."};
+// the bench writes it as the results file's "source", and tools/report.py
+// names it beside each run.
+nlohmann::json SourceInfo();
 // The command that reproduces the run: "tools/bazel run //harness:bench",
 // then " -- " and the arguments (args[0] excluded), shell-quoted where needed.
 std::string CommandLine(const std::vector<std::string>& args);

@@ -228,6 +228,28 @@ class ReportTest(unittest.TestCase):
         avx2["_path"] = "b.json"
         self.assertEqual(report.platform_warnings([avx2]), [])
 
+    def test_each_run_names_the_commit_it_was_built_from(self):
+        built = schedules_run()
+        built["source"] = {"commit": "0123456789abcdef0123456789abcdef01234567",
+                           "modified": False}
+        edited = schedules_run()
+        edited["source"] = {"commit": "fedcba9876543210fedcba9876543210fedcba98",
+                            "modified": True}
+        outside = schedules_run()
+        outside["source"] = {"error": "`git rev-parse HEAD` failed in /x (no git, or not a checkout)"}
+        old = schedules_run()
+        md = report_of((("a.json", built), ("b.json", edited), ("c.json", outside),
+                        ("d.json", old)))
+        lines = [line for line in md.splitlines() if line.startswith("- `")]
+        self.assertEqual(len(lines), 4, md)
+        self.assertIn("on 2026-01-01T00:00:00Z, at commit 0123456789ab (tree as committed); "
+                      "platform:", lines[0])
+        self.assertIn(", at commit fedcba987654 (tracked files modified); platform:", lines[1])
+        self.assertIn(", source not recorded (`git rev-parse HEAD` failed in /x (no git, or not "
+                      "a checkout)); platform:", lines[2])
+        self.assertIn(", source not recorded (a run from before the bench recorded its commit); "
+                      "platform:", lines[3])
+
     def test_controls_are_named_per_run_and_an_untrusted_row_has_no_ratio(self):
         bad = schedules_run()
         frontier = "L=256,d=512,N=256"
