@@ -1172,6 +1172,9 @@ int Main(int argc, char** argv) {
   session.progress.enabled = flags.sweep != Sweep::kNone;
 
   const std::time_t started = std::time(nullptr);
+  // Read before the first row: the binary was built from the tree as it is
+  // now, and an edit made while the run goes on is not its source.
+  const nlohmann::json source = SourceInfo();
   // The default display reporter is the library's (it honours
   // --benchmark_format); it is never freed, as the library's own is not.
   CollectingReporter reporter(benchmark::CreateDefaultDisplayReporter());
@@ -1248,7 +1251,7 @@ int Main(int argc, char** argv) {
   try {
     nlohmann::json run = ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);
     run["controls"] = ControlsJson(controls);
-    run["source"] = SourceInfo();
+    run["source"] = source;
     if (!flags.peers.empty()) AddPeerRows(results, flags.peers, &run, console ? std::cout : std::cerr);
     const std::vector<std::string> written =
         WriteResults(ResultsDir(flags.out_dir), UtcStamp(started), run);
