@@ -381,7 +381,10 @@ TEST(OneDnnKernelsTest, ReluAndItsBackwardOnSpecialValuesMatchTheReferenceBits) 
     }
   }
   const int64_t pairs = static_cast<int64_t>(x.size());
-  for (const int64_t n : {pairs, pairs + 3, 4 * pairs + 1}) {
+  // Whole cache lines of 16 only; lines and a tail of fewer than four;
+  // lines, one block of four after them and a tail; and enough elements
+  // (2^17 and one) for the lines to split between OpenMP's threads.
+  for (const int64_t n : {pairs, pairs + 3, pairs + 7, 4 * pairs + 1, int64_t{1 << 17} + 1}) {
     std::vector<float> xn(n), gn(n);
     for (int64_t i = 0; i < n; ++i) {
       xn[i] = x[i % pairs];
