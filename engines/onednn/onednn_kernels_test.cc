@@ -413,6 +413,67 @@ TEST(OneDnnKernelsTest, ReluAndItsBackwardOnSpecialValuesMatchTheReferenceBits) 
   }
 }
 
+// square, its backward, add, mul and broadcast (our own passes) on every
+// pairing of special values, at the lengths above (lines, blocks and tails,
+// and the threads' split), against the reference bit for bit: each is one
+// IEEE operation on exact f64 inputs, so the reference's f64 result rounded
+// to f32 is the f32 operation's (2x is exact: no input is near the largest
+// float).
+TEST(OneDnnKernelsTest, ElementwisePassesOnSpecialValuesMatchTheReferenceBits) {
+  OneDnnKernels onednn;
+  ReferenceKernels reference;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> values = {-1.0f, -0.0f, 0.0f, 1e-30f, 3e-39f, 2.5f,
+                                     1e20f, -7.0f, inf, -inf, nan, 0.1f};
+  std::vector<float> a, b;
+  for (float av : values) {
+    for (float bv : values) {
+      a.push_back(av);
+      b.push_back(bv);
+    }
+  }
+  const int64_t pairs = static_cast<int64_t>(a.size());
+  const auto expect_same_bits = [](double got_value, double want_value) {
+    const float o = static_cast<float>(got_value);
+    const float w = static_cast<float>(want_value);
+    EXPECT_EQ(std::isnan(o), std::isnan(w));
+    if (!std::isnan(w)) {
+      EXPECT_EQ(o, w);
+      EXPECT_EQ(std::signbit(o), std::signbit(w));
+    }
+  };
+  for (const int64_t n : {pairs, pairs + 3, pairs + 7, int64_t{1 << 17} + 1}) {
+    std::vector<float> an(n), bn(n);
+    for (int64_t i = 0; i < n; ++i) {
+      an[i] = a[i % pairs];
+      bn[i] = b[i % pairs];
+    }
+    const Tensor ta = Tensor::FromF32({n}, an);
+    const Tensor tb = Tensor::FromF32({n}, bn);
+    const Tensor a64 = F64(ta), b64 = F64(tb);
+    const std::vector<std::pair<Tensor, Tensor>> cases = {
+        {onednn.Square(ta), reference.Square(a64)},
+        {onednn.SquareBackward(ta, tb), reference.SquareBackward(a64, b64)},
+        {onednn.Add(ta, tb), reference.Add(a64, b64)},
+        {onednn.Mul(ta, tb), reference.Mul(a64, b64)}};
+    const char* names[] = {"square", "square_backward", "add", "mul"};
+    for (size_t c = 0; c < cases.size(); ++c) {
+      for (int64_t i = 0; i < n; ++i) {
+        SCOPED_TRACE(StrCat(names[c], " n=", n, " element ", i, ": a=", an[i], " b=", bn[i]));
+        expect_same_bits(cases[c].first.at(i), cases[c].second.at(i));
+      }
+    }
+    for (float v : {-0.0f, nan, 2.5f}) {
+      const Tensor got = onednn.Broadcast(Tensor::FromF32({}, {v}), Shape{n});
+      for (int64_t i = 0; i < n; ++i) {
+        SCOPED_TRACE(StrCat("broadcast n=", n, " element ", i, ": v=", v));
+        expect_same_bits(got.at(i), v);
+      }
+    }
+  }
+}
+
 TEST(OneDnnKernelsTest, ReluPropagatesNaN) {
   OneDnnKernels onednn;
   const float nan = std::numeric_limits<float>::quiet_NaN();
