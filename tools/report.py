@@ -59,6 +59,7 @@ def load(paths):
             row["_run"] = index
         # The A/A controls (a second eager on the case) are evidence about
         # the run, not results: the run's line says what they found.
+        run["_controls"] = [r for r in run.get("rows", []) if r.get("control")]
         run["rows"] = [r for r in run.get("rows", []) if not r.get("control")]
         runs.append(run)
     return runs
@@ -472,10 +473,12 @@ def frontier_table(rows):
     return out + [""]
 
 
-def peer_table(rows):
+def peer_table(rows, controls=()):
     """The field's engines (bench --peer) beside remat's, case by case: each
     as written (checkpointed) and without checkpointing, x eager's row of the
-    same run."""
+    same run; and the case's A/A control (`controls`: a second eager) by the
+    same measure, the least time over eager's, which shows how far apart
+    that measure puts two identical engines in the run."""
     peers = [r for r in rows if r.get("peer")]
     if not peers:
         return []
@@ -483,13 +486,18 @@ def peer_table(rows):
     for r in rows:
         if not r.get("peer") and not failed(r) and r.get("engine") in ("eager", "recompute"):
             mine[(r["_run"],) + key_of(r) + (r["engine"], r.get("policy"))] = r
+    twins = {(r["_run"],) + key_of(r): r for r in controls
+             if not failed(r) and r.get("engine") == "eager" and r.get("real_time_ms")}
+    twin_ratios = []
     out = ["## The field's engines, in the same run", "",
            "Rows of `//harness:bench -- --peer`: JAX (`jax.jit(jax.value_and_grad(...))`, regions as "
            "`jax.checkpoint`), PyTorch (eager autograd, regions as `torch.utils.checkpoint`) and "
            "torch.compile (inductor) run the same program on eager's inputs (tools/peer_time.py: "
            "the least of 5 runs after 2 warm-ups, compiling not timed); `x eager` is over eager's "
            "row of the same run. `checkpointed` is the problem as written, `plain` the problem "
-           "under everything_saveable (no recomputation).", "",
+           "under everything_saveable (no recomputation). `remat eager A/A` is the case's control, "
+           "a second eager instance, by the same measure (its least time over eager's): how far "
+           "apart that measure puts two identical engines in this run.", "",
            "| problem | size | engine | plain ms | plain x eager | checkpointed ms | checkpointed x eager |",
            "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
     cases = []
@@ -517,6 +525,12 @@ def peer_table(rows):
                 problem, fmt_params(params), eager["real_time_ms"],
                 f"{recompute['real_time_ms']:.1f}" if recompute else "",
                 f"{recompute['real_time_ms'] / eager['real_time_ms']:.2f}" if recompute else ""))
+            twin = twins.get(case)
+            if twin:
+                ratio = twin["real_time_ms"] / eager["real_time_ms"]
+                twin_ratios.append(ratio)
+                out.append(f"| {problem} | {fmt_params(params)} | remat eager A/A | "
+                           f"{twin['real_time_ms']:.1f} | {ratio:.2f} |  |  |")
         for engine in ("jax", "torch", "torch-compile"):
             got = {r.get("policy"): r for r in peers
                    if (r["_run"],) + key_of(r) == case and r.get("engine") == engine}
@@ -525,7 +539,17 @@ def peer_table(rows):
             plain, checkpointed = cell(got.get("everything_saveable")), cell(got.get("as-written"))
             out.append(f"| {problem} | {fmt_params(params)} | {engine} | {plain[0]} | {plain[1]} | "
                        f"{checkpointed[0]} | {checkpointed[1]} |")
-    return out + [""]
+    out.append("")
+    if twin_ratios:
+        out += [f"The A/A rows' least-time ratios lie between {min(twin_ratios):.3f} and "
+                f"{max(twin_ratios):.3f}: two engines whose ratios here differ by less than "
+                f"{100 * max(abs(r - 1) for r in twin_ratios):.1f}% are not told apart by this "
+                "measure (the bench's own rows are judged by their paired ratios and controls, "
+                "not by it).", ""]
+    else:
+        out += ["No A/A control ran beside these rows (a run from before they existed): how far "
+                "apart this measure puts two identical engines is not known.", ""]
+    return out
 
 
 def scale_table(rows):
@@ -808,8 +832,9 @@ def main():
         return 2
     runs = load(args.inputs)
     every_row = [row for run in runs for row in run.get("rows", [])]
+    every_control = [row for run in runs for row in run.get("_controls", [])]
     if args.section_only:
-        print("\n".join(peer_table(every_row)))
+        print("\n".join(peer_table(every_row, every_control)))
         return 0
     # The field's engines' rows have their own table (peer_table), and so do
     # the rows of a --peer run.
@@ -865,7 +890,7 @@ def main():
             md += [f"### {problem}", "", table([r for r in mine if r.get("problem") == problem]), ""]
     md += agreement_section(runs)
     md += frontier_table(same_family)
-    md += peer_table(every_row)
+    md += peer_table(every_row, every_control)
     md += scale_table(same_family)
     if args.compile_budget:
         md += compile_budget_section(args.compile_budget, args.out)

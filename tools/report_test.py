@@ -139,6 +139,7 @@ class ReportTest(unittest.TestCase):
         run = {"command": "tools/bazel run //harness:bench -- --peer", "machine": {"cpu": "test", "cores": 2},
                "date": "2026-01-01T00:00:00Z",
                "rows": [row(case, "eager", "as-written", 40, 100, 10, 1.0),
+                        row(case, "eager", "as-written", 41.2, 100, 10, 1.03, control=True),
                         row(case, "recompute", "as-written", 50, 80, 5, 1.25),
                         peer("jax", "everything_saveable", 44), peer("jax", "as-written", 60),
                         peer("torch-compile", "everything_saveable", 0, error="unsupported: no"),
@@ -155,6 +156,24 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| scan_stack | L=8,N=256,d=512 | remat eager / recompute | 40.0 | 1.00 | 50.0 | 1.25 |", md)
         self.assertIn("| scan_stack | L=8,N=256,d=512 | jax | 44.0 | 1.10 | 60.0 | 1.50 |", md)
         self.assertIn("| scan_stack | L=8,N=256,d=512 | torch-compile | error: unsupported: no |  | 80.0 | 2.00 |", md)
+        # The case's A/A control by the peers' measure, and what it says.
+        self.assertIn("| scan_stack | L=8,N=256,d=512 | remat eager A/A | 41.2 | 1.03 |  |  |", md)
+        self.assertIn("The A/A rows' least-time ratios lie between 1.030 and 1.030: two engines "
+                      "whose ratios here differ by less than 3.0% are not told apart", md)
+        # The control stays out of the remat rows (it is not recompute's or
+        # eager's own row).
+        self.assertIn("| scan_stack | L=8,N=256,d=512 | remat eager / recompute | 40.0 | 1.00 | 50.0 | 1.25 |", md)
+        # A peer run without controls says it has none.
+        run["rows"] = [r for r in run["rows"] if not r.get("control")]
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
+            path = os.path.join(tmp, "peer.json")
+            with open(path, "w") as f:
+                json.dump(run, f)
+            python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+            section = subprocess.run([python, report.__file__, path, "--section-only", "--out", tmp],
+                                     check=True, stdout=subprocess.PIPE, text=True).stdout
+        self.assertIn("No A/A control ran beside these rows", section)
+        self.assertNotIn("remat eager A/A |", section)
         # Peer rows stay out of the problem's own table.
         self.assertNotIn("jax/as-written", md.split("## The field's engines")[0])
 

@@ -147,6 +147,46 @@ void ForEachFloatBlock(int64_t n, const Streams<K>&, One one) {
   for (int64_t i = 0; i < n; ++i) one(i);
 }
 
+// One pass over `out` of scalar(x[i]) (UnaryFloatPass) or scalar(a[i], b[i])
+// (BinaryFloatPass), `lanes` the same formula on four SSE2 lanes (the
+// overloads without it, where SSE2 is missing, go one element at a time).
+template <typename Scalar>
+void UnaryFloatPass(const Tensor& x, Tensor& out, Scalar scalar) {
+  const float* in = x.f32();
+  float* o = out.f32();
+  ForEachFloatBlock(out.num_elements(), Streams<2>{in, o},
+                    [&](int64_t i) { o[i] = scalar(in[i]); });
+}
+template <typename Scalar>
+void BinaryFloatPass(const Tensor& a, const Tensor& b, Tensor& out, Scalar scalar) {
+  const float* pa = a.f32();
+  const float* pb = b.f32();
+  float* o = out.f32();
+  ForEachFloatBlock(out.num_elements(), Streams<3>{pa, pb, o},
+                    [&](int64_t i) { o[i] = scalar(pa[i], pb[i]); });
+}
+#if defined(__SSE2__)
+template <typename Scalar, typename Lanes>
+void UnaryFloatPass(const Tensor& x, Tensor& out, Scalar scalar, Lanes lanes) {
+  const float* in = x.f32();
+  float* o = out.f32();
+  ForEachFloatBlock(
+      out.num_elements(), Streams<2>{in, o}, [&](int64_t i) { o[i] = scalar(in[i]); },
+      [&](int64_t i) { _mm_storeu_ps(o + i, lanes(_mm_loadu_ps(in + i))); });
+}
+template <typename Scalar, typename Lanes>
+void BinaryFloatPass(const Tensor& a, const Tensor& b, Tensor& out, Scalar scalar, Lanes lanes) {
+  const float* pa = a.f32();
+  const float* pb = b.f32();
+  float* o = out.f32();
+  ForEachFloatBlock(
+      out.num_elements(), Streams<3>{pa, pb, o}, [&](int64_t i) { o[i] = scalar(pa[i], pb[i]); },
+      [&](int64_t i) {
+        _mm_storeu_ps(o + i, lanes(_mm_loadu_ps(pa + i), _mm_loadu_ps(pb + i)));
+      });
+}
+#endif
+
 // Layer normalization's per-row statistics, in f32, each row summed in index
 // order: the forward and both backward kernels call this one function, so the
 // mean and rstd they use are the same bits.
@@ -577,21 +617,17 @@ void OneDnnKernels::DoRelu(const Tensor& x, Tensor& out) {
   // engine_loop); one pass that keeps x where x > 0 or x is NaN and +0
   // elsewhere (so -0 -> +0, as max(x, +0) and the reference give) is the
   // same bits in one read and one write.
-  const float* in = x.f32();
-  float* o = out.f32();
-  ForEachFloatBlock(
-      out.num_elements(), Streams<2>{in, o},
-      [&](int64_t i) {
-        const float v = in[i];
+  UnaryFloatPass(
+      x, out,
+      [](float v) {
         const float r = v > 0.0f ? v : 0.0f;
-        o[i] = v != v ? v : r;
+        return v != v ? v : r;
       }
 #if defined(__SSE2__)
       ,
-      [&](int64_t i) {
-        const __m128 v = _mm_loadu_ps(in + i);
+      [](__m128 v) {
         const __m128 keep = _mm_or_ps(_mm_cmpgt_ps(v, _mm_setzero_ps()), _mm_cmpunord_ps(v, v));
-        _mm_storeu_ps(o + i, _mm_and_ps(keep, v));  // +0 where not kept
+        return _mm_and_ps(keep, v);  // +0 where not kept
       }
 #endif
   );
@@ -607,22 +643,14 @@ void OneDnnKernels::DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& ou
   // mlp_chain --param L=16 --param d=256 --param N=512`); one pass, each
   // operand read once, no primitive to execute (SameShape checked the
   // operands).
-  const float* in = x.f32();
-  const float* g = dy.f32();
-  float* o = out.f32();
-  ForEachFloatBlock(
-      out.num_elements(), Streams<3>{in, g, o},
-      [&](int64_t i) {
-        const float d = g[i];
-        o[i] = in[i] > 0.0f ? d : d * 0.0f;
-      }
+  BinaryFloatPass(
+      x, dy, out, [](float v, float d) { return v > 0.0f ? d : d * 0.0f; }
 #if defined(__SSE2__)
       ,
-      [&](int64_t i) {
-        const __m128 d = _mm_loadu_ps(g + i);
-        const __m128 keep = _mm_cmpgt_ps(_mm_loadu_ps(in + i), _mm_setzero_ps());
+      [](__m128 v, __m128 d) {
+        const __m128 keep = _mm_cmpgt_ps(v, _mm_setzero_ps());
         const __m128 dropped = _mm_mul_ps(d, _mm_setzero_ps());
-        _mm_storeu_ps(o + i, _mm_or_ps(_mm_and_ps(keep, d), _mm_andnot_ps(keep, dropped)));
+        return _mm_or_ps(_mm_and_ps(keep, d), _mm_andnot_ps(keep, dropped));
       }
 #endif
   );
@@ -660,66 +688,44 @@ void OneDnnKernels::DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out
 // rule; a + b; a * b.
 void OneDnnKernels::DoSquare(const Tensor& x, Tensor& out) {
   if (out.num_elements() == 0 || dry_run()) return;
-  const float* in = x.f32();
-  float* o = out.f32();
-  ForEachFloatBlock(
-      out.num_elements(), Streams<2>{in, o}, [&](int64_t i) { o[i] = in[i] * in[i]; }
+  UnaryFloatPass(
+      x, out, [](float v) { return v * v; }
 #if defined(__SSE2__)
       ,
-      [&](int64_t i) {
-        const __m128 v = _mm_loadu_ps(in + i);
-        _mm_storeu_ps(o + i, _mm_mul_ps(v, v));
-      }
+      [](__m128 v) { return _mm_mul_ps(v, v); }
 #endif
   );
 }
 
 void OneDnnKernels::DoSquareBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   if (out.num_elements() == 0 || dry_run()) return;
-  const float* in = x.f32();
-  const float* g = dy.f32();
-  float* o = out.f32();
-  ForEachFloatBlock(
-      out.num_elements(), Streams<3>{in, g, o},
-      [&](int64_t i) { o[i] = g[i] * (2.0f * in[i]); }
+  BinaryFloatPass(
+      x, dy, out, [](float v, float g) { return g * (2.0f * v); }
 #if defined(__SSE2__)
       ,
-      [&](int64_t i) {
-        const __m128 twice = _mm_mul_ps(_mm_set1_ps(2.0f), _mm_loadu_ps(in + i));
-        _mm_storeu_ps(o + i, _mm_mul_ps(_mm_loadu_ps(g + i), twice));
-      }
+      [](__m128 v, __m128 g) { return _mm_mul_ps(g, _mm_mul_ps(_mm_set1_ps(2.0f), v)); }
 #endif
   );
 }
 
 void OneDnnKernels::DoAdd(const Tensor& a, const Tensor& b, Tensor& out) {
   if (out.num_elements() == 0 || dry_run()) return;
-  const float* pa = a.f32();
-  const float* pb = b.f32();
-  float* o = out.f32();
-  ForEachFloatBlock(
-      out.num_elements(), Streams<3>{pa, pb, o}, [&](int64_t i) { o[i] = pa[i] + pb[i]; }
+  BinaryFloatPass(
+      a, b, out, [](float x, float y) { return x + y; }
 #if defined(__SSE2__)
       ,
-      [&](int64_t i) {
-        _mm_storeu_ps(o + i, _mm_add_ps(_mm_loadu_ps(pa + i), _mm_loadu_ps(pb + i)));
-      }
+      [](__m128 x, __m128 y) { return _mm_add_ps(x, y); }
 #endif
   );
 }
 
 void OneDnnKernels::DoMul(const Tensor& a, const Tensor& b, Tensor& out) {
   if (out.num_elements() == 0 || dry_run()) return;
-  const float* pa = a.f32();
-  const float* pb = b.f32();
-  float* o = out.f32();
-  ForEachFloatBlock(
-      out.num_elements(), Streams<3>{pa, pb, o}, [&](int64_t i) { o[i] = pa[i] * pb[i]; }
+  BinaryFloatPass(
+      a, b, out, [](float x, float y) { return x * y; }
 #if defined(__SSE2__)
       ,
-      [&](int64_t i) {
-        _mm_storeu_ps(o + i, _mm_mul_ps(_mm_loadu_ps(pa + i), _mm_loadu_ps(pb + i)));
-      }
+      [](__m128 x, __m128 y) { return _mm_mul_ps(x, y); }
 #endif
   );
 }

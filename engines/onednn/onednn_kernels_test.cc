@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engines/api/error.h"
@@ -361,6 +362,45 @@ TEST(OneDnnKernelsTest, ReluDerivativeAtZeroIsZero) {
   EXPECT_EQ(dx.at(3), 0.0);
 }
 
+// Every pairing of `as` with `bs`, as two lists side by side.
+std::pair<std::vector<float>, std::vector<float>> AllPairings(const std::vector<float>& as,
+                                                              const std::vector<float>& bs) {
+  std::pair<std::vector<float>, std::vector<float>> out;
+  for (float a : as) {
+    for (float b : bs) {
+      out.first.push_back(a);
+      out.second.push_back(b);
+    }
+  }
+  return out;
+}
+
+// `values` over and over, n of them.
+std::vector<float> Repeated(const std::vector<float>& values, int64_t n) {
+  std::vector<float> out(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = values[i % values.size()];
+  return out;
+}
+
+// The same f32 bits, but that any NaN matches any NaN.
+void ExpectSameFloatBits(double got_value, double want_value) {
+  const float o = static_cast<float>(got_value);
+  const float w = static_cast<float>(want_value);
+  EXPECT_EQ(std::isnan(o), std::isnan(w));
+  if (!std::isnan(w)) {
+    EXPECT_EQ(o, w);
+    EXPECT_EQ(std::signbit(o), std::signbit(w));
+  }
+}
+
+// The lengths the elementwise passes are checked at: whole cache lines of
+// 16 only; lines and a tail of fewer than four; lines, one block of four
+// after them and a tail; and enough elements (2^17 and one) for the lines to
+// split between OpenMP's threads.
+std::vector<int64_t> PassLengths(int64_t pairs) {
+  return {pairs, pairs + 3, pairs + 7, 4 * pairs + 1, int64_t{1 << 17} + 1};
+}
+
 // relu and relu_backward on every pairing of relu's special inputs with
 // special cotangents, at lengths that put each pairing in a vector block and
 // in a tail, against the reference bit for bit: relu keeps x where x > 0 or
@@ -371,44 +411,20 @@ TEST(OneDnnKernelsTest, ReluAndItsBackwardOnSpecialValuesMatchTheReferenceBits) 
   ReferenceKernels reference;
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> xs = {-1.0f, -0.0f, 0.0f, 1e-30f, 2.0f, inf, -inf, nan};
-  const std::vector<float> gs = {3.0f, -3.0f, 0.0f, -0.0f, inf, -inf, nan, 1e-30f};
-  std::vector<float> x, g;
-  for (float xv : xs) {
-    for (float gv : gs) {
-      x.push_back(xv);
-      g.push_back(gv);
-    }
-  }
-  const int64_t pairs = static_cast<int64_t>(x.size());
-  // Whole cache lines of 16 only; lines and a tail of fewer than four;
-  // lines, one block of four after them and a tail; and enough elements
-  // (2^17 and one) for the lines to split between OpenMP's threads.
-  for (const int64_t n : {pairs, pairs + 3, pairs + 7, 4 * pairs + 1, int64_t{1 << 17} + 1}) {
-    std::vector<float> xn(n), gn(n);
-    for (int64_t i = 0; i < n; ++i) {
-      xn[i] = x[i % pairs];
-      gn[i] = g[i % pairs];
-    }
+  const auto [x, g] = AllPairings({-1.0f, -0.0f, 0.0f, 1e-30f, 2.0f, inf, -inf, nan},
+                                  {3.0f, -3.0f, 0.0f, -0.0f, inf, -inf, nan, 1e-30f});
+  for (const int64_t n : PassLengths(static_cast<int64_t>(x.size()))) {
+    const std::vector<float> xn = Repeated(x, n), gn = Repeated(g, n);
     const Tensor tx = Tensor::FromF32({n}, xn);
     const Tensor tg = Tensor::FromF32({n}, gn);
     const Tensor got = onednn.ReluBackward(tx, tg);
     const Tensor want = reference.ReluBackward(F64(tx), F64(tg));
     const Tensor got_relu = onednn.Relu(tx);
     const Tensor want_relu = reference.Relu(F64(tx));
-    const auto expect_same_bits = [](double got_value, double want_value) {
-      const float o = static_cast<float>(got_value);
-      const float w = static_cast<float>(want_value);
-      EXPECT_EQ(std::isnan(o), std::isnan(w));
-      if (!std::isnan(w)) {
-        EXPECT_EQ(o, w);
-        EXPECT_EQ(std::signbit(o), std::signbit(w));
-      }
-    };
     for (int64_t i = 0; i < n; ++i) {
       SCOPED_TRACE(StrCat("n=", n, " element ", i, ": x=", xn[i], " dy=", gn[i]));
-      expect_same_bits(got.at(i), want.at(i));
-      expect_same_bits(got_relu.at(i), want_relu.at(i));
+      ExpectSameFloatBits(got.at(i), want.at(i));
+      ExpectSameFloatBits(got_relu.at(i), want_relu.at(i));
     }
   }
 }
@@ -426,29 +442,9 @@ TEST(OneDnnKernelsTest, ElementwisePassesOnSpecialValuesMatchTheReferenceBits) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> values = {-1.0f, -0.0f, 0.0f, 1e-30f, 3e-39f, 2.5f,
                                      1e20f, -7.0f, inf, -inf, nan, 0.1f};
-  std::vector<float> a, b;
-  for (float av : values) {
-    for (float bv : values) {
-      a.push_back(av);
-      b.push_back(bv);
-    }
-  }
-  const int64_t pairs = static_cast<int64_t>(a.size());
-  const auto expect_same_bits = [](double got_value, double want_value) {
-    const float o = static_cast<float>(got_value);
-    const float w = static_cast<float>(want_value);
-    EXPECT_EQ(std::isnan(o), std::isnan(w));
-    if (!std::isnan(w)) {
-      EXPECT_EQ(o, w);
-      EXPECT_EQ(std::signbit(o), std::signbit(w));
-    }
-  };
-  for (const int64_t n : {pairs, pairs + 3, pairs + 7, int64_t{1 << 17} + 1}) {
-    std::vector<float> an(n), bn(n);
-    for (int64_t i = 0; i < n; ++i) {
-      an[i] = a[i % pairs];
-      bn[i] = b[i % pairs];
-    }
+  const auto [a, b] = AllPairings(values, values);
+  for (const int64_t n : PassLengths(static_cast<int64_t>(a.size()))) {
+    const std::vector<float> an = Repeated(a, n), bn = Repeated(b, n);
     const Tensor ta = Tensor::FromF32({n}, an);
     const Tensor tb = Tensor::FromF32({n}, bn);
     const Tensor a64 = F64(ta), b64 = F64(tb);
@@ -461,14 +457,14 @@ TEST(OneDnnKernelsTest, ElementwisePassesOnSpecialValuesMatchTheReferenceBits) {
     for (size_t c = 0; c < cases.size(); ++c) {
       for (int64_t i = 0; i < n; ++i) {
         SCOPED_TRACE(StrCat(names[c], " n=", n, " element ", i, ": a=", an[i], " b=", bn[i]));
-        expect_same_bits(cases[c].first.at(i), cases[c].second.at(i));
+        ExpectSameFloatBits(cases[c].first.at(i), cases[c].second.at(i));
       }
     }
     for (float v : {-0.0f, nan, 2.5f}) {
       const Tensor got = onednn.Broadcast(Tensor::FromF32({}, {v}), Shape{n});
       for (int64_t i = 0; i < n; ++i) {
         SCOPED_TRACE(StrCat("broadcast n=", n, " element ", i, ": v=", v));
-        expect_same_bits(got.at(i), v);
+        ExpectSameFloatBits(got.at(i), v);
       }
     }
   }
