@@ -16,6 +16,7 @@ const char* NoiseKindName(NoiseKind kind) {
     case NoiseKind::kBelowFlopFloor: return "below_flop_floor";
     case NoiseKind::kWindowsDisagree: return "windows_disagree";
     case NoiseKind::kAboveMatMulBound: return "above_matmul_bound";
+    case NoiseKind::kImprecise: return "imprecise";
   }
   return "unknown";
 }
@@ -142,6 +143,17 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     if (!r.quiet) {
       add_noise(NoiseKind::kNotQuiet, StrCat("too few quiet samples (", r.quiet_samples, " of ",
                                              r.samples, "): a neighbour kept a CPU busy"));
+    }
+    // Too wide an interval: the ratio is one draw from a range a rerun
+    // would land anywhere in. Paired rows only: an unpaired row's spread is
+    // whether its least time was still falling, not an interval of a ratio.
+    if (r.vs_eager_paired && r.spread && *r.spread > kWindowAllowance) {
+      std::snprintf(text, sizeof text,
+                    "x eager %.2f known only within +-%.1f%% (%lld quiet pairs), wider than "
+                    "+-%.0f%%",
+                    *r.vs_eager_paired, 100 * *r.spread, static_cast<long long>(r.quiet_samples),
+                    100 * kWindowAllowance);
+      add_noise(NoiseKind::kImprecise, text);
     }
     if (r.flop_floor && ratio &&
         *ratio < *r.flop_floor * (1 - kFlopFloorAllowance - ratio_spread)) {

@@ -64,6 +64,7 @@ enum class NoiseKind {
   kBelowFlopFloor,    // x eager below the FLOP model's floor
   kWindowsDisagree,   // its windows' ratios differ by more than kWindowAllowance
   kAboveMatMulBound,  // faster than oneDNN's matmuls alone
+  kImprecise,         // its x eager's 95% interval wider than +-kWindowAllowance
 };
 // "windows_disagree": the JSON's name of a kind.
 const char* NoiseKindName(NoiseKind kind);
@@ -263,7 +264,11 @@ struct EngineTime {
 // the bound row itself had too few quiet samples: then it is no ceiling), or
 // whose windows' x eager (window_values) differ by more than kWindowAllowance
 // of the lower and whose 95% intervals (window_spreads) do not overlap (a
-// rerun would not find the row's number). Eager's
+// rerun would not find the row's number), or whose paired x eager has a
+// spread (half its 95% interval) above kWindowAllowance: the bench's claim
+// for a ratio is that a rerun finds it within that allowance, and a median
+// of a few pairs that vary by tens of percent (a deep row capped at 3-5
+// pairs) supports no such claim, however central the value. Eager's
 // FLOPs come from eager_flops when set, else from the eager row of the case.
 void ComputeVsEager(std::vector<RowResult>* rows);
 

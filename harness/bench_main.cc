@@ -1015,8 +1015,7 @@ int Capture(const std::string& command, std::string* output) {
 void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::string>& peers,
                  nlohmann::json* run, std::ostream& out) {
   namespace fs = std::filesystem;
-  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-  const std::string root = workspace ? workspace : ".";
+  const std::string root = WorkspaceDir();
   const char* venv = std::getenv("REMAT_VENV");
   const std::string python = StrCat(venv ? std::string(venv) : root + "/.venv", "/bin/python");
   const std::string script = root + "/tools/peer_time.py";

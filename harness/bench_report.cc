@@ -125,6 +125,7 @@ StabilityCount CountStability(const std::vector<RowResult>& rows, double target)
     if (r.noisy()) ++count.noise;
     if (!r.quiet) ++count.not_quiet;
     if (r.NoisyFor(NoiseKind::kWindowsDisagree)) ++count.windows_disagree;
+    if (r.NoisyFor(NoiseKind::kImprecise)) ++count.imprecise;
     add(r.timings.row_ms, r.timings.row_delay);
     add(r.timings.eager_ms, r.timings.eager_delay);
     count.reference_link_ns = r.timings.reference_link_ns;
@@ -165,9 +166,13 @@ nlohmann::json MachineInfo() {
   return machine;
 }
 
-nlohmann::json SourceInfo() {
+std::string WorkspaceDir() {
   const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-  const SourceRevision revision = ReadSourceRevision(workspace && *workspace ? workspace : ".");
+  return workspace && *workspace ? workspace : ".";
+}
+
+nlohmann::json SourceInfo() {
+  const SourceRevision revision = ReadSourceRevision(WorkspaceDir());
   if (revision.commit.empty()) return {{"error", revision.error}};
   return {{"commit", revision.commit}, {"modified", revision.modified}};
 }
@@ -439,13 +444,17 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
         << Variant(worst->row) << ")";
   }
   out << ", " << count.noise << " flagged as noise";
-  if (count.not_quiet > 0 || count.windows_disagree > 0) {
+  if (count.not_quiet > 0 || count.windows_disagree > 0 || count.imprecise > 0) {
     std::vector<std::string> why;
     if (count.not_quiet > 0) why.push_back(StrCat(count.not_quiet, " with too few quiet samples"));
     if (count.windows_disagree > 0) {
       why.push_back(StrCat(count.windows_disagree, " whose windows disagree by more than ",
                            static_cast<int>(std::lround(100 * kWindowAllowance)),
                            "% and their intervals"));
+    }
+    if (count.imprecise > 0) {
+      why.push_back(StrCat(count.imprecise, " known only within more than +-",
+                           static_cast<int>(std::lround(100 * kWindowAllowance)), "%"));
     }
     out << " (" << Join(why, ", ") << ")";
   }
@@ -475,9 +484,11 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
 
 std::string ResultsDir(const std::string& out_flag) {
   if (!out_flag.empty()) return out_flag;
-  const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-  if (workspace && *workspace) return (std::filesystem::path(workspace) / "results").string();
-  return ".";
+  // A run by hand from bazel-bin writes where it was started: it is not one
+  // of the workspace's recorded runs.
+  const std::string workspace = WorkspaceDir();
+  if (workspace == ".") return ".";
+  return (std::filesystem::path(workspace) / "results").string();
 }
 
 std::vector<std::string> WriteResults(const std::string& dir, const std::string& stamp,

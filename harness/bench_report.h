@@ -30,6 +30,7 @@ struct StabilityCount {
   int64_t noise = 0;
   int64_t not_quiet = 0;
   int64_t windows_disagree = 0;  // flagged because their windows disagree
+  int64_t imprecise = 0;         // flagged because their interval is too wide
   double run_delay = 0;
   // The CPUs' round trip (harness/cpu_link.h): samples (pairs) with a
   // reading, those of them taken with the CPUs apart, and the run's
@@ -46,9 +47,8 @@ StabilityCount CountStability(const std::vector<RowResult>& rows, double target)
 // fields of PlatformToJson(DescribePlatform()): cpu, cpus, onednn,
 // onednn_isa, isa_cap, matmul_impl, omp_threads.
 nlohmann::json MachineInfo();
-// The source the run was built from (source_revision.h), read in the
-// workspace (BUILD_WORKSPACE_DIRECTORY under `bazel run`, else the current
-// directory): {"commit": "<40 hex>", "modified": false} or {"error": "..."};
+// The source the run was built from (source_revision.h), read in
+// WorkspaceDir(): {"commit": "<40 hex>", "modified": false} or {"error": "..."};
 // the bench writes it as the results file's "source", and tools/report.py
 // names it beside each run.
 nlohmann::json SourceInfo();
@@ -83,8 +83,13 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
 // noise; rerun them: ...").
 std::string FormatSummary(const std::vector<RowResult>& rows, const std::string& platform);
 
-// Where results go: --out if given; else $BUILD_WORKSPACE_DIRECTORY/results
-// (set by `bazel run`); else the current directory.
+// The workspace the bench was started from: $BUILD_WORKSPACE_DIRECTORY (set
+// by `bazel run`) when set and not empty, else "." (bazel-bin/harness/bench
+// run from the checkout). The results directory, the source revision and
+// the peers' script and .venv are all found from it.
+std::string WorkspaceDir();
+// Where results go: --out if given; else WorkspaceDir()/results under
+// `bazel run`; else the current directory.
 std::string ResultsDir(const std::string& out_flag);
 // Writes `run` to DIR/bench-<stamp>.json and DIR/latest.json (each through a
 // .tmp file renamed into place), creating DIR; returns the two paths. Throws

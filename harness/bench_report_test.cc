@@ -161,6 +161,23 @@ TEST(BenchResults, CommandDateAndFiles) {
   EXPECT_EQ(UtcStamp(86400 + 3661), "19700102T010101Z");
   EXPECT_EQ(ResultsDir("/some/dir"), "/some/dir");
 
+  // One reading of the workspace for the results, the source and the peers:
+  // `bazel run`'s, else the current directory (whose runs stay out of
+  // results/).
+  const char* was = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  const std::string saved = was ? was : "";
+  setenv("BUILD_WORKSPACE_DIRECTORY", "/w", 1);
+  EXPECT_EQ(WorkspaceDir(), "/w");
+  EXPECT_EQ(ResultsDir(""), "/w/results");
+  EXPECT_EQ(ResultsDir("/some/dir"), "/some/dir");
+  setenv("BUILD_WORKSPACE_DIRECTORY", "", 1);
+  EXPECT_EQ(WorkspaceDir(), ".");
+  EXPECT_EQ(ResultsDir(""), ".");
+  unsetenv("BUILD_WORKSPACE_DIRECTORY");
+  EXPECT_EQ(WorkspaceDir(), ".");
+  EXPECT_EQ(ResultsDir(""), ".");
+  if (was) setenv("BUILD_WORKSPACE_DIRECTORY", saved.c_str(), 1);
+
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::filesystem::path dir =
       std::filesystem::path(tmp ? tmp : std::filesystem::temp_directory_path().string()) /

@@ -354,6 +354,40 @@ TEST(BenchPlausibility, WindowsApartOnlyBeyondTheirIntervalsDisagree) {
   EXPECT_EQ(run["rows"][1]["window_spreads"], (nlohmann::json{0.01, 0.025}));
 }
 
+// A paired ratio is a result only where its interval is within the
+// allowance a rerun is held to: 1.29 +-34% (five pairs, a deep row at its
+// time cap) is not; 1.29 +-3% is; eager's own row, unpaired, has a spread
+// that is not an interval of a ratio and is never held to it.
+TEST(BenchPlausibility, APairedRatioWithAWideIntervalIsNoise) {
+  std::vector<RowResult> rows = {Fake("scan_stack", "eager", "as-written", 10.0),
+                                 Fake("scan_stack", "planned", "schedule:sqrt", 12.9),
+                                 Fake("scan_stack", "recompute", "schedule:sqrt", 12.9)};
+  rows[0].spread = 0.12;
+  for (int i : {1, 2}) {
+    rows[i].flops_recomputed = 1'000'000'000 / 4;
+    rows[i].vs_eager_paired = 1.29;
+    rows[i].samples = 5;
+    rows[i].quiet_samples = 5;
+  }
+  rows[1].spread = 0.343;
+  rows[2].spread = kWindowAllowance;
+  ComputeVsEager(&rows);
+  EXPECT_FALSE(rows[0].noisy()) << rows[0].NoiseText();
+  EXPECT_TRUE(rows[1].NoisyFor(NoiseKind::kImprecise));
+  EXPECT_EQ(rows[1].NoiseText(),
+            "x eager 1.29 known only within +-34.3% (5 quiet pairs), wider than +-3%");
+  EXPECT_FALSE(rows[2].noisy()) << rows[2].NoiseText();
+  const StabilityCount count = CountStability(rows, 0.01);
+  EXPECT_EQ(count.noise, 1);
+  EXPECT_EQ(count.imprecise, 1);
+  const std::string summary = FormatSummary(rows, "p");
+  EXPECT_NE(summary.find("1 flagged as noise (1 known only within more than +-3%)"),
+            std::string::npos)
+      << summary;
+  const nlohmann::json run = ResultsJson("cmd", nlohmann::json::object(), "date", rows);
+  EXPECT_EQ(run["rows"][1]["noise_kinds"], (nlohmann::json{"imprecise"}));
+}
+
 TEST(BenchPlausibility, NoiseRowsPrintNoiseAndTheSummarySaysHowStableTheRunWas) {
   std::vector<RowResult> rows = {FakeBound("scan_stack", 1.0),
                                  Fake("scan_stack", "eager", "as-written", 10.0),
