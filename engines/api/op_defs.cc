@@ -170,8 +170,8 @@ const KernelOp kCrossEntropyBackwardKernel = DefineKernel(
      .flops = [](std::span<const Tensor* const> in, const Shape&) { return 4 * in[0]->num_elements(); },
      .int_operands = 0b10});
 
-// silu(x) = x / (1 + e^-x), elementwise (loop_kernels.h states the order);
-// its backward dx = dy (s (1 + x (1 - s))), a fused rule of 2 FLOPs.
+// silu(x) = x / (1 + e^-x), elementwise (lane_math.h states the order, and
+// its float32 exp); its backward dx = dy (s (1 + x (1 - s))), a fused rule of 2 FLOPs.
 const KernelOp kSiluKernel = DefineKernel(
     {.name = "silu", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
 const KernelOp kSiluBackwardKernel = DefineKernel(
@@ -1130,10 +1130,12 @@ const OpDef kOps[] = {
        if (a.needs[0]) d[0] = k.Call(kSiluBackwardKernel, {&a.saved_inputs[0], &a.dout});
      },
      .flops = OnePerOutput,
-     // exp, add, divide, multiply; the backward's five roundings and dy's
-     .forward_depth = [](const DepthArgs& a) { return a.deepest() + 4; },
+     // exp (two: float32's is within 0.99 ulp, up to 2^-23 relative,
+     // lane_math.h), add, divide, multiply; the backward's s (four), its
+     // five roundings after it
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + 5; },
      .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
-       k[0] = std::max(dy, a.kf_inputs[0]) + 8;
+       k[0] = std::max(dy, a.kf_inputs[0]) + 9;
      },
      .example = Unary34},
 

@@ -1,0 +1,96 @@
+#include "engines/api/lane_blocks.h"
+
+#include <cstring>
+
+#include "engines/api/lane_math.h"
+
+namespace remat {
+namespace lane_blocks {
+namespace {
+
+// One loop per formula, inlined into a function per ISA: sixteen lanes at
+// a time in a GCC vector (which the function's target lowers to its
+// registers), the tail one lane at a time by the same template. Elementwise,
+// so in-place use is safe: each chunk is loaded before it is stored.
+template <typename F>
+__attribute__((always_inline)) inline void Unary(const float* x, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    lane_math::Float16 v;
+    std::memcpy(&v, x + i, sizeof v);
+    const lane_math::Float16 y = f(v);
+    std::memcpy(out + i, &y, sizeof y);
+  }
+  for (; i < n; ++i) out[i] = f(x[i]);
+}
+template <typename F>
+__attribute__((always_inline)) inline void Binary(const float* x, const float* dy, float* out,
+                                                  int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    lane_math::Float16 v, g;
+    std::memcpy(&v, x + i, sizeof v);
+    std::memcpy(&g, dy + i, sizeof g);
+    const lane_math::Float16 y = f(v, g);
+    std::memcpy(out + i, &y, sizeof y);
+  }
+  for (; i < n; ++i) out[i] = f(x[i], dy[i]);
+}
+
+#define REMAT_LANE_BLOCKS(suffix, attr)                                                     \
+  attr void Exp##suffix(const float* x, float* out, int64_t n) {                           \
+    Unary(x, out, n, [](auto v) __attribute__((always_inline)) { return lane_math::ExpLanes(v); });                       \
+  }                                                                                         \
+  attr void Silu##suffix(const float* x, float* out, int64_t n) {                          \
+    Unary(x, out, n, [](auto v) __attribute__((always_inline)) { return lane_math::Silu(v); });                          \
+  }                                                                                         \
+  attr void SiluBackward##suffix(const float* x, const float* dy, float* out, int64_t n) { \
+    Binary(x, dy, out, n, [](auto v, auto g) __attribute__((always_inline)) { return lane_math::SiluBackward(v, g); }); \
+  }
+
+REMAT_LANE_BLOCKS(Baseline, )
+REMAT_LANE_BLOCKS(Avx2, __attribute__((target("avx2"))))
+REMAT_LANE_BLOCKS(Avx512, __attribute__((target("avx512f"))))
+#undef REMAT_LANE_BLOCKS
+
+}  // namespace
+
+const char* LaneIsaName(LaneIsa isa) {
+  switch (isa) {
+    case LaneIsa::kBaseline: return "baseline";
+    case LaneIsa::kAvx2: return "avx2";
+    case LaneIsa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+std::vector<LaneIsa> AvailableLaneIsas() {
+  std::vector<LaneIsa> out = {LaneIsa::kBaseline};
+  if (__builtin_cpu_supports("avx2")) out.push_back(LaneIsa::kAvx2);
+  if (__builtin_cpu_supports("avx512f")) out.push_back(LaneIsa::kAvx512);
+  return out;
+}
+
+LaneIsa BestLaneIsa() {
+  static const LaneIsa best = AvailableLaneIsas().back();
+  return best;
+}
+
+#define REMAT_LANE_DISPATCH(name, ...)              \
+  switch (isa) {                                    \
+    case LaneIsa::kAvx512: return name##Avx512(__VA_ARGS__); \
+    case LaneIsa::kAvx2: return name##Avx2(__VA_ARGS__);     \
+    case LaneIsa::kBaseline: return name##Baseline(__VA_ARGS__); \
+  }
+
+void Exp(LaneIsa isa, const float* x, float* out, int64_t n) { REMAT_LANE_DISPATCH(Exp, x, out, n) }
+void Silu(LaneIsa isa, const float* x, float* out, int64_t n) {
+  REMAT_LANE_DISPATCH(Silu, x, out, n)
+}
+void SiluBackward(LaneIsa isa, const float* x, const float* dy, float* out, int64_t n) {
+  REMAT_LANE_DISPATCH(SiluBackward, x, dy, out, n)
+}
+#undef REMAT_LANE_DISPATCH
+
+}  // namespace lane_blocks
+}  // namespace remat

@@ -1,0 +1,122 @@
+#include "engines/api/lane_blocks.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "engines/api/lane_math.h"
+
+namespace remat {
+namespace {
+
+using lane_blocks::LaneIsa;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr double kLeastSubnormal = 1.401298464324817e-45;  // 2^-149
+constexpr double kLeastNormal = 1.1754943508222875e-38;    // 2^-126
+
+// Every 65537th bit pattern (65,536 floats of every exponent and sign, NaNs
+// included), and values where exp's branches and ranges meet.
+std::vector<float> Inputs() {
+  std::vector<float> out;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65537) {
+    out.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  }
+  for (float v : {0.0f, -0.0f, 1.0f, -1.0f, 0.34657359f, -0.34657359f, 88.72f, 88.7228f, 88.73f,
+                  89.0f, 89.5f, -87.33f, -87.34f, -100.0f, -103.97f, -104.0f, -104.5f, 1e-30f,
+                  -1e-30f, 1e-45f, kInf, -kInf, std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest()}) {
+    out.push_back(v);
+  }
+  return out;
+}
+
+// The bits, every NaN as one: where two NaNs meet in a product, which one
+// comes out (its sign and payload) is the compiler's operand order's, not
+// the formula's (lane_math.h).
+uint32_t Bits(float v) { return std::isnan(v) ? 0x7fc00000u : std::bit_cast<uint32_t>(v); }
+
+// Within 0.99 ulp where e^x is a normal float; within a unit of the least
+// subnormal below; +inf above; NaN for NaN.
+TEST(LaneMathTest, ExpF32IsWithinOneUlpOfTheExactValue) {
+  double worst_ulp = 0;
+  for (float x : Inputs()) {
+    const float y = lane_math::ExpF32(x);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(y)) << x;
+      continue;
+    }
+    const double e = std::exp(static_cast<double>(x));
+    if (e > std::numeric_limits<float>::max()) {
+      EXPECT_EQ(y, kInf) << std::hexfloat << x;
+    } else if (e < kLeastNormal) {
+      EXPECT_LE(std::fabs(y - e), kLeastSubnormal) << std::hexfloat << x << " -> " << y;
+    } else {
+      const double ulp = std::ldexp(1.0, std::ilogb(static_cast<float>(e)) - 23);
+      const double err = std::fabs(y - e) / ulp;
+      worst_ulp = std::max(worst_ulp, err);
+      EXPECT_LE(err, 0.99) << std::hexfloat << x << " -> " << y << " against " << e;
+    }
+  }
+  EXPECT_GT(worst_ulp, 0);  // the stride reached rounded values
+  EXPECT_EQ(lane_math::ExpF32(0.0f), 1.0f);
+  EXPECT_EQ(lane_math::ExpF32(-0.0f), 1.0f);
+  EXPECT_EQ(lane_math::ExpF32(-kInf), 0.0f);
+  EXPECT_EQ(lane_math::ExpF32(kInf), kInf);
+}
+
+// Each path the CPU has gives the scalar formula's bits (any NaN for a
+// NaN), at every length
+// (whole vectors and every tail), out of place and in place.
+TEST(LaneBlocksTest, EveryPathGivesTheScalarBits) {
+  const std::vector<float> x = Inputs();
+  std::vector<float> dy(x.size());
+  for (size_t i = 0; i < x.size(); ++i) dy[i] = x[(i * 7919) % x.size()];
+  const int64_t n = static_cast<int64_t>(x.size());
+  ASSERT_FALSE(lane_blocks::AvailableLaneIsas().empty());
+  EXPECT_EQ(lane_blocks::AvailableLaneIsas().front(), LaneIsa::kBaseline);
+  EXPECT_EQ(lane_blocks::AvailableLaneIsas().back(), lane_blocks::BestLaneIsa());
+  for (LaneIsa isa : lane_blocks::AvailableLaneIsas()) {
+    SCOPED_TRACE(lane_blocks::LaneIsaName(isa));
+    for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17},
+                        int64_t{33}, n}) {
+      std::vector<float> e(static_cast<size_t>(len)), s(e.size()), b(e.size());
+      lane_blocks::Exp(isa, x.data(), e.data(), len);
+      lane_blocks::Silu(isa, x.data(), s.data(), len);
+      lane_blocks::SiluBackward(isa, x.data(), dy.data(), b.data(), len);
+      for (int64_t i = 0; i < len; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        ASSERT_EQ(Bits(e[k]), Bits(lane_math::ExpF32(x[k]))) << "exp of " << x[k] << " at " << i;
+        ASSERT_EQ(Bits(s[k]), Bits(lane_math::Silu(x[k]))) << "silu of " << x[k] << " at " << i;
+        ASSERT_EQ(Bits(b[k]), Bits(lane_math::SiluBackward(x[k], dy[k])))
+            << "silu's backward of " << x[k] << ", " << dy[k] << " at " << i;
+      }
+    }
+    std::vector<float> in_place = x;
+    lane_blocks::Silu(isa, in_place.data(), in_place.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      ASSERT_EQ(Bits(in_place[k]), Bits(lane_math::Silu(x[k]))) << "in place, at " << i;
+    }
+  }
+}
+
+// The formulas are silu's: x / (1 + e^-x) and its derivative, to float's
+// precision where they are well conditioned.
+TEST(LaneMathTest, SiluAndItsBackwardAreSilus) {
+  for (float x : {-20.0f, -3.0f, -0.5f, 0.0f, 0.25f, 1.0f, 4.0f, 30.0f}) {
+    const double xd = x, s = 1 / (1 + std::exp(-xd));
+    EXPECT_NEAR(lane_math::Silu(x), xd * s, 4e-7 * std::max(1.0, std::fabs(xd * s))) << x;
+    const double d = s * (1 + xd * (1 - s));
+    EXPECT_NEAR(lane_math::SiluBackward(x, 2.0f), 2 * d, 8e-7 * std::max(1.0, std::fabs(d))) << x;
+  }
+  EXPECT_EQ(lane_math::Silu(kInf), kInf);
+  EXPECT_TRUE(std::isnan(lane_math::Silu(std::numeric_limits<float>::quiet_NaN())));
+}
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,126 @@
+// Elementwise formulas that a scalar loop and a vector loop both evaluate,
+// written once: each is a fixed sequence of IEEE-754 operations (no libm
+// call, no FMA: the build has -ffp-contract=off), so a lane of any width
+// gives the bits the scalar formula gives, on every x86-64 CPU; a NaN
+// result is a NaN, but where two NaNs meet in a product the compiler's
+// operand order picks whose sign and payload come out, so those bits are
+// not the formula's.
+// engines/api/lane_blocks.h runs them over blocks of floats in AVX-512, AVX2
+// or SSE2 lanes.
+#ifndef REMAT_ENGINES_API_LANE_MATH_H_
+#define REMAT_ENGINES_API_LANE_MATH_H_
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace remat {
+namespace lane_math {
+
+// Lanes: float (one lane) or Float16, sixteen in one GCC vector, whose
+// operations are the scalar ones lane by lane (the compiler lowers them to
+// the registers of the function's target: one zmm, two ymm or four xmm).
+// The formulas below are templates over the lane type, so that a block's
+// vector loop and its scalar tail are one definition. Comparisons give a
+// bool for float and a lane mask for a vector; `?:` selects either way.
+typedef float Float16 __attribute__((vector_size(64)));
+typedef uint32_t Uint16 __attribute__((vector_size(64)));
+typedef int32_t Int16 __attribute__((vector_size(64)));
+
+template <typename F>
+struct LaneInts;
+template <>
+struct LaneInts<float> {
+  using U = uint32_t;
+  using I = int32_t;
+};
+template <>
+struct LaneInts<Float16> {
+  using U = Uint16;
+  using I = Int16;
+};
+
+// c in every lane.
+template <typename F, typename C>
+F Splat(C c) {
+  return F{} + c;
+}
+
+// e^x in float32 lanes, within 0.99 ulp of the exact value for every float
+// whose e^x is normal (all 2^32 inputs checked against double's exp by
+// hand, in scalar and in AVX-512 lanes with the same bits; lane_blocks_test
+// checks a stride of them on every path the CPU has), and: NaN for NaN (its
+// payload carried through the arithmetic), +inf for x >= 89 (e^x
+// overflows above 88.72), 0 for x <= -104 (e^x is below half the least
+// subnormal), subnormal results in between. No float-to-int conversion
+// and no branch but the two clamps.
+//
+// x = n ln2 + r with n = round(x / ln2) (to nearest even, by adding and
+// subtracting 1.5 * 2^23; n is then t's low mantissa bits) and |r| <=
+// ln2 / 2, ln2 in two parts (Cody and Waite: the first has 9 significant
+// bits, so n times it is exact); e^r by Cephes's degree-6 minimax
+// polynomial, 1 + r + r^2 P(r); 2^n as two normal powers of two, 2^h
+// 2^(n-h), h = n/2, so that n down to -150 (a subnormal result) needs no
+// special case.
+template <typename F>
+__attribute__((always_inline)) inline F ExpLanes(F x) {
+  using U = typename LaneInts<F>::U;
+  using I = typename LaneInts<F>::I;
+  const F lo = Splat<F>(-104.0f), hi = Splat<F>(89.0f);
+  F xc = x < lo ? lo : x;  // NaN stays NaN
+  xc = xc > hi ? hi : xc;
+  const F shifter = Splat<F>(12582912.0f);  // 1.5 * 2^23
+  const F t = xc * 1.44269504088896341f + shifter;
+  const F n = t - shifter;
+  const F r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  F p = Splat<F>(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const F er = (p * (r * r) + r) + 1.0f;
+  // n's bits: t's less the shifter's (exact for |n| < 2^22; any bits for a
+  // NaN, whose er is NaN whatever they scale it by).
+  const I ni = std::bit_cast<I>(std::bit_cast<U>(t) - std::bit_cast<U>(shifter));
+  const I h = ni / 2;
+  const F s1 = std::bit_cast<F>(std::bit_cast<U>(h + 127) << 23);
+  const F s2 = std::bit_cast<F>(std::bit_cast<U>(ni - h + 127) << 23);
+  return (er * s1) * s2;
+}
+
+inline float ExpF32(float x) { return ExpLanes(x); }
+
+// The tables' exp: ExpLanes in float32 lanes (oneDNN's table), the C
+// library's in float64 (the reference table, which float32's error is
+// measured against).
+template <typename T>
+__attribute__((always_inline)) inline T Exp(T x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return std::exp(x);
+  } else {
+    return ExpLanes(x);
+  }
+}
+
+// silu(x) = x s, s = 1 / (1 + e^-x).
+template <typename T>
+__attribute__((always_inline)) inline T Silu(T x) {
+  const T one = Splat<T>(1.0f);
+  const T s = one / (one + Exp(-x));
+  return x * s;
+}
+
+// silu's backward: dx = dy (s (1 + x (1 - s))), s as in Silu.
+template <typename T>
+__attribute__((always_inline)) inline T SiluBackward(T x, T dy) {
+  const T one = Splat<T>(1.0f);
+  const T s = one / (one + Exp(-x));
+  return dy * (s * (one + x * (one - s)));
+}
+
+}  // namespace lane_math
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_LANE_MATH_H_
