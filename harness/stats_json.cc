@@ -8,6 +8,7 @@ nlohmann::json PlatformToJson(const PlatformInfo& p) {
   return {{"cpu", p.cpu_model},         {"cpus", p.cpus},
           {"onednn", p.onednn_version}, {"onednn_isa", p.onednn_isa},
           {"isa_cap", p.isa_cap},       {"matmul_impl", p.matmul_impl},
+          {"lanes", p.lanes},
           {"omp_threads", p.omp_threads}, {"omp_wait", p.omp_wait},
           {"malloc", p.malloc_setting}};
 }
@@ -28,6 +29,7 @@ PlatformInfo PlatformFromJson(const nlohmann::json& j) {
   p.onednn_isa = text("onednn_isa");
   p.isa_cap = text("isa_cap");
   p.matmul_impl = text("matmul_impl");
+  p.lanes = text("lanes");
   p.omp_threads = number("omp_threads");
   return p;
 }

@@ -586,8 +586,9 @@ def scale_table(rows):
 
 def platform_of(run):
     """The run's platform in one line: CPU, cores, oneDNN, its ISA and cap,
-    and the matmul implementations (the reference shape's, and those its rows
-    executed)."""
+    the matmul implementations (the reference shape's, and those its rows
+    executed), and the lanes of our own elementwise passes (runs from before
+    they were recorded have none)."""
     machine = run.get("machine", {})
     isa = machine.get("onednn_isa") or "?"
     cap = machine.get("isa_cap")
@@ -597,6 +598,8 @@ def platform_of(run):
     text += f" (cap {cap})" if cap else " (no cap)"
     if machine.get("matmul_impl"):
         text += f", matmul {machine['matmul_impl']}"
+    if machine.get("lanes"):
+        text += f", elementwise lanes {machine['lanes']}"
     if impls:
         text += f"; rows' matmuls ran on {', '.join(impls)}"
     return text
@@ -872,7 +875,9 @@ def main():
            "row's least quiet time and no eager time); eager's own row gives its least quiet "
            "time. `spread` is half that median's 95% interval. `noise`: the bench found the row's "
            "numbers physically implausible (too few quiet samples, below the FLOP model's "
-           "floor or above the matmul bound); rerun it. `untrusted`: the case's control "
+           "floor or above the matmul bound, windows that disagree) or its x eager known "
+           "only within more than +-3% (runs from before that check did not flag it); "
+           "rerun it. `untrusted`: the case's control "
            "(a second eager instance, or recompute/everything_saveable, eager's plan, on "
            "the matmul cases) was more than 2% from 1.00 x eager, so no ratio of that case "
            "is a measurement. "

@@ -216,7 +216,7 @@ class ReportTest(unittest.TestCase):
         avx512["rows"][0]["matmul_impls"] = ["brg:avx512_core"]
         avx2 = schedules_run()
         avx2["machine"] = dict(avx512["machine"], onednn_isa="avx2", isa_cap="AVX2",
-                               matmul_impl="brg:avx2")
+                               matmul_impl="brg:avx2", lanes="avx2")
         # A noise row: no ratio in the table, not in the frontier.
         noisy = avx2["rows"][1]
         noisy["noise"] = "x eager 1.05 below the FLOP floor 1.33"
@@ -224,7 +224,7 @@ class ReportTest(unittest.TestCase):
         md = report_of((("a.json", avx512), ("b.json", avx2)))
         self.assertIn("platform: AMD EPYC, 2 cores, oneDNN 2.6.3, ISA avx512_core (no cap), "
                       "matmul brg:avx512_core; rows' matmuls ran on brg:avx512_core", md)
-        self.assertIn("ISA avx2 (cap AVX2), matmul brg:avx2", md)
+        self.assertIn("ISA avx2 (cap AVX2), matmul brg:avx2, elementwise lanes avx2", md)
         # A capped run is an ISA family of its own, on purpose: tables of its
         # own, no warning.
         self.assertNotIn("differ in ISA", md)

@@ -1,6 +1,10 @@
 #include "engines/api/lane_blocks.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "engines/api/lane_math.h"
 
@@ -71,8 +75,30 @@ std::vector<LaneIsa> AvailableLaneIsas() {
   return out;
 }
 
+LaneIsa CappedLaneIsa(const std::vector<LaneIsa>& available, const char* cap) {
+  LaneIsa most = LaneIsa::kAvx512;
+  if (cap != nullptr) {
+    std::string name(cap);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (name == "sse41" || name == "avx") {
+      most = LaneIsa::kBaseline;
+    } else if (name.rfind("avx2", 0) == 0) {
+      most = LaneIsa::kAvx2;
+    }
+  }
+  LaneIsa best = LaneIsa::kBaseline;
+  for (LaneIsa isa : available) {
+    if (static_cast<int>(isa) <= static_cast<int>(most)) best = std::max(best, isa);
+  }
+  return best;
+}
+
 LaneIsa BestLaneIsa() {
-  static const LaneIsa best = AvailableLaneIsas().back();
+  static const LaneIsa best = [] {
+    const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+    if (cap == nullptr) cap = std::getenv("DNNL_MAX_CPU_ISA");  // oneDNN's older name
+    return CappedLaneIsa(AvailableLaneIsas(), cap);
+  }();
   return best;
 }
 

@@ -18,9 +18,17 @@ namespace lane_blocks {
 enum class LaneIsa { kBaseline, kAvx2, kAvx512 };
 // "avx512", "avx2", "baseline".
 const char* LaneIsaName(LaneIsa isa);
-// The paths this CPU can run, baseline first; Best(): the widest of them,
-// what the kernels use.
+// The paths this CPU can run, baseline first.
 std::vector<LaneIsa> AvailableLaneIsas();
+// The widest of `available` that the cap allows: ONEDNN_MAX_CPU_ISA's
+// value, as oneDNN spells it in any case ("AVX2", "avx512_core", "ALL"):
+// below AVX2 (SSE41, AVX) the baseline, AVX2 and its variants AVX2, the
+// AVX-512 and AMX ones (and ALL) AVX-512; null, empty or a name not known
+// here, no cap. So a run capped to emulate an AVX2 machine runs our lanes
+// as one would.
+LaneIsa CappedLaneIsa(const std::vector<LaneIsa>& available, const char* cap);
+// What the kernels use: CappedLaneIsa(AvailableLaneIsas(), the
+// environment's ONEDNN_MAX_CPU_ISA, else DNNL_MAX_CPU_ISA), read once.
 LaneIsa BestLaneIsa();
 
 // out[i] = f(x[i]) (and f(x[i], dy[i])) for i in [0, n), on `isa`'s lanes

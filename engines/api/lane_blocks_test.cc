@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -79,7 +80,6 @@ TEST(LaneBlocksTest, EveryPathGivesTheScalarBits) {
   const int64_t n = static_cast<int64_t>(x.size());
   ASSERT_FALSE(lane_blocks::AvailableLaneIsas().empty());
   EXPECT_EQ(lane_blocks::AvailableLaneIsas().front(), LaneIsa::kBaseline);
-  EXPECT_EQ(lane_blocks::AvailableLaneIsas().back(), lane_blocks::BestLaneIsa());
   for (LaneIsa isa : lane_blocks::AvailableLaneIsas()) {
     SCOPED_TRACE(lane_blocks::LaneIsaName(isa));
     for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17},
@@ -103,6 +103,27 @@ TEST(LaneBlocksTest, EveryPathGivesTheScalarBits) {
       ASSERT_EQ(Bits(in_place[k]), Bits(lane_math::Silu(x[k]))) << "in place, at " << i;
     }
   }
+}
+
+// ONEDNN_MAX_CPU_ISA caps our lanes as it caps oneDNN's kernels.
+TEST(LaneBlocksTest, TheIsaCapCapsTheLanes) {
+  const std::vector<LaneIsa> all = {LaneIsa::kBaseline, LaneIsa::kAvx2, LaneIsa::kAvx512};
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(all, nullptr), LaneIsa::kAvx512);
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(all, ""), LaneIsa::kAvx512);
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(all, "ALL"), LaneIsa::kAvx512);
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(all, "avx512_core_amx"), LaneIsa::kAvx512);
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(all, "AVX2"), LaneIsa::kAvx2);
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(all, "avx2_vnni"), LaneIsa::kAvx2);
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(all, "SSE41"), LaneIsa::kBaseline);
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(all, "AVX"), LaneIsa::kBaseline);
+  // A CPU without AVX-512, uncapped or capped above what it has.
+  const std::vector<LaneIsa> avx2 = {LaneIsa::kBaseline, LaneIsa::kAvx2};
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(avx2, nullptr), LaneIsa::kAvx2);
+  EXPECT_EQ(lane_blocks::CappedLaneIsa(avx2, "AVX512_CORE"), LaneIsa::kAvx2);
+  EXPECT_EQ(lane_blocks::CappedLaneIsa({LaneIsa::kBaseline}, "AVX2"), LaneIsa::kBaseline);
+  // What the kernels use is one of the CPU's paths.
+  const std::vector<LaneIsa> here = lane_blocks::AvailableLaneIsas();
+  EXPECT_NE(std::find(here.begin(), here.end(), lane_blocks::BestLaneIsa()), here.end());
 }
 
 // The formulas are silu's: x / (1 + e^-x) and its derivative, to float's

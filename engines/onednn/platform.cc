@@ -12,6 +12,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "engines/api/error.h"
+#include "engines/api/lane_blocks.h"
 #include "engines/onednn/omp_wait.h"
 
 namespace remat {
@@ -105,6 +106,7 @@ const PlatformInfo& DescribePlatform() {
     p.isa_cap = cap == nullptr ? "" : cap;
     p.matmul_impl =
         OneDnnMatMulImpl(kReferenceMatMul[0], kReferenceMatMul[1], kReferenceMatMul[2]);
+    p.lanes = lane_blocks::LaneIsaName(lane_blocks::BestLaneIsa());
     p.omp_threads = omp_get_max_threads();
     p.omp_wait = OpenMpWait();
     p.malloc_setting = MallocSetting();
@@ -121,7 +123,7 @@ std::vector<std::string> OneDnnMatMulImplsSeen() {
 std::string FormatPlatform(const PlatformInfo& p) {
   return StrCat(p.cpu_model, ", ", p.cpus, " CPUs, ", p.onednn_version, ", ISA ", p.onednn_isa,
                 " (cap: ", p.isa_cap.empty() ? "none" : p.isa_cap, "), matmul ", p.matmul_impl,
-                ", ", p.omp_threads, " OpenMP threads (OpenMP wait: ",
+                ", lanes ", p.lanes.empty() ? "not recorded" : p.lanes, ", ", p.omp_threads, " OpenMP threads (OpenMP wait: ",
                 p.omp_wait.empty() ? "not recorded" : p.omp_wait, "), malloc: ",
                 p.malloc_setting.empty() ? "not recorded" : p.malloc_setting);
 }
@@ -134,6 +136,7 @@ std::vector<std::string> PlatformDifferences(const PlatformInfo& a, const Platfo
   differ("CPU", a.cpu_model, b.cpu_model);
   differ("ISA", a.onednn_isa, b.onednn_isa);
   differ("matmul", a.matmul_impl, b.matmul_impl);
+  differ("lanes", a.lanes, b.lanes);
   if (a.omp_threads != b.omp_threads) {
     out.push_back(StrCat("threads ", a.omp_threads, " vs ", b.omp_threads));
   }

@@ -31,6 +31,9 @@ struct PlatformInfo {
   std::string onednn_isa;      // the ISA oneDNN dispatches to, the cap applied
   std::string isa_cap;         // $ONEDNN_MAX_CPU_ISA, "" when unset
   std::string matmul_impl;     // impl_info_str of the reference f32 matmul
+  // The vector lanes of our own elementwise passes (lane_blocks.h: "avx512",
+  // "avx2", "baseline"), the cap applied as to oneDNN.
+  std::string lanes;
   int omp_threads = 0;         // omp_get_max_threads()
   // How its threads wait at barriers (OpenMpWait, omp_wait.h): how much a
   // neighbour on the machine costs a run.
@@ -58,11 +61,11 @@ std::string OneDnnMatMulImpl(int64_t m, int64_t k, int64_t n);
 std::vector<std::string> OneDnnMatMulImplsSeen();
 
 // One line: "AMD EPYC 7B13, 2 CPUs, oneDNN 2.6.3 (...), ISA avx512_core
-// (cap: none), matmul brg:avx512_core, 2 OpenMP threads".
+// (cap: none), matmul brg:avx512_core, lanes avx512, 2 OpenMP threads ...".
 std::string FormatPlatform(const PlatformInfo& p);
 
 // Where two platforms differ in what makes numbers incomparable (CPU model,
-// oneDNN's ISA, the matmul implementation, thread count): one phrase each,
+// oneDNN's ISA, the matmul implementation, our lanes, thread count): one phrase each,
 // e.g. "ISA avx512_core vs avx2"; empty when they agree.
 std::vector<std::string> PlatformDifferences(const PlatformInfo& a, const PlatformInfo& b);
 
