@@ -41,15 +41,20 @@ __attribute__((always_inline)) inline void Binary(const float* x, const float* d
   for (; i < n; ++i) out[i] = f(x[i], dy[i]);
 }
 
-#define REMAT_LANE_BLOCKS(suffix, attr)                                                     \
-  attr void Exp##suffix(const float* x, float* out, int64_t n) {                           \
-    Unary(x, out, n, [](auto v) __attribute__((always_inline)) { return lane_math::ExpLanes(v); });                       \
-  }                                                                                         \
-  attr void Silu##suffix(const float* x, float* out, int64_t n) {                          \
-    Unary(x, out, n, [](auto v) __attribute__((always_inline)) { return lane_math::Silu(v); });                          \
-  }                                                                                         \
-  attr void SiluBackward##suffix(const float* x, const float* dy, float* out, int64_t n) { \
-    Binary(x, dy, out, n, [](auto v, auto g) __attribute__((always_inline)) { return lane_math::SiluBackward(v, g); }); \
+#define REMAT_LANE_BLOCKS(suffix, attr)                                                           \
+  attr void Exp##suffix(const float* x, float* out, int64_t n) {                                  \
+    Unary(                                                                                        \
+        x, out, n, [](auto v) __attribute__((always_inline)) { return lane_math::ExpLanes(v); }); \
+  }                                                                                               \
+  attr void Silu##suffix(const float* x, float* out, int64_t n) {                                 \
+    Unary(                                                                                        \
+        x, out, n, [](auto v) __attribute__((always_inline)) { return lane_math::Silu(v); });     \
+  }                                                                                               \
+  attr void SiluBackward##suffix(const float* x, const float* dy, float* out, int64_t n) {        \
+    Binary(                                                                                       \
+        x, dy, out, n, [](auto v, auto g) __attribute__((always_inline)) {                        \
+          return lane_math::SiluBackward(v, g);                                                   \
+        });                                                                                       \
   }
 
 REMAT_LANE_BLOCKS(Baseline, )
@@ -61,9 +66,12 @@ REMAT_LANE_BLOCKS(Avx512, __attribute__((target("avx512f"))))
 
 const char* LaneIsaName(LaneIsa isa) {
   switch (isa) {
-    case LaneIsa::kBaseline: return "baseline";
-    case LaneIsa::kAvx2: return "avx2";
-    case LaneIsa::kAvx512: return "avx512";
+    case LaneIsa::kBaseline:
+      return "baseline";
+    case LaneIsa::kAvx2:
+      return "avx2";
+    case LaneIsa::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -102,11 +110,14 @@ LaneIsa BestLaneIsa() {
   return best;
 }
 
-#define REMAT_LANE_DISPATCH(name, ...)              \
-  switch (isa) {                                    \
-    case LaneIsa::kAvx512: return name##Avx512(__VA_ARGS__); \
-    case LaneIsa::kAvx2: return name##Avx2(__VA_ARGS__);     \
-    case LaneIsa::kBaseline: return name##Baseline(__VA_ARGS__); \
+#define REMAT_LANE_DISPATCH(name, ...)    \
+  switch (isa) {                          \
+    case LaneIsa::kAvx512:                \
+      return name##Avx512(__VA_ARGS__);   \
+    case LaneIsa::kAvx2:                  \
+      return name##Avx2(__VA_ARGS__);     \
+    case LaneIsa::kBaseline:              \
+      return name##Baseline(__VA_ARGS__); \
   }
 
 void Exp(LaneIsa isa, const float* x, float* out, int64_t n) { REMAT_LANE_DISPATCH(Exp, x, out, n) }

@@ -3,9 +3,9 @@
 // (4). Each lane evaluates the scalar formula's operations in its order, so
 // every path gives the scalar formula's bits, NaNs' sign and payload aside
 // (lane_math.h; lane_blocks_test checks each path the CPU has against it).
-// An element goes through the same path whatever the thread count: the
-// loop kernels' blocks start at fixed offsets. The loop kernels split a tensor into such
-// blocks between OpenMP's threads (loop_kernels.h).
+// The loop kernels split a tensor into such blocks between OpenMP's threads
+// (loop_kernels.h); the blocks start at fixed offsets, so an element takes
+// the same path (vector or tail) whatever the thread count.
 #ifndef REMAT_ENGINES_API_LANE_BLOCKS_H_
 #define REMAT_ENGINES_API_LANE_BLOCKS_H_
 

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -27,12 +28,14 @@ std::vector<float> Inputs() {
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65537) {
     out.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
   }
-  for (float v : {0.0f, -0.0f, 1.0f, -1.0f, 0.34657359f, -0.34657359f, 88.72f, 88.7228f, 88.73f,
-                  89.0f, 89.5f, -87.33f, -87.34f, -100.0f, -103.97f, -104.0f, -104.5f, 1e-30f,
-                  -1e-30f, 1e-45f, kInf, -kInf, std::numeric_limits<float>::quiet_NaN(),
-                  std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest()}) {
-    out.push_back(v);
-  }
+  // clang-format off
+  const float edges[] = {
+      0.0f, -0.0f, 1.0f, -1.0f, 0.34657359f, -0.34657359f, 88.72f, 88.7228f, 88.73f, 89.0f,
+      89.5f, -87.33f, -87.34f, -100.0f, -103.97f, -104.0f, -104.5f, 1e-30f, -1e-30f, 1e-45f,
+      kInf, -kInf, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max(),
+      std::numeric_limits<float>::lowest()};
+  // clang-format on
+  out.insert(out.end(), std::begin(edges), std::end(edges));
   return out;
 }
 
@@ -82,8 +85,8 @@ TEST(LaneBlocksTest, EveryPathGivesTheScalarBits) {
   EXPECT_EQ(lane_blocks::AvailableLaneIsas().front(), LaneIsa::kBaseline);
   for (LaneIsa isa : lane_blocks::AvailableLaneIsas()) {
     SCOPED_TRACE(lane_blocks::LaneIsaName(isa));
-    for (int64_t len : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17},
-                        int64_t{33}, n}) {
+    for (int64_t len :
+         {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{33}, n}) {
       std::vector<float> e(static_cast<size_t>(len)), s(e.size()), b(e.size());
       lane_blocks::Exp(isa, x.data(), e.data(), len);
       lane_blocks::Silu(isa, x.data(), s.data(), len);
