@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -32,6 +34,20 @@ std::string RowResult::NoiseText() const {
 }
 
 namespace {
+// A paired ratio whose interval is wider than +-kWindowAllowance: one draw
+// from a range a rerun would land anywhere in. Paired rows only: an
+// unpaired row's spread is whether its least time was still falling, not
+// an interval of a ratio.
+std::optional<Noise> Imprecision(const RowResult& r) {
+  if (!r.vs_eager_paired || !r.spread || *r.spread <= kWindowAllowance) return std::nullopt;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "x eager %.2f known only within +-%.1f%% (%lld quiet pairs), wider than +-%.0f%%",
+                *r.vs_eager_paired, 100 * *r.spread, static_cast<long long>(r.quiet_samples),
+                100 * kWindowAllowance);
+  return Noise{NoiseKind::kImprecise, text};
+}
+
 // The problems of dense layers, sized by N and d, where matmuls are nearly
 // all the work, and time follows FLOPs (the unclamped FLOP floor).
 bool DenseLayerProblem(const OrderedParams& params) {
@@ -70,13 +86,13 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     double ms;
     int64_t flops;  // of the case's matmuls
     double spread;
-    bool quiet;
+    bool ceiling;   // quiet and precise: a ceiling rows are held to
     std::optional<double> x_eager;  // paired with eager: the bound's time / eager's
   };
   std::map<std::string, Bound> bound_ms_spread;
   for (const auto& [key, r] : bound) {
-    bound_ms_spread[key] = {r->real_time_ms, r->total_flops(), r->spread.value_or(0), r->quiet,
-                            r->vs_eager_paired};
+    bound_ms_spread[key] = {r->real_time_ms, r->total_flops(), r->spread.value_or(0),
+                            r->quiet && !Imprecision(*r), r->vs_eager_paired};
   }
   for (RowResult& r : *rows) {
     r.vs_eager.reset();
@@ -84,7 +100,14 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
     r.flop_floor.reset();
     r.overhead_per_call_vs_eager.reset();
     r.noise.clear();
-    if (!r.error.empty() || r.row.kind != RowKind::kValueAndGrad) continue;
+    if (!r.error.empty()) continue;
+    // The bound row is paired with eager like a row: its share is a result
+    // only within the allowance.
+    if (std::optional<Noise> imprecise = Imprecision(r); imprecise &&
+        (r.row.kind == RowKind::kValueAndGrad || r.row.kind == RowKind::kMatMulBound)) {
+      r.noise.push_back(std::move(*imprecise));
+    }
+    if (r.row.kind != RowKind::kValueAndGrad) continue;
     auto base = baseline_ms_flops.find(r.row.case_key);
     if (base != baseline_ms_flops.end()) r.vs_eager = r.real_time_ms / base->second.ms;
     if (base != baseline_ms_flops.end() && base->second.overhead_ns_per_call &&
@@ -144,17 +167,6 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
       add_noise(NoiseKind::kNotQuiet, StrCat("too few quiet samples (", r.quiet_samples, " of ",
                                              r.samples, "): a neighbour kept a CPU busy"));
     }
-    // Too wide an interval: the ratio is one draw from a range a rerun
-    // would land anywhere in. Paired rows only: an unpaired row's spread is
-    // whether its least time was still falling, not an interval of a ratio.
-    if (r.vs_eager_paired && r.spread && *r.spread > kWindowAllowance) {
-      std::snprintf(text, sizeof text,
-                    "x eager %.2f known only within +-%.1f%% (%lld quiet pairs), wider than "
-                    "+-%.0f%%",
-                    *r.vs_eager_paired, 100 * *r.spread, static_cast<long long>(r.quiet_samples),
-                    100 * kWindowAllowance);
-      add_noise(NoiseKind::kImprecise, text);
-    }
     if (r.flop_floor && ratio &&
         *ratio < *r.flop_floor * (1 - kFlopFloorAllowance - ratio_spread)) {
       std::snprintf(text, sizeof text, "x eager %.2f below the FLOP floor %.2f", *ratio,
@@ -207,8 +219,9 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
       r.of_matmul_bound = static_cast<double>(r.total_flops()) / static_cast<double>(work_flops) *
                           *ceiling->second.x_eager / *row_x;
     }
-    // A bound a neighbour slowed is no ceiling: nothing is held against it.
-    if (ceiling->second.quiet &&
+    // A bound a neighbour slowed, or one known too loosely, is no ceiling:
+    // nothing is held against it.
+    if (ceiling->second.ceiling &&
         *r.of_matmul_bound > 1 + kBoundAllowance + spread + ceiling->second.spread) {
       std::snprintf(text, sizeof text, "%.1f GFLOP/s above the matmul bound's %.1f", r.gflops,
                     bound_gflops);

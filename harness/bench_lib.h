@@ -265,7 +265,8 @@ struct EngineTime {
 // whose windows' x eager (window_values) differ by more than kWindowAllowance
 // of the lower and whose 95% intervals (window_spreads) do not overlap (a
 // rerun would not find the row's number), or whose paired x eager has a
-// spread (half its 95% interval) above kWindowAllowance: the bench's claim
+// spread (half its 95% interval) above kWindowAllowance (the bound row's
+// too, which is then no ceiling either): the bench's claim
 // for a ratio is that a rerun finds it within that allowance, and a median
 // of a few pairs that vary by tens of percent (a deep row capped at 3-5
 // pairs) supports no such claim, however central the value. Eager's

@@ -391,8 +391,11 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
           << "\n";
       continue;
     }
-    char gflops[160];
-    if (bound.quiet) {
+    char gflops[256];
+    if (bound.quiet && bound.NoisyFor(NoiseKind::kImprecise)) {
+      std::snprintf(gflops, sizeof gflops, "%.1f GFLOP/s (noise: %s; no row is checked against it)",
+                    bound.gflops, bound.NoiseText().c_str());
+    } else if (bound.quiet) {
       std::snprintf(gflops, sizeof gflops, "%.1f GFLOP/s (spread %.1f%%)", bound.gflops,
                     100 * bound.spread.value_or(0));
     } else {

@@ -248,6 +248,22 @@ TEST(BenchPlausibility, AboveTheMatmulBoundIsNoise) {
             std::string::npos);
   rows[2].quiet = true;
 
+  // Nor is one whose share is known only within +-33% (three pairs): it is
+  // noise itself.
+  rows[2].vs_eager_paired = 1.25;
+  rows[2].spread = 0.33;
+  rows[2].quiet_samples = 3;
+  ComputeVsEager(&rows);
+  EXPECT_TRUE(rows[0].NoiseText().empty()) << rows[0].NoiseText();
+  EXPECT_TRUE(rows[2].NoisyFor(NoiseKind::kImprecise));
+  EXPECT_NE(FormatSummary(rows, "p").find(
+                "(noise: x eager 1.25 known only within +-33.0% (3 quiet pairs), wider than +-3%; "
+                "no row is checked against it)"),
+            std::string::npos)
+      << FormatSummary(rows, "p");
+  rows[2].vs_eager_paired.reset();
+  rows[2].spread = 0.01;
+
   // Within 3% plus both spreads of the bound: not flagged.
   rows[0] = Fake("layer_loss", "eager", "as-written", 1.0 / 0.104);  // 104 GFLOP/s
   rows[0].spread = 0.005;
