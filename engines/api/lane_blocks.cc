@@ -12,54 +12,59 @@ namespace remat {
 namespace lane_blocks {
 namespace {
 
-// One loop per formula, inlined into a function per ISA: sixteen lanes at
-// a time in a GCC vector (which the function's target lowers to its
-// registers), the tail one lane at a time by the same template. Elementwise,
-// so in-place use is safe: each chunk is loaded before it is stored.
-template <typename F>
+// One loop per formula, inlined into a function per ISA: V's lanes at a
+// time (V a vector of the ISA's register width, lane_math.h), the tail one
+// lane at a time by the same template. Elementwise, so in-place use is
+// safe: each chunk is loaded before it is stored.
+template <typename V, typename F>
 __attribute__((always_inline)) inline void Unary(const float* x, float* out, int64_t n, F f) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    lane_math::Float16 v;
+  for (; i + kLanes <= n; i += kLanes) {
+    V v;
     std::memcpy(&v, x + i, sizeof v);
-    const lane_math::Float16 y = f(v);
+    const V y = f(v);
     std::memcpy(out + i, &y, sizeof y);
   }
   for (; i < n; ++i) out[i] = f(x[i]);
 }
-template <typename F>
+template <typename V, typename F>
 __attribute__((always_inline)) inline void Binary(const float* x, const float* dy, float* out,
                                                   int64_t n, F f) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    lane_math::Float16 v, g;
+  for (; i + kLanes <= n; i += kLanes) {
+    V v, g;
     std::memcpy(&v, x + i, sizeof v);
     std::memcpy(&g, dy + i, sizeof g);
-    const lane_math::Float16 y = f(v, g);
+    const V y = f(v, g);
     std::memcpy(out + i, &y, sizeof y);
   }
   for (; i < n; ++i) out[i] = f(x[i], dy[i]);
 }
 
-#define REMAT_LANE_BLOCKS(suffix, attr)                                                           \
-  attr void Exp##suffix(const float* x, float* out, int64_t n) {                                  \
-    Unary(                                                                                        \
-        x, out, n, [](auto v) __attribute__((always_inline)) { return lane_math::ExpLanes(v); }); \
-  }                                                                                               \
-  attr void Silu##suffix(const float* x, float* out, int64_t n) {                                 \
-    Unary(                                                                                        \
-        x, out, n, [](auto v) __attribute__((always_inline)) { return lane_math::Silu(v); });     \
-  }                                                                                               \
-  attr void SiluBackward##suffix(const float* x, const float* dy, float* out, int64_t n) {        \
-    Binary(                                                                                       \
-        x, dy, out, n, [](auto v, auto g) __attribute__((always_inline)) {                        \
-          return lane_math::SiluBackward(v, g);                                                   \
-        });                                                                                       \
+// clang-format off
+#define REMAT_LANE_BLOCKS(suffix, attr, V)                                                    \
+  attr void Exp##suffix(const float* x, float* out, int64_t n) {                              \
+    Unary<V>(x, out, n, [](auto v) __attribute__((always_inline)) {                           \
+      return lane_math::ExpLanes(v);                                                          \
+    });                                                                                       \
+  }                                                                                           \
+  attr void Silu##suffix(const float* x, float* out, int64_t n) {                             \
+    Unary<V>(x, out, n, [](auto v) __attribute__((always_inline)) {                           \
+      return lane_math::Silu(v);                                                              \
+    });                                                                                       \
+  }                                                                                           \
+  attr void SiluBackward##suffix(const float* x, const float* dy, float* out, int64_t n) {    \
+    Binary<V>(x, dy, out, n, [](auto v, auto g) __attribute__((always_inline)) {              \
+      return lane_math::SiluBackward(v, g);                                                   \
+    });                                                                                       \
   }
+// clang-format on
 
-REMAT_LANE_BLOCKS(Baseline, )
-REMAT_LANE_BLOCKS(Avx2, __attribute__((target("avx2"))))
-REMAT_LANE_BLOCKS(Avx512, __attribute__((target("avx512f"))))
+REMAT_LANE_BLOCKS(Baseline, , lane_math::Float4)
+REMAT_LANE_BLOCKS(Avx2, __attribute__((target("avx2"))), lane_math::Float8)
+REMAT_LANE_BLOCKS(Avx512, __attribute__((target("avx512f"))), lane_math::Float16)
 #undef REMAT_LANE_BLOCKS
 
 }  // namespace
