@@ -28,36 +28,19 @@ namespace lane_math {
 // vector loop and its scalar tail are one definition. Comparisons give a
 // bool for float and a lane mask for a vector; `?:` selects either way.
 typedef float Float4 __attribute__((vector_size(16)));
-typedef uint32_t Uint4 __attribute__((vector_size(16)));
-typedef int32_t Int4 __attribute__((vector_size(16)));
 typedef float Float8 __attribute__((vector_size(32)));
-typedef uint32_t Uint8 __attribute__((vector_size(32)));
-typedef int32_t Int8 __attribute__((vector_size(32)));
 typedef float Float16 __attribute__((vector_size(64)));
-typedef uint32_t Uint16 __attribute__((vector_size(64)));
-typedef int32_t Int16 __attribute__((vector_size(64)));
 
+// The integer lanes beside F's: 32-bit words, as many as F has floats.
 template <typename F>
-struct LaneInts;
+struct LaneInts {
+  typedef uint32_t U __attribute__((vector_size(sizeof(F))));
+  typedef int32_t I __attribute__((vector_size(sizeof(F))));
+};
 template <>
 struct LaneInts<float> {
   using U = uint32_t;
   using I = int32_t;
-};
-template <>
-struct LaneInts<Float4> {
-  using U = Uint4;
-  using I = Int4;
-};
-template <>
-struct LaneInts<Float8> {
-  using U = Uint8;
-  using I = Int8;
-};
-template <>
-struct LaneInts<Float16> {
-  using U = Uint16;
-  using I = Int16;
 };
 
 // c in every lane.
