@@ -1,6 +1,7 @@
 #include "engines/api/lane_blocks.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -43,8 +44,46 @@ __attribute__((always_inline)) inline void Binary(const float* x, const float* d
   for (; i < n; ++i) out[i] = f(x[i], dy[i]);
 }
 
+// Whether every |x[i]| is at most `most` (a NaN is not): the largest of the
+// magnitudes' bits (a NaN's are above every number's), V's lanes at a time.
+template <typename V>
+__attribute__((always_inline)) inline bool AllWithin(const float* x, int64_t n, float most) {
+  using U = typename lane_math::LaneInts<V>::U;
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  const uint32_t limit = std::bit_cast<uint32_t>(most);
+  U widest = U{} & 0u;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    U b;
+    std::memcpy(&b, x + i, sizeof b);
+    b &= 0x7fffffffu;
+    widest = widest > b ? widest : b;
+  }
+  uint32_t most_bits = 0;
+  for (int64_t k = 0; k < kLanes; ++k) most_bits = std::max<uint32_t>(most_bits, widest[k]);
+  for (; i < n; ++i) most_bits = std::max(most_bits, std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu);
+  return most_bits <= limit;
+}
+
+// sin and cos: W's lanes where the whole block is in their range (the
+// common case), else every element by the scalar function that falls back
+// to libm outside it; the two agree bit for bit inside it.
+template <typename V, typename W, typename Lanes, typename Scalar>
+__attribute__((always_inline)) inline void UnarySinCos(const float* x, float* out, int64_t n,
+                                                       Lanes lanes, Scalar scalar) {
+  if (AllWithin<V>(x, n, lane_math::kSinCosLanesMax)) return Unary<W>(x, out, n, lanes);
+  for (int64_t i = 0; i < n; ++i) out[i] = scalar(x[i]);
+}
+template <typename V, typename W, typename Lanes, typename Scalar>
+__attribute__((always_inline)) inline void BinarySinCos(const float* x, const float* dy,
+                                                        float* out, int64_t n, Lanes lanes,
+                                                        Scalar scalar) {
+  if (AllWithin<V>(x, n, lane_math::kSinCosLanesMax)) return Binary<W>(x, dy, out, n, lanes);
+  for (int64_t i = 0; i < n; ++i) out[i] = scalar(x[i], dy[i]);
+}
+
 // clang-format off
-#define REMAT_LANE_BLOCKS(suffix, attr, V)                                                    \
+#define REMAT_LANE_BLOCKS(suffix, attr, V, W)                                                  \
   attr void Exp##suffix(const float* x, float* out, int64_t n) {                              \
     Unary<V>(x, out, n, [](auto v) __attribute__((always_inline)) {                           \
       return lane_math::ExpLanes(v);                                                          \
@@ -59,12 +98,35 @@ __attribute__((always_inline)) inline void Binary(const float* x, const float* d
     Binary<V>(x, dy, out, n, [](auto v, auto g) __attribute__((always_inline)) {              \
       return lane_math::SiluBackward(v, g);                                                   \
     });                                                                                       \
+  }                                                                                           \
+  attr void Sin##suffix(const float* x, float* out, int64_t n) {                              \
+    UnarySinCos<V, W>(x, out, n, [](auto v) __attribute__((always_inline)) {                  \
+      return lane_math::SinLanes(v);                                                          \
+    }, lane_math::Sin);                                                                       \
+  }                                                                                           \
+  attr void Cos##suffix(const float* x, float* out, int64_t n) {                              \
+    UnarySinCos<V, W>(x, out, n, [](auto v) __attribute__((always_inline)) {                  \
+      return lane_math::CosLanes(v);                                                          \
+    }, lane_math::Cos);                                                                       \
+  }                                                                                           \
+  attr void SinBackward##suffix(const float* x, const float* dy, float* out, int64_t n) {     \
+    BinarySinCos<V, W>(x, dy, out, n, [](auto v, auto g) __attribute__((always_inline)) {     \
+      return lane_math::SinBackwardLanes(v, g);                                               \
+    }, lane_math::SinBackward);                                                               \
+  }                                                                                           \
+  attr void CosBackward##suffix(const float* x, const float* dy, float* out, int64_t n) {     \
+    BinarySinCos<V, W>(x, dy, out, n, [](auto v, auto g) __attribute__((always_inline)) {     \
+      return lane_math::CosBackwardLanes(v, g);                                               \
+    }, lane_math::CosBackward);                                                               \
   }
 // clang-format on
 
-REMAT_LANE_BLOCKS(Baseline, , lane_math::Float4)
-REMAT_LANE_BLOCKS(Avx2, __attribute__((target("avx2"))), lane_math::Float8)
-REMAT_LANE_BLOCKS(Avx512, __attribute__((target("avx512f"))), lane_math::Float16)
+// V: a register of floats; W: as many floats as a register holds doubles
+// (sin and cos work in double lanes).
+REMAT_LANE_BLOCKS(Baseline, , lane_math::Float4, lane_math::Float2)
+REMAT_LANE_BLOCKS(Avx2, __attribute__((target("avx2"))), lane_math::Float8, lane_math::Float4)
+REMAT_LANE_BLOCKS(Avx512, __attribute__((target("avx512f"))), lane_math::Float16,
+                  lane_math::Float8)
 #undef REMAT_LANE_BLOCKS
 
 }  // namespace
@@ -131,6 +193,14 @@ void Silu(LaneIsa isa, const float* x, float* out, int64_t n) {
 }
 void SiluBackward(LaneIsa isa, const float* x, const float* dy, float* out, int64_t n) {
   REMAT_LANE_DISPATCH(SiluBackward, x, dy, out, n)
+}
+void Sin(LaneIsa isa, const float* x, float* out, int64_t n) { REMAT_LANE_DISPATCH(Sin, x, out, n) }
+void Cos(LaneIsa isa, const float* x, float* out, int64_t n) { REMAT_LANE_DISPATCH(Cos, x, out, n) }
+void SinBackward(LaneIsa isa, const float* x, const float* dy, float* out, int64_t n) {
+  REMAT_LANE_DISPATCH(SinBackward, x, dy, out, n)
+}
+void CosBackward(LaneIsa isa, const float* x, const float* dy, float* out, int64_t n) {
+  REMAT_LANE_DISPATCH(CosBackward, x, dy, out, n)
 }
 #undef REMAT_LANE_DISPATCH
 

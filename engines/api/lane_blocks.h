@@ -37,6 +37,12 @@ LaneIsa BestLaneIsa();
 void Exp(LaneIsa isa, const float* x, float* out, int64_t n);
 void Silu(LaneIsa isa, const float* x, float* out, int64_t n);
 void SiluBackward(LaneIsa isa, const float* x, const float* dy, float* out, int64_t n);
+// sin, cos and their backwards (dy cos(x), -(dy sin(x))): lane_math.h's Sin
+// and Cos, in double lanes.
+void Sin(LaneIsa isa, const float* x, float* out, int64_t n);
+void Cos(LaneIsa isa, const float* x, float* out, int64_t n);
+void SinBackward(LaneIsa isa, const float* x, const float* dy, float* out, int64_t n);
+void CosBackward(LaneIsa isa, const float* x, const float* dy, float* out, int64_t n);
 
 }  // namespace lane_blocks
 }  // namespace remat

@@ -30,6 +30,8 @@ namespace lane_math {
 typedef float Float4 __attribute__((vector_size(16)));
 typedef float Float8 __attribute__((vector_size(32)));
 typedef float Float16 __attribute__((vector_size(64)));
+// Two floats (the low half of an xmm), for SSE2's two double lanes.
+typedef float Float2 __attribute__((vector_size(8)));
 
 // The integer lanes beside F's: 32-bit words, as many as F has floats.
 template <typename F>
@@ -42,6 +44,30 @@ struct LaneInts<float> {
   using U = uint32_t;
   using I = int32_t;
 };
+
+// The double lanes beside F's: as many doubles as F has floats (Float8's
+// are AVX-512's zmm of eight doubles), with their 64-bit words.
+template <typename F>
+struct WideLanes {
+  typedef double D __attribute__((vector_size(2 * sizeof(F))));
+  typedef uint64_t U __attribute__((vector_size(2 * sizeof(F))));
+};
+template <>
+struct WideLanes<float> {
+  using D = double;
+  using U = uint64_t;
+};
+
+// v's lanes converted to To's type (each IEEE-754's conversion: exact to
+// double, rounded to nearest to float).
+template <typename To, typename From>
+__attribute__((always_inline)) inline To ConvertLanes(From v) {
+  if constexpr (std::is_arithmetic_v<From>) {
+    return static_cast<To>(v);
+  } else {
+    return __builtin_convertvector(v, To);
+  }
+}
 
 // c in every lane.
 template <typename F, typename C>
@@ -122,6 +148,81 @@ __attribute__((always_inline)) inline T SiluBackward(T x, T dy) {
   const T s = one / (one + Exp(-x));
   return dy * (s * (one + x * (one - s)));
 }
+
+// sin(x) (quarter_turns 0) or cos(x) = sin(x + pi/2) (quarter_turns 1) for
+// |x| <= kSinCosLanesMax, evaluated in double and rounded once to float:
+// within 0.5 ulp and a few hundredths of one (all such floats checked
+// against double's sin and cos by hand; lane_blocks_test checks a stride of
+// them), so the float result is one rounding, as libm's sinf is. Outside
+// that range (and for inf and NaN) the result is not sin's: Sin and Cos
+// below take libm's there.
+//
+// x = n pi/2 + r with n = round(x 2/pi) (to nearest even, by adding and
+// subtracting 1.5 * 2^52; n's low bits are then t's) and |r| <= pi/4 (a
+// hair more where x 2/pi rounds), pi/2 in two parts (Cody and Waite: the
+// first has 33 significant bits, so n times it is exact for |n| < 2^20,
+// and x less it is exact), the error of r some 1e-26 |n| against at least
+// 1e-10 of |r| where it is not 0; sin r and cos r by their Taylor series
+// to r^9 and r^10 (the first term left out is below 2.5e-9 of the result
+// for |r| <= pi/4), whichever n's quadrant asks for, with its sign.
+inline constexpr float kSinCosLanesMax = 1048576.0f;  // 2^20
+
+template <typename F>
+__attribute__((always_inline)) inline F SinCosLanes(F x, uint64_t quarter_turns) {
+  using D = typename WideLanes<F>::D;
+  using U = typename WideLanes<F>::U;
+  const D xd = ConvertLanes<D>(x);
+  const D shifter = Splat<D>(6755399441055744.0);  // 1.5 * 2^52
+  const D t = xd * 0.63661977236758134308 + shifter;
+  const D n = t - shifter;
+  const D r = (xd - n * 1.57079632673412561417) - n * 6.07710050650619224932e-11;
+  const D z = r * r;
+  D s = Splat<D>(1.0 / 362880);
+  s = s * z + -1.0 / 5040;
+  s = s * z + 1.0 / 120;
+  s = s * z + -1.0 / 6;
+  s = s * z + 1.0;
+  const D sin_r = r * s;  // a product, so that sin(-0) is -0
+  D c = Splat<D>(-1.0 / 3628800);
+  c = c * z + 1.0 / 40320;
+  c = c * z + -1.0 / 720;
+  c = c * z + 1.0 / 24;
+  c = c * z + -0.5;
+  const D cos_r = 1.0 + z * c;
+  const U q = std::bit_cast<U>(t) + quarter_turns;  // n + quarter_turns, mod 4
+  D v = (q & 1) != 0 ? cos_r : sin_r;
+  v = (q & 2) != 0 ? -v : v;
+  return ConvertLanes<F>(v);
+}
+
+// In float lanes, for |x| <= kSinCosLanesMax only.
+template <typename F>
+__attribute__((always_inline)) inline F SinLanes(F x) {
+  return SinCosLanes(x, 0);
+}
+template <typename F>
+__attribute__((always_inline)) inline F CosLanes(F x) {
+  return SinCosLanes(x, 1);
+}
+// sin's backward dx = dy cos(x), cos's dx = -(dy sin(x)): the float
+// derivative, then one float product.
+template <typename F>
+__attribute__((always_inline)) inline F SinBackwardLanes(F x, F dy) {
+  return dy * CosLanes(x);
+}
+template <typename F>
+__attribute__((always_inline)) inline F CosBackwardLanes(F x, F dy) {
+  return -(dy * SinLanes(x));
+}
+
+// Every float: the lanes' formula where |x| <= kSinCosLanesMax, libm's
+// sinf and cosf elsewhere (huge arguments, inf, NaN), so an element's
+// result depends on its value alone, not on the path that computed it.
+inline bool InSinCosLanesRange(float x) { return std::fabs(x) <= kSinCosLanesMax; }
+inline float Sin(float x) { return InSinCosLanesRange(x) ? SinLanes(x) : std::sin(x); }
+inline float Cos(float x) { return InSinCosLanesRange(x) ? CosLanes(x) : std::cos(x); }
+inline float SinBackward(float x, float dy) { return dy * Cos(x); }
+inline float CosBackward(float x, float dy) { return -(dy * Sin(x)); }
 
 }  // namespace lane_math
 }  // namespace remat
