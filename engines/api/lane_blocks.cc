@@ -82,6 +82,38 @@ __attribute__((always_inline)) inline void BinarySinCos(const float* x, const fl
   for (int64_t i = 0; i < n; ++i) out[i] = scalar(x[i], dy[i]);
 }
 
+// ExpShiftedSum's order (lane_blocks.h) with V's lanes: kRegs registers of
+// partial sums, register r's lane l the partial r * kLanes + l.
+template <typename V>
+__attribute__((always_inline)) inline float ExpShiftedSumOf(const float* x, float shift,
+                                                            float* exps, int64_t n) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  constexpr int64_t kRegs = kExpSumPartials / kLanes;
+  static_assert(kRegs * kLanes == kExpSumPartials);
+  V acc[kRegs];
+  for (V& a : acc) a = lane_math::Splat<V>(0.0f);
+  int64_t i = 0;
+  for (; i + kExpSumPartials <= n; i += kExpSumPartials) {
+    for (int64_t r = 0; r < kRegs; ++r) {
+      V v;
+      std::memcpy(&v, x + i + r * kLanes, sizeof v);
+      const V e = lane_math::ExpLanes(v - shift);
+      if (exps != nullptr) std::memcpy(exps + i + r * kLanes, &e, sizeof e);
+      acc[r] += e;
+    }
+  }
+  float sum = 0.0f;
+  for (int64_t r = 0; r < kRegs; ++r) {
+    for (int64_t l = 0; l < kLanes; ++l) sum += acc[r][l];
+  }
+  for (; i < n; ++i) {
+    const float e = lane_math::ExpLanes(x[i] - shift);
+    if (exps != nullptr) exps[i] = e;
+    sum += e;
+  }
+  return sum;
+}
+
 // clang-format off
 #define REMAT_LANE_BLOCKS(suffix, attr, V, W)                                                  \
   attr void Exp##suffix(const float* x, float* out, int64_t n) {                              \
@@ -98,6 +130,9 @@ __attribute__((always_inline)) inline void BinarySinCos(const float* x, const fl
     Binary<V>(x, dy, out, n, [](auto v, auto g) __attribute__((always_inline)) {              \
       return lane_math::SiluBackward(v, g);                                                   \
     });                                                                                       \
+  }                                                                                           \
+  attr float ExpShiftedSum##suffix(const float* x, float shift, float* exps, int64_t n) {      \
+    return ExpShiftedSumOf<V>(x, shift, exps, n);                                             \
   }                                                                                           \
   attr void Sin##suffix(const float* x, float* out, int64_t n) {                              \
     UnarySinCos<V, W>(x, out, n, [](auto v) __attribute__((always_inline)) {                  \
@@ -193,6 +228,10 @@ void Silu(LaneIsa isa, const float* x, float* out, int64_t n) {
 }
 void SiluBackward(LaneIsa isa, const float* x, const float* dy, float* out, int64_t n) {
   REMAT_LANE_DISPATCH(SiluBackward, x, dy, out, n)
+}
+float ExpShiftedSum(LaneIsa isa, const float* x, float shift, float* exps, int64_t n) {
+  REMAT_LANE_DISPATCH(ExpShiftedSum, x, shift, exps, n)
+  return 0.0f;  // not reached: every LaneIsa is a case
 }
 void Sin(LaneIsa isa, const float* x, float* out, int64_t n) { REMAT_LANE_DISPATCH(Sin, x, out, n) }
 void Cos(LaneIsa isa, const float* x, float* out, int64_t n) { REMAT_LANE_DISPATCH(Cos, x, out, n) }

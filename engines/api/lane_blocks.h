@@ -37,6 +37,18 @@ LaneIsa BestLaneIsa();
 void Exp(LaneIsa isa, const float* x, float* out, int64_t n);
 void Silu(LaneIsa isa, const float* x, float* out, int64_t n);
 void SiluBackward(LaneIsa isa, const float* x, const float* dy, float* out, int64_t n);
+// A row's exps and their sum, for softmax-like rows: e_j = e^(x[j] -
+// shift) (lane_math.h's ExpLanes of the float difference), written to
+// exps[j] unless exps is null, and returned summed in one fixed order on
+// every path: kExpSumPartials partial sums, partial k adding the e_j with
+// j = k mod kExpSumPartials of the first n - n % kExpSumPartials in
+// increasing j (from 0), then the partials added in order 0, 1, ..., then
+// the last n % kExpSumPartials e_j in increasing j. The partials are the
+// lanes of AVX-512's one register, AVX2's two, SSE2's four, so no path
+// waits on one chain of dependent additions.
+inline constexpr int64_t kExpSumPartials = 16;
+float ExpShiftedSum(LaneIsa isa, const float* x, float shift, float* exps, int64_t n);
+
 // sin, cos and their backwards (dy cos(x), -(dy sin(x))): lane_math.h's Sin
 // and Cos, in double lanes.
 void Sin(LaneIsa isa, const float* x, float* out, int64_t n);

@@ -188,6 +188,40 @@ TEST(LaneMathTest, SinAndCosAreWithinHalfAnUlpAndAFewHundredths) {
   EXPECT_EQ(lane_math::CosBackward(1.0f, 2.0f), -(2.0f * lane_math::Sin(1.0f)));
 }
 
+// A row's exps and their sum: on each path, ExpF32's bits for each term
+// and the sum in the stated order (restated here one lane at a time), at
+// every length around the partials' count, with and without the terms
+// written; the sum within float's reach of the exact one.
+TEST(LaneBlocksTest, ExpShiftedSumKeepsItsOrderOnEveryPath) {
+  std::vector<float> x(1000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 37.0f - 9.0f;
+  const float shift = 17.5f;
+  constexpr int64_t kP = lane_blocks::kExpSumPartials;
+  for (LaneIsa isa : lane_blocks::AvailableLaneIsas()) {
+    SCOPED_TRACE(lane_blocks::LaneIsaName(isa));
+    for (int64_t n : {int64_t{0}, int64_t{1}, kP - 1, kP, kP + 1, 2 * kP + 3, int64_t{1000}}) {
+      float partial[kP] = {};
+      const int64_t whole = n - n % kP;
+      for (int64_t j = 0; j < whole; ++j) partial[j % kP] += lane_math::ExpF32(x[j] - shift);
+      float expected = 0.0f;
+      for (float p : partial) expected += p;
+      for (int64_t j = whole; j < n; ++j) expected += lane_math::ExpF32(x[j] - shift);
+      std::vector<float> exps(static_cast<size_t>(n), -1.0f);
+      const float with = lane_blocks::ExpShiftedSum(isa, x.data(), shift, exps.data(), n);
+      const float without = lane_blocks::ExpShiftedSum(isa, x.data(), shift, nullptr, n);
+      EXPECT_EQ(Bits(with), Bits(expected)) << n;
+      EXPECT_EQ(Bits(without), Bits(expected)) << n;
+      double exact = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t k = static_cast<size_t>(j);
+        ASSERT_EQ(Bits(exps[k]), Bits(lane_math::ExpF32(x[k] - shift))) << j;
+        exact += std::exp(static_cast<double>(x[k] - shift));
+      }
+      EXPECT_NEAR(with, exact, 1e-6 * exact) << n;
+    }
+  }
+}
+
 // ONEDNN_MAX_CPU_ISA caps our lanes as it caps oneDNN's kernels.
 TEST(LaneBlocksTest, TheIsaCapCapsTheLanes) {
   const std::vector<LaneIsa> all = {LaneIsa::kBaseline, LaneIsa::kAvx2, LaneIsa::kAvx512};

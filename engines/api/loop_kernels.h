@@ -102,18 +102,27 @@ void MaskedFill(const Tensor& x, const Tensor& mask, double fill, Tensor& out) {
   ForEachIndex(i_count, i_count, [&](int64_t i) { y[i] = m[i] != 0 ? c : a[i]; });
 }
 
-// Row r's max and sum of exp(x - max), j in order. Where `exps` is given,
-// each exp(x_j - max) is also written to exps[j] (the terms of the sum, for
-// a caller that needs them too: one exp per element instead of two).
+// Row r's max (j in order) and sum of exp(x - max). In float64 (the
+// reference table) the C library's exp, summed in j's order; in float32,
+// lane_math.h's ExpLanes (within 0.99 ulp), summed in
+// lane_blocks::ExpShiftedSum's fixed order of 16 partial sums, the same on
+// every ISA (one chain of dependent additions and libm's expf took 270 us of
+// gpt's cross-entropy over 256 rows of 512). Where `exps` is given, each
+// exp(x - max) is also written to exps[j] (the terms of the sum, for a
+// caller that needs them too: one exp per element instead of two).
 template <typename T>
 void RowStats(const T* xr, int64_t cols, T* m, T* s, T* exps = nullptr) {
   *m = xr[0];
   for (int64_t j = 1; j < cols; ++j) *m = std::max(*m, xr[j]);
-  *s = 0;
-  for (int64_t j = 0; j < cols; ++j) {
-    const T e = std::exp(xr[j] - *m);
-    if (exps != nullptr) exps[j] = e;
-    *s += e;
+  if constexpr (std::is_same_v<T, float>) {
+    *s = lane_blocks::ExpShiftedSum(lane_blocks::BestLaneIsa(), xr, *m, exps, cols);
+  } else {
+    *s = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const T e = std::exp(xr[j] - *m);
+      if (exps != nullptr) exps[j] = e;
+      *s += e;
+    }
   }
 }
 
@@ -295,7 +304,19 @@ void LogSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
     T* o = static_cast<T*>(out.raw()) + r * cols;
     T sum = 0;
     for (int64_t j = 0; j < cols; ++j) sum += gr[j];
-    for (int64_t j = 0; j < cols; ++j) o[j] = gr[j] - std::exp(yr[j]) * sum;
+    if constexpr (std::is_same_v<T, float>) {
+      // e^y in lanes (RowStats' exp), a piece at a time into a buffer of
+      // its own (out may be dy), then the combination.
+      constexpr int64_t kPiece = 256;
+      float e[kPiece];
+      for (int64_t j0 = 0; j0 < cols; j0 += kPiece) {
+        const int64_t len = std::min(kPiece, cols - j0);
+        lane_blocks::Exp(lane_blocks::BestLaneIsa(), yr + j0, e, len);
+        for (int64_t j = 0; j < len; ++j) o[j0 + j] = gr[j0 + j] - e[j] * sum;
+      }
+    } else {
+      for (int64_t j = 0; j < cols; ++j) o[j] = gr[j] - std::exp(yr[j]) * sum;
+    }
   });
 }
 

@@ -140,8 +140,9 @@ const KernelOp kMaskedFillKernel = DefineKernel(
      .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; },
      .int_operands = 0b10});
 // cross_entropy(logits (N, C), targets (N)) = mean over rows r of
-// logsumexp(logits[r]) - logits[r, t_r]; per row m = max, s = sum over j in
-// order of exp(x_j - m), lse = m + log s; rows summed in order, then / N.
+// logsumexp(logits[r]) - logits[r, t_r]; per row m = max, s = the sum of
+// exp(x_j - m) (in float32 in lane_blocks::ExpShiftedSum's fixed order,
+// loop_kernels.h's RowStats), lse = m + log s; rows summed in order, then / N.
 Shape CrossEntropyOperands(std::span<const Tensor* const> in) {
   const Shape& x = in[0]->shape();
   if (x.rank() != 2 || in[1]->shape() != Shape({x.dim(0)})) {
@@ -1112,10 +1113,12 @@ const OpDef kOps[] = {
      },
      .flops = [](const Shapes& in, const Shape&) { return 4 * in[0].num_elements(); },
      .forward_depth = [](const DepthArgs& a) {
-       return a.deepest() + static_cast<double>(LastDim(a.inputs[0]) + Rows(a.inputs[0])) + 4;
+       // The float32 exp is within 0.99 ulp (lane_math.h's ExpLanes): two
+       // roundings where a correctly rounded one would be one.
+       return a.deepest() + static_cast<double>(LastDim(a.inputs[0]) + Rows(a.inputs[0])) + 5;
      },
      .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
-       k[0] = std::max(dy, a.kf_inputs[0]) + static_cast<double>(LastDim(a.inputs[0])) + 5;
+       k[0] = std::max(dy, a.kf_inputs[0]) + static_cast<double>(LastDim(a.inputs[0])) + 6;
      },
      .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({3})}; },
      .int_inputs = 0b10,
@@ -1195,10 +1198,10 @@ const OpDef kOps[] = {
      },
      .flops = [](const Shapes&, const Shape& out) { return 5 * out.num_elements(); },
      .forward_depth = [](const DepthArgs& a) {
-       return a.deepest() + static_cast<double>(LastDim(a.inputs[0])) + 5;
+       return a.deepest() + static_cast<double>(LastDim(a.inputs[0])) + 6;  // exp: two (ExpLanes)
      },
      .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
-       k[0] = std::max(dy + static_cast<double>(LastDim(a.inputs[0])), a.kf_output) + 4;
+       k[0] = std::max(dy + static_cast<double>(LastDim(a.inputs[0])), a.kf_output) + 5;
      },
      .example = Unary34},
 
