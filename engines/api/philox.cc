@@ -6,6 +6,8 @@
 #include <immintrin.h>
 #endif
 
+#include "engines/api/lane_blocks.h"
+
 namespace remat {
 namespace {
 
@@ -143,6 +145,98 @@ __attribute__((target("avx2"))) void RandomBlocksAvx2(int32_t seed, int64_t op_k
     for (int k = 0; k < 4; ++k) words[4 * i + k] = b[k];
   }
 }
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_epi32() as the masked
+// form's pass-through operand, which -Wmaybe-uninitialized reports at every
+// inlined call; no lane of it is read (the mask is all ones).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Sixteen blocks in AVX-512 registers, one per 32-bit lane, as Lanes8.
+struct Lanes16 {
+  __m512i c[4];
+};
+
+__attribute__((target("avx512f"), always_inline)) inline Lanes16 Counters16(int64_t first,
+                                                                             uint64_t key) {
+  alignas(64) uint32_t lo[16], hi[16];
+  for (int j = 0; j < 16; ++j) {
+    const uint64_t b = static_cast<uint64_t>(first + j);
+    lo[j] = static_cast<uint32_t>(b);
+    hi[j] = static_cast<uint32_t>(b >> 32);
+  }
+  return {{_mm512_load_si512(lo), _mm512_load_si512(hi),
+           _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key))),
+           _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key >> 32)))}};
+}
+
+// Round8's arithmetic on sixteen lanes (a mask selects the odd lanes).
+__attribute__((target("avx512f"), always_inline)) inline void Round16(Lanes16& s, __m512i k0,
+                                                                       __m512i k1) {
+  const __m512i mul0 = _mm512_set1_epi32(static_cast<int>(kMul0));
+  const __m512i mul1 = _mm512_set1_epi32(static_cast<int>(kMul1));
+  const __mmask16 odd = 0xAAAA;
+  const __m512i e0 = _mm512_mul_epu32(s.c[0], mul0);
+  const __m512i o0 = _mm512_mul_epu32(_mm512_srli_epi64(s.c[0], 32), mul0);
+  const __m512i e1 = _mm512_mul_epu32(s.c[2], mul1);
+  const __m512i o1 = _mm512_mul_epu32(_mm512_srli_epi64(s.c[2], 32), mul1);
+  const __m512i lo0 = _mm512_mask_blend_epi32(odd, e0, _mm512_slli_epi64(o0, 32));
+  const __m512i hi0 = _mm512_mask_blend_epi32(odd, _mm512_srli_epi64(e0, 32), o0);
+  const __m512i lo1 = _mm512_mask_blend_epi32(odd, e1, _mm512_slli_epi64(o1, 32));
+  const __m512i hi1 = _mm512_mask_blend_epi32(odd, _mm512_srli_epi64(e1, 32), o1);
+  s.c[0] = _mm512_xor_si512(_mm512_xor_si512(hi1, s.c[1]), k0);
+  s.c[1] = lo1;
+  s.c[2] = _mm512_xor_si512(_mm512_xor_si512(hi0, s.c[3]), k1);
+  s.c[3] = lo0;
+}
+
+// The sixteen blocks' words, block by block: Store8's unpacks leave block
+// 4q + r in 128-bit lane q of u_r; two rounds of lane shuffles put blocks
+// 4q .. 4q + 3 in register q.
+__attribute__((target("avx512f"), always_inline)) inline void Store16(const Lanes16& s,
+                                                                       uint32_t* words) {
+  const __m512i t0 = _mm512_unpacklo_epi32(s.c[0], s.c[1]);
+  const __m512i t1 = _mm512_unpackhi_epi32(s.c[0], s.c[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(s.c[2], s.c[3]);
+  const __m512i t3 = _mm512_unpackhi_epi32(s.c[2], s.c[3]);
+  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2);  // blocks 0, 4, 8, 12
+  const __m512i u1 = _mm512_unpackhi_epi64(t0, t2);  // 1, 5, 9, 13
+  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3);  // 2, 6, 10, 14
+  const __m512i u3 = _mm512_unpackhi_epi64(t1, t3);  // 3, 7, 11, 15
+  const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44);  // 0, 4, 1, 5
+  const __m512i v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);  // 2, 6, 3, 7
+  const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE);  // 8, 12, 9, 13
+  const __m512i v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);  // 10, 14, 11, 15
+  _mm512_storeu_si512(words, _mm512_shuffle_i32x4(v0, v1, 0x88));       // 0 1 2 3
+  _mm512_storeu_si512(words + 16, _mm512_shuffle_i32x4(v0, v1, 0xDD));  // 4 5 6 7
+  _mm512_storeu_si512(words + 32, _mm512_shuffle_i32x4(v2, v3, 0x88));  // 8 9 10 11
+  _mm512_storeu_si512(words + 48, _mm512_shuffle_i32x4(v2, v3, 0xDD));  // 12 13 14 15
+}
+
+// Thirty-two blocks a step, two groups of sixteen interleaved, then what is
+// left on RandomBlocksAvx2's path (AVX-512F has AVX2 beneath it).
+__attribute__((target("avx512f"))) void RandomBlocksAvx512(int32_t seed, int64_t op_key,
+                                                           int64_t first, int64_t count,
+                                                           uint32_t* words) {
+  const uint64_t key = static_cast<uint64_t>(op_key);
+  int64_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    Lanes16 a = Counters16(first + i, key), b = Counters16(first + i + 16, key);
+    uint32_t k0 = static_cast<uint32_t>(seed), k1 = 0;
+    for (int round = 0; round < 10; ++round) {
+      const __m512i key0 = _mm512_set1_epi32(static_cast<int>(k0));
+      const __m512i key1 = _mm512_set1_epi32(static_cast<int>(k1));
+      Round16(a, key0, key1);
+      Round16(b, key0, key1);
+      k0 += kWeyl0;
+      k1 += kWeyl1;
+    }
+    Store16(a, words + 4 * i);
+    Store16(b, words + 4 * (i + 16));
+  }
+  RandomBlocksAvx2(seed, op_key, first + i, count - i, words + 4 * i);
+}
+#pragma GCC diagnostic pop
 #endif
 
 }  // namespace
@@ -150,10 +244,16 @@ __attribute__((target("avx2"))) void RandomBlocksAvx2(int32_t seed, int64_t op_k
 void RandomBlocks(int32_t seed, int64_t op_key, int64_t first_block, int64_t count,
                   uint32_t* words) {
 #if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) {
-    RandomBlocksAvx2(seed, op_key, first_block, count, words);
-    return;
+  // The widest path the lanes use (lane_blocks.h: the CPU's, under
+  // ONEDNN_MAX_CPU_ISA's cap); only integer arithmetic, so every path gives
+  // RandomBlock's bits.
+  switch (lane_blocks::BestLaneIsa()) {
+    case lane_blocks::LaneIsa::kAvx512:
+      return RandomBlocksAvx512(seed, op_key, first_block, count, words);
+    case lane_blocks::LaneIsa::kAvx2:
+      return RandomBlocksAvx2(seed, op_key, first_block, count, words);
+    case lane_blocks::LaneIsa::kBaseline:
+      break;
   }
 #endif
   for (int64_t i = 0; i < count; ++i) {

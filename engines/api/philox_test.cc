@@ -36,11 +36,12 @@ TEST(PhiloxTest, BitsArePureFunctionsOfSeedKeyAndIndex) {
 }
 
 // The batch is the blocks one by one, at every offset and length (the
-// vector path's eight-block steps and the tail), past 2^32 blocks, and for
+// vector paths' steps of 16 and 32 blocks, their remainders in steps of 8,
+// and the tail), past 2^32 blocks, and for
 // keys and seeds of every sign.
 TEST(PhiloxTest, RandomBlocksAreRandomBlockInOrder) {
   for (int64_t first : {int64_t{0}, int64_t{5}, (int64_t{1} << 32) - 3}) {
-    for (int64_t count : {0, 1, 7, 8, 9, 16, 31}) {
+    for (int64_t count : {0, 1, 7, 8, 9, 16, 31, 32, 33, 47, 48, 64, 65, 100}) {
       for (auto [seed, key] : {std::pair<int32_t, int64_t>{3, 9}, {-7, int64_t{-1}},
                                {0, int64_t{1} << 40}}) {
         std::vector<uint32_t> words(static_cast<size_t>(4 * count) + 1, 0xdeadbeef);
