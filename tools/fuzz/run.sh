@@ -14,7 +14,12 @@ if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ is not installed (Debian: clang, libclang-rt-14-dev)" >&2
   exit 2
 fi
-flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+# The arithmetic flags of the Bazel build (.bazelrc): without
+# -ffp-contract=off clang fuses a * b + c where a target has FMA (its
+# avx512f implies it), so the lanes' AVX-512 path would round differently
+# from their scalar tails.
+flags=(-std=c++20 -O1 -g -I. -fno-fast-math -ffp-contract=off -fno-associative-math
+       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 # Each fuzzer links the sources of the Bazel target it fuzzes (less a
 # main()): the lists are Bazel's, so a source added to the build cannot be
 # missing here (a hand-kept list once failed CI at link time).
