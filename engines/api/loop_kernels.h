@@ -180,17 +180,40 @@ void ForEachLaneBlock(int64_t n, F&& block) {
   });
 }
 
+// A float32 elementwise pass of lane_blocks.h's `block` (Silu, Sin, ...) over
+// x into out, on the best lanes the run may use (BestLaneIsa, which follows
+// ONEDNN_MAX_CPU_ISA), in ForEachLaneBlock's pieces: every path gives the
+// scalar formula's bits, so an element's bits depend on neither the ISA nor
+// the thread count.
+template <typename Block>
+void LaneBlockPass(const Tensor& x, Tensor& out, Block block) {
+  const float* in = x.f32();
+  float* o = out.f32();
+  const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
+  ForEachLaneBlock(out.num_elements(), [&](int64_t i, int64_t len) { block(isa, in + i, o + i, len); });
+}
+
+// The same for a backward block of x and the cotangent dy.
+template <typename Block>
+void LaneBlockPass(const Tensor& x, const Tensor& dy, Tensor& out, Block block) {
+  const float* in = x.f32();
+  const float* g = dy.f32();
+  float* o = out.f32();
+  const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
+  ForEachLaneBlock(out.num_elements(),
+                   [&](int64_t i, int64_t len) { block(isa, in + i, g + i, o + i, len); });
+}
+
 // silu: y = x s, s = 1 / (1 + e^-x), T's exp (lane_math.h: in float32 our
 // own, in float64 the C library's).
 template <typename T>
 void Silu(const Tensor& x, Tensor& out) {
-  const T* a = static_cast<const T*>(x.raw());
-  T* y = static_cast<T*>(out.raw());
-  const int64_t n = x.num_elements();
   if constexpr (std::is_same_v<T, float>) {
-    const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
-    ForEachLaneBlock(n, [&](int64_t i, int64_t len) { lane_blocks::Silu(isa, a + i, y + i, len); });
+    LaneBlockPass(x, out, lane_blocks::Silu);
   } else {
+    const T* a = static_cast<const T*>(x.raw());
+    T* y = static_cast<T*>(out.raw());
+    const int64_t n = x.num_elements();
     ForEachIndex(n, n, [&](int64_t i) { y[i] = lane_math::Silu(a[i]); });
   }
 }
@@ -198,16 +221,13 @@ void Silu(const Tensor& x, Tensor& out) {
 // dx = dy (s (1 + x (1 - s))), s as in Silu.
 template <typename T>
 void SiluBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
-  const T* a = static_cast<const T*>(x.raw());
-  const T* g = static_cast<const T*>(dy.raw());
-  T* y = static_cast<T*>(out.raw());
-  const int64_t n = x.num_elements();
   if constexpr (std::is_same_v<T, float>) {
-    const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
-    ForEachLaneBlock(n, [&](int64_t i, int64_t len) {
-      lane_blocks::SiluBackward(isa, a + i, g + i, y + i, len);
-    });
+    LaneBlockPass(x, dy, out, lane_blocks::SiluBackward);
   } else {
+    const T* a = static_cast<const T*>(x.raw());
+    const T* g = static_cast<const T*>(dy.raw());
+    T* y = static_cast<T*>(out.raw());
+    const int64_t n = x.num_elements();
     ForEachIndex(n, n, [&](int64_t i) { y[i] = lane_math::SiluBackward(a[i], g[i]); });
   }
 }

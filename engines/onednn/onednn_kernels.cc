@@ -92,30 +92,6 @@ void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   loop_kernels::ForEachIndex(n, n, [&](int64_t i) { o[i] = f(pa[i], pb[i]); });
 }
 
-// sin, cos and their backwards, which oneDNN 2.6 lacks: lane_math.h's
-// formulas (double lanes, within 0.53 ulp; libm's beyond 2^20 and for inf
-// and NaN) over lane blocks split between the threads, so an element's bits
-// are the same on every ISA and at every thread count. libm's sinf one
-// element at a time took 3.3-3.4 ns an element against 1.0-1.1 in AVX-512
-// lanes and 1.7-1.8 in AVX2's (131,072 floats in L2).
-template <typename Block>
-void LaneBlockPass(const Tensor& x, Tensor& out, Block block) {
-  const float* in = x.f32();
-  float* o = out.f32();
-  const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
-  loop_kernels::ForEachLaneBlock(out.num_elements(),
-                                 [&](int64_t i, int64_t len) { block(isa, in + i, o + i, len); });
-}
-template <typename Block>
-void LaneBlockPass(const Tensor& x, const Tensor& dy, Tensor& out, Block block) {
-  const float* in = x.f32();
-  const float* g = dy.f32();
-  float* o = out.f32();
-  const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
-  loop_kernels::ForEachLaneBlock(
-      out.num_elements(), [&](int64_t i, int64_t len) { block(isa, in + i, g + i, o + i, len); });
-}
-
 // An elementwise pass over n floats: `block(i)` does elements i..i+3 and
 // `one(i)` element i; whole cache lines of blocks split between OpenMP's
 // threads, the blocks after the last whole line and then the tail of fewer
@@ -680,24 +656,31 @@ void OneDnnKernels::DoReluBackward(const Tensor& x, const Tensor& dy, Tensor& ou
   );
 }
 
+// sin, cos and their backwards, which oneDNN 2.6 lacks: lane_math.h's
+// formulas (double lanes, within 0.53 ulp; libm's beyond 2^20 and for inf
+// and NaN) over lane blocks split between the threads
+// (loop_kernels::LaneBlockPass), so an element's bits are the same on every
+// ISA and at every thread count. libm's sinf one element at a time took
+// 3.3-3.4 ns an element against 1.0-1.1 in AVX-512 lanes and 1.7-1.8 in
+// AVX2's (131,072 floats in L2).
 void OneDnnKernels::DoSin(const Tensor& x, Tensor& out) {
   if (dry_run()) return;
-  LaneBlockPass(x, out, lane_blocks::Sin);
+  loop_kernels::LaneBlockPass(x, out, lane_blocks::Sin);
 }
 
 void OneDnnKernels::DoCos(const Tensor& x, Tensor& out) {
   if (dry_run()) return;
-  LaneBlockPass(x, out, lane_blocks::Cos);
+  loop_kernels::LaneBlockPass(x, out, lane_blocks::Cos);
 }
 
 void OneDnnKernels::DoSinBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   if (dry_run()) return;
-  LaneBlockPass(x, dy, out, lane_blocks::SinBackward);
+  loop_kernels::LaneBlockPass(x, dy, out, lane_blocks::SinBackward);
 }
 
 void OneDnnKernels::DoCosBackward(const Tensor& x, const Tensor& dy, Tensor& out) {
   if (dry_run()) return;
-  LaneBlockPass(x, dy, out, lane_blocks::CosBackward);
+  loop_kernels::LaneBlockPass(x, dy, out, lane_blocks::CosBackward);
 }
 
 // square, its backward, add and mul: our own passes rather than oneDNN's
@@ -935,12 +918,46 @@ void OneDnnKernels::DoTranspose(const Tensor& x, Tensor& out) {
   const int64_t m = s.dim(r - 2), n = s.dim(r - 1);
   const float* x0 = x.f32();
   float* o0 = out.f32();
+  // In square tiles of kTile, and in a tile 4x4 blocks transposed in SSE
+  // registers (every x86-64 CPU has them; a copy, so the bits are the
+  // input's on every path): a tile's input and output rows stay in L1 while
+  // it is copied. Element by element, each write of an input row went to
+  // another output line: gpt's transposes (its keys, 16x64x32, and its tied
+  // head's 512x128) took 39 us a call in the run, 17-31 us alone.
+  constexpr int64_t kTile = 32;
+  const int64_t tile_rows = (m + kTile - 1) / kTile;
 #pragma omp parallel for collapse(2) schedule(static) if (batch * m * n >= kParallelMinElements)
   for (int64_t t = 0; t < batch; ++t) {
-    for (int64_t i = 0; i < m; ++i) {
+    for (int64_t ti = 0; ti < tile_rows; ++ti) {
       const float* in = x0 + t * m * n;
       float* o = o0 + t * m * n;
-      for (int64_t j = 0; j < n; ++j) o[j * m + i] = in[i * n + j];
+      const int64_t i0 = ti * kTile, i1 = std::min(m, i0 + kTile);
+      for (int64_t j0 = 0; j0 < n; j0 += kTile) {
+        const int64_t j1 = std::min(n, j0 + kTile);
+        int64_t i = i0;
+#if defined(__SSE2__)
+        for (; i + 4 <= i1; i += 4) {
+          int64_t j = j0;
+          for (; j + 4 <= j1; j += 4) {
+            __m128 r0 = _mm_loadu_ps(in + i * n + j);
+            __m128 r1 = _mm_loadu_ps(in + (i + 1) * n + j);
+            __m128 r2 = _mm_loadu_ps(in + (i + 2) * n + j);
+            __m128 r3 = _mm_loadu_ps(in + (i + 3) * n + j);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            _mm_storeu_ps(o + j * m + i, r0);
+            _mm_storeu_ps(o + (j + 1) * m + i, r1);
+            _mm_storeu_ps(o + (j + 2) * m + i, r2);
+            _mm_storeu_ps(o + (j + 3) * m + i, r3);
+          }
+          for (; j < j1; ++j) {
+            for (int64_t k = i; k < i + 4; ++k) o[j * m + k] = in[k * n + j];
+          }
+        }
+#endif
+        for (; i < i1; ++i) {
+          for (int64_t j = j0; j < j1; ++j) o[j * m + i] = in[i * n + j];
+        }
+      }
     }
   }
 }

@@ -900,6 +900,12 @@ TEST(OneDnnKernelsTest, CopiesMatchReferenceExactly) {
   const Tensor x3 = Random(Shape({3, 5, 7}), rng);
   ExpectExact(onednn.Transpose(x2), reference.Transpose(F64(x2)), "transpose rank 2");
   ExpectExact(onednn.Transpose(x3), reference.Transpose(F64(x3)), "transpose rank 3");
+  // Whole tiles and partial ones on both axes, and sizes the threads split.
+  for (const Shape& s : {Shape({16, 32}), Shape({37, 45}), Shape({3, 130, 67}),
+                         Shape({2, 200, 90}), Shape({129, 512}), Shape({16, 64, 32})}) {
+    const Tensor t = Random(s, rng);
+    ExpectExact(onednn.Transpose(t), reference.Transpose(F64(t)), "transpose " + s.ToString());
+  }
   // B = 2, S = 3, H = 4, Dh = 2.
   const Tensor heads = onednn.SplitHeads(x2, 2, 4);
   EXPECT_EQ(heads.shape(), Shape({8, 3, 2}));
