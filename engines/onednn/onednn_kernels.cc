@@ -189,28 +189,25 @@ void BinaryFloatPass(const Tensor& a, const Tensor& b, Tensor& out, Scalar scala
 
 // Layer normalization's per-row statistics, in f32, each row summed in index
 // order: the forward and both backward kernels call this one function, so the
-// mean and rstd they use are the same bits.
+// mean and rstd they use are the same bits. The kernels take rows in
+// loop_kernels::ForRowBlocks' blocks, whose sums' chains overlap.
 struct RowStats {
   float mean;
   float rstd;
 };
 
-// A row's sum is a chain of dependent additions, one every few cycles: the
-// kernels below take kBlockRows rows side by side, each still summed in its
-// own index order (the bits are those of one row alone), so that the chains
-// overlap.
-constexpr int64_t kBlockRows = 4;
-
 // The statistics of the N rows at `x` (row stride `c`) into `out`.
 template <int N>
-void Stats(const float* x, int64_t c, RowStats* out) {
+REMAT_SCALAR_CHAINS void Stats(const float* x, int64_t c, RowStats* out) {
   float sum[N] = {};
   for (int64_t j = 0; j < c; ++j) {
+#pragma GCC unroll 16
     for (int k = 0; k < N; ++k) sum[k] += x[k * c + j];
   }
   float mean[N], squares[N] = {};
   for (int k = 0; k < N; ++k) mean[k] = sum[k] / static_cast<float>(c);
   for (int64_t j = 0; j < c; ++j) {
+#pragma GCC unroll 16
     for (int k = 0; k < N; ++k) {
       const float d = x[k * c + j] - mean[k];
       squares[k] += d * d;
@@ -223,23 +220,37 @@ void Stats(const float* x, int64_t c, RowStats* out) {
   }
 }
 
-// Calls body.template operator()<N>(r0) on rows [r0, r0 + N) for every
-// block of kBlockRows rows of `rows` (N = kBlockRows) and then each row left
-// over (N = 1), the blocks split among the OpenMP threads when there are
-// `elements` >= kParallelMinElements.
-template <typename Body>
-void ForRowBlocks(int64_t rows, int64_t elements, Body body) {
-  const int64_t blocks = rows / kBlockRows;
-#pragma omp parallel for schedule(static) if (elements >= kParallelMinElements)
-  for (int64_t b = 0; b < blocks; ++b) body.template operator()<kBlockRows>(b * kBlockRows);
-  for (int64_t r = blocks * kBlockRows; r < rows; ++r) body.template operator()<1>(r);
+// Layer norm's backward sums for the N rows at x and dy (row stride c), each
+// row's two in its index order: sum_j g_j and sum_j g_j xhat_j, g = dy gamma.
+template <int N>
+REMAT_SCALAR_CHAINS void LayerNormBackwardSums(const float* x, const float* dy,
+                                               const float* gamma, int64_t c, const RowStats* s,
+                                               float* sum_g, float* sum_gx) {
+  float mean[N], rstd[N], acc_g[N] = {}, acc_gx[N] = {};
+  for (int k = 0; k < N; ++k) {
+    mean[k] = s[k].mean;
+    rstd[k] = s[k].rstd;
+  }
+  for (int64_t j = 0; j < c; ++j) {
+#pragma GCC unroll 16
+    for (int k = 0; k < N; ++k) {
+      const float gj = dy[k * c + j] * gamma[j];
+      const float xhat = (x[k * c + j] - mean[k]) * rstd[k];
+      acc_g[k] += gj;
+      acc_gx[k] += gj * xhat;
+    }
+  }
+  for (int k = 0; k < N; ++k) {
+    sum_g[k] = acc_g[k];
+    sum_gx[k] = acc_gx[k];
+  }
 }
 
 // Every row's statistics, in row order.
 std::vector<RowStats> AllStats(const float* x, int64_t c, int64_t rows) {
   std::vector<RowStats> stats(static_cast<size_t>(rows));
-  ForRowBlocks(rows, rows * c,
-               [&]<int N>(int64_t r0) { Stats<N>(x + r0 * c, c, stats.data() + r0); });
+  loop_kernels::ForRowBlocks(
+      rows, rows * c, [&]<int N>(int64_t r0) { Stats<N>(x + r0 * c, c, stats.data() + r0); });
   return stats;
 }
 
@@ -809,7 +820,7 @@ void OneDnnKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tens
   const float* g = gamma.f32();
   const float* b = beta.f32();
   // Rows are independent: blocks of them are split among the OpenMP threads.
-  ForRowBlocks(rows, rows * c, [&]<int N>(int64_t r0) {
+  loop_kernels::ForRowBlocks(rows, rows * c, [&]<int N>(int64_t r0) {
     RowStats s[N];
     Stats<N>(x.f32() + r0 * c, c, s);
     for (int k = 0; k < N; ++k) {
@@ -827,21 +838,13 @@ void OneDnnKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, co
   if (dry_run()) return;
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* g = gamma.f32();
-  ForRowBlocks(rows, rows * c, [&]<int N>(int64_t r0) {
+  loop_kernels::ForRowBlocks(rows, rows * c, [&]<int N>(int64_t r0) {
     const float* x0 = x.f32() + r0 * c;
     const float* dy0 = dy.f32() + r0 * c;
     RowStats s[N];
     Stats<N>(x0, c, s);
-    // Each row's two sums in its index order, the block's rows side by side.
-    float sum_g[N] = {}, sum_gx[N] = {};
-    for (int64_t j = 0; j < c; ++j) {
-      for (int k = 0; k < N; ++k) {
-        const float gj = dy0[k * c + j] * g[j];
-        const float xhat = (x0[k * c + j] - s[k].mean) * s[k].rstd;
-        sum_g[k] += gj;
-        sum_gx[k] += gj * xhat;
-      }
-    }
+    float sum_g[N], sum_gx[N];
+    LayerNormBackwardSums<N>(x0, dy0, g, c, s, sum_g, sum_gx);
     for (int k = 0; k < N; ++k) {
       const float* xr = x0 + k * c;
       const float* dyr = dy0 + k * c;
