@@ -739,13 +739,15 @@ TEST(OneDnnKernelsTest, LayerNormMatchesReference) {
 // The layer norm kernels take rows four at a time and split columns among
 // threads, but each row's statistics and each column's sum over the rows are
 // still taken in index order: their bits are those of one plain loop per row
-// (and per column), here written out, on row counts that leave 0 to 3 rows
-// over and on shapes past the parallel threshold.
+// (and per column), here written out, on row counts that leave 0 to 7 rows
+// over a block of loop_kernels::kRowBlock and on shapes past the parallel
+// threshold.
 TEST(OneDnnKernelsTest, LayerNormBitsAreThoseOfOneRowAtATime) {
   std::mt19937 rng(11);
   OneDnnKernels onednn;
   const float eps = static_cast<float>(Kernels::kLayerNormEps);
-  for (const Shape& shape : {Shape({1, 5}), Shape({6, 3}), Shape({7, 64}), Shape({129, 256}),
+  for (const Shape& shape : {Shape({1, 5}), Shape({6, 3}), Shape({7, 64}), Shape({9, 5}),
+                             Shape({15, 3}), Shape({17, 33}), Shape({129, 256}),
                              Shape({2, 65, 1024})}) {
     SCOPED_TRACE(shape.ToString());
     const int64_t c = shape.dim(shape.rank() - 1), rows = shape.num_elements() / c;
@@ -1011,7 +1013,7 @@ KernelOp TableKernelNamed(const std::string& name) {
 TEST(OneDnnKernelsTest, LoopKernelsSplitBetweenThreadsKeepTheSerialBits) {
   std::mt19937 rng(31);
   OneDnnKernels onednn;
-  for (const int64_t rows : {int64_t{3}, int64_t{517}}) {
+  for (const int64_t rows : {int64_t{3}, int64_t{9}, int64_t{15}, int64_t{517}}) {
     SCOPED_TRACE(StrCat(rows, " rows"));
     const int64_t c = 67;
     const Tensor x = Random(Shape({rows, c}), rng);
@@ -1052,6 +1054,21 @@ TEST(OneDnnKernelsTest, LoopKernelsSplitBetweenThreadsKeepTheSerialBits) {
       const float* xr = x.f32() + r * c;
       for (int64_t j = 0; j < c; ++j) {
         ASSERT_EQ(norm.f32()[r * c + j], (xr[j] * rstd(r)) * gamma.f32()[j]) << "row " << r;
+      }
+    }
+    // rms_norm's backward, row by row: m = (sum_j g_j xhat_j) / C in order.
+    const Tensor norm_bwd =
+        onednn.Call(TableKernelNamed("rms_norm_backward"), {&x, &gamma, &dy}, {.scalar = eps});
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * c;
+      const float* dyr = dy.f32() + r * c;
+      const float rs = rstd(r);
+      float sum = 0;
+      for (int64_t j = 0; j < c; ++j) sum += (dyr[j] * gamma.f32()[j]) * (xr[j] * rs);
+      const float m = sum / static_cast<float>(c);
+      for (int64_t j = 0; j < c; ++j) {
+        ASSERT_EQ(norm_bwd.f32()[r * c + j], rs * (dyr[j] * gamma.f32()[j] - (xr[j] * rs) * m))
+            << "rms_norm_backward row " << r;
       }
     }
     // reshape: the elements in order.
