@@ -69,23 +69,23 @@ inline constexpr int kRowBlock = 8;
 // indices, so vector lanes give each element the scalar's bits): vectorize
 // it where the including file is built with OpenMP. -O2's cost model will
 // not vectorize a loop whose count is not known to be a multiple of the
-// vector's width.
-#ifdef _OPENMP
+// vector's width. (Not for clang, which builds only the fuzzers, at -O1,
+// where it cannot vectorize and would say so for every loop.)
+#if defined(_OPENMP) && !defined(__clang__)
 #define REMAT_ELEMENTWISE_SIMD _Pragma("omp simd")
 #else
 #define REMAT_ELEMENTWISE_SIMD
 #endif
 
 // Calls body.template operator()<N>(r0) on rows [r0, r0 + N) for every
-// block of kRowBlock rows of `rows` (N = kRowBlock) and then each row left
-// over (N = 1), the blocks split between OpenMP's threads as ForEachIndex
-// splits indices (`elements`: the loop's work). The same contract for body.
-template <typename Body>
+// block of kRows rows of `rows` (N = kRows) and then each row left over
+// (N = 1), the blocks split between OpenMP's threads as ForEachIndex splits
+// indices (`elements`: the loop's work). The same contract for body.
+template <int kRows = kRowBlock, typename Body>
 void ForRowBlocks(int64_t rows, int64_t elements, Body&& body) {
-  const int64_t blocks = rows / kRowBlock;
-  ForEachIndex(blocks, elements,
-               [&](int64_t b) { body.template operator()<kRowBlock>(b * kRowBlock); });
-  for (int64_t r = blocks * kRowBlock; r < rows; ++r) body.template operator()<1>(r);
+  const int64_t blocks = rows / kRows;
+  ForEachIndex(blocks, elements, [&](int64_t b) { body.template operator()<kRows>(b * kRows); });
+  for (int64_t r = blocks * kRows; r < rows; ++r) body.template operator()<1>(r);
 }
 
 inline int64_t IndexAt(const char* kernel, const Tensor& ids, int64_t p, int64_t bound) {
