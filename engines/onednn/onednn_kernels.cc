@@ -203,6 +203,16 @@ struct RowStats {
 constexpr int kLaneRows = 16;
 
 #if defined(__SSE2__)
+// The 4x4 block at p (row stride `stride`), transposed: r[t] holds column t
+// of the block, its rows in lanes 0 to 3.
+inline void LoadTransposed4x4(const float* p, int64_t stride, __m128 (&r)[4]) {
+  r[0] = _mm_loadu_ps(p);
+  r[1] = _mm_loadu_ps(p + stride);
+  r[2] = _mm_loadu_ps(p + 2 * stride);
+  r[3] = _mm_loadu_ps(p + 3 * stride);
+  _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+}
+
 // Calls f(j, g, cols) for every column j of the 4G rows at each of the S
 // matrices `srcs` (row stride c), group g of four rows at a time, every
 // group's columns in increasing j: cols[s] holds rows 4g to 4g + 3 of
@@ -215,18 +225,13 @@ inline void RowLanes(const float* const (&srcs)[S], int64_t c, F&& f) {
   int64_t j = 0;
   for (; j + 4 <= c; j += 4) {
     for (int g = 0; g < G; ++g) {
-      __m128 cols[4][S];
-      for (int s = 0; s < S; ++s) {
-        const float* p = srcs[s] + 4 * g * c + j;
-        __m128 r0 = _mm_loadu_ps(p), r1 = _mm_loadu_ps(p + c);
-        __m128 r2 = _mm_loadu_ps(p + 2 * c), r3 = _mm_loadu_ps(p + 3 * c);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        cols[0][s] = r0;
-        cols[1][s] = r1;
-        cols[2][s] = r2;
-        cols[3][s] = r3;
+      __m128 block[S][4];
+      for (int s = 0; s < S; ++s) LoadTransposed4x4(srcs[s] + 4 * g * c + j, c, block[s]);
+      for (int t = 0; t < 4; ++t) {
+        __m128 col[S];
+        for (int s = 0; s < S; ++s) col[s] = block[s][t];
+        f(j + t, g, col);
       }
-      for (int t = 0; t < 4; ++t) f(j + t, g, cols[t]);
     }
   }
   for (; j < c; ++j) {
@@ -1040,15 +1045,9 @@ void OneDnnKernels::DoTranspose(const Tensor& x, Tensor& out) {
         for (; i + 4 <= i1; i += 4) {
           int64_t j = j0;
           for (; j + 4 <= j1; j += 4) {
-            __m128 r0 = _mm_loadu_ps(in + i * n + j);
-            __m128 r1 = _mm_loadu_ps(in + (i + 1) * n + j);
-            __m128 r2 = _mm_loadu_ps(in + (i + 2) * n + j);
-            __m128 r3 = _mm_loadu_ps(in + (i + 3) * n + j);
-            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-            _mm_storeu_ps(o + j * m + i, r0);
-            _mm_storeu_ps(o + (j + 1) * m + i, r1);
-            _mm_storeu_ps(o + (j + 2) * m + i, r2);
-            _mm_storeu_ps(o + (j + 3) * m + i, r3);
+            __m128 r[4];
+            LoadTransposed4x4(in + i * n + j, n, r);
+            for (int t = 0; t < 4; ++t) _mm_storeu_ps(o + (j + t) * m + i, r[t]);
           }
           for (; j < j1; ++j) {
             for (int64_t k = i; k < i + 4; ++k) o[j * m + k] = in[k * n + j];
