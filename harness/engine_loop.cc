@@ -12,6 +12,18 @@
 // is, with the least run instead of the samples' mean. Then each kernel's
 // mean time and calls a run over the probed runs, the largest first: where
 // the kernels' time goes.
+//
+// Then, for engines on oneDNN's kernels, where the bytes go: one run more
+// under a KernelTrafficRecorder gives each kernel's bytes a run (its
+// operands and outputs, engines/onednn/kernel_traffic.h) and the rate its
+// calls moved them at; and the kernels besides matmul at this machine's
+// stream rate (harness/stream_rate.h, for a pass of each kernel's mean
+// call over a working set of the run's peak bytes), the least time any
+// engine that runs them as passes of their own could take, which bounds
+// the share of the run its matmuls can reach.
+//
+// Runs under the bench's process settings (engines/onednn/omp_wait.h), so
+// that its times are the bench's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,12 +38,53 @@
 #include "engines/api/engine.h"
 #include "engines/api/error.h"
 #include "engines/api/registry.h"
+#include "engines/onednn/kernel_traffic.h"
+#include "engines/onednn/omp_wait.h"
+#include "harness/stream_rate.h"
 #include "problems/problem.h"
 
 namespace remat {
 namespace {
 
 namespace po = boost::program_options;
+
+// The kernels besides matmul at this machine's stream rate, against their
+// time in the probed runs: what an engine that runs them as passes of their
+// own could save at most, and the share of a run its matmuls can reach.
+void PrintStreamFloor(const KernelTimes& by_kernel, const KernelTrafficByName& traffic,
+                      int64_t runs, int64_t peak_bytes) {
+  if (traffic.empty()) return;  // not on oneDNN's kernels: nothing recorded
+  const double n = static_cast<double>(runs);
+  // Passes from a pool of at least a few MiB: a run's buffers are not one
+  // array used over and over, even where its peak is small.
+  const int64_t working_set = std::max<int64_t>(peak_bytes, int64_t{4} << 20);
+  double matmul_seconds = 0, other_seconds = 0, other_bytes = 0, floor_seconds = 0;
+  for (const auto& [name, t] : by_kernel) {
+    if (name == "matmul") {
+      matmul_seconds = t.seconds / n;
+      continue;
+    }
+    const auto it = traffic.find(name);
+    if (it == traffic.end() || it->second.calls == 0) continue;
+    const KernelTraffic& k = it->second;
+    const int64_t call_bytes = std::max<int64_t>(12, k.bytes() / k.calls);
+    other_seconds += t.seconds / n;
+    other_bytes += static_cast<double>(k.bytes());
+    floor_seconds += static_cast<double>(k.bytes()) / StreamBytesPerSecond(call_bytes, working_set);
+  }
+  if (other_bytes == 0) return;
+  std::printf("the kernels besides matmul: %.2f us a run moving %.3f MB (%.1f GB/s); at this "
+              "machine's stream rate (a pass of each kernel's mean call over %.1f MB, the "
+              "run's peak) %.2f us a run\n",
+              1e6 * other_seconds, other_bytes / 1e6, other_bytes / other_seconds / 1e9,
+              static_cast<double>(working_set) / 1e6, 1e6 * floor_seconds);
+  if (matmul_seconds > 0) {
+    std::printf("so an engine running them as passes of their own, with these matmuls (%.2f us a "
+                "run), takes at least %.2f us a run: its matmuls at most %.0f%% of it\n",
+                1e6 * matmul_seconds, 1e6 * (matmul_seconds + floor_seconds),
+                100 * matmul_seconds / (matmul_seconds + floor_seconds));
+  }
+}
 
 int Main(int argc, char** argv) {
   std::string problem_name;
@@ -95,18 +148,37 @@ int Main(int argc, char** argv) {
               1e6 * outside);
   if (calls_per_run > 0) std::printf(", %.1f ns a call", 1e9 * outside / calls_per_run);
   std::printf("\n");
+  // Where the bytes went: one run, recorded (it runs no faster or slower
+  // for it: the recorder is not timed).
+  KernelTrafficByName traffic;
+  int64_t peak_bytes = 0;
+  {
+    KernelTrafficRecorder recorder;
+    options.time_kernels = false;
+    const Result r = engine->ValueAndGrad(program, inputs, wrt, options);
+    traffic = recorder.traffic();
+    peak_bytes = r.stats.peak_bytes;
+  }
   // Where the kernels' time went, the largest first (Stats::kernel_times;
-  // engines that do not break it down print nothing here).
+  // engines that do not break it down print nothing here), with the bytes
+  // each moved a run and at what rate.
   const auto sorted = LargestFirst(by_kernel);
   const double n = static_cast<double>(runs);
   for (const auto& [name, t] : sorted) {
     std::printf("  %-28s %10.2f us a run  %5.1f%% of the kernels'  %6.0f calls a run  %9.2f us a "
-                "call\n",
+                "call",
                 name.c_str(), 1e6 * t.seconds / n,
                 kernel_seconds > 0 ? 100 * t.seconds / kernel_seconds : 0.0,
                 static_cast<double>(t.calls) / n,
                 1e6 * t.seconds / static_cast<double>(std::max<int64_t>(1, t.calls)));
+    const auto it = traffic.find(name);
+    if (it != traffic.end() && t.seconds > 0) {
+      const double bytes = static_cast<double>(it->second.bytes());
+      std::printf("  %8.3f MB a run  %7.1f GB/s", bytes / 1e6, bytes * n / t.seconds / 1e9);
+    }
+    std::printf("\n");
   }
+  PrintStreamFloor(by_kernel, traffic, runs, peak_bytes);
   return 0;
 }
 
@@ -114,6 +186,7 @@ int Main(int argc, char** argv) {
 }  // namespace remat
 
 int main(int argc, char** argv) {
+  remat::UseMeasurementSettings(argv);  // first thing: may re-run this binary
   try {
     return remat::Main(argc, argv);
   } catch (const std::exception& e) {

@@ -21,6 +21,7 @@
 #include "engines/api/error.h"
 #include "engines/api/loop_kernels.h"
 #include "engines/api/philox.h"
+#include "engines/onednn/kernel_traffic.h"
 #include "engines/onednn/matmul_calls.h"
 
 namespace remat {
@@ -663,6 +664,15 @@ class OneDnnKernels::State {
   dnnl::stream stream_;
   std::map<std::string, Cached> cache_;
 };
+
+void OneDnnKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
+                                   const KernelAttrs& attrs, Tensor& out) {
+  RunImpl(*this, op, operands, attrs, out);
+  // A dry run moves no data.
+  if (kernel_traffic_internal::Recording() && !dry_run()) {
+    kernel_traffic_internal::NoteKernelCall(op, operands, out);
+  }
+}
 
 OneDnnKernels::OneDnnKernels() {
   Guarded([] { return std::string("setup (cpu engine 0)"); },

@@ -62,10 +62,10 @@ class OneDnnKernels : public Kernels {
 
  protected:
   // The table's kernels: REMAT_KERNEL_IMPL(OneDnnKernels, name, fn) in engines/onednn/onednn_kernels.cc.
+  // Each call's bytes are noted for a live KernelTrafficRecorder
+  // (engines/onednn/kernel_traffic.h).
   void RunTableKernel(KernelOp op, std::span<const Tensor* const> operands,
-                      const KernelAttrs& attrs, Tensor& out) override {
-    RunImpl(*this, op, operands, attrs, out);
-  }
+                      const KernelAttrs& attrs, Tensor& out) override;
 
  public:
   // The arithmetic of the kernels several ops share (kernels.h's KernelOp

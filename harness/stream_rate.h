@@ -1,0 +1,30 @@
+// This machine's rate for a plain elementwise pass, the yardstick for a
+// kernel that moves bytes and does little arithmetic on them: a kernel at
+// this rate has no room left, and an engine that runs it as a pass of its
+// own cannot be faster than its bytes at this rate.
+#ifndef REMAT_HARNESS_STREAM_RATE_H_
+#define REMAT_HARNESS_STREAM_RATE_H_
+
+#include <cstdint>
+
+namespace remat {
+
+// The pass: out[i] = a[i] + b[i] over floats, its three arrays together
+// `pass_bytes` (a third each, at least one float), split between OpenMP's
+// threads in contiguous ranges (as the loop kernels split theirs), in the
+// widest vectors the lanes use (lane_blocks::BestLaneIsa: ONEDNN_MAX_CPU_ISA
+// caps it as it caps the kernels). Each pass takes its arrays from a pool
+// of buffers of `working_set_bytes` in all (at least three arrays), in
+// turn, so that its operands are where a run with that footprint would find
+// its buffers: in L2, in L3 or in memory.
+//
+// Returns bytes a second, pass_bytes over the least time of one pass
+// averaged over a batch, the batches run for at least `min_seconds` in all
+// (the least: the batch no neighbour or frequency change slowed). Throws
+// remat::Error for pass_bytes or working_set_bytes below 12 or above 2^36.
+double StreamBytesPerSecond(int64_t pass_bytes, int64_t working_set_bytes,
+                            double min_seconds = 0.05);
+
+}  // namespace remat
+
+#endif  // REMAT_HARNESS_STREAM_RATE_H_
