@@ -159,6 +159,15 @@ struct RowResult {
   // gflops / the case's matmul bound's rate (eager's FLOPs over the bound's
   // time: for eager, the bound's time over eager's); empty if none.
   std::optional<double> of_matmul_bound;
+  // A bound row's: eager's kernels besides matmul on the case, one run's,
+  // at this machine's stream rate (harness/stream_rate.h,
+  // NonMatMulStreamFloor over eager's peak), and their bytes. The least
+  // time an engine that runs them as passes of their own adds to its
+  // matmuls: with the bound's, the most of the bound such an engine can
+  // reach. Empty where not measured (another window's process; a case
+  // with no such kernel).
+  std::optional<double> stream_floor_ms;
+  int64_t stream_floor_bytes = 0;
   // The engine's overhead (EngineTime): the share of its wall time spent
   // outside kernels' arithmetic, and that time per kernel call, in ns;
   // empty for bound rows (and per call, for engines that report no calls).

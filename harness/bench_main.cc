@@ -41,6 +41,7 @@
 #include "engines/api/error.h"
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
+#include "engines/onednn/kernel_traffic.h"
 #include "engines/onednn/matmul_calls.h"
 #include "engines/onednn/omp_wait.h"
 #include "engines/onednn/onednn_kernels.h"
@@ -51,6 +52,7 @@
 #include "harness/case_spec.h"
 #include "harness/cpu_link.h"
 #include "harness/memory_caps.h"
+#include "harness/stream_rate.h"
 #include "harness/case_directory.h"
 #include "harness/conformance.h"
 #include "engines/api/policy.h"
@@ -290,6 +292,9 @@ struct RowState {
   std::shared_ptr<MemoryTracker> tracker;
   std::vector<BoundCall> bound_calls;
   int64_t flops = 0;  // of one pass over bound_calls
+  // Eager's other kernels at the stream rate (RowResult::stream_floor_ms);
+  // unset in a later window's process, whose parent has it.
+  std::optional<StreamFloor> stream_floor;
 };
 
 void SetUpValueAndGrad(RowState* s) {
@@ -363,12 +368,23 @@ void SetUpMatMulBound(RowState* s) {
   // Eager's matmuls on the case, from one run of it, with where each
   // operand's elements were.
   std::vector<RecordedMatMul> calls;
+  KernelTrafficByName traffic;
+  int64_t eager_peak_bytes = 0;
   {
     MatMulRecorder recorder(MatMulRecorder::Detail::kCalls);
+    KernelTrafficRecorder traffic_recorder;
     RunOptions options;
     options.max_memory_bytes = s->session->max_memory_bytes;
-    MakeEngine(kBaselineEngine)->ValueAndGrad(c.program, c.inputs, c.wrt, options);
+    eager_peak_bytes =
+        MakeEngine(kBaselineEngine)->ValueAndGrad(c.program, c.inputs, c.wrt, options).stats.peak_bytes;
     calls = recorder.calls();
+    traffic = traffic_recorder.traffic();
+  }
+  // Measured once, by the first window's process (about 50 ms a kernel).
+  if (!s->session->child) {
+    const StreamFloor floor =
+        NonMatMulStreamFloor(traffic, std::max<int64_t>(eager_peak_bytes, int64_t{4} << 20));
+    if (floor.bytes > 0) s->stream_floor = floor;
   }
   if (calls.empty()) {
     throw Error(StrCat("matmul bound: eager makes no matmul on ", c.ToString()));
@@ -858,6 +874,10 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
     r.real_time_ms = r.median_time_ms = r.mean_time_ms = c.times_ms.front();
   }
   r.matmul_impls = s.matmul_impls;
+  if (s.stream_floor) {
+    r.stream_floor_ms = 1e3 * s.stream_floor->seconds;
+    r.stream_floor_bytes = s.stream_floor->bytes;
+  }
   r.memory_cap_bytes = s.memory_cap_bytes;
   r.budget_bytes = s.budget_bytes;
   r.sampling_seconds = s.sampling_seconds;

@@ -262,6 +262,10 @@ nlohmann::json ResultsJson(const std::string& command, const nlohmann::json& mac
     if (r.row.control) row["control"] = true;
     if (r.row.kind == RowKind::kMatMulBound) row["matmul_bound"] = true;
     if (r.of_matmul_bound) row["of_matmul_bound"] = *r.of_matmul_bound;
+    if (r.stream_floor_ms) {
+      row["stream_floor_ms"] = *r.stream_floor_ms;
+      row["stream_floor_bytes"] = r.stream_floor_bytes;
+    }
     if (r.overhead_fraction) row["overhead_fraction"] = *r.overhead_fraction;
     if (r.overhead_ns_per_call) row["overhead_ns_per_call"] = *r.overhead_ns_per_call;
     if (r.overhead_per_call_vs_eager) {
@@ -427,6 +431,23 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
             << " ms beside it: the median of the pairs of the bound's runs and eager's)";
       }
       out << (!r.noisy() ? "" : " (noise)") << "\n";
+    }
+    if (bound.stream_floor_ms && *bound.stream_floor_ms > 0) {
+      // The bound and eager's other kernels at the stream rate: no engine
+      // that runs those kernels as passes of their own is faster, so its
+      // matmuls are at most this share of its time (bound_ms as above).
+      const double bound_ms = bound.vs_eager_paired && bound.pair_time_ms > 0
+                                  ? bound.pair_time_ms
+                                  : bound.real_time_ms;
+      char line[224];
+      std::snprintf(line, sizeof line,
+                    "  its other kernels move %.1f MB a run, at least %s ms at this machine's "
+                    "stream rate: run as passes of their own, the matmuls alone take at most "
+                    "%.0f%% of a run\n",
+                    static_cast<double>(bound.stream_floor_bytes) / 1e6,
+                    FormatMs(*bound.stream_floor_ms).c_str(),
+                    100 * bound_ms / (bound_ms + *bound.stream_floor_ms));
+      out << line;
     }
   }
   // How far the run can be trusted.

@@ -133,6 +133,31 @@ TEST(BenchResults, VsEagerDividesByTheBaselineOfTheSameCase) {
   EXPECT_NE(summary.find(" 3.0 MiB"), std::string::npos) << summary;
   EXPECT_NE(summary.find("failed: out of memory"), std::string::npos) << summary;
   EXPECT_NE(summary.find("its matmuls alone take 50% of that"), std::string::npos) << summary;
+  // No stream floor measured: no line for it, nothing in the JSON.
+  EXPECT_EQ(summary.find("stream rate"), std::string::npos) << summary;
+  EXPECT_FALSE(run["rows"][5].contains("stream_floor_ms"));
+}
+
+// A bound with eager's other kernels at the stream rate: the most of a run
+// the matmuls can be for an engine that runs those as passes, from the
+// bound's time (5 ms) and the floor's (1.25 ms): 80%; and both in the JSON.
+TEST(BenchResults, StreamFloorBoundsTheMatMulsShare) {
+  std::vector<RowResult> rows = {Fake("layer_loss", "eager", "as-written", 10.0)};
+  RowResult bound = Fake("layer_loss", kBoundEngine, "as-written", 5.0);
+  bound.row.kind = RowKind::kMatMulBound;
+  bound.stream_floor_ms = 1.25;
+  bound.stream_floor_bytes = 69'400'000;
+  rows.push_back(bound);
+  ComputeVsEager(&rows);
+  const std::string summary = FormatSummary(rows, "test platform");
+  EXPECT_NE(summary.find("its other kernels move 69.4 MB a run, at least 1.25 ms at this "
+                         "machine's stream rate: run as passes of their own, the matmuls alone "
+                         "take at most 80% of a run"),
+            std::string::npos)
+      << summary;
+  const nlohmann::json run = ResultsJson("cmd", MachineInfo(), "2024-01-01T00:00:00Z", rows);
+  EXPECT_DOUBLE_EQ(run["rows"][1]["stream_floor_ms"].get<double>(), 1.25);
+  EXPECT_EQ(run["rows"][1]["stream_floor_bytes"], 69'400'000);
 }
 
 TEST(BenchResults, MachineInfoHasEveryFieldAndThePlatform) {

@@ -59,17 +59,13 @@ void PrintStreamFloor(const KernelTimes& by_kernel, const KernelTimes& quietest,
   // Passes from a pool of at least a few MiB: a run's buffers are not one
   // array used over and over, even where its peak is small.
   const int64_t working_set = std::max<int64_t>(peak_bytes, int64_t{4} << 20);
-  double other_seconds = 0, other_bytes = 0, floor_seconds = 0;
+  const StreamFloor floor = NonMatMulStreamFloor(traffic, working_set);
+  double other_seconds = 0;
   for (const auto& [name, t] : by_kernel) {
-    if (name == "matmul") continue;
-    const auto it = traffic.find(name);
-    if (it == traffic.end() || it->second.calls == 0) continue;
-    const KernelTraffic& k = it->second;
-    const int64_t call_bytes = std::max<int64_t>(12, k.bytes() / k.calls);
-    other_seconds += t.seconds / n;
-    other_bytes += static_cast<double>(k.bytes());
-    floor_seconds += static_cast<double>(k.bytes()) / StreamBytesPerSecond(call_bytes, working_set);
+    if (name != "matmul" && traffic.count(name) > 0) other_seconds += t.seconds / n;
   }
+  const double other_bytes = static_cast<double>(floor.bytes);
+  const double floor_seconds = floor.seconds;
   if (other_bytes == 0) return;
   std::printf("the kernels besides matmul: %.2f us a run moving %.3f MB (%.1f GB/s); at this "
               "machine's stream rate (a pass of each kernel's mean call over %.1f MB, the "

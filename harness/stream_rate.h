@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "engines/onednn/kernel_traffic.h"
+
 namespace remat {
 
 // The pass: out[i] = a[i] + b[i] over floats, its three arrays together
@@ -24,6 +26,18 @@ namespace remat {
 // remat::Error for pass_bytes or working_set_bytes below 12 or above 2^36.
 double StreamBytesPerSecond(int64_t pass_bytes, int64_t working_set_bytes,
                             double min_seconds = 0.05);
+
+// The kernels besides matmul of a run (`traffic`, a KernelTrafficRecorder's)
+// at this machine's stream rate: each kernel's bytes at
+// StreamBytesPerSecond(its mean call's bytes, working_set_bytes), summed.
+// The least time an engine that runs them as passes of their own could
+// take: it counts none of their arithmetic and no thread's start or stop.
+// Zero seconds and bytes where there is no such kernel.
+struct StreamFloor {
+  double seconds = 0;
+  int64_t bytes = 0;  // the kernels' bytes (KernelTraffic::bytes) in all
+};
+StreamFloor NonMatMulStreamFloor(const KernelTrafficByName& traffic, int64_t working_set_bytes);
 
 }  // namespace remat
 

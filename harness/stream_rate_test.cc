@@ -30,6 +30,26 @@ TEST(StreamRateTest, InCacheIsFasterThanFromMemory) {
   EXPECT_TRUE(faster);
 }
 
+// Every kernel but matmul counts, each at the rate for its mean call: twice
+// the calls of the same size take twice the time, near enough (one rate
+// measured twice), and a run with only matmuls has no floor.
+TEST(StreamRateTest, FloorCountsEveryKernelButMatMul) {
+  omp_set_num_threads(1);
+  KernelTrafficByName traffic;
+  traffic["matmul"] = {10, 1 << 20, 1 << 20};
+  EXPECT_EQ(NonMatMulStreamFloor(traffic, 8 << 20).bytes, 0);
+  EXPECT_EQ(NonMatMulStreamFloor(traffic, 8 << 20).seconds, 0);
+  traffic["add"] = {1, 2 << 20, 1 << 20};
+  const StreamFloor one = NonMatMulStreamFloor(traffic, 8 << 20);
+  EXPECT_EQ(one.bytes, 3 << 20);
+  EXPECT_GT(one.seconds, 0);
+  traffic["add"] = {2, 4 << 20, 2 << 20};
+  const StreamFloor two = NonMatMulStreamFloor(traffic, 8 << 20);
+  EXPECT_EQ(two.bytes, 6 << 20);
+  EXPECT_GT(two.seconds, one.seconds * 1.1);
+  EXPECT_LT(two.seconds, one.seconds * 4);
+}
+
 TEST(StreamRateTest, RejectsSizesOutOfRange) {
   EXPECT_THROW(StreamBytesPerSecond(0, 1 << 20), Error);
   EXPECT_THROW(StreamBytesPerSecond(1 << 20, 4), Error);
