@@ -91,13 +91,16 @@ double StreamBytesPerSecond(int64_t pass_bytes, int64_t working_set_bytes, doubl
 }
 
 StreamFloor NonMatMulStreamFloor(const KernelTrafficByName& traffic, int64_t working_set_bytes) {
+  // Past the last-level cache every pool is read from memory at the same
+  // rate: a larger one would only cost its allocation and fill.
+  working_set_bytes = std::clamp<int64_t>(working_set_bytes, 12, kMaxStreamPoolBytes);
   StreamFloor floor;
   for (const auto& [name, k] : traffic) {
     if (name == "matmul" || k.calls == 0 || k.bytes() == 0) continue;
     const int64_t call_bytes = std::max<int64_t>(12, k.bytes() / k.calls);
     floor.bytes += k.bytes();
     floor.seconds += static_cast<double>(k.bytes()) /
-                     StreamBytesPerSecond(call_bytes, std::max<int64_t>(12, working_set_bytes));
+                     StreamBytesPerSecond(call_bytes, working_set_bytes);
   }
   return floor;
 }

@@ -32,7 +32,9 @@ double StreamBytesPerSecond(int64_t pass_bytes, int64_t working_set_bytes,
 // StreamBytesPerSecond(its mean call's bytes, working_set_bytes), summed.
 // The least time an engine that runs them as passes of their own could
 // take: it counts none of their arithmetic and no thread's start or stop.
-// Zero seconds and bytes where there is no such kernel.
+// Zero seconds and bytes where there is no such kernel. The pool is at most
+// kMaxStreamPoolBytes, past the last-level cache of any machine this runs on.
+inline constexpr int64_t kMaxStreamPoolBytes = int64_t{256} << 20;
 struct StreamFloor {
   double seconds = 0;
   int64_t bytes = 0;  // the kernels' bytes (KernelTraffic::bytes) in all
