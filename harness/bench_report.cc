@@ -441,10 +441,10 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
                                   : bound.real_time_ms;
       char line[224];
       std::snprintf(line, sizeof line,
-                    "  its other kernels move %.1f MB a run, at least %s ms at this machine's "
+                    "  its other kernels move %s a run, at least %s ms at this machine's "
                     "stream rate: run as passes of their own, the matmuls alone take at most "
                     "%.0f%% of a run\n",
-                    static_cast<double>(bound.stream_floor_bytes) / 1e6,
+                    FormatBytes(bound.stream_floor_bytes).c_str(),
                     FormatMs(*bound.stream_floor_ms).c_str(),
                     100 * bound_ms / (bound_ms + *bound.stream_floor_ms));
       out << line;

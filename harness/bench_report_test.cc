@@ -146,18 +146,18 @@ TEST(BenchResults, StreamFloorBoundsTheMatMulsShare) {
   RowResult bound = Fake("layer_loss", kBoundEngine, "as-written", 5.0);
   bound.row.kind = RowKind::kMatMulBound;
   bound.stream_floor_ms = 1.25;
-  bound.stream_floor_bytes = 69'400'000;
+  bound.stream_floor_bytes = 69 << 20;
   rows.push_back(bound);
   ComputeVsEager(&rows);
   const std::string summary = FormatSummary(rows, "test platform");
-  EXPECT_NE(summary.find("its other kernels move 69.4 MB a run, at least 1.25 ms at this "
+  EXPECT_NE(summary.find("its other kernels move 69.0 MiB a run, at least 1.25 ms at this "
                          "machine's stream rate: run as passes of their own, the matmuls alone "
                          "take at most 80% of a run"),
             std::string::npos)
       << summary;
   const nlohmann::json run = ResultsJson("cmd", MachineInfo(), "2024-01-01T00:00:00Z", rows);
   EXPECT_DOUBLE_EQ(run["rows"][1]["stream_floor_ms"].get<double>(), 1.25);
-  EXPECT_EQ(run["rows"][1]["stream_floor_bytes"], 69'400'000);
+  EXPECT_EQ(run["rows"][1]["stream_floor_bytes"], 69 << 20);
 }
 
 TEST(BenchResults, MachineInfoHasEveryFieldAndThePlatform) {
