@@ -383,7 +383,7 @@ void SetUpMatMulBound(RowState* s) {
   // Measured once, by the first window's process (about 50 ms a kernel).
   if (!s->session->child) {
     const StreamFloor floor =
-        NonMatMulStreamFloor(traffic, std::max<int64_t>(eager_peak_bytes, int64_t{4} << 20));
+        NonMatMulStreamFloor(traffic, eager_peak_bytes);
     if (floor.bytes > 0) s->stream_floor = floor;
   }
   if (calls.empty()) {

@@ -56,10 +56,8 @@ void PrintStreamFloor(const KernelTimes& by_kernel, const KernelTimes& quietest,
                       const KernelTrafficByName& traffic, int64_t runs, int64_t peak_bytes) {
   if (traffic.empty()) return;  // not on oneDNN's kernels: nothing recorded
   const double n = static_cast<double>(runs);
-  // Passes from a pool of at least a few MiB: a run's buffers are not one
-  // array used over and over, even where its peak is small.
-  const int64_t working_set = std::max<int64_t>(peak_bytes, int64_t{4} << 20);
-  const StreamFloor floor = NonMatMulStreamFloor(traffic, working_set);
+  const int64_t working_set = StreamPoolBytes(peak_bytes);
+  const StreamFloor floor = NonMatMulStreamFloor(traffic, peak_bytes);
   double other_seconds = 0;
   for (const auto& [name, t] : by_kernel) {
     if (name != "matmul" && traffic.count(name) > 0) other_seconds += t.seconds / n;
@@ -68,8 +66,8 @@ void PrintStreamFloor(const KernelTimes& by_kernel, const KernelTimes& quietest,
   const double floor_seconds = floor.seconds;
   if (other_bytes == 0) return;
   std::printf("the kernels besides matmul: %.2f us a run moving %.3f MB (%.1f GB/s); at this "
-              "machine's stream rate (a pass of each kernel's mean call over %.1f MB, the "
-              "run's peak) %.2f us a run\n",
+              "machine's stream rate (a pass of each kernel's mean call over a pool of %.1f "
+              "MB, the run's peak within 4 to 256 MiB) %.2f us a run\n",
               1e6 * other_seconds, other_bytes / 1e6, other_bytes / other_seconds / 1e9,
               static_cast<double>(working_set) / 1e6, 1e6 * floor_seconds);
   const auto matmul = quietest.find("matmul");

@@ -91,9 +91,7 @@ double StreamBytesPerSecond(int64_t pass_bytes, int64_t working_set_bytes, doubl
 }
 
 StreamFloor NonMatMulStreamFloor(const KernelTrafficByName& traffic, int64_t working_set_bytes) {
-  // Past the last-level cache every pool is read from memory at the same
-  // rate: a larger one would only cost its allocation and fill.
-  working_set_bytes = std::clamp<int64_t>(working_set_bytes, 12, kMaxStreamPoolBytes);
+  working_set_bytes = StreamPoolBytes(working_set_bytes);
   StreamFloor floor;
   for (const auto& [name, k] : traffic) {
     if (name == "matmul" || k.calls == 0 || k.bytes() == 0) continue;

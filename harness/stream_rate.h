@@ -32,14 +32,27 @@ double StreamBytesPerSecond(int64_t pass_bytes, int64_t working_set_bytes,
 // StreamBytesPerSecond(its mean call's bytes, working_set_bytes), summed.
 // The least time an engine that runs them as passes of their own could
 // take: it counts none of their arithmetic and no thread's start or stop.
-// Zero seconds and bytes where there is no such kernel. The pool is at most
-// kMaxStreamPoolBytes, past the last-level cache of any machine this runs on.
-inline constexpr int64_t kMaxStreamPoolBytes = int64_t{256} << 20;
+// Zero seconds and bytes where there is no such kernel. The pool is
+// StreamPoolBytes(working_set_bytes).
 struct StreamFloor {
   double seconds = 0;
   int64_t bytes = 0;  // the kernels' bytes (KernelTraffic::bytes) in all
 };
 StreamFloor NonMatMulStreamFloor(const KernelTrafficByName& traffic, int64_t working_set_bytes);
+
+// The pool the floor's passes take their arrays from for a run whose peak
+// is `working_set_bytes`: at least kMinStreamPoolBytes (a run's buffers are
+// not one array used over and over, even where its peak is small) and at
+// most kMaxStreamPoolBytes (past the last-level cache of any machine this
+// runs on, every pool is read from memory at the same rate: a larger one
+// would only cost its allocation and fill).
+inline constexpr int64_t kMinStreamPoolBytes = int64_t{4} << 20;
+inline constexpr int64_t kMaxStreamPoolBytes = int64_t{256} << 20;
+inline int64_t StreamPoolBytes(int64_t working_set_bytes) {
+  return working_set_bytes < kMinStreamPoolBytes   ? kMinStreamPoolBytes
+         : working_set_bytes > kMaxStreamPoolBytes ? kMaxStreamPoolBytes
+                                                   : working_set_bytes;
+}
 
 }  // namespace remat
 

@@ -50,6 +50,13 @@ TEST(StreamRateTest, FloorCountsEveryKernelButMatMul) {
   EXPECT_LT(two.seconds, one.seconds * 4);
 }
 
+// The pool is the run's peak within [kMinStreamPoolBytes, kMaxStreamPoolBytes].
+TEST(StreamRateTest, PoolIsThePeakWithinItsBounds) {
+  EXPECT_EQ(StreamPoolBytes(0), kMinStreamPoolBytes);
+  EXPECT_EQ(StreamPoolBytes(kMinStreamPoolBytes + 1), kMinStreamPoolBytes + 1);
+  EXPECT_EQ(StreamPoolBytes(int64_t{1} << 40), kMaxStreamPoolBytes);
+}
+
 TEST(StreamRateTest, RejectsSizesOutOfRange) {
   EXPECT_THROW(StreamBytesPerSecond(0, 1 << 20), Error);
   EXPECT_THROW(StreamBytesPerSecond(1 << 20, 4), Error);
