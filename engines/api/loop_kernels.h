@@ -15,6 +15,10 @@
 #include <type_traits>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "engines/api/error.h"
 #include "engines/api/kernels.h"
 #include "engines/api/lane_blocks.h"
@@ -24,18 +28,30 @@
 namespace remat {
 namespace loop_kernels {
 
-// Loops over at least this many elements split their rows (or elements)
-// between OpenMP's threads where the including file is built with OpenMP
-// (the oneDNN backend; the reference backend runs them on one thread).
-// Below it a loop runs on the calling thread: starting the OpenMP team costs
-// about a microsecond, more than a pass over 32768 floats saves when split
-// in two.
-inline constexpr int64_t kParallelMinElements = int64_t{1} << 15;
+// Loops over at least ParallelMinElements() elements split their rows (or
+// elements) between OpenMP's threads where the including file is built with
+// OpenMP (the oneDNN backend; the reference backend runs them on one
+// thread): kParallelMinElementsPerThread for each thread the team would
+// have. Below it a loop runs on the calling thread: starting the team costs
+// about a microsecond. Per thread, because a fixed threshold would start
+// every thread of a wide machine for a few hundred elements each. On two
+// threads it is 16384: eager's share of its matmul bound was the same
+// within a point at 8192 to 32768 on gpt, moe, transformer_stack and
+// unreached, and 4 to 10 points lower on gpt, moe and unreached at 131072
+// and up (bench --engines=eager --windows=1, alternating).
+inline constexpr int64_t kParallelMinElementsPerThread = 8192;
+inline int64_t ParallelMinElements() {
+#ifdef _OPENMP
+  return kParallelMinElementsPerThread * omp_get_max_threads();
+#else
+  return kParallelMinElementsPerThread;
+#endif
+}
 
 // Runs body(i) for every i in [0, count), split between OpenMP's threads
 // (statically, in index order) where the including file is built with
 // OpenMP and `elements`, the loop's work in elements, is at least
-// kParallelMinElements. Contract for body: index i's arithmetic is its own
+// ParallelMinElements(). Contract for body: index i's arithmetic is its own
 // (it writes only what belongs to i, and nothing it reads is written by
 // another index), so the split changes no bit; what sums over indices sums
 // after the loop, in index order. body must not throw: an exception leaving
@@ -43,7 +59,7 @@ inline constexpr int64_t kParallelMinElements = int64_t{1} << 15;
 template <typename F>
 void ForEachIndex(int64_t count, int64_t elements, F&& body) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (elements >= kParallelMinElements)
+#pragma omp parallel for schedule(static) if (elements >= ParallelMinElements())
 #endif
   for (int64_t i = 0; i < count; ++i) body(i);
 }

@@ -32,7 +32,7 @@ constexpr int AlgorithmId(dnnl::algorithm a) { return static_cast<int>(a); }
 namespace {
 
 // The loop kernels' threshold, for this file's own OpenMP loops too.
-using loop_kernels::kParallelMinElements;
+using loop_kernels::ParallelMinElements;
 
 using Dims = dnnl::memory::dims;
 using Tag = dnnl::memory::format_tag;
@@ -126,7 +126,7 @@ using Streams = std::array<const void*, K>;
 template <size_t K, typename One, typename Block>
 void ForEachFloatBlock(int64_t n, const Streams<K>& streams, One one, Block block) {
   const int64_t lines = n / kLineFloats;
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+#pragma omp parallel for schedule(static) if (n >= ParallelMinElements())
   for (int64_t line = 0; line < lines; ++line) {
     const int64_t i = line * kLineFloats;
     for (const void* s : streams) {
@@ -144,7 +144,7 @@ void ForEachFloatBlock(int64_t n, const Streams<K>& streams, One one, Block bloc
 #endif
 template <size_t K, typename One>
 void ForEachFloatBlock(int64_t n, const Streams<K>&, One one) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+#pragma omp parallel for schedule(static) if (n >= ParallelMinElements())
   for (int64_t i = 0; i < n; ++i) one(i);
 }
 
@@ -365,7 +365,7 @@ constexpr int64_t kColumnChunk = 64;
 template <typename Term>
 void SumOverRows(int64_t rows, int64_t c, float* out, Term term) {
   const int64_t chunks = (c + kColumnChunk - 1) / kColumnChunk;
-#pragma omp parallel for schedule(static) if (rows * c >= kParallelMinElements)
+#pragma omp parallel for schedule(static) if (rows * c >= ParallelMinElements())
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     const int64_t j0 = chunk * kColumnChunk, j1 = std::min(c, j0 + kColumnChunk);
     for (int64_t j = j0; j < j1; ++j) out[j] = 0.0f;
@@ -906,7 +906,7 @@ void OneDnnKernels::DoSoftmax(const Tensor& x, Tensor& out) {
   // own place and 0 in the rest of the row. The sum of the row is NaN (in
   // the reference, and in JAX): make the whole row NaN.
   const int64_t c = LastDim(out), rows = NumRows(out);
-#pragma omp parallel for schedule(static) if (rows * c >= kParallelMinElements)
+#pragma omp parallel for schedule(static) if (rows * c >= ParallelMinElements())
   for (int64_t r = 0; r < rows; ++r) {
     float* o = out.f32() + r * c;
     // A branch-free scan (x != x only for NaN): the rows have none but on
@@ -1000,7 +1000,7 @@ void OneDnnKernels::DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out) {
   if (dry_run()) return;
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* bias = b.f32();
-#pragma omp parallel for schedule(static) if (rows * c >= kParallelMinElements)
+#pragma omp parallel for schedule(static) if (rows * c >= ParallelMinElements())
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x.f32() + r * c;
     float* o = out.f32() + r * c;
@@ -1042,7 +1042,7 @@ void OneDnnKernels::DoTranspose(const Tensor& x, Tensor& out) {
   // head's 512x128) took 39 us a call in the run, 17-31 us alone.
   constexpr int64_t kTile = 32;
   const int64_t tile_rows = (m + kTile - 1) / kTile;
-#pragma omp parallel for collapse(2) schedule(static) if (batch * m * n >= kParallelMinElements)
+#pragma omp parallel for collapse(2) schedule(static) if (batch * m * n >= ParallelMinElements())
   for (int64_t t = 0; t < batch; ++t) {
     for (int64_t ti = 0; ti < tile_rows; ++ti) {
       const float* in = x0 + t * m * n;
@@ -1077,7 +1077,7 @@ void OneDnnKernels::DoSplitHeads(const Tensor& x, int64_t batch, int64_t heads, 
   const int64_t seq = x.shape().dim(0) / batch, width = x.shape().dim(1), dh = width / heads;
   const float* in = x.f32();
   float* o = out.f32();
-#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= kParallelMinElements)
+#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= ParallelMinElements())
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t t = 0; t < seq; ++t) {
@@ -1097,7 +1097,7 @@ void OneDnnKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) {
   const int64_t width = heads * dh;
   const float* in = x.f32();
   float* o = out.f32();
-#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= kParallelMinElements)
+#pragma omp parallel for collapse(2) schedule(static) if (x.num_elements() >= ParallelMinElements())
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t t = 0; t < seq; ++t) {
@@ -1154,7 +1154,7 @@ REMAT_KERNEL_IMPL(OneDnnKernels, dropout,
                     constexpr int64_t kChunkBlocks = 256;
                     const int64_t blocks = (n + 3) / 4;
                     const int64_t chunks = (blocks + kChunkBlocks - 1) / kChunkBlocks;
-                    _Pragma("omp parallel for schedule(static) if (n >= kParallelMinElements)")
+                    _Pragma("omp parallel for schedule(static) if (n >= ParallelMinElements())")
                     for (int64_t c = 0; c < chunks; ++c) {
                       uint32_t bits[4 * kChunkBlocks];
                       const int64_t first = c * kChunkBlocks;

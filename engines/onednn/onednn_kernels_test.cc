@@ -1007,7 +1007,7 @@ KernelOp TableKernelNamed(const std::string& name) {
 }
 
 // The loop kernels split their rows (or elements, or runs) between OpenMP's
-// threads at loop_kernels::kParallelMinElements and above: each still gives
+// threads at loop_kernels::ParallelMinElements() and above: each still gives
 // the bits of its contract's serial walk, written out here, on shapes below
 // and above the split, with odd extents so that the threads' shares differ.
 TEST(OneDnnKernelsTest, LoopKernelsSplitBetweenThreadsKeepTheSerialBits) {
@@ -1104,7 +1104,7 @@ TEST(OneDnnKernelsTest, LoopKernelsSplitBetweenThreadsKeepTheSerialBits) {
 
 // Every loop kernel that splits its work between OpenMP's threads gives the
 // same bits on one thread as on three, on operands large enough to split
-// (loop_kernels::kParallelMinElements) with extents that split unevenly.
+// (loop_kernels::ParallelMinElements()) with extents that split unevenly.
 TEST(OneDnnKernelsTest, LoopKernelsGiveTheSameBitsOnOneThreadAsOnThree) {
   std::mt19937 rng(37);
   struct Case {
