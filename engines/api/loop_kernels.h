@@ -159,7 +159,7 @@ void ScatterAddRows(const Tensor& dy, const Tensor& ids, Tensor& out) {
 template <typename T>
 void RowStats(const T* xr, int64_t cols, T* m, T* s, T* exps = nullptr) {
   // The max in a local: through *m, which xr may alias as far as the
-  // compiler knows, every step was a store and a reload.
+  // compiler knows, every step also stored it.
   T row_max = xr[0];
   for (int64_t j = 1; j < cols; ++j) row_max = std::max(row_max, xr[j]);
   *m = row_max;
