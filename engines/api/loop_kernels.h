@@ -37,8 +37,8 @@ namespace loop_kernels {
 // every thread of a wide machine for a few hundred elements each. On two
 // threads it is 16384: eager's share of its matmul bound was the same
 // within a point at 8192 to 32768 on gpt, moe, transformer_stack and
-// unreached, and 4 to 10 points lower on gpt, moe and unreached at 131072
-// and up (bench --engines=eager --windows=1, alternating).
+// unreached, and 6 to 10 points lower on gpt and unreached at 131072 and
+// up, on moe at 524288 (bench --engines=eager --windows=1, alternating).
 inline constexpr int64_t kParallelMinElementsPerThread = 8192;
 inline int64_t ParallelMinElements() {
 #ifdef _OPENMP
