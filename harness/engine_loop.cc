@@ -8,8 +8,9 @@
 //
 // Prints the least wall time of --runs runs made without kernel timing
 // (RunOptions::time_kernels off), the mean kernel time and calls of as many
-// probed runs after them, and the difference: what the bench's "per call"
-// is, with the least run instead of the samples' mean. Then each kernel's
+// probed runs after them, and the time outside kernels of the probed run
+// with the least kernel time (its wall less its kernels: what the bench's
+// "per call" is, from one run). Then each kernel's
 // mean time and calls a run over the probed runs, the largest first: where
 // the kernels' time goes.
 //
@@ -20,7 +21,10 @@
 // stream rate (harness/stream_rate.h, for a pass of each kernel's mean
 // call over a working set of the run's peak bytes), the least time any
 // engine that runs them as passes of their own could take, which bounds
-// the share of the run its matmuls can reach.
+// the share of the run its matmuls can reach. Each of that run's calls is
+// then replayed alone, its operands in cache (harness/kernel_replay.h): a
+// kernel's "alone, in cache" time against its time in the run splits what
+// its code costs from what its data's temperature does.
 //
 // Runs under the bench's process settings (engines/onednn/omp_wait.h), so
 // that its times are the bench's.
@@ -40,6 +44,8 @@
 #include "engines/api/registry.h"
 #include "engines/onednn/kernel_traffic.h"
 #include "engines/onednn/omp_wait.h"
+#include "engines/onednn/onednn_kernels.h"
+#include "harness/kernel_replay.h"
 #include "harness/stream_rate.h"
 #include "problems/problem.h"
 
@@ -78,6 +84,27 @@ void PrintStreamFloor(const KernelTimes& by_kernel, const KernelTimes& quietest,
                 "matmuls at most %.0f%% of it\n",
                 1e6 * m, 1e6 * (m + floor_seconds), 100 * m / (m + floor_seconds));
   }
+}
+
+// Each call of the recorded run replayed this many times alone (the least
+// counts): enough for a quiet one on a shared machine, few enough that
+// gpt's 267 calls replay in well under a second.
+constexpr int kReplayRepeats = 20;
+
+// The kernels besides matmul in the run (the probed runs' mean) against
+// the same calls replayed alone in cache.
+void PrintAlone(const KernelTimes& by_kernel, const ReplayTimes& alone, int64_t runs) {
+  double in_run = 0, in_cache = 0;
+  for (const auto& [name, t] : alone) {
+    if (name == "matmul") continue;
+    in_cache += t.seconds;
+    const auto it = by_kernel.find(name);
+    if (it != by_kernel.end()) in_run += it->second.seconds / static_cast<double>(runs);
+  }
+  if (in_cache <= 0) return;
+  std::printf("the same kernels, each call of one run replayed alone with its operands in cache "
+              "(the least of %d): %.2f us a run, against %.2f us in the run (%.2fx)\n",
+              kReplayRepeats, 1e6 * in_cache, 1e6 * in_run, in_run / in_cache);
 }
 
 int Main(int argc, char** argv) {
@@ -165,13 +192,23 @@ int Main(int argc, char** argv) {
   // Where the bytes went: one run, recorded (it runs no faster or slower
   // for it: the recorder is not timed).
   KernelTrafficByName traffic;
+  std::vector<KernelCall> recorded;
   int64_t peak_bytes = 0;
   {
-    KernelTrafficRecorder recorder;
+    KernelTrafficRecorder recorder(KernelTrafficRecorder::KeepCalls::kYes);
     options.time_kernels = false;
     const Result r = engine->ValueAndGrad(program, inputs, wrt, options);
     traffic = recorder.traffic();
+    recorded = recorder.calls();
     peak_bytes = r.stats.peak_bytes;
+  }
+  // And each of that run's calls again, alone, its operands in cache: what
+  // the kernel's code takes on the run's shapes (the rest of its time in
+  // the run is the data's temperature).
+  ReplayTimes alone;
+  if (!recorded.empty()) {
+    OneDnnKernels kernels;
+    alone = ReplayEachAlone(kernels, std::move(recorded), kReplayRepeats);
   }
   // Where the kernels' time went, the largest first (Stats::kernel_times;
   // engines that do not break it down print nothing here), with the bytes
@@ -190,9 +227,12 @@ int Main(int argc, char** argv) {
       const double bytes = static_cast<double>(it->second.bytes());
       std::printf("  %8.3f MB a run  %7.1f GB/s", bytes / 1e6, bytes * n / t.seconds / 1e9);
     }
+    const auto a = alone.find(name);
+    if (a != alone.end()) std::printf("  alone, in cache %9.2f us a run", 1e6 * a->second.seconds);
     std::printf("\n");
   }
   PrintStreamFloor(by_kernel, quietest, traffic, runs, peak_bytes);
+  PrintAlone(by_kernel, alone, runs);
   return 0;
 }
 

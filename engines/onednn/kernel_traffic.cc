@@ -8,7 +8,8 @@ thread_local KernelTrafficRecorder* t_recorder = nullptr;
 }  // namespace
 
 struct KernelTrafficRecorderAccess {
-  static void Note(KernelOp op, std::span<const Tensor* const> operands, const Tensor& out) {
+  static void Note(KernelOp op, std::span<const Tensor* const> operands, const KernelAttrs& attrs,
+                   const Tensor& out) {
     int64_t read = 0;
     for (const Tensor* t : operands) read += t->bytes();
     const std::string name = TableKernel(op).name;
@@ -17,19 +18,30 @@ struct KernelTrafficRecorderAccess {
       ++k.calls;
       k.bytes_read += read;
       k.bytes_written += out.bytes();
+      if (r->keep_calls_) {
+        KernelCall& call = r->calls_.emplace_back(KernelCall{op, {}, attrs});
+        // Copies, untracked: the run's tensors must die with the run (an
+        // engine checks that its tracker ends with only its Result live),
+        // and a later in-place kernel may overwrite them.
+        for (const Tensor* t : operands) call.operands.push_back(Copy(*t));
+      }
     }
   }
 };
 
-KernelTrafficRecorder::KernelTrafficRecorder() : outer_(t_recorder) { t_recorder = this; }
+KernelTrafficRecorder::KernelTrafficRecorder(KeepCalls keep)
+    : outer_(t_recorder), keep_calls_(keep == KeepCalls::kYes) {
+  t_recorder = this;
+}
 
 KernelTrafficRecorder::~KernelTrafficRecorder() { t_recorder = outer_; }
 
 namespace kernel_traffic_internal {
 bool Recording() { return t_recorder != nullptr; }
-void NoteKernelCall(KernelOp op, std::span<const Tensor* const> operands, const Tensor& out) {
+void NoteKernelCall(KernelOp op, std::span<const Tensor* const> operands,
+                    const KernelAttrs& attrs, const Tensor& out) {
   if (t_recorder == nullptr) return;
-  KernelTrafficRecorderAccess::Note(op, operands, out);
+  KernelTrafficRecorderAccess::Note(op, operands, attrs, out);
 }
 }  // namespace kernel_traffic_internal
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engines/api/kernels.h"
 #include "engines/api/tensor.h"
@@ -30,6 +31,15 @@ struct KernelTraffic {
 // By the kernel's name (KernelDef::name: "matmul", "gelu_backward").
 using KernelTrafficByName = std::map<std::string, KernelTraffic>;
 
+// One kernel call as it ran: enough to run it again (Kernels::Call(op,
+// operands, attrs)) on the same values: copies of its operands, counted by
+// no tracker.
+struct KernelCall {
+  KernelOp op;
+  std::vector<Tensor> operands;
+  KernelAttrs attrs;
+};
+
 // Records the kernel calls OneDnnKernels runs on the calling thread while
 // the recorder lives (not dry runs' calls, which move no data). Recorders
 // nest: every enclosing one records too. Not shared across threads: create,
@@ -38,26 +48,37 @@ using KernelTrafficByName = std::map<std::string, KernelTraffic>;
 //   KernelTrafficRecorder recorder;
 //   eager->ValueAndGrad(program, inputs, wrt, options);
 //   recorder.traffic().at("add").bytes_written;
+//
+// With KeepCalls::kYes it also keeps every call (calls(), in the order they
+// ran), copies of its operands included, for a replay of each one alone
+// (engine_loop's "alone, in cache" column). The copies cost the recorded
+// run time and memory: not for a timed run.
 class KernelTrafficRecorder {
  public:
-  KernelTrafficRecorder();
+  enum class KeepCalls { kNo, kYes };
+  explicit KernelTrafficRecorder(KeepCalls keep = KeepCalls::kNo);
   ~KernelTrafficRecorder();
   KernelTrafficRecorder(const KernelTrafficRecorder&) = delete;
   KernelTrafficRecorder& operator=(const KernelTrafficRecorder&) = delete;
 
   const KernelTrafficByName& traffic() const { return traffic_; }
+  // Empty unless constructed with KeepCalls::kYes.
+  const std::vector<KernelCall>& calls() const { return calls_; }
 
  private:
   friend struct KernelTrafficRecorderAccess;
   KernelTrafficRecorder* outer_;
+  bool keep_calls_;
   KernelTrafficByName traffic_;
+  std::vector<KernelCall> calls_;
 };
 
 namespace kernel_traffic_internal {
 // Whether a recorder is live on this thread (one thread-local load).
 bool Recording();
 // Called by OneDnnKernels for every kernel call it runs, when Recording().
-void NoteKernelCall(KernelOp op, std::span<const Tensor* const> operands, const Tensor& out);
+void NoteKernelCall(KernelOp op, std::span<const Tensor* const> operands,
+                    const KernelAttrs& attrs, const Tensor& out);
 }  // namespace kernel_traffic_internal
 
 }  // namespace remat

@@ -1,6 +1,7 @@
 #include "engines/onednn/kernel_traffic.h"
 
 #include <memory>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -62,6 +63,43 @@ TEST(KernelTrafficTest, DryRunsAreNotCounted) {
   kernels.MatMul(a, false, b, false);
   kernels.Call(KernelOp::kAdd, {&a, &a});
   EXPECT_TRUE(recorder.traffic().empty());
+}
+
+// Without KeepCalls::kYes no call is kept; with it, every call in order,
+// with its operands and attributes, so that running it again gives its
+// output; an enclosing recorder that keeps calls keeps a nested one's too.
+TEST(KernelTrafficTest, KeepsCallsToRunAgain) {
+  OneDnnKernels kernels;
+  Tensor a = Tensor::FromF32(Shape({2, 3}), {1, 2, 3, 4, 5, 6});
+  Tensor b = Tensor::FromF32(Shape({2, 3}), {0.5f, -1, 2, 0, 3, -4});
+  KernelTrafficRecorder keeping(KernelTrafficRecorder::KeepCalls::kYes);
+  Tensor product, scaled;
+  {
+    KernelTrafficRecorder counting;
+    product = kernels.MatMul(a, false, b, true);
+    EXPECT_TRUE(counting.calls().empty());
+  }
+  scaled = kernels.Scale(a, 0.25);
+  ASSERT_EQ(keeping.calls().size(), 2u);
+  const KernelCall& matmul = keeping.calls()[0];
+  EXPECT_EQ(matmul.op, KernelOp::kMatMul);
+  ASSERT_EQ(matmul.operands.size(), 2u);
+  EXPECT_TRUE(BitwiseEqual(matmul.operands[1], b));
+  EXPECT_NE(matmul.operands[1].buffer(), b.buffer());  // a copy
+  EXPECT_TRUE(matmul.attrs.transpose_b);
+  EXPECT_EQ(keeping.calls()[1].op, KernelOp::kScale);
+  EXPECT_EQ(keeping.calls()[1].attrs.scalar, 0.25);
+  for (size_t i = 0; i < 2; ++i) {
+    const KernelCall& call = keeping.calls()[i];
+    std::vector<const Tensor*> operands;
+    for (const Tensor& t : call.operands) operands.push_back(&t);
+    const Tensor again = kernels.Call(call.op, operands, call.attrs);
+    const Tensor& first = i == 0 ? product : scaled;
+    ASSERT_EQ(again.shape(), first.shape());
+    for (int64_t k = 0; k < first.num_elements(); ++k) {
+      EXPECT_EQ(again.f32()[k], first.f32()[k]) << "call " << i << ", element " << k;
+    }
+  }
 }
 
 }  // namespace

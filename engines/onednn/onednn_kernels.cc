@@ -679,7 +679,7 @@ void OneDnnKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> o
   RunImpl(*this, op, operands, attrs, out);
   // A dry run moves no data.
   if (kernel_traffic_internal::Recording() && !dry_run()) {
-    kernel_traffic_internal::NoteKernelCall(op, operands, out);
+    kernel_traffic_internal::NoteKernelCall(op, operands, attrs, out);
   }
 }
 
