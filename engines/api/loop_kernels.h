@@ -503,7 +503,12 @@ void Reshape(const Tensor& x, Tensor& out) {
 // runs: the trailing output axes that are the input's trailing axes in
 // order (perm[i] == i) are one contiguous run in both; where there are
 // none, a run is the last output axis, read at its input stride. Runs are
-// split between threads.
+// split between threads in chunks of kPermuteChunkRuns; a chunk finds its
+// first run's input offset by division and steps to the next ones as an
+// odometer. (A division and a remainder per axis for every run took moe's
+// permutes, runs of 64 floats, 17 us a call alone in cache, 12% of its
+// eager run: engine_loop --problem=moe, "alone, in cache".)
+inline constexpr int64_t kPermuteChunkRuns = 256;
 template <typename T>
 void Permute(const Tensor& x, std::span<const int64_t> perm, Tensor& out) {
   const int r = x.shape().rank();
@@ -531,18 +536,36 @@ void Permute(const Tensor& x, std::span<const int64_t> perm, Tensor& out) {
     run_stride = stride[r - 1];
   }
   const Shape& os = out.shape();
-  ForEachIndex(o_count / run, o_count, [&](int64_t row) {
-    int64_t from = 0, rest = row;
-    for (int i = first_run_axis - 1; i >= 0; --i) {
-      from += (rest % os.dim(i)) * stride[i];
+  const int64_t runs = o_count / run;
+  const int64_t chunks = (runs + kPermuteChunkRuns - 1) / kPermuteChunkRuns;
+  const int last = first_run_axis - 1;  // the odometer's fastest axis (-1: one run)
+  ForEachIndex(chunks, o_count, [&](int64_t chunk) {
+    const int64_t first = chunk * kPermuteChunkRuns;
+    const int64_t end = std::min(runs, first + kPermuteChunkRuns);
+    // The first run's index along each output axis before the run's, and
+    // its input offset.
+    std::vector<int64_t> index(static_cast<size_t>(std::max(0, first_run_axis)));
+    int64_t from = 0, rest = first;
+    for (int i = last; i >= 0; --i) {
+      index[static_cast<size_t>(i)] = rest % os.dim(i);
+      from += index[static_cast<size_t>(i)] * stride[static_cast<size_t>(i)];
       rest /= os.dim(i);
     }
-    const T* src = a + from;
-    T* dst = y + row * run;
-    if (run_stride == 1) {
-      std::copy(src, src + run, dst);
-    } else {
-      for (int64_t j = 0; j < run; ++j) dst[j] = src[j * run_stride];
+    for (int64_t row = first; row < end; ++row) {
+      const T* src = a + from;
+      T* dst = y + row * run;
+      if (run_stride == 1) {
+        std::copy(src, src + run, dst);
+      } else {
+        for (int64_t j = 0; j < run; ++j) dst[j] = src[j * run_stride];
+      }
+      // The next run: the fastest axis steps, carrying into slower ones.
+      for (int i = last; i >= 0; --i) {
+        from += stride[static_cast<size_t>(i)];
+        if (++index[static_cast<size_t>(i)] < os.dim(i)) break;
+        from -= os.dim(i) * stride[static_cast<size_t>(i)];
+        index[static_cast<size_t>(i)] = 0;
+      }
     }
   });
 }
