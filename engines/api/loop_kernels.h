@@ -535,7 +535,9 @@ void Permute(const Tensor& x, std::span<const int64_t> perm, Tensor& out) {
     run = out.shape().dim(r - 1);
     run_stride = stride[r - 1];
   }
-  const Shape& os = out.shape();
+  // The output's extents, read once (Shape::dim checks its axis, out of line).
+  std::vector<int64_t> extent(static_cast<size_t>(r));
+  for (int i = 0; i < r; ++i) extent[static_cast<size_t>(i)] = out.shape().dim(i);
   const int64_t runs = o_count / run;
   const int64_t chunks = (runs + kPermuteChunkRuns - 1) / kPermuteChunkRuns;
   const int last = first_run_axis - 1;  // the odometer's fastest axis (-1: one run)
@@ -547,9 +549,9 @@ void Permute(const Tensor& x, std::span<const int64_t> perm, Tensor& out) {
     std::vector<int64_t> index(static_cast<size_t>(std::max(0, first_run_axis)));
     int64_t from = 0, rest = first;
     for (int i = last; i >= 0; --i) {
-      index[static_cast<size_t>(i)] = rest % os.dim(i);
+      index[static_cast<size_t>(i)] = rest % extent[static_cast<size_t>(i)];
       from += index[static_cast<size_t>(i)] * stride[static_cast<size_t>(i)];
-      rest /= os.dim(i);
+      rest /= extent[static_cast<size_t>(i)];
     }
     for (int64_t row = first; row < end; ++row) {
       const T* src = a + from;
@@ -562,8 +564,8 @@ void Permute(const Tensor& x, std::span<const int64_t> perm, Tensor& out) {
       // The next run: the fastest axis steps, carrying into slower ones.
       for (int i = last; i >= 0; --i) {
         from += stride[static_cast<size_t>(i)];
-        if (++index[static_cast<size_t>(i)] < os.dim(i)) break;
-        from -= os.dim(i) * stride[static_cast<size_t>(i)];
+        if (++index[static_cast<size_t>(i)] < extent[static_cast<size_t>(i)]) break;
+        from -= extent[static_cast<size_t>(i)] * stride[static_cast<size_t>(i)];
         index[static_cast<size_t>(i)] = 0;
       }
     }
