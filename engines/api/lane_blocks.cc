@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "engines/api/lane_math.h"
@@ -114,6 +115,61 @@ __attribute__((always_inline)) inline float ExpShiftedSumOf(const float* x, floa
   return sum;
 }
 
+// MaxNumber: kExpSumPartials partial maxima, each a lane (x > m ? x : m:
+// a NaN compares false and is never taken), folded the same way.
+template <typename V>
+__attribute__((always_inline)) inline float MaxNumberOf(const float* x, int64_t n) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  constexpr int64_t kRegs = kExpSumPartials / kLanes;
+  static_assert(kRegs * kLanes == kExpSumPartials);
+  const float lowest = -std::numeric_limits<float>::infinity();
+  V acc[kRegs];
+  for (V& m : acc) m = lane_math::Splat<V>(lowest);
+  int64_t i = 0;
+  for (; i + kExpSumPartials <= n; i += kExpSumPartials) {
+    for (int64_t r = 0; r < kRegs; ++r) {
+      V v;
+      std::memcpy(&v, x + i + r * kLanes, sizeof v);
+      acc[r] = v > acc[r] ? v : acc[r];
+    }
+  }
+  float most = lowest;
+  for (int64_t r = 0; r < kRegs; ++r) {
+    for (int64_t l = 0; l < kLanes; ++l) most = acc[r][l] > most ? acc[r][l] : most;
+  }
+  for (; i < n; ++i) most = x[i] > most ? x[i] : most;
+  return most;
+}
+
+// DotSum's order (lane_blocks.h), the partials laid out as ExpShiftedSumOf's.
+template <typename V>
+__attribute__((always_inline)) inline float DotSumOf(const float* a, const float* b, int64_t n) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  constexpr int64_t kRegs = kExpSumPartials / kLanes;
+  static_assert(kRegs * kLanes == kExpSumPartials);
+  V acc[kRegs];
+  for (V& s : acc) s = lane_math::Splat<V>(0.0f);
+  int64_t i = 0;
+  for (; i + kExpSumPartials <= n; i += kExpSumPartials) {
+    for (int64_t r = 0; r < kRegs; ++r) {
+      V va, vb;
+      std::memcpy(&va, a + i + r * kLanes, sizeof va);
+      std::memcpy(&vb, b + i + r * kLanes, sizeof vb);
+      const V product = va * vb;  // rounded apart from the add: no contraction
+      acc[r] += product;
+    }
+  }
+  float sum = 0.0f;
+  for (int64_t r = 0; r < kRegs; ++r) {
+    for (int64_t l = 0; l < kLanes; ++l) sum += acc[r][l];
+  }
+  for (; i < n; ++i) {
+    const float product = a[i] * b[i];
+    sum += product;
+  }
+  return sum;
+}
+
 // clang-format off
 #define REMAT_LANE_BLOCKS(suffix, attr, V, W)                                                  \
   attr void Exp##suffix(const float* x, float* out, int64_t n) {                              \
@@ -133,6 +189,12 @@ __attribute__((always_inline)) inline float ExpShiftedSumOf(const float* x, floa
   }                                                                                           \
   attr float ExpShiftedSum##suffix(const float* x, float shift, float* exps, int64_t n) {      \
     return ExpShiftedSumOf<V>(x, shift, exps, n);                                             \
+  }                                                                                           \
+  attr float MaxNumber##suffix(const float* x, int64_t n) {                                   \
+    return MaxNumberOf<V>(x, n);                                                              \
+  }                                                                                           \
+  attr float DotSum##suffix(const float* a, const float* b, int64_t n) {                      \
+    return DotSumOf<V>(a, b, n);                                                              \
   }                                                                                           \
   attr void Sin##suffix(const float* x, float* out, int64_t n) {                              \
     UnarySinCos<V, W>(x, out, n, [](auto v) __attribute__((always_inline)) {                  \
@@ -231,6 +293,14 @@ void SiluBackward(LaneIsa isa, const float* x, const float* dy, float* out, int6
 }
 float ExpShiftedSum(LaneIsa isa, const float* x, float shift, float* exps, int64_t n) {
   REMAT_LANE_DISPATCH(ExpShiftedSum, x, shift, exps, n)
+  return 0.0f;  // not reached: every LaneIsa is a case
+}
+float MaxNumber(LaneIsa isa, const float* x, int64_t n) {
+  REMAT_LANE_DISPATCH(MaxNumber, x, n)
+  return 0.0f;  // not reached: every LaneIsa is a case
+}
+float DotSum(LaneIsa isa, const float* a, const float* b, int64_t n) {
+  REMAT_LANE_DISPATCH(DotSum, a, b, n)
   return 0.0f;  // not reached: every LaneIsa is a case
 }
 void Sin(LaneIsa isa, const float* x, float* out, int64_t n) { REMAT_LANE_DISPATCH(Sin, x, out, n) }

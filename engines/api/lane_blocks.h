@@ -48,6 +48,15 @@ void SiluBackward(LaneIsa isa, const float* x, const float* dy, float* out, int6
 // waits on one chain of dependent additions.
 inline constexpr int64_t kExpSumPartials = 16;
 float ExpShiftedSum(LaneIsa isa, const float* x, float shift, float* exps, int64_t n);
+// The largest number among x[0..n): -inf if there is none (n = 0, or every
+// x[j] NaN); a NaN is never chosen. Of +0 and -0 it may return either (they
+// compare equal). The same bits on every path otherwise.
+float MaxNumber(LaneIsa isa, const float* x, int64_t n);
+// sum_j a[j] * b[j] (each product rounded to float, then added) in
+// ExpShiftedSum's order: kExpSumPartials partial sums over the first
+// n - n % kExpSumPartials products, added in order 0, 1, ..., then the last
+// n % kExpSumPartials products in increasing j. The same bits on every path.
+float DotSum(LaneIsa isa, const float* a, const float* b, int64_t n);
 
 // sin, cos and their backwards (dy cos(x), -(dy sin(x))): lane_math.h's Sin
 // and Cos, in double lanes.

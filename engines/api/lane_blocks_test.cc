@@ -222,6 +222,69 @@ TEST(LaneBlocksTest, ExpShiftedSumKeepsItsOrderOnEveryPath) {
   }
 }
 
+// The largest number: NaNs never chosen, -inf for none, on every path and
+// at every length around the partials' count, with the largest anywhere.
+TEST(LaneBlocksTest, MaxNumberSkipsNaNsOnEveryPath) {
+  constexpr int64_t kP = lane_blocks::kExpSumPartials;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (LaneIsa isa : lane_blocks::AvailableLaneIsas()) {
+    SCOPED_TRACE(lane_blocks::LaneIsaName(isa));
+    EXPECT_EQ(lane_blocks::MaxNumber(isa, nullptr, 0), -inf);
+    for (int64_t n : {int64_t{1}, kP - 1, kP, kP + 1, 2 * kP + 3, int64_t{100}}) {
+      for (int64_t at = 0; at < n; ++at) {
+        std::vector<float> x(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) x[j] = static_cast<float>((j * 37) % 11) - 20.0f;
+        x[at] = 3.5f;
+        if (n > 1) x[(at + 1) % n] = nan;
+        EXPECT_EQ(lane_blocks::MaxNumber(isa, x.data(), n), 3.5f)
+            << n << " " << at;
+      }
+      std::vector<float> none(static_cast<size_t>(n), nan);
+      EXPECT_EQ(lane_blocks::MaxNumber(isa, none.data(), n), -inf) << n;
+      none[n - 1] = inf;
+      EXPECT_EQ(lane_blocks::MaxNumber(isa, none.data(), n), inf) << n;
+    }
+  }
+}
+
+// A dot product: on each path the stated order (restated here one lane at
+// a time), at every length around the partials' count; within float's
+// reach of the exact sum.
+TEST(LaneBlocksTest, DotSumKeepsItsOrderOnEveryPath) {
+  std::vector<float> a(1000), b(1000);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>((i * 7919) % 1000) / 37.0f - 13.0f;
+    b[i] = static_cast<float>((i * 104729) % 997) / 101.0f - 4.0f;
+  }
+  constexpr int64_t kP = lane_blocks::kExpSumPartials;
+  for (LaneIsa isa : lane_blocks::AvailableLaneIsas()) {
+    SCOPED_TRACE(lane_blocks::LaneIsaName(isa));
+    for (int64_t n : {int64_t{0}, int64_t{1}, kP - 1, kP, kP + 1, 2 * kP + 3, int64_t{1000}}) {
+      float partial[kP] = {};
+      const int64_t whole = n - n % kP;
+      for (int64_t j = 0; j < whole; ++j) {
+        const float product = a[j] * b[j];
+        partial[j % kP] += product;
+      }
+      float expected = 0.0f;
+      for (float p : partial) expected += p;
+      for (int64_t j = whole; j < n; ++j) {
+        const float product = a[j] * b[j];
+        expected += product;
+      }
+      const float got = lane_blocks::DotSum(isa, a.data(), b.data(), n);
+      EXPECT_EQ(Bits(got), Bits(expected)) << n;
+      double exact = 0, magnitude = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        exact += static_cast<double>(a[j]) * b[j];
+        magnitude += std::fabs(static_cast<double>(a[j]) * b[j]);
+      }
+      EXPECT_NEAR(got, exact, 1e-6 * magnitude + 1e-30) << n;
+    }
+  }
+}
+
 // ONEDNN_MAX_CPU_ISA caps our lanes as it caps oneDNN's kernels.
 TEST(LaneBlocksTest, TheIsaCapCapsTheLanes) {
   const std::vector<LaneIsa> all = {LaneIsa::kBaseline, LaneIsa::kAvx2, LaneIsa::kAvx512};

@@ -148,7 +148,7 @@ void ScatterAddRows(const Tensor& dy, const Tensor& ids, Tensor& out) {
   }
 }
 
-// Row r's max (j in order) and sum of exp(x - max). In float64 (the
+// Row r's max and sum of exp(x - max). In float64 (the
 // reference table) the C library's exp, summed in j's order; in float32,
 // lane_math.h's ExpLanes (within 0.99 ulp), summed in
 // lane_blocks::ExpShiftedSum's fixed order of 16 partial sums, the same on
@@ -156,16 +156,25 @@ void ScatterAddRows(const Tensor& dy, const Tensor& ids, Tensor& out) {
 // gpt's cross-entropy over 256 rows of 512). Where `exps` is given, each
 // exp(x - max) is also written to exps[j] (the terms of the sum, for a
 // caller that needs them too: one exp per element instead of two).
+//
+// The max: in float32, lane_blocks::MaxNumber (16 partial maxima; one chain
+// of dependent maxima along the row took most of gpt's cross-entropy, 256
+// rows of 512); in float64, in j's order. The two differ only where the row
+// has a NaN (the first element's NaN is the max in j's order, and is never
+// chosen by MaxNumber), and then s is NaN either way; or in which of +0 and
+// -0 is the max, which changes no x - max but -0's, and e^(+-0) is 1.
 template <typename T>
 void RowStats(const T* xr, int64_t cols, T* m, T* s, T* exps = nullptr) {
-  // The max in a local: through *m, which xr may alias as far as the
-  // compiler knows, every step also stored it.
-  T row_max = xr[0];
-  for (int64_t j = 1; j < cols; ++j) row_max = std::max(row_max, xr[j]);
-  *m = row_max;
   if constexpr (std::is_same_v<T, float>) {
-    *s = lane_blocks::ExpShiftedSum(lane_blocks::BestLaneIsa(), xr, *m, exps, cols);
+    const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
+    *m = lane_blocks::MaxNumber(isa, xr, cols);
+    *s = lane_blocks::ExpShiftedSum(isa, xr, *m, exps, cols);
   } else {
+    // The max in a local: through *m, which xr may alias as far as the
+    // compiler knows, every step also stored it.
+    T row_max = xr[0];
+    for (int64_t j = 1; j < cols; ++j) row_max = std::max(row_max, xr[j]);
+    *m = row_max;
     *s = 0;
     for (int64_t j = 0; j < cols; ++j) {
       const T e = std::exp(xr[j] - *m);

@@ -490,32 +490,6 @@ class OneDnnKernels::State {
             tracker);
   }
 
-  // Softmax over axis 1 of (rows, C), C >= 1.
-  void Softmax(const Tensor& x, Tensor& out, const std::shared_ptr<MemoryTracker>& tracker) {
-    const auto md = Rows(out);
-    const Cached& cached = Lookup<dnnl::softmax_forward>(
-        Key("softmax_fwd", md.dims()),
-        [&](const dnnl::primitive_attr& attr) { return SoftmaxForwardPd(md, attr); });
-    Execute(cached, {{DNNL_ARG_SRC, Memory(md, x)}, {DNNL_ARG_DST, Memory(md, out)}}, tracker);
-  }
-
-  // dx = y * (dy - sum(dy * y)) over axis 1, from the forward's output y.
-  void SoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out,
-                       const std::shared_ptr<MemoryTracker>& tracker) {
-    const auto md = Rows(out);
-    const Cached& cached = Lookup<dnnl::softmax_backward>(
-        Key("softmax_bwd", md.dims()), [&](const dnnl::primitive_attr& attr) {
-          const auto hint = SoftmaxForwardPd(md, dnnl::primitive_attr());
-          return dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, 1),
-                                                        attr, engine_, hint);
-        });
-    Execute(cached,
-            {{DNNL_ARG_DST, Memory(md, y)},
-             {DNNL_ARG_DIFF_DST, Memory(md, dy)},
-             {DNNL_ARG_DIFF_SRC, Memory(md, out)}},
-            tracker);
-  }
-
   // Needs at least two elements: oneDNN rejects a reduction that reduces no
   // dimension ({1} -> {1}).
   void Sum(const Tensor& x, Tensor& out, const std::shared_ptr<MemoryTracker>& tracker) {
@@ -660,19 +634,6 @@ class OneDnnKernels::State {
     uint32_t bits;
     std::memcpy(&bits, &v, sizeof bits);
     return bits;
-  }
-
-  // An operand of a softmax over the last axis, seen as (rows, C).
-  static dnnl::memory::desc Rows(const Tensor& t) {
-    const Shape& s = t.shape();
-    const int64_t c = s.dim(s.rank() - 1);
-    return F32Desc({t.num_elements() / c, c}, Tag::ab);
-  }
-
-  dnnl::softmax_forward::primitive_desc SoftmaxForwardPd(const dnnl::memory::desc& md,
-                                                         const dnnl::primitive_attr& attr) {
-    return dnnl::softmax_forward::primitive_desc(
-        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), attr, engine_);
   }
 
   static std::string AlgorithmKey(const char* name, dnnl::algorithm algorithm) {
@@ -916,33 +877,58 @@ void OneDnnKernels::DoBroadcast(const Tensor& s, Tensor& out) {
 
 namespace remat {
 
+// softmax and its backward over the last axis, as loops of our own rather
+// than oneDNN's primitives: the same bits on every ISA (oneDNN's exp and
+// its sums' order are its own on each), and rows as short as attention's
+// (64) cost no more than their bytes: oneDNN's softmax took gpt's scores,
+// 1024 rows of 64, 32 us a call alone in cache (engine_loop --problem=gpt,
+// "alone, in cache").
+//
+// softmax: m = the row's largest number (lane_blocks::MaxNumber, 16
+// partial maxima: a chain of dependent maxima along the row took more than
+// oneDNN's whole kernel), e_j = e^(x_j - m) and s = sum_j e_j as
+// lane_blocks::ExpShiftedSum (lane_math's ExpLanes, 16 partial sums in a
+// fixed order), y_j = e_j / s. Which of +0 and -0 is m changes no e_j. A
+// NaN or +inf in the row (or a row of -inf) makes s NaN: the whole row is
+// then NaN, as in the reference and in JAX.
 void OneDnnKernels::DoSoftmax(const Tensor& x, Tensor& out) {
-  if (out.num_elements() == 0) return;
-  Guarded([&] { return StrCat("softmax on ", x.TypeString()); },
-          [&] { state_->Softmax(x, out, tracker()); });
-  if (dry_run()) return;
-  // oneDNN's row max skips NaN, so a NaN (or +inf) input leaves NaN in its
-  // own place and 0 in the rest of the row. The sum of the row is NaN (in
-  // the reference, and in JAX): make the whole row NaN.
+  if (dry_run() || out.num_elements() == 0) return;
   const int64_t c = LastDim(out), rows = NumRows(out);
-#pragma omp parallel for schedule(static) if (rows * c >= ParallelMinElements())
-  for (int64_t r = 0; r < rows; ++r) {
-    float* o = out.f32() + r * c;
-    // A branch-free scan (x != x only for NaN): the rows have none but on
-    // bad input.
-    int nan = 0;
-#pragma omp simd reduction(| : nan)
-    for (int64_t j = 0; j < c; ++j) nan |= o[j] != o[j];
-    if (nan) {
+  const float* x0 = x.f32();
+  float* o0 = out.f32();
+  const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
+  loop_kernels::ForEachIndex(rows, rows * c, [x0, o0, c, isa](int64_t r) {
+    const float* xr = x0 + r * c;
+    float* o = o0 + r * c;
+    const float m = lane_blocks::MaxNumber(isa, xr, c);
+    const float s = lane_blocks::ExpShiftedSum(isa, xr, m, /*exps=*/o, c);
+    if (s != s) {
       for (int64_t j = 0; j < c; ++j) o[j] = std::numeric_limits<float>::quiet_NaN();
+      return;
     }
-  }
+    REMAT_ELEMENTWISE_SIMD
+    for (int64_t j = 0; j < c; ++j) o[j] = o[j] / s;
+  });
 }
 
+// softmax's backward from its output y: d = sum_j dy_j y_j as
+// lane_blocks::DotSum (16 partial sums in a fixed order), dx_j = y_j (dy_j
+// - d). out may be dy: each row's d is taken before the row is written.
 void OneDnnKernels::DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
-  if (out.num_elements() == 0) return;
-  Guarded([&] { return StrCat("softmax_backward on ", Types({&y, &dy})); },
-          [&] { state_->SoftmaxBackward(y, dy, out, tracker()); });
+  if (dry_run() || out.num_elements() == 0) return;
+  const int64_t c = LastDim(out), rows = NumRows(out);
+  const float* y0 = y.f32();
+  const float* g0 = dy.f32();
+  float* o0 = out.f32();
+  const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
+  loop_kernels::ForEachIndex(rows, rows * c, [y0, g0, o0, c, isa](int64_t r) {
+    const float* yr = y0 + r * c;
+    const float* g = g0 + r * c;
+    float* o = o0 + r * c;
+    const float d = lane_blocks::DotSum(isa, g, yr, c);
+    REMAT_ELEMENTWISE_SIMD
+    for (int64_t j = 0; j < c; ++j) o[j] = yr[j] * (g[j] - d);
+  });
 }
 
 void OneDnnKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
