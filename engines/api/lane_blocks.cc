@@ -141,6 +141,19 @@ __attribute__((always_inline)) inline float MaxNumberOf(const float* x, int64_t 
   return most;
 }
 
+// SoftmaxRow (lane_blocks.h): one dispatch a row, and the division in V's
+// lanes.
+template <typename V>
+__attribute__((always_inline)) inline void SoftmaxRowOf(const float* x, float* y, int64_t n) {
+  const float m = MaxNumberOf<V>(x, n);
+  const float s = ExpShiftedSumOf<V>(x, m, y, n);
+  if (s != s) {
+    std::fill(y, y + n, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  Unary<V>(y, y, n, [s](auto e) __attribute__((always_inline)) { return e / s; });
+}
+
 // DotSum's order (lane_blocks.h), the partials laid out as ExpShiftedSumOf's.
 template <typename V>
 __attribute__((always_inline)) inline float DotSumOf(const float* a, const float* b, int64_t n) {
@@ -170,6 +183,16 @@ __attribute__((always_inline)) inline float DotSumOf(const float* a, const float
   return sum;
 }
 
+// SoftmaxBackwardRow (lane_blocks.h).
+template <typename V>
+__attribute__((always_inline)) inline void SoftmaxBackwardRowOf(const float* y, const float* dy,
+                                                                float* dx, int64_t n) {
+  const float d = DotSumOf<V>(dy, y, n);
+  Binary<V>(y, dy, dx, n, [d](auto yv, auto g) __attribute__((always_inline)) {
+    return yv * (g - d);
+  });
+}
+
 // clang-format off
 #define REMAT_LANE_BLOCKS(suffix, attr, V, W)                                                  \
   attr void Exp##suffix(const float* x, float* out, int64_t n) {                              \
@@ -192,6 +215,13 @@ __attribute__((always_inline)) inline float DotSumOf(const float* a, const float
   }                                                                                           \
   attr float MaxNumber##suffix(const float* x, int64_t n) {                                   \
     return MaxNumberOf<V>(x, n);                                                              \
+  }                                                                                           \
+  attr void SoftmaxRow##suffix(const float* x, float* y, int64_t n) {                        \
+    SoftmaxRowOf<V>(x, y, n);                                                                 \
+  }                                                                                           \
+  attr void SoftmaxBackwardRow##suffix(const float* y, const float* dy, float* dx,            \
+                                       int64_t n) {                                           \
+    SoftmaxBackwardRowOf<V>(y, dy, dx, n);                                                    \
   }                                                                                           \
   attr float DotSum##suffix(const float* a, const float* b, int64_t n) {                      \
     return DotSumOf<V>(a, b, n);                                                              \
@@ -298,6 +328,12 @@ float ExpShiftedSum(LaneIsa isa, const float* x, float shift, float* exps, int64
 float MaxNumber(LaneIsa isa, const float* x, int64_t n) {
   REMAT_LANE_DISPATCH(MaxNumber, x, n)
   return 0.0f;  // not reached: every LaneIsa is a case
+}
+void SoftmaxRow(LaneIsa isa, const float* x, float* y, int64_t n) {
+  REMAT_LANE_DISPATCH(SoftmaxRow, x, y, n)
+}
+void SoftmaxBackwardRow(LaneIsa isa, const float* y, const float* dy, float* dx, int64_t n) {
+  REMAT_LANE_DISPATCH(SoftmaxBackwardRow, y, dy, dx, n)
 }
 float DotSum(LaneIsa isa, const float* a, const float* b, int64_t n) {
   REMAT_LANE_DISPATCH(DotSum, a, b, n)

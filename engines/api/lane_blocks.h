@@ -52,6 +52,13 @@ float ExpShiftedSum(LaneIsa isa, const float* x, float shift, float* exps, int64
 // x[j] NaN); a NaN is never chosen. Of +0 and -0 it may return either (they
 // compare equal). The same bits on every path otherwise.
 float MaxNumber(LaneIsa isa, const float* x, int64_t n);
+// One row of softmax into y (which must not overlap x): m = MaxNumber(x),
+// e_j and s = ExpShiftedSum(x, m, y), then y_j = e_j / s; where s is NaN
+// (a NaN or +inf in the row, or a row of -inf) every y_j is a quiet NaN.
+void SoftmaxRow(LaneIsa isa, const float* x, float* y, int64_t n);
+// One row of softmax's backward from its output y: d = DotSum(dy, y), then
+// dx_j = y_j (dy_j - d). dx may be dy (d is taken first), not y.
+void SoftmaxBackwardRow(LaneIsa isa, const float* y, const float* dy, float* dx, int64_t n);
 // sum_j a[j] * b[j] (each product rounded to float, then added) in
 // ExpShiftedSum's order: kExpSumPartials partial sums over the first
 // n - n % kExpSumPartials products, added in order 0, 1, ..., then the last

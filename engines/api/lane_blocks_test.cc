@@ -248,6 +248,56 @@ TEST(LaneBlocksTest, MaxNumberSkipsNaNsOnEveryPath) {
   }
 }
 
+// softmax's rows: on every path, the stated formula restated one element
+// at a time (ExpF32, the partial sums' order, one division each), a NaN
+// row for a NaN or +inf; the backward's likewise, in place over dy too.
+TEST(LaneBlocksTest, SoftmaxRowsKeepTheirFormulaOnEveryPath) {
+  constexpr int64_t kP = lane_blocks::kExpSumPartials;
+  for (LaneIsa isa : lane_blocks::AvailableLaneIsas()) {
+    SCOPED_TRACE(lane_blocks::LaneIsaName(isa));
+    for (int64_t n : {int64_t{1}, kP - 1, kP, kP + 1, 2 * kP + 3, int64_t{64}, int64_t{100}}) {
+      std::vector<float> x(static_cast<size_t>(n)), g(x.size());
+      for (int64_t j = 0; j < n; ++j) {
+        x[j] = static_cast<float>((j * 7919) % 61) / 7.0f - 4.0f;
+        g[j] = static_cast<float>((j * 104729) % 53) / 11.0f - 2.0f;
+      }
+      if (n > 2) x[2] = -1e9f;  // a masked score: exactly 0
+      float m = -std::numeric_limits<float>::infinity();
+      for (float v : x) m = v > m ? v : m;
+      float partial[kP] = {};
+      const int64_t whole = n - n % kP;
+      for (int64_t j = 0; j < whole; ++j) partial[j % kP] += lane_math::ExpF32(x[j] - m);
+      float s = 0.0f;
+      for (float p : partial) s += p;
+      for (int64_t j = whole; j < n; ++j) s += lane_math::ExpF32(x[j] - m);
+      std::vector<float> y(x.size());
+      lane_blocks::SoftmaxRow(isa, x.data(), y.data(), n);
+      for (int64_t j = 0; j < n; ++j) {
+        ASSERT_EQ(Bits(y[j]), Bits(lane_math::ExpF32(x[j] - m) / s)) << n << " " << j;
+      }
+      if (n > 2) {
+        EXPECT_EQ(Bits(y[2]), Bits(0.0f));
+      }
+      const float d = lane_blocks::DotSum(isa, g.data(), y.data(), n);
+      std::vector<float> dx(x.size());
+      lane_blocks::SoftmaxBackwardRow(isa, y.data(), g.data(), dx.data(), n);
+      lane_blocks::SoftmaxBackwardRow(isa, y.data(), g.data(), g.data(), n);  // dx = dy
+      for (int64_t j = 0; j < n; ++j) {
+        const float expected = y[j] * (static_cast<float>((j * 104729) % 53) / 11.0f - 2.0f - d);
+        ASSERT_EQ(Bits(dx[j]), Bits(expected)) << n << " " << j;
+        ASSERT_EQ(Bits(g[j]), Bits(expected)) << n << " " << j;
+      }
+      for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                        std::numeric_limits<float>::infinity()}) {
+        std::vector<float> xb = x;
+        xb[static_cast<size_t>(n / 2)] = bad;
+        lane_blocks::SoftmaxRow(isa, xb.data(), y.data(), n);
+        for (int64_t j = 0; j < n; ++j) ASSERT_TRUE(std::isnan(y[j])) << n << " " << j;
+      }
+    }
+  }
+}
+
 // A dot product: on each path the stated order (restated here one lane at
 // a time), at every length around the partials' count; within float's
 // reach of the exact sum.

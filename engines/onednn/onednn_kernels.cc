@@ -878,19 +878,17 @@ void OneDnnKernels::DoBroadcast(const Tensor& s, Tensor& out) {
 namespace remat {
 
 // softmax and its backward over the last axis, as loops of our own rather
-// than oneDNN's primitives: the same bits on every ISA (oneDNN's exp and
-// its sums' order are its own on each), and rows as short as attention's
-// (64) cost no more than their bytes: oneDNN's softmax took gpt's scores,
-// 1024 rows of 64, 32 us a call alone in cache (engine_loop --problem=gpt,
-// "alone, in cache").
-//
-// softmax: m = the row's largest number (lane_blocks::MaxNumber, 16
-// partial maxima: a chain of dependent maxima along the row took more than
-// oneDNN's whole kernel), e_j = e^(x_j - m) and s = sum_j e_j as
-// lane_blocks::ExpShiftedSum (lane_math's ExpLanes, 16 partial sums in a
-// fixed order), y_j = e_j / s. Which of +0 and -0 is m changes no e_j. A
-// NaN or +inf in the row (or a row of -inf) makes s NaN: the whole row is
-// then NaN, as in the reference and in JAX.
+// than oneDNN's primitives (lane_blocks::SoftmaxRow and
+// SoftmaxBackwardRow, which state the arithmetic): the same bits on every
+// ISA, where oneDNN's exp and sums are its own on each, and one dispatch a
+// row, so that rows as short as attention's (64) are no slower than
+// oneDNN's: gpt's scores (1024 rows of 64) 84-93 us a run against
+// oneDNN's 87-95, their backward 21 against 28-29, transformer_stack's
+// 46 and 13 against 48-67 and 19-25 (engine_loop's "alone, in cache"
+// column, alternating builds). m = the row's largest number
+// (lane_blocks::MaxNumber: 16 partial maxima; of +0 and -0 either, which
+// changes no e_j), so a NaN or +inf in the row (or a row of -inf) makes s
+// NaN, and the whole row NaN, as in the reference and in JAX.
 void OneDnnKernels::DoSoftmax(const Tensor& x, Tensor& out) {
   if (dry_run() || out.num_elements() == 0) return;
   const int64_t c = LastDim(out), rows = NumRows(out);
@@ -898,22 +896,10 @@ void OneDnnKernels::DoSoftmax(const Tensor& x, Tensor& out) {
   float* o0 = out.f32();
   const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
   loop_kernels::ForEachIndex(rows, rows * c, [x0, o0, c, isa](int64_t r) {
-    const float* xr = x0 + r * c;
-    float* o = o0 + r * c;
-    const float m = lane_blocks::MaxNumber(isa, xr, c);
-    const float s = lane_blocks::ExpShiftedSum(isa, xr, m, /*exps=*/o, c);
-    if (s != s) {
-      for (int64_t j = 0; j < c; ++j) o[j] = std::numeric_limits<float>::quiet_NaN();
-      return;
-    }
-    REMAT_ELEMENTWISE_SIMD
-    for (int64_t j = 0; j < c; ++j) o[j] = o[j] / s;
+    lane_blocks::SoftmaxRow(isa, x0 + r * c, o0 + r * c, c);
   });
 }
 
-// softmax's backward from its output y: d = sum_j dy_j y_j as
-// lane_blocks::DotSum (16 partial sums in a fixed order), dx_j = y_j (dy_j
-// - d). out may be dy: each row's d is taken before the row is written.
 void OneDnnKernels::DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out) {
   if (dry_run() || out.num_elements() == 0) return;
   const int64_t c = LastDim(out), rows = NumRows(out);
@@ -922,12 +908,7 @@ void OneDnnKernels::DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor&
   float* o0 = out.f32();
   const lane_blocks::LaneIsa isa = lane_blocks::BestLaneIsa();
   loop_kernels::ForEachIndex(rows, rows * c, [y0, g0, o0, c, isa](int64_t r) {
-    const float* yr = y0 + r * c;
-    const float* g = g0 + r * c;
-    float* o = o0 + r * c;
-    const float d = lane_blocks::DotSum(isa, g, yr, c);
-    REMAT_ELEMENTWISE_SIMD
-    for (int64_t j = 0; j < c; ++j) o[j] = yr[j] * (g[j] - d);
+    lane_blocks::SoftmaxBackwardRow(isa, y0 + r * c, g0 + r * c, o0 + r * c, c);
   });
 }
 
