@@ -83,11 +83,12 @@ __attribute__((always_inline)) inline void BinarySinCos(const float* x, const fl
   for (int64_t i = 0; i < n; ++i) out[i] = scalar(x[i], dy[i]);
 }
 
-// ExpShiftedSum's order (lane_blocks.h) with V's lanes: kRegs registers of
-// partial sums, register r's lane l the partial r * kLanes + l.
-template <typename V>
-__attribute__((always_inline)) inline float ExpShiftedSumOf(const float* x, float shift,
-                                                            float* exps, int64_t n) {
+// A sum in ExpShiftedSum's order (lane_blocks.h) with V's lanes: kRegs
+// registers of partial sums, register r's lane l the partial r * kLanes +
+// l; lanes(at) gives the terms at..at + kLanes - 1 as a V, one(at) the
+// term at in the tail.
+template <typename V, typename Lanes, typename One>
+__attribute__((always_inline)) inline float InPartialSums(int64_t n, Lanes lanes, One one) {
   constexpr int64_t kLanes = sizeof(V) / sizeof(float);
   constexpr int64_t kRegs = kExpSumPartials / kLanes;
   static_assert(kRegs * kLanes == kExpSumPartials);
@@ -95,24 +96,33 @@ __attribute__((always_inline)) inline float ExpShiftedSumOf(const float* x, floa
   for (V& a : acc) a = lane_math::Splat<V>(0.0f);
   int64_t i = 0;
   for (; i + kExpSumPartials <= n; i += kExpSumPartials) {
-    for (int64_t r = 0; r < kRegs; ++r) {
-      V v;
-      std::memcpy(&v, x + i + r * kLanes, sizeof v);
-      const V e = lane_math::ExpLanes(v - shift);
-      if (exps != nullptr) std::memcpy(exps + i + r * kLanes, &e, sizeof e);
-      acc[r] += e;
-    }
+    for (int64_t r = 0; r < kRegs; ++r) acc[r] += lanes(i + r * kLanes);
   }
   float sum = 0.0f;
   for (int64_t r = 0; r < kRegs; ++r) {
     for (int64_t l = 0; l < kLanes; ++l) sum += acc[r][l];
   }
-  for (; i < n; ++i) {
-    const float e = lane_math::ExpLanes(x[i] - shift);
-    if (exps != nullptr) exps[i] = e;
-    sum += e;
-  }
+  for (; i < n; ++i) sum += one(i);
   return sum;
+}
+
+template <typename V>
+__attribute__((always_inline)) inline float ExpShiftedSumOf(const float* x, float shift,
+                                                            float* exps, int64_t n) {
+  return InPartialSums<V>(
+      n,
+      [=](int64_t at) __attribute__((always_inline)) {
+        V v;
+        std::memcpy(&v, x + at, sizeof v);
+        const V e = lane_math::ExpLanes(v - shift);
+        if (exps != nullptr) std::memcpy(exps + at, &e, sizeof e);
+        return e;
+      },
+      [=](int64_t at) __attribute__((always_inline)) {
+        const float e = lane_math::ExpLanes(x[at] - shift);
+        if (exps != nullptr) exps[at] = e;
+        return e;
+      });
 }
 
 // MaxNumber: kExpSumPartials partial maxima, each a lane (x > m ? x : m:
@@ -154,33 +164,19 @@ __attribute__((always_inline)) inline void SoftmaxRowOf(const float* x, float* y
   Unary<V>(y, y, n, [s](auto e) __attribute__((always_inline)) { return e / s; });
 }
 
-// DotSum's order (lane_blocks.h), the partials laid out as ExpShiftedSumOf's.
+// DotSum's order (lane_blocks.h): each product rounded apart from its add
+// (no contraction), summed as ExpShiftedSumOf's terms.
 template <typename V>
 __attribute__((always_inline)) inline float DotSumOf(const float* a, const float* b, int64_t n) {
-  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
-  constexpr int64_t kRegs = kExpSumPartials / kLanes;
-  static_assert(kRegs * kLanes == kExpSumPartials);
-  V acc[kRegs];
-  for (V& s : acc) s = lane_math::Splat<V>(0.0f);
-  int64_t i = 0;
-  for (; i + kExpSumPartials <= n; i += kExpSumPartials) {
-    for (int64_t r = 0; r < kRegs; ++r) {
-      V va, vb;
-      std::memcpy(&va, a + i + r * kLanes, sizeof va);
-      std::memcpy(&vb, b + i + r * kLanes, sizeof vb);
-      const V product = va * vb;  // rounded apart from the add: no contraction
-      acc[r] += product;
-    }
-  }
-  float sum = 0.0f;
-  for (int64_t r = 0; r < kRegs; ++r) {
-    for (int64_t l = 0; l < kLanes; ++l) sum += acc[r][l];
-  }
-  for (; i < n; ++i) {
-    const float product = a[i] * b[i];
-    sum += product;
-  }
-  return sum;
+  return InPartialSums<V>(
+      n,
+      [=](int64_t at) __attribute__((always_inline)) {
+        V va, vb;
+        std::memcpy(&va, a + at, sizeof va);
+        std::memcpy(&vb, b + at, sizeof vb);
+        return va * vb;
+      },
+      [=](int64_t at) __attribute__((always_inline)) { return a[at] * b[at]; });
 }
 
 // SoftmaxBackwardRow (lane_blocks.h).

@@ -188,6 +188,20 @@ TEST(LaneMathTest, SinAndCosAreWithinHalfAnUlpAndAFewHundredths) {
   EXPECT_EQ(lane_math::CosBackward(1.0f, 2.0f), -(2.0f * lane_math::Sin(1.0f)));
 }
 
+// term(0) + ... + term(n - 1) in ExpShiftedSum's stated order (lane_blocks.h),
+// one term at a time: kExpSumPartials partials, then the tail.
+template <typename Term>
+float InStatedOrder(int64_t n, Term term) {
+  constexpr int64_t kP = lane_blocks::kExpSumPartials;
+  float partial[kP] = {};
+  const int64_t whole = n - n % kP;
+  for (int64_t j = 0; j < whole; ++j) partial[j % kP] += term(j);
+  float sum = 0.0f;
+  for (float p : partial) sum += p;
+  for (int64_t j = whole; j < n; ++j) sum += term(j);
+  return sum;
+}
+
 // A row's exps and their sum: on each path, ExpF32's bits for each term
 // and the sum in the stated order (restated here one lane at a time), at
 // every length around the partials' count, with and without the terms
@@ -200,12 +214,8 @@ TEST(LaneBlocksTest, ExpShiftedSumKeepsItsOrderOnEveryPath) {
   for (LaneIsa isa : lane_blocks::AvailableLaneIsas()) {
     SCOPED_TRACE(lane_blocks::LaneIsaName(isa));
     for (int64_t n : {int64_t{0}, int64_t{1}, kP - 1, kP, kP + 1, 2 * kP + 3, int64_t{1000}}) {
-      float partial[kP] = {};
-      const int64_t whole = n - n % kP;
-      for (int64_t j = 0; j < whole; ++j) partial[j % kP] += lane_math::ExpF32(x[j] - shift);
-      float expected = 0.0f;
-      for (float p : partial) expected += p;
-      for (int64_t j = whole; j < n; ++j) expected += lane_math::ExpF32(x[j] - shift);
+      const float expected =
+          InStatedOrder(n, [&](int64_t j) { return lane_math::ExpF32(x[j] - shift); });
       std::vector<float> exps(static_cast<size_t>(n), -1.0f);
       const float with = lane_blocks::ExpShiftedSum(isa, x.data(), shift, exps.data(), n);
       const float without = lane_blocks::ExpShiftedSum(isa, x.data(), shift, nullptr, n);
@@ -264,12 +274,7 @@ TEST(LaneBlocksTest, SoftmaxRowsKeepTheirFormulaOnEveryPath) {
       if (n > 2) x[2] = -1e9f;  // a masked score: exactly 0
       float m = -std::numeric_limits<float>::infinity();
       for (float v : x) m = v > m ? v : m;
-      float partial[kP] = {};
-      const int64_t whole = n - n % kP;
-      for (int64_t j = 0; j < whole; ++j) partial[j % kP] += lane_math::ExpF32(x[j] - m);
-      float s = 0.0f;
-      for (float p : partial) s += p;
-      for (int64_t j = whole; j < n; ++j) s += lane_math::ExpF32(x[j] - m);
+      const float s = InStatedOrder(n, [&](int64_t j) { return lane_math::ExpF32(x[j] - m); });
       std::vector<float> y(x.size());
       lane_blocks::SoftmaxRow(isa, x.data(), y.data(), n);
       for (int64_t j = 0; j < n; ++j) {
@@ -311,18 +316,10 @@ TEST(LaneBlocksTest, DotSumKeepsItsOrderOnEveryPath) {
   for (LaneIsa isa : lane_blocks::AvailableLaneIsas()) {
     SCOPED_TRACE(lane_blocks::LaneIsaName(isa));
     for (int64_t n : {int64_t{0}, int64_t{1}, kP - 1, kP, kP + 1, 2 * kP + 3, int64_t{1000}}) {
-      float partial[kP] = {};
-      const int64_t whole = n - n % kP;
-      for (int64_t j = 0; j < whole; ++j) {
+      const float expected = InStatedOrder(n, [&](int64_t j) {
         const float product = a[j] * b[j];
-        partial[j % kP] += product;
-      }
-      float expected = 0.0f;
-      for (float p : partial) expected += p;
-      for (int64_t j = whole; j < n; ++j) {
-        const float product = a[j] * b[j];
-        expected += product;
-      }
+        return product;
+      });
       const float got = lane_blocks::DotSum(isa, a.data(), b.data(), n);
       EXPECT_EQ(Bits(got), Bits(expected)) << n;
       double exact = 0, magnitude = 0;
