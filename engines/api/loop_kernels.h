@@ -605,15 +605,14 @@ void TopKSoftmaxRow(const T* xr, int64_t cols, int64_t k, Before before, char* c
     chosen[best] = 1;
     if (first < 0) first = best;
   }
-  // Each chosen e^{x_j - m} once, held in yr until s is known.
+  // Each chosen e^{x_j - m} once, held in yr until s is known (x_j read
+  // before y_j is written, as before: yr may be xr).
   const T m = xr[first];
   T s = 0;
   for (int64_t j = 0; j < cols; ++j) {
-    yr[j] = T(0);
-    if (chosen[j]) {
-      yr[j] = std::exp(xr[j] - m);
-      s += yr[j];
-    }
+    const T e = chosen[j] ? std::exp(xr[j] - m) : T(0);
+    if (chosen[j]) s += e;
+    yr[j] = e;
   }
   for (int64_t j = 0; j < cols; ++j) {
     if (chosen[j]) yr[j] /= s;
