@@ -881,9 +881,9 @@ namespace remat {
 // than oneDNN's primitives (lane_blocks::SoftmaxRow and
 // SoftmaxBackwardRow, which state the arithmetic): the same bits on every
 // ISA, where oneDNN's exp and sums are its own on each, and one dispatch a
-// row, so that rows as short as attention's (64) are no slower than
-// oneDNN's: gpt's scores (1024 rows of 64) 84-93 us a run against
-// oneDNN's 87-95, their backward 21 against 28-29, transformer_stack's
+// row, so that rows as short as attention's (64) run about as fast as
+// oneDNN's: gpt's scores (1024 rows of 64) 87-95 us a run against
+// oneDNN's 84-93, their backward 21 against 28-29, transformer_stack's
 // 46 and 13 against 48-67 and 19-25 (engine_loop's "alone, in cache"
 // column, alternating builds). m = the row's largest number
 // (lane_blocks::MaxNumber: 16 partial maxima; of +0 and -0 either, which
