@@ -283,9 +283,10 @@ struct RowState {
   int64_t memory_cap_bytes = 0;
   int64_t budget_bytes = 0;
   // kMatMulBound: eager's matmuls on the case, in eager's order, on
-  // operands that alias as eager's did (harness/bench_plan.h, kMatMulBound).
+  // operands and into outputs that alias as eager's did
+  // (harness/bench_plan.h, kMatMulBound).
   struct BoundCall {
-    Tensor a, b;
+    Tensor a, b, out;
     bool transpose_a = false, transpose_b = false;
   };
   std::unique_ptr<OneDnnKernels> kernels;
@@ -358,7 +359,7 @@ void SetUpValueAndGrad(RowState* s) {
 // freed at once (eager keeps some: a bound is allowed the cache that saves).
 void RunCaseMatMuls(RowState& s) {
   for (const RowState::BoundCall& c : s.bound_calls) {
-    Tensor out = s.kernels->MatMul(c.a, c.transpose_a, c.b, c.transpose_b);
+    Tensor out = s.kernels->MatMulInto(c.out, c.a, c.transpose_a, c.b, c.transpose_b);
     benchmark::DoNotOptimize(out.raw());
   }
 }
@@ -392,14 +393,20 @@ void SetUpMatMulBound(RowState* s) {
   s->kernels = std::make_unique<OneDnnKernels>();
   s->tracker = std::make_shared<MemoryTracker>();
   s->kernels->Bind(s->tracker);
-  // One buffer per address eager's matmuls read, as large as the largest
-  // operand read there: where eager read one buffer twice (a weight in the
-  // forward and the backward), the replay does too, and where eager read L
-  // weights, so does the replay, from memory rather than cache.
+  // One buffer per address eager's matmuls read or wrote, as large as the
+  // largest operand or output there: where eager read one buffer twice (a
+  // weight in the forward and the backward), the replay does too; where
+  // eager read L weights, so does the replay, from memory rather than
+  // cache; and where eager wrote L activations it keeps for the backward,
+  // the replay writes L buffers, not one output buffer that the allocator
+  // hands back hot after every call (README: the bound's outputs).
   std::map<const void*, int64_t> elements_at;
   for (const RecordedMatMul& call : calls) {
+    const Shape out_shape = Kernels::MatMulShape(call.call.a, call.call.transpose_a,
+                                                 call.call.b, call.call.transpose_b);
     for (const auto& [data, shape] :
-         {std::pair{call.a_data, call.call.a}, std::pair{call.b_data, call.call.b}}) {
+         {std::pair{call.a_data, call.call.a}, std::pair{call.b_data, call.call.b},
+          std::pair{call.out_data, out_shape}}) {
       int64_t& n = elements_at[data];
       n = std::max(n, shape.num_elements());
     }
@@ -418,8 +425,11 @@ void SetUpMatMulBound(RowState* s) {
     buffer_at.emplace(data, std::move(t));
   }
   for (const RecordedMatMul& call : calls) {
+    const Shape out_shape = Kernels::MatMulShape(call.call.a, call.call.transpose_a,
+                                                 call.call.b, call.call.transpose_b);
     s->bound_calls.push_back({buffer_at.at(call.a_data).View(0, call.call.a),
                               buffer_at.at(call.b_data).View(0, call.call.b),
+                              buffer_at.at(call.out_data).View(0, out_shape),
                               call.call.transpose_a, call.call.transpose_b});
   }
   // Warm-up: creates the primitives and counts the FLOPs, as the engines

@@ -19,7 +19,8 @@ std::string MatMulCall::ToString() const {
 // Grants NoteMatMul access to the recorders' state.
 struct MatMulRecorderAccess {
   static void Note(const Shape& a, bool transpose_a, const void* a_data, const Shape& b,
-                   bool transpose_b, const void* b_data, const std::string& impl) {
+                   bool transpose_b, const void* b_data, const void* out_data,
+                   const std::string& impl) {
     for (MatMulRecorder* r = t_recorder; r != nullptr; r = r->outer_) {
       // A handful of distinct impls at most: a linear scan costs less than
       // a set's allocation.
@@ -27,7 +28,7 @@ struct MatMulRecorderAccess {
         r->impls_.push_back(impl);
       }
       if (r->detail_ == MatMulRecorder::Detail::kCalls) {
-        r->calls_.push_back({{a, transpose_a, b, transpose_b}, a_data, b_data, impl});
+        r->calls_.push_back({{a, transpose_a, b, transpose_b}, a_data, b_data, out_data, impl});
       }
     }
   }
@@ -47,9 +48,10 @@ std::vector<std::string> MatMulRecorder::impls() const {
 
 namespace matmul_calls_internal {
 void NoteMatMul(const Shape& a, bool transpose_a, const void* a_data, const Shape& b,
-                bool transpose_b, const void* b_data, const std::string& impl) {
+                bool transpose_b, const void* b_data, const void* out_data,
+                const std::string& impl) {
   if (t_recorder == nullptr) return;
-  MatMulRecorderAccess::Note(a, transpose_a, a_data, b, transpose_b, b_data, impl);
+  MatMulRecorderAccess::Note(a, transpose_a, a_data, b, transpose_b, b_data, out_data, impl);
 }
 }  // namespace matmul_calls_internal
 

@@ -26,14 +26,15 @@ struct MatMulCall {
 };
 
 // One matmul as it ran: its operands' shapes and transposes, where their
-// elements were (Tensor::raw(): the buffer's address plus the view's
-// offset), so that a replay can give operands the same aliasing as the
-// run's (the same buffer where the run read the same buffer), and the
-// impl_info_str of the oneDNN primitive it ran on.
+// elements and its output's were (Tensor::raw(): the buffer's address plus
+// the view's offset), so that a replay can give operands and outputs the
+// same aliasing as the run's (the same buffer where the run read or wrote
+// the same buffer), and the impl_info_str of the oneDNN primitive it ran on.
 struct RecordedMatMul {
   MatMulCall call;
   const void* a_data = nullptr;
   const void* b_data = nullptr;
+  const void* out_data = nullptr;
   std::string impl;
 };
 
@@ -80,7 +81,8 @@ class MatMulRecorder {
 namespace matmul_calls_internal {
 // Called by OneDnnKernels for every matmul it runs (not in dry runs).
 void NoteMatMul(const Shape& a, bool transpose_a, const void* a_data, const Shape& b,
-                bool transpose_b, const void* b_data, const std::string& impl);
+                bool transpose_b, const void* b_data, const void* out_data,
+                const std::string& impl);
 }  // namespace matmul_calls_internal
 
 }  // namespace remat

@@ -26,10 +26,11 @@ TEST(MatMulCallsTest, RecordsEveryCallInOrderWithItsOperands) {
   Tensor stacked = Tensor::Zeros(DType::kF32, Shape({2, 5, 7}));
   kernels.MatMul(a, false, b, false);  // before the recorder
   std::vector<RecordedMatMul> calls;
+  Tensor first;
   {
     MatMulRecorder recorder(MatMulRecorder::Detail::kCalls);
-    kernels.MatMul(a, false, b, false);
-    kernels.MatMul(g, false, b, true);  // dy w^T
+    first = kernels.MatMul(a, false, b, false);
+    kernels.MatMulInto(stacked.Slice(0).View(0, Shape({3, 5})), g, false, b, true);  // dy w^T
     kernels.MatMul(a, true, g, false);  // x^T dy
     kernels.MatMul(a, false, stacked.Slice(1), false);
     {
@@ -44,9 +45,12 @@ TEST(MatMulCallsTest, RecordsEveryCallInOrderWithItsOperands) {
   EXPECT_EQ(calls[0].call.ToString(), "[3,5] x [5,7]");
   EXPECT_EQ(calls[0].a_data, a.raw());
   EXPECT_EQ(calls[0].b_data, b.raw());
+  EXPECT_EQ(calls[0].out_data, first.raw());
   EXPECT_EQ(calls[1].call.ToString(), "[3,7] x [5,7]^T");
   EXPECT_EQ(calls[1].a_data, g.raw());
   EXPECT_EQ(calls[1].b_data, b.raw());
+  // An output given (MatMulInto) is where the matmul wrote.
+  EXPECT_EQ(calls[1].out_data, stacked.raw());
   EXPECT_EQ(calls[2].call.ToString(), "[3,5]^T x [3,7]");
   EXPECT_TRUE(calls[2].call.transpose_a);
   EXPECT_FALSE(calls[2].call.transpose_b);

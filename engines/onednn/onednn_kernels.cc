@@ -441,7 +441,7 @@ class OneDnnKernels::State {
     // A dry run plans the matmul and runs nothing: not recorded.
     if (!(tracker && tracker->dry_run())) {
       matmul_calls_internal::NoteMatMul(a.shape(), transpose_a, a.raw(), b.shape(), transpose_b,
-                                        b.raw(), cached.impl);
+                                        b.raw(), out.raw(), cached.impl);
     }
     Execute(cached,
             {{DNNL_ARG_SRC, Memory(a_md, a)},
