@@ -355,8 +355,8 @@ void SetUpValueAndGrad(RowState* s) {
   }
 }
 
-// One pass over eager's matmuls (RowState::bound_calls). Each product is
-// freed at once (eager keeps some: a bound is allowed the cache that saves).
+// One pass over eager's matmuls (RowState::bound_calls), each product
+// written into the buffer that stands for the address eager wrote it to.
 void RunCaseMatMuls(RowState& s) {
   for (const RowState::BoundCall& c : s.bound_calls) {
     Tensor out = s.kernels->MatMulInto(c.out, c.a, c.transpose_a, c.b, c.transpose_b);
