@@ -278,7 +278,10 @@ std::string BenchHelp() {
       "                    (--paired is accepted: it is the default)\n"
       "  --max-row-seconds=S  the time cap of one row's sampling (default: ",
       DefaultSamplingRule().max_seconds,
-      "); a row\n"
+      "; a row\n"
+      "                    with fewer than ", kQuietSamplesAtCap,
+      " quiet pairs there goes on, within its share of the\n"
+      "                    sampling budget; given, it is a hard cap); a row\n"
       "                    stopped by it shows its spread, which may be above 1%\n"
       "  --sampling-budget=S  once the run has sampled S seconds (default: ",
       kDefaultSamplingBudgetSeconds,

@@ -241,7 +241,8 @@ double ApartWaitSeconds(double sampling_budget_seconds) {
 // fast leave their time to the rows after them, and no row takes what the
 // rows after it need for their fewest samples (with the whole remainder on
 // offer, the first slow rows took all of it and the last problems of the
-// run were left 3 pairs).
+// run were left 3 pairs). The share is also how far past its time cap a
+// row short of quiet pairs may go (SamplingRule::quiet_samples_at_cap).
 SamplingRule RuleNow(BenchSession& session, double weight) {
   SamplingRule rule = session.rule;
   const double weight_left = session.weight_left;
@@ -249,7 +250,9 @@ SamplingRule RuleNow(BenchSession& session, double weight) {
   if (session.sampling_budget <= 0) return rule;
   const double left =
       session.sampling_budget * session.window / session.windows - session.sampled_seconds;
-  rule.max_seconds = std::min(rule.max_seconds, SampleShareSeconds(left, weight, weight_left));
+  const double share = SampleShareSeconds(left, weight, weight_left);
+  rule.max_seconds = std::min(rule.max_seconds, share);
+  rule.budget_share_seconds = share;
   return rule;
 }
 
@@ -1147,7 +1150,10 @@ int Main(int argc, char** argv) {
     session.max_memory_bytes = flags.max_memory_bytes;
     session.paired = flags.paired;
     session.rule = DefaultSamplingRule();
-    if (flags.max_row_seconds > 0) session.rule.max_seconds = flags.max_row_seconds;
+    if (flags.max_row_seconds > 0) {
+      session.rule.max_seconds = flags.max_row_seconds;
+      session.rule.quiet_samples_at_cap = 0;  // the user's cap is a cap
+    }
     session.sampling_budget = flags.sampling_budget_seconds;
     session.windows = flags.Windows();
     session.child = flags.only_window > 0;

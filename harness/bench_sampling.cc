@@ -17,7 +17,11 @@ double Median(std::vector<double> values) {
   return (lower + upper) / 2;
 }
 
-SamplingRule DefaultSamplingRule() { return SamplingRule(); }
+SamplingRule DefaultSamplingRule() {
+  SamplingRule rule;
+  rule.quiet_samples_at_cap = kQuietSamplesAtCap;
+  return rule;
+}
 
 int64_t RunsPerSample(double run_seconds) {
   if (!(run_seconds > 0)) return 1;
@@ -163,7 +167,12 @@ std::vector<RowEstimate> WindowEstimates(const Timings& t) {
 
 bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent) {
   const RowEstimate e = Estimate(timings);
-  if (e.samples >= rule.max_samples || seconds_spent >= rule.max_seconds) return true;
+  if (e.samples >= rule.max_samples) return true;
+  if (rule.budget_share_seconds && seconds_spent >= *rule.budget_share_seconds) return true;
+  if (seconds_spent >= rule.max_seconds &&
+      (e.quiet_samples >= rule.quiet_samples_at_cap || !rule.budget_share_seconds)) {
+    return true;
+  }
   // A busy machine: more samples would mostly wait for the neighbour, and
   // the row is flagged whatever it takes; stop rather than spend the cap.
   if (seconds_spent >= rule.busy_seconds && e.samples >= kMinQuietSamples &&

@@ -32,14 +32,28 @@ struct SamplingRule {
   // ...and has been sampled this long: rows of a few ms vary by a few %
   // from sample to sample, and their median needs a few dozen.
   double min_seconds = 0.15;
-  // Or stop here, settled or not: after this many samples, or this long.
+  // Or stop here, settled or not: after this many samples, or this long...
   int64_t max_samples = 60;
   double max_seconds = 4;
+  // ...unless, at max_seconds, the row has fewer than this many quiet
+  // samples: then it goes on until it has them, up to
+  // budget_share_seconds (unset: max_seconds is the cap whatever the
+  // count). A pair's ratio varies by 2-4% from pair to pair on a 2-core
+  // machine, and a window's median needs about kQuietSamplesAtCap pairs to
+  // place a row within 2%. A fixed time cap gave a slower machine fewer of
+  // them: under ONEDNN_MAX_CPU_ISA=AVX2, where every run takes twice as
+  // long, scan_stack L=32's rows got 11-13 pairs a window in 4 s, 14-19 of
+  // them quiet in all, and its control came out known only within +-3.3%
+  // to +-7.5% in three default runs (41 quiet pairs and +-1.8% natively).
+  int64_t quiet_samples_at_cap = 0;
+  std::optional<double> budget_share_seconds;
   // Or, sampled this long, when fewer than a quarter of the samples are
   // quiet (a busy machine; the row is noise anyway).
   double busy_seconds = 1;
 };
-// The rule of the default run: what bench_main uses unless --max-row-seconds.
+// The rule of the default run: what bench_main uses unless --max-row-seconds
+// (which makes max_seconds a hard cap: quiet_samples_at_cap 0).
+inline constexpr int64_t kQuietSamplesAtCap = 20;
 SamplingRule DefaultSamplingRule();
 // How many runs one sample times together (their mean is the sample): enough
 // that a sample lasts kMinSampleSeconds (microsecond rows would otherwise be
@@ -179,10 +193,12 @@ RowEstimate Estimate(const Timings& timings);
 std::vector<RowEstimate> WindowEstimates(const Timings& t);
 // Whether sampling stops: at least rule.min_samples quiet samples (pairs)
 // and rule.min_seconds spent, and a spread within rule.target_spread; or
-// rule.max_samples samples; or rule.max_seconds spent (then the spread says
-// how far from settled the row was, and quiet whether it saw enough quiet
-// moments); or rule.busy_seconds spent with fewer than a quarter of at least
-// kMinQuietSamples samples quiet.
+// rule.max_samples samples; or rule.max_seconds spent with at least
+// rule.quiet_samples_at_cap quiet samples, or with fewer and no
+// rule.budget_share_seconds; or rule.budget_share_seconds spent (then the
+// spread says how far from settled the row was, and quiet whether it saw
+// enough quiet moments); or rule.busy_seconds spent with fewer than a
+// quarter of at least kMinQuietSamples samples quiet.
 bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent);
 
 }  // namespace remat::bench
