@@ -280,8 +280,9 @@ std::string BenchHelp() {
       DefaultSamplingRule().max_seconds,
       "; a row\n"
       "                    with fewer than ", kQuietSamplesAtCap,
-      " quiet pairs there goes on, within its share of the\n"
-      "                    sampling budget; given, it is a hard cap); a row\n"
+      " quiet pairs there goes on, up to ", kCapStretch,
+      "x, outside\n"
+      "                    the sampling budget; given, it is a hard cap); a row\n"
       "                    stopped by it shows its spread, which may be above 1%\n"
       "  --sampling-budget=S  once the run has sampled S seconds (default: ",
       kDefaultSamplingBudgetSeconds,

@@ -241,8 +241,9 @@ double ApartWaitSeconds(double sampling_budget_seconds) {
 // fast leave their time to the rows after them, and no row takes what the
 // rows after it need for their fewest samples (with the whole remainder on
 // offer, the first slow rows took all of it and the last problems of the
-// run were left 3 pairs). The share is also how far past its time cap a
-// row short of quiet pairs may go (SamplingRule::quiet_samples_at_cap).
+// run were left 3 pairs). A row short of quiet pairs at its cap may go on to
+// kCapStretch times it (SamplingRule::quiet_samples_at_cap); SamplePaired
+// counts that stretch outside the budget.
 SamplingRule RuleNow(BenchSession& session, double weight) {
   SamplingRule rule = session.rule;
   const double weight_left = session.weight_left;
@@ -250,9 +251,8 @@ SamplingRule RuleNow(BenchSession& session, double weight) {
   if (session.sampling_budget <= 0) return rule;
   const double left =
       session.sampling_budget * session.window / session.windows - session.sampled_seconds;
-  const double share = SampleShareSeconds(left, weight, weight_left);
-  rule.max_seconds = std::min(rule.max_seconds, share);
-  rule.budget_share_seconds = share;
+  rule.max_seconds = std::min(rule.max_seconds, SampleShareSeconds(left, weight, weight_left));
+  if (rule.quiet_samples_at_cap > 0) rule.stretched_max_seconds = kCapStretch * rule.max_seconds;
   return rule;
 }
 
@@ -625,8 +625,13 @@ void SamplePaired(RowState* s, const Baseline* baseline, const Case& c,
            !SamplingDone(window_start == 0 ? t : SamplesFrom(t, window_start), rule,
                          SecondsSince(start) - waited_seconds));
   std::sort(s->matmul_impls.begin(), s->matmul_impls.end());
-  s->sampling_seconds += SecondsSince(start) - waited_seconds;
-  s->session->sampled_seconds += SecondsSince(start) - waited_seconds;
+  const double sampled = SecondsSince(start) - waited_seconds;
+  s->sampling_seconds += sampled;
+  // Past its cap a row sampled because it was short of quiet pairs
+  // (SamplingRule::stretched_max_seconds): that stretch, like waiting, is
+  // outside the budget, or the rows after a stretched one would be left
+  // the fewer pairs.
+  s->session->sampled_seconds += std::min(sampled, rule.max_seconds);
 }
 
 // Samples an engine's row, paired with eager unless it is eager's own or

@@ -168,9 +168,9 @@ std::vector<RowEstimate> WindowEstimates(const Timings& t) {
 bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent) {
   const RowEstimate e = Estimate(timings);
   if (e.samples >= rule.max_samples) return true;
-  if (rule.budget_share_seconds && seconds_spent >= *rule.budget_share_seconds) return true;
   if (seconds_spent >= rule.max_seconds &&
-      (e.quiet_samples >= rule.quiet_samples_at_cap || !rule.budget_share_seconds)) {
+      (e.quiet_samples >= rule.quiet_samples_at_cap || !rule.stretched_max_seconds ||
+       seconds_spent >= *rule.stretched_max_seconds)) {
     return true;
   }
   // A busy machine: more samples would mostly wait for the neighbour, and

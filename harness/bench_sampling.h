@@ -36,24 +36,31 @@ struct SamplingRule {
   int64_t max_samples = 60;
   double max_seconds = 4;
   // ...unless, at max_seconds, the row has fewer than this many quiet
-  // samples: then it goes on until it has them, up to
-  // budget_share_seconds (unset: max_seconds is the cap whatever the
+  // samples: then it goes on until it has them or until
+  // stretched_max_seconds (unset: max_seconds is the cap whatever the
   // count). A pair's ratio varies by 2-4% from pair to pair on a 2-core
   // machine, and a window's median needs about kQuietSamplesAtCap pairs to
-  // place a row within 2%. A fixed time cap gave a slower machine fewer of
-  // them: under ONEDNN_MAX_CPU_ISA=AVX2, where every run takes twice as
-  // long, scan_stack L=32's rows got 11-13 pairs a window in 4 s, 14-19 of
-  // them quiet in all, and its control came out known only within +-3.3%
-  // to +-7.5% in three default runs (41 quiet pairs and +-1.8% natively).
+  // place a row within 2%. A cap in seconds alone gave a slower machine
+  // fewer of them: under ONEDNN_MAX_CPU_ISA=AVX2, where every run takes
+  // twice as long, scan_stack L=32's rows got 9-14 pairs a window in their
+  // 2.9 s share of the budget, 12-19 of them quiet in all, and its
+  // everything_saveable control came out known only within +-3.3% to
+  // +-7.5% in four default runs (natively 23-27 pairs a window, 41 quiet,
+  // +-1.8%).
   int64_t quiet_samples_at_cap = 0;
-  std::optional<double> budget_share_seconds;
+  std::optional<double> stretched_max_seconds;
   // Or, sampled this long, when fewer than a quarter of the samples are
   // quiet (a busy machine; the row is noise anyway).
   double busy_seconds = 1;
 };
 // The rule of the default run: what bench_main uses unless --max-row-seconds
-// (which makes max_seconds a hard cap: quiet_samples_at_cap 0).
+// (which makes max_seconds a hard cap: quiet_samples_at_cap 0). The bench
+// sets stretched_max_seconds to kCapStretch x each row's cap, and counts
+// only the time up to the cap against the sampling budget: a machine that
+// runs everything slower gets as many pairs a row, in a longer run, rather
+// than a run whose ratios are not valid.
 inline constexpr int64_t kQuietSamplesAtCap = 20;
+inline constexpr double kCapStretch = 3;
 SamplingRule DefaultSamplingRule();
 // How many runs one sample times together (their mean is the sample): enough
 // that a sample lasts kMinSampleSeconds (microsecond rows would otherwise be
@@ -195,7 +202,7 @@ std::vector<RowEstimate> WindowEstimates(const Timings& t);
 // and rule.min_seconds spent, and a spread within rule.target_spread; or
 // rule.max_samples samples; or rule.max_seconds spent with at least
 // rule.quiet_samples_at_cap quiet samples, or with fewer and no
-// rule.budget_share_seconds; or rule.budget_share_seconds spent (then the
+// rule.stretched_max_seconds; or rule.stretched_max_seconds spent (then the
 // spread says how far from settled the row was, and quiet whether it saw
 // enough quiet moments); or rule.busy_seconds spent with fewer than a
 // quarter of at least kMinQuietSamples samples quiet.

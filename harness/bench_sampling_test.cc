@@ -227,10 +227,10 @@ TEST(BenchSampling, SamplingStopsWhenSettledOrAtTheCap) {
   EXPECT_TRUE(SamplingDone(busy, rule, 3.0));
 }
 
-TEST(BenchSampling, ARowShortOfQuietPairsAtItsCapGoesOnWithinItsShare) {
+TEST(BenchSampling, ARowShortOfQuietPairsAtItsCapGoesOnToTheStretchedCap) {
   SamplingRule rule = DefaultSamplingRule();
   EXPECT_EQ(rule.quiet_samples_at_cap, kQuietSamplesAtCap);
-  rule.max_seconds = 4;
+  rule.max_seconds = 3;
   rule.max_samples = 60;
   // Ratios 1.25 to 1.4: never settled within 1%.
   Timings scattered;
@@ -238,13 +238,13 @@ TEST(BenchSampling, ARowShortOfQuietPairsAtItsCapGoesOnWithinItsShare) {
     scattered.row_ms.push_back(12.5 + 0.5 * (i % 4));
     scattered.eager_ms.push_back(10);
   }
-  // No budget share (--sampling-budget=0): max_seconds is the cap.
-  EXPECT_TRUE(SamplingDone(scattered, rule, 4.0));
-  // A share of 9 s: 12 quiet pairs at 4 s is short of 20, so it goes on...
-  rule.budget_share_seconds = 9.0;
-  EXPECT_FALSE(SamplingDone(scattered, rule, 4.0));
+  // No stretched cap (--sampling-budget=0): max_seconds is the cap.
+  EXPECT_TRUE(SamplingDone(scattered, rule, 3.0));
+  // Stretched to 9 s: 12 quiet pairs at 3 s is short of 20, so it goes on...
+  rule.stretched_max_seconds = 9.0;
+  EXPECT_FALSE(SamplingDone(scattered, rule, 3.0));
   EXPECT_FALSE(SamplingDone(scattered, rule, 8.9));
-  // ...to the share,
+  // ...to the stretched cap,
   EXPECT_TRUE(SamplingDone(scattered, rule, 9.0));
   // or until it has the quiet pairs.
   Timings enough = scattered;
@@ -252,23 +252,24 @@ TEST(BenchSampling, ARowShortOfQuietPairsAtItsCapGoesOnWithinItsShare) {
     enough.row_ms.push_back(12.5 + 0.5 * (i % 4));
     enough.eager_ms.push_back(10);
   }
-  EXPECT_FALSE(SamplingDone(enough, rule, 3.9));
-  EXPECT_TRUE(SamplingDone(enough, rule, 4.0));
+  EXPECT_FALSE(SamplingDone(enough, rule, 2.9));
+  EXPECT_TRUE(SamplingDone(enough, rule, 3.0));
   // Pairs a neighbour disturbed do not count toward them.
   Timings disturbed = enough;
   disturbed.row_delay.assign(enough.row_ms.size(), 0.0);
   disturbed.eager_delay.assign(enough.row_ms.size(), 0.0);
   disturbed.row_delay[0] = 0.5;
-  EXPECT_FALSE(SamplingDone(disturbed, rule, 4.0));
-  // A share below max_seconds is the cap (RuleNow cuts max_seconds to it).
-  rule.max_seconds = 2;
-  rule.budget_share_seconds = 2.0;
-  EXPECT_TRUE(SamplingDone(scattered, rule, 2.0));
+  EXPECT_FALSE(SamplingDone(disturbed, rule, 3.0));
+  // Past max_samples nothing stretches.
+  Timings many = scattered;
+  many.row_ms.resize(60, 13);
+  many.eager_ms.resize(60, 10);
+  many.row_delay.assign(60, 0.5);  // none quiet
+  many.eager_delay.assign(60, 0.0);
+  EXPECT_TRUE(SamplingDone(many, rule, 1.0));
   // --max-row-seconds: the user's cap is a cap.
-  rule.max_seconds = 4;
-  rule.budget_share_seconds = 9.0;
   rule.quiet_samples_at_cap = 0;
-  EXPECT_TRUE(SamplingDone(scattered, rule, 4.0));
+  EXPECT_TRUE(SamplingDone(scattered, rule, 3.0));
 }
 
 TEST(BenchSampling, FastRunsAreTimedInBlocks) {
