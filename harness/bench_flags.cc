@@ -217,8 +217,9 @@ std::string BenchHelp() {
       "tools/bazel run //harness:bench -- [flags] [Google Benchmark flags]\n"
       "\n"
       "Every problem on every engine (and policy): time, peak memory, residual bytes,\n"
-      "FLOPs; a summary table at the end; JSON into results/bench-<UTC>.json and\n"
-      "results/latest.json.\n"
+      "FLOPs; a summary table at the end; JSON into results/runs/bench-<UTC>.json\n"
+      "and results/runs/latest.json (ignored by git; tools/promote_run.py records\n"
+      "a run in results/ and regenerates results/REPORT.md).\n"
       "\n"
       "  --engines=a,b     engines to run (default: every registered engine but '",
       kOracleEngine, "' and '", kReferenceEngine,
@@ -260,8 +261,8 @@ std::string BenchHelp() {
       "  --memory-cap=C    engines that honour memory caps (dtr) run under C: BYTES or\n"
       "                    FRACx of eager's peak on each case (rows 'cap:C'); in\n"
       "                    --policies, 'cap:C' and 'budget-under-cap:C' are rows too\n"
-      "  --out=DIR         where the JSON goes (default: results/ of the workspace under\n"
-      "                    `bazel run`, else the current directory)\n"
+      "  --out=DIR         where the JSON goes (default: results/runs/ of the workspace\n"
+      "                    under `bazel run`, else the current directory)\n"
       "  --max-memory=B    refuse a row whose predicted peak exceeds B bytes (4GiB,\n"
       "                    512MiB, 0 for no limit) before it allocates; the row reports\n"
       "                    the error (default: 80% of physical memory)\n"

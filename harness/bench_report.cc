@@ -508,11 +508,14 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
 
 std::string ResultsDir(const std::string& out_flag) {
   if (!out_flag.empty()) return out_flag;
-  // A run by hand from bazel-bin writes where it was started: it is not one
-  // of the workspace's recorded runs.
+  // A run by hand from bazel-bin writes where it was started. Under `bazel
+  // run` a run goes to results/runs/, which git ignores: results/ itself
+  // holds only the runs REPORT.md cites, and a run enters it only when
+  // promoted (tools/promote_run.py), so running the bench never dirties the
+  // tree nor fails //tools:report_committed_test.
   const std::string workspace = WorkspaceDir();
   if (workspace == ".") return ".";
-  return (std::filesystem::path(workspace) / "results").string();
+  return (std::filesystem::path(workspace) / "results" / "runs").string();
 }
 
 std::vector<std::string> WriteResults(const std::string& dir, const std::string& stamp,

@@ -88,8 +88,8 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
 // run from the checkout). The results directory, the source revision and
 // the peers' script and .venv are all found from it.
 std::string WorkspaceDir();
-// Where results go: --out if given; else WorkspaceDir()/results under
-// `bazel run`; else the current directory.
+// Where results go: --out if given; else WorkspaceDir()/results/runs (ignored
+// by git) under `bazel run`; else the current directory.
 std::string ResultsDir(const std::string& out_flag);
 // Writes `run` to DIR/bench-<stamp>.json and DIR/latest.json (each through a
 // .tmp file renamed into place), creating DIR; returns the two paths. Throws

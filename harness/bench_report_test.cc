@@ -187,13 +187,13 @@ TEST(BenchResults, CommandDateAndFiles) {
   EXPECT_EQ(ResultsDir("/some/dir"), "/some/dir");
 
   // One reading of the workspace for the results, the source and the peers:
-  // `bazel run`'s, else the current directory (whose runs stay out of
-  // results/).
+  // `bazel run`'s (its runs go to the ignored results/runs/), else the
+  // current directory (whose runs stay out of results/).
   const char* was = std::getenv("BUILD_WORKSPACE_DIRECTORY");
   const std::string saved = was ? was : "";
   setenv("BUILD_WORKSPACE_DIRECTORY", "/w", 1);
   EXPECT_EQ(WorkspaceDir(), "/w");
-  EXPECT_EQ(ResultsDir(""), "/w/results");
+  EXPECT_EQ(ResultsDir(""), "/w/results/runs");
   EXPECT_EQ(ResultsDir("/some/dir"), "/some/dir");
   setenv("BUILD_WORKSPACE_DIRECTORY", "", 1);
   EXPECT_EQ(WorkspaceDir(), ".");
