@@ -79,7 +79,7 @@ Result OracleValueAndGrad(const Program& program, const std::vector<Tensor>& arg
 // the forward error bound of a sum is relative to (the sum of the absolute
 // values of its terms, not its result), carried through every op with the
 // op's sensitivity to its inputs, and back through every vector-Jacobian
-// product the same way (oracle.cc states each op's rules). An f32 engine
+// product the same way (op_rules.h: each op's rules). An f32 engine
 // that rounds each of the K operations on a path (its rounding depth,
 // harness/rounding_depth.h) within 2^-24 of its magnitude ends within about
 // K 2^-24 M of the exact value, however much the result cancels. At least

@@ -17,6 +17,7 @@
 #include "engines/api/program.h"
 #include "engines/api/registry.h"
 #include "engines/api/tracer.h"
+#include "engines/oracle/op_rules.h"
 
 namespace remat {
 namespace {
@@ -324,6 +325,25 @@ TEST(OracleTest, AnOpWithoutARuleIsAnErrorNamingIt) {
   }
 }
 
+// Every primitive op has its entry in the oracle's own table (op_rules.h),
+// with every rule set; a new OpKind without one is named here.
+TEST(OracleTest, EveryPrimitiveHasAnEntryInTheOraclesTable) {
+  for (int k = 0; k <= static_cast<int>(OpKind::kChain); ++k) {  // kChain is the last kind
+    const OpKind kind = static_cast<OpKind>(k);
+    const oracle::OpRules* rules = oracle::FindRules(kind);
+    if (kind == OpKind::kCheckpoint || kind == OpKind::kScan || kind == OpKind::kChain) {
+      EXPECT_EQ(rules, nullptr) << OpKindName(kind) << " is structural: the traversal's";
+      continue;
+    }
+    ASSERT_NE(rules, nullptr) << OpKindName(kind) << " has no entry in the oracle's table";
+    EXPECT_NE(rules->shape, nullptr) << OpKindName(kind) << ": no shape rule";
+    EXPECT_NE(rules->forward, nullptr) << OpKindName(kind) << ": no forward rule";
+    EXPECT_NE(rules->vjp, nullptr) << OpKindName(kind) << ": no vector-Jacobian product";
+    EXPECT_NE(rules->magnitude, nullptr) << OpKindName(kind) << ": no magnitude rule";
+    EXPECT_NE(rules->grad_magnitude, nullptr) << OpKindName(kind) << ": no gradient magnitude rule";
+  }
+}
+
 TEST(OracleTest, MalformedProgramsAndArgumentsAreErrors) {
   Program p = Trace("p", {{"x", Shape({2, 3})}},
                     [](const std::vector<Var>& in) { return sum(relu(in[0])); });
@@ -414,7 +434,7 @@ TEST(OracleTest, RoundingMagnitudesAreTheSumsOfAbsoluteTerms) {
 }
 
 // The gradients' magnitudes: each vector-Jacobian product's terms in
-// absolute value, and the errors carried (oracle.cc's rules).
+// absolute value, and the errors carried (magnitude_rules.cc's rules).
 TEST(OracleTest, GradientMagnitudesAreTheSumsOfAbsoluteTerms) {
   // d sum(a b) / db = a^T 1, column sums that cancel: |a|^T 1 = (2000, 3),
   // and dy's errors (M(dy) = 1, the sum's) in quadrature, sqrt(sum a^2);
