@@ -156,7 +156,7 @@ std::optional<std::string> ResidualListingDiffers(const Stats& eager, const Stat
 // - the forward pass is the program's, whatever is recomputed:
 //   flops_forward is eager's; op_runs has eager's ops, each run at least as
 //   often; flops_recomputed is 0 when every op ran as often as in eager,
-//   and on remat's Kernels, the FLOP model's count (engines/api/op_defs.cc)
+//   and on remat's Kernels, the FLOP model's count (engines/api/op_defs_*.cc)
 //   of the runs beyond eager's;
 // - on remat's Kernels, the backward pass is eager's too: flops_backward is
 //   eager's (recomputation excluded);

@@ -55,7 +55,8 @@ namespace remat {
 // ids, as the engines and the compiled plans name them; their definitions
 // are in kernels.cc, as several ops share them. The kernels one op calls
 // take the ids from kFirstTableKernel on, in the order DefineKernel hands
-// them out (engines/api/op_defs.cc): no entry here for those.
+// them out (engines/api/op_defs_<family>.cc, at their static
+// initialization): no entry here for those.
 enum class KernelOp {
   kMatMul,
   kRelu,
@@ -103,11 +104,11 @@ struct KernelAttrs {
 
 // The kernel table. A kernel is defined once, by its KernelDef: its name,
 // its arity, its output shape and its FLOPs, all backend-independent (next
-// to the op that calls it in engines/api/op_defs.cc, or in kernels.cc for
-// the kernels several ops share). Each
-// backend implements it under the same name, in its own source file
-// (REMAT_KERNEL_IMPL, below), and Kernels::Call checks, allocates, counts
-// and times every call of every table kernel in one place. A backend that
+// to the op that calls it in engines/api/op_defs_<family>.cc, or in
+// kernels.cc for the kernels several ops share). Each backend implements it
+// under the same name, in its own source file (REMAT_KERNEL_IMPL, below),
+// and Kernels::Call checks, allocates, counts and times every call of every
+// table kernel in one place. A backend that
 // lacks a kernel fails the call with an error naming both (and
 // harness/op_completeness_test fails first).
 //

@@ -1,8 +1,10 @@
 // OpDef: one definition per primitive op, MLX-style. Each op declares, side
-// by side in engines/api/op_defs.cc, everything the rest of remat-bench
-// derives from it: its name in programs, its arity and attributes, its shape
-// rule, what its backward rule reads, its forward and backward rules (on
-// the Kernels of the engine running it) and its FLOP count. The registry
+// by side in its family's engines/api/op_defs_<family>.cc (op_defs.cc
+// gathers the families into the registry), everything the rest of
+// remat-bench derives from it: its name in programs, its arity and
+// attributes, its shape rule, what its backward rule reads, its forward and
+// backward rules (on the Kernels of the engine running it) and its FLOP
+// count. The registry
 // below is the only table of ops: OpKindName, Arity, OutputShape, SavesFor,
 // Forward, Backward and ForwardFlops (op_shape.h, rules.h) are lookups in
 // it, and the program text reader finds ops by name here.

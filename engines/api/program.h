@@ -59,7 +59,7 @@ enum class OpKind {
   kSub,         // y = a - b (one shape)
   kExp,         // y = e^x
   kLog,         // y = ln x (x > 0)
-  kDropout,     // inputs x, seed (i32[]); attrs `scalar` = p, `ints` = {key} (op_defs.cc)
+  kDropout,     // inputs x, seed (i32[]); attrs `scalar` = p, `ints` = {key} (op_defs_random.cc)
   kEmbedding,   // inputs table (V, D), ids (i32)
   kMaskedFill,  // inputs x, mask (i32, x's shape); attr `scalar` = the fill
   kCrossEntropy,  // inputs logits (N, C), targets (i32 (N)); mean over rows
@@ -96,7 +96,7 @@ struct Op {
   std::shared_ptr<const Program> body;  // kCheckpoint, kScan, kChain
   Policy policy;                        // kCheckpoint
   double scalar = 0.0;                  // kScale: the constant c
-  std::vector<int64_t> ints;            // kSplitHeads: {batch, heads}; kReshape: dims; ... (op_defs.cc)
+  std::vector<int64_t> ints;            // kSplitHeads: {batch, heads}; kReshape: dims; ... (op_defs_*.cc)
   std::string schedule;                 // kScan, kChain: a schedule spec, e.g. "revolve:8" (engines/schedule)
   int num_consts = 0;                   // kScan: the trailing inputs passed whole to every step
 };

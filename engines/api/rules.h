@@ -1,5 +1,5 @@
 // Each primitive op's forward rule and backward (VJP) rule, as its OpDef
-// (op_def.h, op_defs.cc) defines them: these are lookups in the registry.
+// (op_def.h, op_defs_<family>.cc) defines them: these are lookups in the registry.
 // Engines call these and never re-derive a gradient, so every engine that
 // runs the same rules on the same kernels computes the same bits.
 //

@@ -1097,7 +1097,7 @@ void OneDnnKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out) {
 
 // ---------------------------------------------------------------------------
 // The table's kernels (kernels.h's KernelDef; defined beside their ops in
-// engines/api/op_defs.cc). Plain f32 loops where the result is exact or
+// engines/api/op_defs_<family>.cc). Plain f32 loops where the result is exact or
 // std:: gives the f32-rounded function.
 
 REMAT_KERNEL_IMPL(OneDnnKernels, neg,

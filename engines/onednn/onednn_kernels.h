@@ -94,7 +94,7 @@ class OneDnnKernels : public Kernels {
   void DoSumLeading(const Tensor& x, Tensor& out);
   void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out);
   // conv2d (which 0: x, w -> y), its backward data (1: dy, w -> dx) and
-  // backward weights (2: x, dy -> dw); op_defs.cc defines them.
+  // backward weights (2: x, dy -> dw); op_defs_conv.cc defines them.
   void DoConv2d(int which, const Tensor& a, const Tensor& b, int64_t stride, int64_t pad,
                 Tensor& out);
   void DoGelu(const Tensor& x, Tensor& out);

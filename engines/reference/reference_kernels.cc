@@ -310,7 +310,7 @@ void ReferenceKernels::DoMergeHeads(const Tensor& x, int64_t batch, Tensor& out)
 
 // ---------------------------------------------------------------------------
 // The table's kernels (kernels.h's KernelDef; defined beside their ops in
-// engines/api/op_defs.cc).
+// engines/api/op_defs_<family>.cc).
 
 REMAT_KERNEL_IMPL(ReferenceKernels, neg,
                   [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs&,

@@ -1,26 +1,32 @@
+// Program text's parser (program_text.h's ParseProgram and
+// ReadProgramFile): the lexer's tokens (program_text_lexer.h) read statement
+// by statement, each op's inputs, attributes and type checked as the tracer
+// checks them, and each body against its op (program_text_structure.h).
 #include "engines/api/program_text.h"
 
-#include <cctype>
 #include <cerrno>
-#include <cinttypes>
-#include <cmath>
-#include <cstdio>
+#include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "engines/api/error.h"
 #include "engines/api/op_def.h"
 #include "engines/api/op_shape.h"
+#include "engines/api/program_text_lexer.h"
+#include "engines/api/program_text_structure.h"
+#include "engines/api/program_text_syntax.h"
 #include "engines/api/schedule_spec.h"
 
 namespace remat {
+namespace program_text {
 namespace {
 
 // Every op the text names: the primitives of the OpDef registry, then the
@@ -31,159 +37,6 @@ std::vector<OpKind> AllKinds() {
   for (OpKind k : {OpKind::kCheckpoint, OpKind::kScan, OpKind::kChain}) kinds.push_back(k);
   return kinds;
 }
-
-bool IsStructural(OpKind kind) {
-  return kind == OpKind::kCheckpoint || kind == OpKind::kScan || kind == OpKind::kChain;
-}
-
-bool IsIdChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.';
-}
-
-bool IsId(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (!IsIdChar(c)) return false;
-  }
-  return true;
-}
-
-// ---------------------------------------------------------------- printing
-
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
-std::string NameText(const std::string& s) { return IsId(s) ? s : Quote(s); }
-
-std::string TypeText(const Shape& s, DType d = DType::kF32) { return DTypeName(d) + s.ToString(); }
-
-// The shortest decimal that reads back as the same double: %.17g always
-// does; shorter forms are tried first for readability (0.125, not
-// 0.125000000000000000).
-std::string NumberText(double x) {
-  char buf[64];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
-    if (std::isnan(x) || std::strtod(buf, nullptr) == x) break;
-  }
-  if (std::isnan(x)) return std::signbit(x) ? "-nan" : "nan";
-  // -0.0 == 0.0: the loop above stops at "-0" for it, which strtod reads as -0.0.
-  return buf;
-}
-
-// Value IDs of one program: parameters by name where it is an ID and unique,
-// other values by number.
-std::vector<std::string> ValueIds(const Program& p) {
-  std::vector<std::string> ids(p.num_values());
-  std::set<std::string> taken;
-  for (int i = 0; i < p.num_params(); ++i) {
-    const std::string& n = p.param_names[i];
-    if (IsId(n) && taken.insert(n).second) ids[i] = n;
-  }
-  auto fresh = [&](int v) {
-    std::string id = std::to_string(v);
-    while (!taken.insert(id).second) id = "v" + id;
-    return id;
-  };
-  for (int i = 0; i < p.num_params(); ++i) {
-    if (ids[i].empty()) ids[i] = fresh(i);
-  }
-  for (int v = p.num_params(); v < p.num_values(); ++v) ids[v] = fresh(v);
-  return ids;
-}
-
-std::string Params(const Program& p, const std::vector<std::string>& ids) {
-  std::string out = "(";
-  for (int i = 0; i < p.num_params(); ++i) {
-    if (i) out += ", ";
-    out += StrCat(ids[i], ": ", TypeText(p.shapes[i], p.dtype(i)));
-    if (ids[i] != p.param_names[i]) out += " name=" + Quote(p.param_names[i]);
-    if (p.is_data(i)) out += " data";
-  }
-  return out + ")";
-}
-
-void PrintBody(const Program& p, const std::string& indent, std::string* out) {
-  const std::vector<std::string> ids = ValueIds(p);
-  auto ref = [&](int v) {
-    return v >= 0 && v < p.num_values() ? "%" + ids[v] : StrCat("%<bad value ", v, ">");
-  };
-  for (const Op& op : p.ops) {
-    std::string line = indent + ref(op.output);
-    if (op.output >= 0 && op.output < p.num_values()) line += ": " + TypeText(p.shapes[op.output]);
-    line += StrCat(" = ", OpKindName(op.kind), "(");
-    for (size_t i = 0; i < op.inputs.size(); ++i) line += (i ? ", " : "") + ref(op.inputs[i]);
-    line += ")";
-    if (!op.name.empty() || op.kind == OpKind::kName || op.kind == OpKind::kState) line += " name=" + Quote(op.name);
-    if (op.kind == OpKind::kCheckpoint) line += " policy=" + Quote(op.policy.ToString());
-    if (!op.schedule.empty()) line += " schedule=" + Quote(op.schedule);
-    if (op.num_consts != 0) line += StrCat(" consts=", op.num_consts);
-    if ((!IsStructural(op.kind) && Def(op.kind).has_scalar) || op.scalar != 0.0 ||
-        std::signbit(op.scalar)) {
-      line += " scalar=" + NumberText(op.scalar);
-    }
-    if (!op.ints.empty()) {
-      line += " ints=[";
-      for (size_t i = 0; i < op.ints.size(); ++i) line += StrCat(i ? "," : "", op.ints[i]);
-      line += "]";
-    }
-    if (!op.site.empty()) line += " @ " + Quote(op.site);
-    if (!op.scope.empty()) line += " scope=" + Quote(op.scope);
-    if (op.body) {
-      const Program& body = *op.body;
-      const std::vector<std::string> body_ids = ValueIds(body);
-      line += " {\n" + indent + "  body";
-      if (body.name != OpKindName(op.kind)) line += " " + NameText(body.name);
-      line += Params(body, body_ids) + "\n";
-      *out += line;
-      PrintBody(body, indent + "  ", out);
-      line = indent + "}";
-    }
-    *out += line + "\n";
-  }
-  *out += StrCat(indent, "return ", ref(p.output), "\n");
-}
-
-}  // namespace
-
-std::string PrintProgram(const Program& program) {
-  std::string out =
-      StrCat("program ", NameText(program.name), Params(program, ValueIds(program)), " {\n");
-  PrintBody(program, "  ", &out);
-  return out + "}\n";
-}
-
-// ----------------------------------------------------------------- parsing
-
-namespace {
-
-enum class TokenKind { kWord, kString, kValue, kPunct, kEol, kEof };
-
-struct Token {
-  TokenKind kind = TokenKind::kEof;
-  std::string text;  // a word, a string's contents, a value's ID, a punctuation character
-  int line = 1;
-  int column = 1;
-};
 
 // Programs nest this deep at most: deeper input is refused rather than
 // allowed to exhaust the stack.
@@ -219,18 +72,6 @@ std::string ScheduleProblem(OpKind kind, const std::string& spec) {
   return "";
 }
 
-std::string Describe(const Token& t) {
-  switch (t.kind) {
-    case TokenKind::kWord: return "'" + t.text + "'";
-    case TokenKind::kString: return "the string " + Quote(t.text.substr(0, 40));
-    case TokenKind::kValue: return "'%" + t.text + "'";
-    case TokenKind::kPunct: return "'" + t.text + "'";
-    case TokenKind::kEol: return "the end of the line";
-    case TokenKind::kEof: return "the end of the file";
-  }
-  return "?";
-}
-
 // A value of the program being parsed, and where it was defined.
 struct Defined {
   int id = -1;
@@ -245,13 +86,13 @@ struct Scope {
   std::map<std::string, Defined> values;
 };
 
-class Parser {
+class Parser : private SourceErrors {
  public:
   Parser(const std::string& text, const std::string& filename)
-      : text_(text), filename_(filename) {}
+      : SourceErrors(filename), text_(text) {}
 
   Program File() {
-    Lex();
+    tokens_ = Lex(text_, *this);
     SkipEols();
     if (Peek().kind == TokenKind::kEof) {
       Fail(Peek(), "empty file; expected 'program NAME(PARAMS) {'");
@@ -281,110 +122,6 @@ class Parser {
   }
 
  private:
-  [[noreturn]] void Fail(int line, int column, const std::string& message) const {
-    ErrorFacts facts;
-    facts.kind = ErrorKind::kParse;
-    facts.file = filename_;
-    facts.line = line;
-    facts.column = column;
-    throw Error(StrCat(filename_, ":", line, ":", column, ": ", message), facts);
-  }
-  [[noreturn]] void Fail(const Token& at, const std::string& message) const {
-    Fail(at.line, at.column, message);
-  }
-
-  // ---- lexing
-
-  void Lex() {
-    int line = 1;
-    size_t line_start = 0;
-    size_t i = 0;
-    const size_t n = text_.size();
-    auto token = [&](TokenKind kind, std::string s, size_t at) {
-      Token t;
-      t.kind = kind;
-      t.text = std::move(s);
-      t.line = line;
-      t.column = static_cast<int>(at - line_start) + 1;
-      tokens_.push_back(std::move(t));
-    };
-    while (i < n) {
-      const char c = text_[i];
-      if (c == '\n') {
-        token(TokenKind::kEol, "", i);
-        ++i;
-        ++line;
-        line_start = i;
-      } else if (c == ' ' || c == '\t' || c == '\r') {
-        ++i;
-      } else if (c == '#') {
-        while (i < n && text_[i] != '\n') ++i;
-      } else if (IsIdChar(c) || c == '-' || c == '+') {
-        const size_t start = i;
-        while (i < n && (IsIdChar(text_[i]) || text_[i] == '-' || text_[i] == '+')) ++i;
-        token(TokenKind::kWord, text_.substr(start, i - start), start);
-      } else if (c == '%') {
-        const size_t start = i++;
-        while (i < n && IsIdChar(text_[i])) ++i;
-        if (i == start + 1) {
-          Fail(line, static_cast<int>(start - line_start) + 1,
-               "expected a value name after '%' (letters, digits, '_' or '.')");
-        }
-        token(TokenKind::kValue, text_.substr(start + 1, i - start - 1), start);
-      } else if (c == '"') {
-        const size_t start = i++;
-        std::string s;
-        while (true) {
-          if (i >= n || text_[i] == '\n') {
-            Fail(line, static_cast<int>(start - line_start) + 1,
-                 "unterminated string; expected a closing '\"' on the same line");
-          }
-          const unsigned char d = static_cast<unsigned char>(text_[i]);
-          if (d == '"') break;
-          if (d == '\\') {
-            const int col = static_cast<int>(i - line_start) + 1;
-            const char e = i + 1 < n ? text_[i + 1] : '\0';
-            if (e == '"' || e == '\\') {
-              s += e;
-              i += 2;
-            } else if (e == 'n') {
-              s += '\n';
-              i += 2;
-            } else if (e == 't') {
-              s += '\t';
-              i += 2;
-            } else if (e == 'x' && i + 3 < n && std::isxdigit(static_cast<unsigned char>(text_[i + 2])) &&
-                       std::isxdigit(static_cast<unsigned char>(text_[i + 3]))) {
-              s += static_cast<char>(std::strtol(text_.substr(i + 2, 2).c_str(), nullptr, 16));
-              i += 4;
-            } else {
-              Fail(line, col, "bad escape in a string; expected \\\" \\\\ \\n \\t or \\xHH");
-            }
-            continue;
-          }
-          if (d < 0x20 && d != '\t') {
-            Fail(line, static_cast<int>(i - line_start) + 1,
-                 "a control character in a string; expected it escaped as \\xHH");
-          }
-          s += static_cast<char>(d);
-          ++i;
-        }
-        ++i;
-        token(TokenKind::kString, std::move(s), start);
-      } else if (std::strchr("(){}[],:=@", c) != nullptr) {
-        token(TokenKind::kPunct, std::string(1, c), i);
-        ++i;
-      } else {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
-        const bool printable = c > 0x20 && c < 0x7f;
-        Fail(line, static_cast<int>(i - line_start) + 1,
-             StrCat("unexpected character '", printable ? std::string(1, c) : std::string(buf),
-                    "'; expected a statement, a value, a name or punctuation"));
-      }
-    }
-    token(TokenKind::kEof, "", i);
-  }
 
   // ---- token helpers
 
@@ -730,12 +467,6 @@ class Parser {
     }
   }
 
-  std::string Types(const Program& p, const std::vector<int>& values) const {
-    std::vector<std::string> out;
-    for (int v : values) out.push_back(TypeText(p.shapes[v], p.dtype(v)));
-    return Join(out, ", ");
-  }
-
   void Statement(Program* p, Scope* scope, int depth) {
     const Token id = Next();
     bool declared = false;
@@ -797,7 +528,7 @@ class Parser {
       ParseParams(body.get(), &inner);
       ExpectEol("after the body's parameters");
       Statements(body.get(), &inner, open, depth + 1);
-      out = StructuralShape(*p, op, *body, op_token, params_at, where);
+      out = StructuralShape(*this, *p, op, *body, op_token, params_at, where);
       op.body = std::move(body);
     } else {
       if (IsPunct(Peek(), "{")) {
@@ -843,126 +574,17 @@ class Parser {
     p->ops.push_back(std::move(op));
   }
 
-  // The output shape of a checkpoint, scan or chain from its inputs and its
-  // body, checking that they fit together.
-  Shape StructuralShape(const Program& p, const Op& op, const Program& body,
-                        const Token& op_token, const Token& params_at, const std::string& where) {
-    std::vector<Shape> expected;
-    for (int v : op.inputs) expected.push_back(p.shapes[v]);
-    if (op.kind == OpKind::kScan) {
-      if (op.inputs.size() < static_cast<size_t>(2 + op.num_consts)) {
-        Fail(op_token, StrCat("wrong arity: scan takes a carry, at least one xs and its ",
-                              op.num_consts, " consts, got ", op.inputs.size(),
-                              " inputs; expected scan(%CARRY, %XS, ..., %CONST, ...)"));
-      }
-      const size_t num_xs = op.inputs.size() - 1 - op.num_consts;
-      for (size_t i = 1 + num_xs; i < expected.size(); ++i) {
-        if (p.dtype(op.inputs[i]) == DType::kF32) {
-          Fail(op_token, StrCat("dtype mismatch: const ", i - num_xs, " of scan (input ", i,
-                                ") is ", TypeText(expected[i]),
-                                "; a scan's consts are integer values, which no step "
-                                "differentiates (stack a float loop invariant as an xs)"));
-        }
-      }
-      const Shape first = expected[1];
-      for (size_t i = 1; i <= num_xs; ++i) {
-        if (expected[i].rank() == 0 || first.rank() == 0 ||
-            expected[i].dim(0) != first.dim(0)) {
-          Fail(op_token, StrCat("shape mismatch: every xs of scan needs the same leading "
-                                "(scanned) axis; got ", Types(p, op.inputs)));
-        }
-        expected[i] = expected[i].DropLeading();
-      }
-      if (first.dim(0) == 0) {
-        Fail(op_token, StrCat("scan over zero steps (xs ", TypeText(first),
-                              "); expected a leading axis of at least 1"));
-      }
-    }
-    if (body.num_params() != static_cast<int>(expected.size())) {
-      Fail(params_at, StrCat("wrong arity: the body of ", where, " has ", body.num_params(),
-                             " parameters for ", expected.size(),
-                             op.kind == OpKind::kScan
-                                 ? " (the carry, one slice of each xs and each const)"
-                                 : " inputs",
-                             "; expected one parameter per input"));
-    }
-    for (size_t i = 0; i < expected.size(); ++i) {
-      if (body.dtype(static_cast<int>(i)) != p.dtype(op.inputs[i])) {
-        Fail(params_at, StrCat("dtype mismatch: parameter ", i, " of the body of ", where, " is ",
-                               TypeText(body.shapes[i], body.dtype(static_cast<int>(i))),
-                               " but its input is ", DTypeName(p.dtype(op.inputs[i]))));
-      }
-      if (body.shapes[i] != expected[i]) {
-        const DType dtype = p.dtype(op.inputs[i]);  // the body's is the same (checked above)
-        Fail(params_at, StrCat("shape mismatch: parameter ", i, " of the body of ", where, " is ",
-                               TypeText(body.shapes[i], dtype), " but its input ",
-                               IsScanConst(op, i)                 ? "const "
-                               : op.kind == OpKind::kScan && i > 0 ? "slice "
-                                                                   : "",
-                               "is ", TypeText(expected[i], dtype)));
-      }
-    }
-    const Shape out = body.shapes[body.output];
-    if (body.dtype(body.output) != DType::kF32) {
-      Fail(op_token, StrCat("dtype mismatch: the body of ", where, " returns an ",
-                            DTypeName(body.dtype(body.output)), " value; a body returns f32"));
-    }
-    if (op.kind == OpKind::kScan && out != expected[0]) {
-      Fail(op_token, StrCat("shape mismatch: the body of ", where, " returns ", TypeText(out),
-                            " but the carry is ", TypeText(expected[0]),
-                            "; expected a carry of the carry's shape"));
-    }
-    if (op.kind == OpKind::kChain) CheckChain(body, op_token, where);
-    return out;
-  }
-
-  // A chain's body is its blocks (program.h): checkpoint ops; block 0 reads
-  // body parameters, block i > 0 block i-1's output once and otherwise
-  // parameters; the body returns the last block's output.
-  void CheckChain(const Program& body, const Token& op_token, const std::string& where) {
-    if (body.ops.empty()) {
-      Fail(op_token, StrCat("the body of ", where, " has no blocks; expected checkpoint ops"));
-    }
-    for (size_t k = 0; k < body.ops.size(); ++k) {
-      const Op& block = body.ops[k];
-      if (block.kind != OpKind::kCheckpoint) {
-        Fail(op_token, StrCat("block ", k, " of the body of ", where, " is a ",
-                              OpKindName(block.kind), "; expected a chain's blocks to be "
-                              "checkpoint ops"));
-      }
-      int carries = 0;
-      for (int v : block.inputs) {
-        if (v < body.num_params()) continue;
-        if (k > 0 && v == body.ops[k - 1].output) {
-          ++carries;
-          continue;
-        }
-        Fail(op_token, StrCat("block ", k, " of the body of ", where,
-                              " reads the output of a block other than the one before it; "
-                              "expected the previous block's output and body parameters"));
-      }
-      if (k > 0 && carries != 1) {
-        Fail(op_token, StrCat("block ", k, " of the body of ", where, " reads block ", k - 1,
-                              "'s output ", carries, " times; expected once"));
-      }
-    }
-    if (body.output != body.ops.back().output) {
-      Fail(op_token, StrCat("the body of ", where,
-                            " returns a value other than its last block's; expected that one"));
-    }
-  }
-
   const std::string& text_;
-  const std::string& filename_;
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   Token return_token_;
 };
 
 }  // namespace
+}  // namespace program_text
 
 Program ParseProgram(const std::string& text, const std::string& filename) {
-  return Parser(text, filename).File();
+  return program_text::Parser(text, filename).File();
 }
 
 Program ReadProgramFile(const std::string& path) {
@@ -984,69 +606,6 @@ Program ReadProgramFile(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) throw Error(StrCat(path, ": cannot read"));
   return ParseProgram(text.str(), path);
-}
-
-// ----------------------------------------------------------- comparison
-
-namespace {
-
-std::string OpDifference(const Op& a, const Op& b) {
-  if (a.kind != b.kind) return StrCat("kind ", OpKindName(a.kind), " vs ", OpKindName(b.kind));
-  auto ints = [](const std::vector<int>& v) {
-    std::string s;
-    for (int x : v) s += StrCat(s.empty() ? "" : ",", x);
-    return "[" + s + "]";
-  };
-  if (a.inputs != b.inputs) return StrCat("inputs ", ints(a.inputs), " vs ", ints(b.inputs));
-  if (a.output != b.output) return StrCat("output ", a.output, " vs ", b.output);
-  if (a.site != b.site) return StrCat("site '", a.site, "' vs '", b.site, "'");
-  if (a.scope != b.scope) return StrCat("scope '", a.scope, "' vs '", b.scope, "'");
-  if (a.name != b.name) return StrCat("name '", a.name, "' vs '", b.name, "'");
-  if (a.policy.ToString() != b.policy.ToString()) {
-    return StrCat("policy ", a.policy.ToString(), " vs ", b.policy.ToString());
-  }
-  if (std::memcmp(&a.scalar, &b.scalar, sizeof(double)) != 0) {
-    return StrCat("scalar ", NumberText(a.scalar), " vs ", NumberText(b.scalar));
-  }
-  if (a.ints != b.ints) return "ints differ";
-  if (a.schedule != b.schedule) return StrCat("schedule '", a.schedule, "' vs '", b.schedule, "'");
-  if ((a.body == nullptr) != (b.body == nullptr)) return "one has a body, the other none";
-  if (a.body) {
-    const std::string d = ProgramDifference(*a.body, *b.body);
-    if (!d.empty()) return "body: " + d;
-  }
-  return "";
-}
-
-}  // namespace
-
-std::string ProgramDifference(const Program& a, const Program& b) {
-  if (a.name != b.name) return StrCat("name '", a.name, "' vs '", b.name, "'");
-  if (a.param_names != b.param_names) {
-    return StrCat("parameters (", Join(a.param_names, ", "), ") vs (", Join(b.param_names, ", "),
-                  ")");
-  }
-  for (int i = 0; i < a.num_params(); ++i) {
-    if (a.is_data(i) != b.is_data(i)) {
-      return StrCat("parameter ", a.param_names[i], ": ", a.is_data(i) ? "data" : "trained", " vs ",
-                    b.is_data(i) ? "data" : "trained");
-    }
-  }
-  if (a.num_values() != b.num_values()) {
-    return StrCat(a.num_values(), " values vs ", b.num_values());
-  }
-  for (int v = 0; v < a.num_values(); ++v) {
-    if (a.shapes[v] != b.shapes[v]) {
-      return StrCat("value ", v, ": ", a.shapes[v].ToString(), " vs ", b.shapes[v].ToString());
-    }
-  }
-  if (a.output != b.output) return StrCat("output ", a.output, " vs ", b.output);
-  if (a.ops.size() != b.ops.size()) return StrCat(a.ops.size(), " ops vs ", b.ops.size());
-  for (size_t k = 0; k < a.ops.size(); ++k) {
-    const std::string d = OpDifference(a.ops[k], b.ops[k]);
-    if (!d.empty()) return StrCat("op ", k, " (", OpKindName(a.ops[k].kind), "): ", d);
-  }
-  return "";
 }
 
 }  // namespace remat

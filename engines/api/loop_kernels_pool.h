@@ -1,0 +1,112 @@
+// The pooling loop kernels over NCHW images (loop_kernels.h): max_pool2d and
+// global_avg_pool, forward and backward.
+#ifndef REMAT_ENGINES_API_LOOP_KERNELS_POOL_H_
+#define REMAT_ENGINES_API_LOOP_KERNELS_POOL_H_
+
+#include <cstdint>
+#include <limits>
+
+#include "engines/api/loop_kernels_common.h"
+#include "engines/api/tensor.h"
+
+namespace remat {
+namespace loop_kernels {
+
+// max_pool2d's choice in window (i, j) of one (H, W) plane: the window's
+// taps in row-major order (increasing index), the first valid one chosen,
+// then replaced only by a value ChosenBefore it (greater, or NaN over a
+// number): among equal values the lowest index (CONTRACT.md's tie rule).
+// Padding taps are skipped (never chosen); -1 for a window with none valid.
+template <typename T>
+int64_t PoolChoice(const T* plane, int64_t h, int64_t w, int64_t i, int64_t j, int64_t k,
+                   int64_t stride, int64_t pad) {
+  int64_t best = -1;
+  for (int64_t p = 0; p < k; ++p) {
+    const int64_t r = i * stride + p - pad;
+    if (r < 0 || r >= h) continue;
+    for (int64_t q = 0; q < k; ++q) {
+      const int64_t s = j * stride + q - pad;
+      if (s < 0 || s >= w) continue;
+      const int64_t at = r * w + s;
+      if (best < 0 || ChosenBefore(plane[at], plane[best])) best = at;
+    }
+  }
+  return best;
+}
+
+// max_pool2d: y = x at each window's choice (attrs: int_a = k, int_b =
+// stride, int_c = padding); a window with no valid tap (not from a valid
+// op) gives -inf.
+template <typename T>
+void MaxPool2d(const Tensor& x, int64_t k, int64_t stride, int64_t pad, Tensor& out) {
+  const Shape& xs = x.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), h = xs.dim(2), w = xs.dim(3);
+  const int64_t oh = out.shape().dim(2), ow = out.shape().dim(3);
+  const T* a = static_cast<const T*>(x.raw());
+  T* y = static_cast<T*>(out.raw());
+  ForEachIndex(planes, planes * oh * ow * k * k, [&](int64_t pl) {
+    const T* plane = a + pl * h * w;
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t at = PoolChoice(plane, h, w, i, j, k, stride, pad);
+        y[(pl * oh + i) * ow + j] = at < 0 ? -std::numeric_limits<T>::infinity() : plane[at];
+      }
+    }
+  });
+}
+
+// max_pool2d's backward from x: dx = 0, then for each output in increasing
+// position dx[its choice] += dy (overlapping windows add in that order).
+template <typename T>
+void MaxPool2dBackward(const Tensor& x, const Tensor& dy, int64_t k, int64_t stride, int64_t pad,
+                       Tensor& out) {
+  const Shape& xs = x.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), h = xs.dim(2), w = xs.dim(3);
+  const int64_t oh = dy.shape().dim(2), ow = dy.shape().dim(3);
+  const T* a = static_cast<const T*>(x.raw());
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  // A plane's adds land in its own plane: planes split between threads.
+  ForEachIndex(planes, planes * oh * ow * k * k, [&](int64_t pl) {
+    T* op = o + pl * h * w;
+    for (int64_t i = 0; i < h * w; ++i) op[i] = T(0);
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t at = PoolChoice(a + pl * h * w, h, w, i, j, k, stride, pad);
+        if (at >= 0) op[at] += g[(pl * oh + i) * ow + j];
+      }
+    }
+  });
+}
+
+// global_avg_pool: y[n, c] = (sum of the (H, W) plane in index order) / (H W).
+template <typename T>
+void GlobalAvgPool(const Tensor& x, Tensor& out) {
+  const Shape& xs = x.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), hw = xs.dim(2) * xs.dim(3);
+  const T* a = static_cast<const T*>(x.raw());
+  T* y = static_cast<T*>(out.raw());
+  ForEachIndex(planes, planes * hw, [&](int64_t pl) {
+    T s = 0;
+    for (int64_t i = 0; i < hw; ++i) s += a[pl * hw + i];
+    y[pl] = s / static_cast<T>(hw);
+  });
+}
+
+// dx[n, c, :, :] = dy[n, c] / (H W); out has x's shape.
+template <typename T>
+void GlobalAvgPoolBackward(const Tensor& dy, Tensor& out) {
+  const Shape& xs = out.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), hw = xs.dim(2) * xs.dim(3);
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  ForEachIndex(planes, planes * hw, [&](int64_t pl) {
+    const T v = g[pl] / static_cast<T>(hw);
+    for (int64_t i = 0; i < hw; ++i) o[pl * hw + i] = v;
+  });
+}
+
+}  // namespace loop_kernels
+}  // namespace remat
+
+#endif  // REMAT_ENGINES_API_LOOP_KERNELS_POOL_H_
