@@ -5,11 +5,11 @@
 //
 //   BenchFlags flags = ParseBenchFlags(args, &rest);
 //   std::vector<PlannedRow> plan = PlanRows(flags, EngineNames());
-//   ... run them (harness/bench_main.cc), one RowResult per row ...
+//   ... run them (harness/bench_main.cc, bench_row.h), one RowResult per row ...
 //   ComputeVsEager(&results);  // and the plausibility flags
 //   (harness/bench_report.h: ResultsJson, FormatSummary)
 //
-// How a row is timed (bench_main.cc runs it; the rules are in
+// How a row is timed (harness/bench_row.h runs it; the rules are in
 // harness/bench_sampling.h, tested on synthetic timings): by default every row but eager's is
 // paired, its runs interleaved with eager runs on the same case (eager, row,
 // row, eager, eager, row, ...). Samples a neighbour disturbed are set aside

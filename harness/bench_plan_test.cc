@@ -129,6 +129,43 @@ TEST(BenchPlan, SweepsAndErrors) {
   EXPECT_THROW(ParseBenchFlags({"bench", "--engines"}, &rest), Error);
 }
 
+// The default expansion has an A/A control for every case; --problems and
+// --engines keep only the rows they name; a problem name that does not
+// exist is an error that names it.
+TEST(BenchPlan, DefaultHasControlsFiltersKeepWhatTheyNameAndBadNamesAreNamed) {
+  const std::vector<PlannedRow> plan = DefaultPlan(EngineNames());
+  std::set<std::string> cases, controlled;
+  for (const PlannedRow& row : plan) {
+    if (row.kind != RowKind::kValueAndGrad) continue;
+    cases.insert(row.case_key);
+    if (row.control) {
+      EXPECT_EQ(row.engine, kBaselineEngine) << row.name;
+      controlled.insert(row.case_key);
+    }
+  }
+  EXPECT_FALSE(cases.empty());
+  EXPECT_EQ(controlled, cases);
+
+  std::vector<std::string> rest;
+  const std::vector<PlannedRow> filtered = PlanRows(
+      ParseBenchFlags({"bench", "--problems=layer_loss", "--engines=eager,recompute"}, &rest),
+      EngineNames());
+  ASSERT_FALSE(filtered.empty());
+  std::set<std::string> engines;
+  for (const PlannedRow& row : filtered) {
+    EXPECT_EQ(row.problem, "layer_loss") << row.name;
+    if (row.kind == RowKind::kValueAndGrad) engines.insert(row.engine);
+  }
+  EXPECT_EQ(engines, (std::set<std::string>{"eager", "recompute"}));
+
+  try {
+    PlanRows(ParseBenchFlags({"bench", "--problems=no_such_problem"}, &rest), EngineNames());
+    ADD_FAILURE() << "--problems=no_such_problem was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_problem"), std::string::npos) << e.what();
+  }
+}
+
 // --peer alone is every peer; --peer=LIST names them (once each); an unknown
 // name or an empty list is an error naming the peers there are.
 TEST(BenchPlan, PeerFlags) {

@@ -1,0 +1,169 @@
+#include "harness/bench_matmul_bound.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "engines/api/error.h"
+#include "engines/api/registry.h"
+#include "engines/onednn/kernel_traffic.h"
+#include "engines/onednn/matmul_calls.h"
+#include "harness/stream_rate.h"
+
+namespace remat::bench {
+
+void RunCaseMatMuls(RowState& s) {
+  for (const RowState::BoundCall& c : s.bound_calls) {
+    Tensor out = s.kernels->MatMulInto(c.out, c.a, c.transpose_a, c.b, c.transpose_b);
+    benchmark::DoNotOptimize(out.raw());
+  }
+}
+
+void SetUpMatMulBound(RowState* s) {
+  const Case& c = s->session->cases.Get(s->row);
+  // Eager's matmuls on the case, from one run of it, with where each
+  // operand's elements were.
+  std::vector<RecordedMatMul> calls;
+  KernelTrafficByName traffic;
+  int64_t eager_peak_bytes = 0;
+  {
+    MatMulRecorder recorder(MatMulRecorder::Detail::kCalls);
+    KernelTrafficRecorder traffic_recorder;
+    RunOptions options;
+    options.max_memory_bytes = s->session->max_memory_bytes;
+    eager_peak_bytes =
+        MakeEngine(kBaselineEngine)->ValueAndGrad(c.program, c.inputs, c.wrt, options).stats.peak_bytes;
+    calls = recorder.calls();
+    traffic = traffic_recorder.traffic();
+  }
+  // Measured once, by the first window's process (about 50 ms a kernel).
+  if (!s->session->child) {
+    const StreamFloor floor =
+        NonMatMulStreamFloor(traffic, eager_peak_bytes);
+    if (floor.bytes > 0) s->stream_floor = floor;
+  }
+  if (calls.empty()) {
+    throw Error(StrCat("matmul bound: eager makes no matmul on ", c.ToString()));
+  }
+  s->kernels = std::make_unique<OneDnnKernels>();
+  s->tracker = std::make_shared<MemoryTracker>();
+  s->kernels->Bind(s->tracker);
+  // One buffer per address eager's matmuls read or wrote, as large as the
+  // largest operand or output there: where eager read one buffer twice (a
+  // weight in the forward and the backward), the replay does too; where
+  // eager read L weights, so does the replay, from memory rather than
+  // cache; and where eager wrote L activations it keeps for the backward,
+  // the replay writes L buffers, not one output buffer that the allocator
+  // hands back hot after every call (README: the bound's outputs).
+  std::map<const void*, int64_t> elements_at;
+  for (const RecordedMatMul& call : calls) {
+    const Shape out_shape = Kernels::MatMulShape(call.call.a, call.call.transpose_a,
+                                                 call.call.b, call.call.transpose_b);
+    for (const auto& [data, shape] :
+         {std::pair{call.a_data, call.call.a}, std::pair{call.b_data, call.call.b},
+          std::pair{call.out_data, out_shape}}) {
+      int64_t& n = elements_at[data];
+      n = std::max(n, shape.num_elements());
+    }
+  }
+  // Values in [-1, 1): the same arithmetic the problems' inputs make (no
+  // zeros or denormals that some kernels might shortcut).
+  uint64_t state = 1;
+  std::map<const void*, Tensor> buffer_at;
+  for (const auto& [data, n] : elements_at) {
+    Tensor t = Tensor::Zeros(DType::kF32, Shape({n}), s->tracker, Category::kInputs);
+    float* values = t.f32();
+    for (int64_t i = 0; i < n; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      values[i] = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
+    }
+    buffer_at.emplace(data, std::move(t));
+  }
+  for (const RecordedMatMul& call : calls) {
+    const Shape out_shape = Kernels::MatMulShape(call.call.a, call.call.transpose_a,
+                                                 call.call.b, call.call.transpose_b);
+    s->bound_calls.push_back({buffer_at.at(call.a_data).View(0, call.call.a),
+                              buffer_at.at(call.b_data).View(0, call.call.b),
+                              buffer_at.at(call.out_data).View(0, out_shape),
+                              call.call.transpose_a, call.call.transpose_b});
+  }
+  // Warm-up: creates the primitives and counts the FLOPs, as the engines
+  // count them.
+  s->kernels->reset_flops();
+  const Clock::time_point start = Clock::now();
+  RunCaseMatMuls(*s);
+  s->runs_per_sample = RunsPerSample(SecondsSince(start));
+  s->flops = s->kernels->flops();
+  if (s->session->paired) {
+    // Eager ran above, so it runs here too (the same options as the rows').
+    RunOptions options;
+    options.max_memory_bytes = s->session->max_memory_bytes;
+    s->eager_flops = s->session->baselines.Get(s->row, c, options).flops;
+    s->paired = true;
+  }
+}
+
+void RunMatMulBound(benchmark::State& state, RowState* s) {
+  if (!EnsureReady(state, s)) return;
+  const bool memory_pass = s->session->memory.active();
+  // Eager's runs beside the bound's: as the rows' pairs run them.
+  RunOptions options;
+  options.max_memory_bytes = s->session->max_memory_bytes;
+  options.predict_memory = false;
+  options.time_kernels = false;
+  try {
+    const Case& c = s->session->cases.Get(s->row);
+    for (auto _ : state) {
+      if (memory_pass) {
+        state.SetIterationTime(0);
+        continue;
+      }
+      // Sampled by the same rule as the rows, paired with eager like them:
+      // eager's share of its matmuls' time is then the median of pairs
+      // taken milliseconds apart, not two least times taken seconds apart
+      // while the machine's speed drifted (mlp_chain's eager moved 25.8 to
+      // 31.0 ms between three back-to-back engine_loop runs). For at least
+      // kBoundMinSeconds: every row of its case is checked against it, a
+      // bound taken while a neighbour ran would flag them all, and its
+      // samples are milliseconds, so a second more costs little.
+      SamplingRule rule = RuleNow(*s->session, s->weight);
+      rule.min_seconds = std::max(rule.min_seconds, kBoundMinSeconds);
+      rule.max_samples = std::max<int64_t>(rule.max_samples, 1000);
+      SamplePaired(s, s->paired ? &s->session->baselines.Get(s->row, c, options) : nullptr, c,
+                   options, rule, [&] {
+                     MatMulRecorder recorder;
+                     const Sample sample =
+                         TimeSample(s->runs_per_sample, [&](int64_t) { RunCaseMatMuls(*s); });
+                     s->timings.row_ms.push_back(sample.ms);
+                     s->timings.row_delay.push_back(sample.delay);
+                     s->runs += s->runs_per_sample;
+                     AddImpls(recorder, &s->matmul_impls);
+                   },
+                   [&] { RunCaseMatMuls(*s); });
+      state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
+    }
+  } catch (const std::exception& e) {
+    s->error = e.what();
+    state.SkipWithError(s->error.c_str());
+    return;
+  }
+  if (memory_pass) {
+    s->session->memory.Record(s->tracker->peak_bytes());
+    return;
+  }
+  s->stats.peak_bytes = s->tracker->peak_bytes();
+  for (int c = 0; c < kNumCategories; ++c) {
+    s->stats.peak_bytes_by_category[c] = s->tracker->peak_bytes(static_cast<Category>(c));
+  }
+  s->stats.flops_forward = s->flops;
+  const RowEstimate estimate = Estimate(s->timings);
+  SetCounters(state, *s, s->tracker->peak_bytes(), s->flops, estimate.row_ms / 1e3);
+  state.counters["samples"] = static_cast<double>(estimate.samples);
+  if (estimate.spread) state.counters["spread_pct"] = 100 * *estimate.spread;
+}
+
+}  // namespace remat::bench

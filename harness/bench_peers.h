@@ -1,0 +1,28 @@
+// --peer: the field's engines (JAX, PyTorch) timed on the run's peer cases
+// by tools/peer_time.py, as rows of the results JSON.
+#ifndef REMAT_HARNESS_BENCH_PEERS_H_
+#define REMAT_HARNESS_BENCH_PEERS_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "harness/bench_lib.h"
+
+namespace remat::bench {
+
+// The field's engines (--peer) on the run's peer cases: for every eager row
+// of a kPeerProblems problem, the case as written and under
+// everything_saveable (no checkpointing), written as remat conform writes a
+// case (program.txt, <input>.npy, case.json) with eager's inputs, and timed
+// by tools/peer_time.py in the workspace's .venv (or $REMAT_VENV). Each peer
+// row's time is its least run, as the bench's rows', and vs_eager is that
+// over the eager row's time in this run. A peer that is not installed, that
+// refuses a case (unsupported) or fails is a row with the error: the run
+// goes on.
+void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::string>& peers,
+                 nlohmann::json* run, std::ostream& out);
+
+}  // namespace remat::bench
+
+#endif  // REMAT_HARNESS_BENCH_PEERS_H_
