@@ -2,9 +2,9 @@
 runs it cites, every number in its tables is one of theirs, and results/
 holds the cited files and nothing else.
 
-Run by Bazel with results/, README.md and tools/report.py as data, from the
-runfiles' copy of the workspace (the report's command uses paths relative
-to the workspace root).
+Run by Bazel with results/, README.md, docs/*.md and tools/report.py (and
+its modules) as data, from the runfiles' copy of the workspace (the
+report's command uses paths relative to the workspace root).
 """
 
 import json
@@ -22,6 +22,12 @@ else:  # run by hand: the checkout this file is in
     ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")
 MIB = float(1 << 20)
+# The pages the command writes: REPORT.md (it names the command) and the
+# page of every table.
+PAGES = ("results/REPORT.md", "results/REPORT-full.md")
+# A recorded file's name: dated runs and TSVs, plots. The examples of the
+# pages, such as results/A.json or results/runs/bench-STAMP.json, are not.
+RECORDED = r"(?<![\w/])results/(?:[a-z_]+-\d{8}(?:T\d{6}Z)?\.(?:json|tsv|txt)|[a-z_]+\.png)"
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import report  # noqa: E402  tools/report.py: how a table names a record (key_of, variant)
@@ -30,6 +36,18 @@ import report  # noqa: E402  tools/report.py: how a table names a record (key_of
 def read(path):
     with open(os.path.join(ROOT, path)) as f:
         return f.read()
+
+
+def docs_pages():
+    """The pages README.md links under docs/, each of which must be here
+    (a page missing from the test's data fails, not skipped)."""
+    return sorted(set(re.findall(r"\(?(docs/[a-z_-]+\.md)", read("README.md"))))
+
+
+def missing_recorded(text):
+    """The recorded results files `text` names that results/ does not hold."""
+    return [path for path in re.findall(RECORDED, text)
+            if not os.path.exists(os.path.join(ROOT, path))]
 
 
 def report_command():
@@ -72,16 +90,25 @@ class CommittedResultsTest(unittest.TestCase):
         self.assertEqual(words[:2], ["/usr/bin/python3", "tools/report.py"], words)
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmp:
             subprocess.run(words + ["--out", tmp], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-            with open(os.path.join(tmp, "REPORT.md")) as f:
-                again = f.read()
-        committed = read("results/REPORT.md")
+            for page in PAGES:
+                with open(os.path.join(tmp, os.path.basename(page))) as f:
+                    self.same(page, f.read(), words)
+
+    def same(self, page, again, words):
+        committed = read(page)
         if again != committed:
             a, b = committed.split("\n"), again.split("\n")
             first = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
-            self.fail("results/REPORT.md is not what `%s` writes: line %d differs:\n  committed: %s\n"
+            self.fail("%s is not what `%s` writes: line %d differs:\n  committed: %s\n"
                       "  generated: %s\n(regenerate it; never edit it by hand)"
-                      % (" ".join(words), first + 1, a[first] if first < len(a) else "<end>",
+                      % (page, " ".join(words), first + 1, a[first] if first < len(a) else "<end>",
                          b[first] if first < len(b) else "<end>"))
+
+    def lines(self):
+        """(page, line number, line) of every page of the report."""
+        for page in PAGES:
+            for n, line in enumerate(read(page).split("\n"), 1):
+                yield page, n, line
 
     def test_every_number_in_the_reports_tables_is_in_a_cited_file(self):
         values = []
@@ -98,7 +125,7 @@ class CommittedResultsTest(unittest.TestCase):
         scaled = [v * k for v in values for k in (1.0, 1 / MIB, 1 / (MIB * 1024), 1e-9, 1e-3, 100.0)]
         formatted = {}
         missing = []
-        for n, line in enumerate(read("results/REPORT.md").split("\n"), 1):
+        for page, n, line in self.lines():
             if not line.startswith("|") or line.startswith("| ---"):
                 continue
             for cell in line.strip("|").split("|"):
@@ -110,8 +137,8 @@ class CommittedResultsTest(unittest.TestCase):
                     formatted[digits] = {f"{v:.{digits}f}" for v in scaled}
                     formatted[digits] |= {f"{-v:.{digits}f}" for v in scaled}
                 if token not in formatted[digits]:
-                    missing.append(f"REPORT.md:{n}: {cell.strip()} in {line[:100]}")
-        self.assertEqual(missing, [], "numbers in REPORT.md's tables that no cited file holds "
+                    missing.append(f"{page}:{n}: {cell.strip()} in {line[:100]}")
+        self.assertEqual(missing, [], "numbers in the report's tables that no cited file holds "
                          "(at the printed precision, in bytes, MiB, GiB, GFLOP, s or %)")
 
     def test_each_run_tables_row_holds_its_own_records_numbers(self):
@@ -124,32 +151,32 @@ class CommittedResultsTest(unittest.TestCase):
         header = ["problem", "size", "engine / policy", "time ms", "eager ms", "x eager", "spread",
                   "peak MiB", "residual MiB", "recomputed GFLOP"]
         runs, current, checked, wrong = {}, None, 0, []
-        for n, line in enumerate(read("results/REPORT.md").split("\n"), 1):
+        for page, n, line in self.lines():
             m = re.match(r"## .*\(`(results/[^`]+\.json)`\)$", line)
             if m:
                 current = m.group(1)
                 runs.setdefault(current, json.loads(read(current))["rows"])
                 continue
-            if line.startswith("## "):
+            if line.startswith("## ") or n == 1:
                 current = None
             if current is None or not line.startswith("| ") or line.startswith("| ---"):
                 continue
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if cells == header:
                 continue
-            self.assertEqual(len(cells), len(header), f"REPORT.md:{n}: {line}")
+            self.assertEqual(len(cells), len(header), f"{page}:{n}: {line}")
             problem, size, label = cells[:3]
             records = [r for r in runs[current]
                        if not r.get("control") and r.get("problem") == problem
                        and report.fmt_params(report.key_of(r)[1]) == size and report.variant(r) == label]
             if len(records) != 1:
-                wrong.append(f"REPORT.md:{n}: {len(records)} records of {current} are {problem} {size} {label}")
+                wrong.append(f"{page}:{n}: {len(records)} records of {current} are {problem} {size} {label}")
                 continue
             r = records[0]
             checked += 1
             if r.get("error"):
                 if cells[3] != "failed: " + r["error"].replace("|", "/"):
-                    wrong.append(f"REPORT.md:{n}: not the record's error: {line[:120]}")
+                    wrong.append(f"{page}:{n}: not the record's error: {line[:120]}")
                 continue
 
             def expect(cell, value, column, scale=1.0):
@@ -157,7 +184,7 @@ class CommittedResultsTest(unittest.TestCase):
                 digits = len(cell.split(".")[1]) if "." in cell else 0
                 want = "" if value is None else f"{value * scale:.{digits}f}"
                 if cell != want:
-                    wrong.append(f"REPORT.md:{n}: {column} {cell!r}, the record's {want!r}: {line[:120]}")
+                    wrong.append(f"{page}:{n}: {column} {cell!r}, the record's {want!r}: {line[:120]}")
 
             paired = "pair_time_ms" in r and "paired_eager_ms" in r
             baseline = r.get("engine") == "eager" and r.get("policy") == "as-written"
@@ -166,9 +193,9 @@ class CommittedResultsTest(unittest.TestCase):
                    "eager ms")
             ratio = r.get("vs_eager_paired", r.get("vs_eager"))
             if r.get("noise"):
-                self.assertEqual(cells[5], "noise", f"REPORT.md:{n}")
+                self.assertEqual(cells[5], "noise", f"{page}:{n}")
             elif r.get("untrusted"):
-                self.assertEqual(cells[5], "untrusted", f"REPORT.md:{n}")
+                self.assertEqual(cells[5], "untrusted", f"{page}:{n}")
             else:
                 expect(cells[5], ratio, "x eager")
             expect(cells[6], r.get("spread"), "spread", 100.0)
@@ -181,33 +208,48 @@ class CommittedResultsTest(unittest.TestCase):
                 digits = len(cells[3].split(".")[1]) if "." in cells[3] else 0
                 slack = 0.5 * 10 ** -digits * (1 / float(cells[4]) + float(cells[3]) / float(cells[4]) ** 2)
                 if abs(shown - float(cells[5])) > slack + 0.005:
-                    wrong.append(f"REPORT.md:{n}: time / eager ms = {shown:.3f}, x eager {cells[5]}")
+                    wrong.append(f"{page}:{n}: time / eager ms = {shown:.3f}, x eager {cells[5]}")
         self.assertGreater(checked, 100, "the runs' tables read wrong: too few rows")
         self.assertEqual(wrong, [], "rows of REPORT.md's run tables that are not their records'")
 
     def test_results_holds_the_cited_files_and_nothing_else(self):
         words = report_command()
         cited = set(cited_inputs(words))
-        report = read("results/REPORT.md")
-        readme = read("README.md")
         for path in sorted(cited):
             self.assertTrue(os.path.exists(os.path.join(ROOT, path)), f"{path}: cited, missing")
-        # Every recorded file README or REPORT names exists (dated runs and
-        # plots; README's examples such as results/A.json are not files).
-        recorded = r"results/(?:[a-z_]+-\d{8}(?:T\d{6}Z)?\.(?:json|tsv|txt)|[a-z_]+\.png)"
-        for text, where in ((readme, "README.md"), (report, "results/REPORT.md")):
-            for path in re.findall(recorded, text):
-                self.assertTrue(os.path.exists(os.path.join(ROOT, path)),
-                                f"{where} names {path}, which results/ does not hold")
-        images = set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report))
+        images = set()
+        for page in PAGES:
+            images |= set(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", read(page)))
         for name in sorted(os.listdir(RESULTS)):
-            if name in ("REPORT.md", "BUILD", "latest.json"):
+            # runs/: where the bench writes by default (ignored by git, not
+            # data of this test under Bazel, and never read by it).
+            if name in ("REPORT.md", "REPORT-full.md", "BUILD", "latest.json", "runs"):
                 continue
             path = "results/" + name
             self.assertTrue(path in cited or name in images,
                             f"{path}: neither an input of the report's command nor a plot it "
                             "shows; results/ keeps only what the report cites (history keeps "
-                            "the rest)")
+                            "the rest; tools/promote_run.py keeps it so)")
+
+    def test_every_recorded_file_the_pages_name_exists(self):
+        # Dated runs, TSVs and plots that README.md, the docs/ pages it
+        # links and the report name.
+        pages = ["README.md"] + docs_pages() + list(PAGES)
+        self.assertGreater(len(pages), 4, "README.md links no docs/ page")
+        for page in pages:
+            self.assertTrue(os.path.exists(os.path.join(ROOT, page)),
+                            f"README.md links {page}, which is not here (not in the test's data?)")
+            for path in missing_recorded(read(page)):
+                self.fail(f"{page} names {path}, which results/ does not hold")
+
+    def test_a_page_naming_a_file_results_lacks_fails(self):
+        # The check above finds what it is meant to: a run results/ lacks.
+        self.assertEqual(missing_recorded("see `results/bench-19990101T000000Z.json` and "
+                                          "results/nowhere.png; results/runs/bench-STAMP.json "
+                                          "and results/A.json are examples"),
+                         ["results/bench-19990101T000000Z.json", "results/nowhere.png"])
+        held = sorted(n for n in os.listdir(RESULTS) if n.endswith(".json"))
+        self.assertEqual(missing_recorded(f"results/{held[0]}"), [])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Tests of tools/report.py: the frontier case, the schedules' sections and
-plots, on results files written here (never results/ itself)."""
+plots, the runs it tables, on results files written here (never results/
+itself)."""
 
 import json
 import os
@@ -74,8 +75,8 @@ def run_report(tmp, named_runs):
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     subprocess.run([python, report.__file__] + inputs + ["--out", out],
                    check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(out, "REPORT.md")) as f:
-        return f.read(), out
+    with open(os.path.join(out, "REPORT.md")) as f, open(os.path.join(out, "REPORT-full.md")) as g:
+        return f.read() + g.read(), out
 
 
 def report_of(named_runs):
@@ -150,7 +151,7 @@ class ReportTest(unittest.TestCase):
                 json.dump(run, f)
             python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
             subprocess.run([python, report.__file__, path, "--out", tmp], check=True, stdout=subprocess.DEVNULL)
-            with open(os.path.join(tmp, "REPORT.md")) as f:
+            with open(os.path.join(tmp, "REPORT-full.md")) as f:
                 md = f.read()
         self.assertIn("## The field's engines, in the same run", md)
         self.assertIn("| scan_stack | L=8,N=256,d=512 | remat eager / recompute | 40.0 | 1.00 | 50.0 | 1.25 |", md)
@@ -352,6 +353,36 @@ class ReportTest(unittest.TestCase):
         # The row that differs most first.
         self.assertLess(md.index("| scan_stack/L=8,d=512,N=256/recompute/nothing_saveable | 1.500 | 1.400 |"),
                         md.index("| scan_stack/L=8,d=512,N=256/recompute/as-written | 1.250 | 1.260 |"))
+
+    def test_each_family_gets_its_latest_valid_default_run_case_by_case(self):
+        def default_run(date, valid, ratio, isa="avx512_core", cap=""):
+            rows = [row("L=8,d=512,N=256", "eager", "as-written", 10, 50, None, 1.0, vs_eager_paired=1.0),
+                    row("L=8,d=512,N=256", "recompute", "as-written", 10 * ratio, 40, None, None,
+                        vs_eager_paired=ratio),
+                    row("L=8,d=512,N=256", "recompute", "schedule:bisect", 30, 20, None, None,
+                        vs_eager_paired=3.0)]
+            return {"command": "tools/bazel run //harness:bench", "date": date,
+                    "machine": {"onednn_isa": isa, "isa_cap": cap}, "rows": rows,
+                    "controls": {"valid": valid, "allowance": 0.02, "rows": 3, "trusted": 3,
+                                 "checks": [{"ok": valid, "why": "off"}]}}
+        md = report_of((("old.json", default_run("2026-01-01", True, 1.25)),
+                        ("new.json", default_run("2026-01-03", True, 1.3)),
+                        ("newest_invalid.json", default_run("2026-01-04", False, 1.4)),
+                        ("avx2.json", default_run("2026-01-02", False, 1.5, "avx2", "AVX2"))))
+        short_page, full_page = md.split("# remat-bench report: every table")
+        # The latest valid run of AVX-512; AVX2's only run, valid or not.
+        self.assertIn("## AVX-512: the default run `", short_page)
+        self.assertIn("new.json`, case by case", short_page)
+        self.assertIn("## AVX2 cap: the default run `", short_page)
+        self.assertEqual(full_page.count("## The default run, AVX-512 ("), 1)
+        self.assertIn("new.json`)", full_page.split("## The default run, AVX-512 (")[1].split("\n")[0])
+        # One line per case: eager, the least peak, the fastest below eager's.
+        self.assertIn("| scan_stack | L=8,N=256,d=512 | 10.00 | 50.0 | recompute/schedule:bisect | 20.0 | 3.00 "
+                      "| recompute/as-written | 40.0 | 1.30 |", short_page)
+        self.assertNotIn("| problem | size | engine / policy |", short_page)
+        # The rest is linked.
+        self.assertIn("## In REPORT-full.md", short_page)
+        self.assertIn("](REPORT-full.md#two-default-runs-back-to-back-avx-512)", short_page)
 
 
 if __name__ == "__main__":

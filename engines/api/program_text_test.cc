@@ -459,7 +459,7 @@ TEST(ProgramTextErrorTest, DeepNestingIsRefused) {
   EXPECT_NE(message.find("bodies nested more than 64 deep"), std::string::npos) << message;
 }
 
-// The hand-written example of the README: it parses, keeps its labels and
+// The hand-written example of docs/programs.md (programs as files): it parses, keeps its labels and
 // attributes, and eager and recompute agree on it bit for bit.
 TEST(ProgramTextTest, TheHandWrittenExampleRuns) {
   const Program p = ReadProgramFile("problems/files/mlp_bias.remat");

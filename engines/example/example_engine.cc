@@ -1,4 +1,4 @@
-// "example": a store-everything engine written from the README's "Adding an
+// "example": a store-everything engine written from docs/engines.md ("Adding an
 // engine" and CONTRACT.md, on engines/exec's building blocks: RunMemory for
 // the tracker, arguments and Stats (section 4), Accumulate and
 // StackedGradient for the order of accumulation (section 3),

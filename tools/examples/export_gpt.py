@@ -1,6 +1,6 @@
 """Exports nanoGPT's Shakespeare-char GPT (6 layers, 6 heads, 384 wide,
 256 tokens; batch 4 here) with every block under torch.utils.checkpoint, as
-README's PyTorch walkthrough runs it:
+README's and docs/exporter.md's PyTorch walkthrough runs it:
 
     .venv/bin/python tools/examples/export_gpt.py gpt     # gpt/program.txt, gpt/*.npy
 
