@@ -208,7 +208,7 @@ class ReverseMode {
   // (engines/schedule's ChainCosts::after_bytes).
   int64_t AfterLoopBytes(const Program& program, const Op& op) const;
   // Activation bytes the run holds apart from a loop that is being scheduled
-  // now: subtracted from a budget:B (see the .cc).
+  // now: subtracted from a budget:B (see reverse_mode_scheduled.cc).
   int64_t HeldOutsideLoop() const;
   Tensor ForwardScheduledScan(const Op& op, std::shared_ptr<const Schedule> schedule,
                               const std::vector<Tensor>& in, const std::vector<bool>& needs,
