@@ -5,6 +5,15 @@
 // allows (Mutant::allowed_by) must pass instead, so that an allowance stays
 // true. The last test prints the mutation score over the generated set.
 //
+// Two sizes. With REMAT_FULL=1 in the environment (tools/ci_full.sh) every
+// mutant runs the whole suite. Otherwise (`bazel test //...`, .ci/run) a
+// mutant that CONTRACT.md's rule table names runs only the checks of its
+// rows (which is what the table claims: one of them catches it), and any
+// other mutant the whole suite until its first failing test
+// (--gtest_fail_fast); an allowed mutant always runs the whole suite, which
+// it must pass. Either size fails on the same mutants; the full one also
+// lists every test that catches each.
+//
 //   bazel-bin/harness/gallery/mutant_test                       # every mutant
 //   bazel-bin/harness/gallery/mutant_test --mutant=NAME         # one, with the suite's output
 #include <gtest/gtest.h>
@@ -12,6 +21,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -31,12 +41,40 @@ std::string& OnlyMutant() {
   return name;
 }
 
+// REMAT_FULL=1: every mutant through the whole suite (tools/ci_full.sh).
+bool Full() {
+  const char* full = std::getenv("REMAT_FULL");
+  return full != nullptr && std::string(full) == "1";
+}
+
+// The suite's arguments for `m` beyond its engine (see the top of the file):
+// none in the full size or for an allowed mutant; the checks of the rule
+// table's rows that name `m` as a --gtest_filter (each check with any
+// instantiation prefix and parameter); else --gtest_fail_fast.
+std::string SuiteFilter(const Mutant& m, const std::vector<RuleRow>& rows) {
+  if (Full() || !m.allowed_by.empty()) return "";
+  std::string filter;
+  for (const RuleRow& row : rows) {
+    if (row.allowed || row.planted_in ||
+        std::find(row.faults.begin(), row.faults.end(), m.engine) == row.faults.end()) {
+      continue;
+    }
+    for (const std::string& check : row.checks) {
+      filter += (filter.empty() ? "" : ":") + check + ":*/" + check + ":" + check + "/*:*/" + check + "/*";
+    }
+  }
+  if (filter.empty()) return " --gtest_fail_fast";
+  return " '--gtest_filter=" + filter + "'";
+}
+
 class MutantTest : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(MutantTest, TheSuiteCatchesIt) {
   const Mutant& m = Mutants()[GetParam()];
   if (!OnlyMutant().empty() && m.engine != OnlyMutant()) GTEST_SKIP() << "--mutant=" << OnlyMutant();
-  const Outcome o = Execute(Runfile("harness/gallery/faulty_conformance") + " --engine=" + m.engine);
+  const std::vector<RuleRow> rows = ReadRuleTable(ReadText(Runfile("engines/api/CONTRACT.md")));
+  const Outcome o = Execute(Runfile("harness/gallery/faulty_conformance") + " --engine=" + m.engine +
+                            SuiteFilter(m, rows));
   const std::map<std::string, int> caught_by = TestsThatFailedSaying(o.output, {});
   std::string by;
   for (const auto& [test, instances] : caught_by) {
@@ -57,7 +95,6 @@ TEST_P(MutantTest, TheSuiteCatchesIt) {
   // CONTRACT.md section 9: a row that names this mutant as breaking its
   // rule names a check that caught it.
   if (caught) {
-    const std::vector<RuleRow> rows = ReadRuleTable(ReadText(Runfile("engines/api/CONTRACT.md")));
     for (const RuleRow* row : RowsItsChecksMissed(rows, m.engine, caught_by)) {
       ADD_FAILURE() << "CONTRACT.md:" << row->line << ": " << row->entry << " says " << m.engine
                     << " is caught by its checks, but none of them failed on it (the tests that "
