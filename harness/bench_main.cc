@@ -1,5 +1,6 @@
 // //harness:bench: every problem on every engine (and policy), timed with
-// Google Benchmark; a summary table at the end; JSON into results/.
+// Google Benchmark; a summary table at the end; JSON into results/runs/
+// (ResultsDir).
 //
 //   tools/bazel run //harness:bench
 //   tools/bazel run //harness:bench -- --sweep=depth
