@@ -41,28 +41,12 @@ std::string& OnlyMutant() {
   return name;
 }
 
-// REMAT_FULL=1: every mutant through the whole suite (tools/ci_full.sh).
-bool Full() {
-  const char* full = std::getenv("REMAT_FULL");
-  return full != nullptr && std::string(full) == "1";
-}
-
 // The suite's arguments for `m` beyond its engine (see the top of the file):
 // none in the full size or for an allowed mutant; the checks of the rule
-// table's rows that name `m` as a --gtest_filter (each check with any
-// instantiation prefix and parameter); else --gtest_fail_fast.
+// table's rows that name `m` as a --gtest_filter; else --gtest_fail_fast.
 std::string SuiteFilter(const Mutant& m, const std::vector<RuleRow>& rows) {
-  if (Full() || !m.allowed_by.empty()) return "";
-  std::string filter;
-  for (const RuleRow& row : rows) {
-    if (row.allowed || row.planted_in ||
-        std::find(row.faults.begin(), row.faults.end(), m.engine) == row.faults.end()) {
-      continue;
-    }
-    for (const std::string& check : row.checks) {
-      filter += (filter.empty() ? "" : ":") + check + ":*/" + check + ":" + check + "/*:*/" + check + "/*";
-    }
-  }
+  if (FullSize() || !m.allowed_by.empty()) return "";
+  const std::string filter = RowChecksFilter(rows, m.engine);
   if (filter.empty()) return " --gtest_fail_fast";
   return " '--gtest_filter=" + filter + "'";
 }

@@ -97,6 +97,21 @@ std::vector<const RuleRow*> RowsItsChecksMissed(const std::vector<RuleRow>& rows
   return missed;
 }
 
+std::string RowChecksFilter(const std::vector<RuleRow>& rows, const std::string& fault) {
+  std::string filter;
+  for (const RuleRow& row : rows) {
+    if (row.allowed || row.planted_in ||
+        std::find(row.faults.begin(), row.faults.end(), fault) == row.faults.end()) {
+      continue;
+    }
+    for (const std::string& check : row.checks) {
+      filter += (filter.empty() ? "" : ":") + check + ":*/" + check + ":" + check + "/*:*/" +
+                check + "/*";
+    }
+  }
+  return filter;
+}
+
 std::vector<std::string> RuleTags(const std::string& contract) {
   const std::string body = contract.substr(0, contract.find(kSection));
   static const std::regex tag(R"(\*\*(R[0-9]+\.[0-9]+)\*\*)");

@@ -45,6 +45,11 @@ std::vector<const RuleRow*> RowsItsChecksMissed(const std::vector<RuleRow>& rows
                                                 const std::string& fault,
                                                 const std::map<std::string, int>& caught_by);
 
+// A --gtest_filter value that selects the checks of the rows of `rows` that
+// name `fault` as breaking their rule (allowed and planted rows aside), each
+// check with any instantiation prefix and parameter; "" when no row names it.
+std::string RowChecksFilter(const std::vector<RuleRow>& rows, const std::string& fault);
+
 // The rule tags ("R3.4") written as **R3.4** in `contract` before section 9,
 // in order, repeats included.
 std::vector<std::string> RuleTags(const std::string& contract);

@@ -21,6 +21,11 @@ std::string& Argv0() {
 
 void SetArgv0(const std::string& argv0) { Argv0() = argv0; }
 
+bool FullSize() {
+  const char* full = std::getenv("REMAT_FULL");
+  return full != nullptr && std::string(full) == "1";
+}
+
 // A data dependency of this test: under `bazel test` in the runfiles tree
 // ($TEST_SRCDIR/$TEST_WORKSPACE), run by hand next to argv[0]'s.
 std::string Runfile(const std::string& path) {

@@ -16,6 +16,11 @@ void SetArgv0(const std::string& argv0);
 // ($TEST_SRCDIR/$TEST_WORKSPACE), run by hand next to argv[0]'s.
 std::string Runfile(const std::string& path);
 
+// REMAT_FULL=1 in the environment (tools/ci_full.sh): gallery_test and
+// mutant_test run every fault through the whole suite. Otherwise they run
+// the smaller size each documents, which fails on the same faults.
+bool FullSize();
+
 struct Outcome {
   int exit_code = -1;  // -1: did not exit normally (a crash)
   std::string output;  // stdout and stderr
