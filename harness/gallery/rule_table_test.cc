@@ -173,6 +173,31 @@ TEST(RuleTable, EveryRowNamesChecksAndFaultsThatExist) {
               rows.size(), checked, allowed, outside);
 }
 
+// The default sizes of mutant_test and gallery_test run a fault through the
+// checks of the rows that name it: the filter selects those checks under
+// any instantiation prefix and parameter, and no other row's.
+TEST(RuleTable, RowChecksFilterSelectsTheChecksOfTheRowsThatNameTheFault) {
+  RuleRow named, other, allowed;
+  named.checks = {"VariantTest.AgreesWithTheOracleAndWithEagersBits"};
+  named.faults = {"faulty_sum_order", "mutant_x"};
+  other.checks = {"ConformanceTest.AgreesWithTheFloat64Oracle"};
+  other.faults = {"mutant_y"};
+  allowed.checks = {"ConformanceTest.HonoursCheckpointsAsItClaims"};
+  allowed.faults = {"faulty_sum_order"};
+  allowed.allowed = true;
+  const std::vector<RuleRow> rows = {named, other, allowed};
+  const std::string v = "VariantTest.AgreesWithTheOracleAndWithEagersBits";
+  EXPECT_EQ(RowChecksFilter(rows, "faulty_sum_order"),
+            v + ":*/" + v + ":" + v + "/*:*/" + v + "/*");
+  EXPECT_EQ(RowChecksFilter(rows, "mutant_z"), "");
+  // A fault two rows name: both rows' checks.
+  const std::string f = RowChecksFilter({named, other, named}, "mutant_x");
+  EXPECT_EQ(f.find("Float64Oracle"), std::string::npos);
+  EXPECT_EQ(std::count(f.begin(), f.end(), ':'), 7);
+  EXPECT_NE(RowChecksFilter({named, other}, "mutant_y").find("AgreesWithTheFloat64Oracle/*"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace remat
 
