@@ -84,11 +84,10 @@ Verdict JudgeWhole(const FaultyEngine& f) {
 // The default size (see the top of the file), falling back to the full one.
 Verdict Judge(const FaultyEngine& f, const std::vector<RuleRow>& rows) {
   if (FullSize() || !GetFlags().fault.empty()) return JudgeWhole(f);
-  const std::string filter = RowChecksFilter(rows, f.engine);
   Verdict v;
   v.fuzz_run = false;
   v.conformance = Execute(Runfile("harness/gallery/faulty_conformance") + " --engine=" + f.engine +
-                          (filter.empty() ? " --gtest_fail_fast" : " '--gtest_filter=" + filter + "'"));
+                          RowChecksArguments(rows, f.engine));
   v.conformance_failed = v.conformance.exit_code != 0;
   v.caught_by = TestsThatFailedSaying(v.conformance.output, f.caught_as);
   if (v.caught() &&

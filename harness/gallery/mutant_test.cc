@@ -46,9 +46,7 @@ std::string& OnlyMutant() {
 // table's rows that name `m` as a --gtest_filter; else --gtest_fail_fast.
 std::string SuiteFilter(const Mutant& m, const std::vector<RuleRow>& rows) {
   if (FullSize() || !m.allowed_by.empty()) return "";
-  const std::string filter = RowChecksFilter(rows, m.engine);
-  if (filter.empty()) return " --gtest_fail_fast";
-  return " '--gtest_filter=" + filter + "'";
+  return RowChecksArguments(rows, m.engine);
 }
 
 class MutantTest : public ::testing::TestWithParam<size_t> {};

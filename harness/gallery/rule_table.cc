@@ -112,6 +112,12 @@ std::string RowChecksFilter(const std::vector<RuleRow>& rows, const std::string&
   return filter;
 }
 
+std::string RowChecksArguments(const std::vector<RuleRow>& rows, const std::string& fault) {
+  const std::string filter = RowChecksFilter(rows, fault);
+  if (filter.empty()) return " --gtest_fail_fast";
+  return " '--gtest_filter=" + filter + "'";
+}
+
 std::vector<std::string> RuleTags(const std::string& contract) {
   const std::string body = contract.substr(0, contract.find(kSection));
   static const std::regex tag(R"(\*\*(R[0-9]+\.[0-9]+)\*\*)");

@@ -50,6 +50,12 @@ std::vector<const RuleRow*> RowsItsChecksMissed(const std::vector<RuleRow>& rows
 // check with any instantiation prefix and parameter; "" when no row names it.
 std::string RowChecksFilter(const std::vector<RuleRow>& rows, const std::string& fault);
 
+// The conformance binary's arguments for the default sizes of mutant_test
+// and gallery_test: " '--gtest_filter=<RowChecksFilter>'", or
+// " --gtest_fail_fast" (the whole suite to its first failure) when no row
+// names `fault`.
+std::string RowChecksArguments(const std::vector<RuleRow>& rows, const std::string& fault);
+
 // The rule tags ("R3.4") written as **R3.4** in `contract` before section 9,
 // in order, repeats included.
 std::vector<std::string> RuleTags(const std::string& contract);

@@ -196,6 +196,9 @@ TEST(RuleTable, RowChecksFilterSelectsTheChecksOfTheRowsThatNameTheFault) {
   EXPECT_EQ(std::count(f.begin(), f.end(), ':'), 7);
   EXPECT_NE(RowChecksFilter({named, other}, "mutant_y").find("AgreesWithTheFloat64Oracle/*"),
             std::string::npos);
+  EXPECT_EQ(RowChecksArguments(rows, "mutant_z"), " --gtest_fail_fast");
+  EXPECT_EQ(RowChecksArguments(rows, "mutant_y"),
+            " '--gtest_filter=" + RowChecksFilter(rows, "mutant_y") + "'");
 }
 
 }  // namespace
