@@ -161,24 +161,9 @@ TEST_P(ModelOpTest, BothTablesEveryEngineAndGradcheck) {
   }
 
   // The oracle's gradient against central differences, at every element.
-  auto loss = [&](const std::vector<Tensor>& args) {
-    return MakeEngine("oracle")->ValueAndGrad(c.program, args, {}).value.f64()[0];
-  };
-  for (size_t w = 0; w < c.wrt.size(); ++w) {
-    const int input = c.wrt[w];
-    for (int64_t j = 0; j < c.inputs[input].num_elements(); ++j) {
-      std::vector<Tensor> plus = c.inputs, minus = c.inputs;
-      plus[input] = Copy(c.inputs[input]);
-      minus[input] = Copy(c.inputs[input]);
-      const float x = c.inputs[input].f32()[j];
-      plus[input].f32()[j] = x + 1e-3f;
-      minus[input].f32()[j] = x - 1e-3f;
-      const double step = static_cast<double>(plus[input].f32()[j]) - minus[input].f32()[j];
-      const double numeric = (loss(plus) - loss(minus)) / step;
-      const double analytic = oracle.grads[w].f64()[j];
-      EXPECT_NEAR(numeric, analytic, 1e-4 * std::max(1.0, std::abs(analytic)))
-          << mc.name << ": d loss / d " << program.param_names[input] << "[" << j << "]";
-    }
+  for (const std::string& d : CentralDifferenceDisagreements(
+           c, oracle, 1e-3f, 0, [](double g) { return 1e-4 * std::max(1.0, std::abs(g)); })) {
+    ADD_FAILURE() << mc.name << ": " << d;
   }
 }
 

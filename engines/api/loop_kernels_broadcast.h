@@ -148,21 +148,27 @@ inline Shape KeptShape(const Shape& x, std::span<const int64_t> axes) {
   return Shape(std::move(dims));
 }
 
-// Sums x into out (zeroed first), out of the kept shape `kept` (x's rank,
-// each axis x's size or 1), in the header's order: x's elements one after
-// another in flat order, each added to the running sum of its element of
-// out. On one thread: the order is the contract.
-template <typename T>
-void SumInto(const Tensor& x, const Shape& kept, T* o, int64_t out_elements) {
-  for (int64_t i = 0; i < out_elements; ++i) o[i] = T(0);
+// Folds x into out (each element set to `init` first), out of the kept
+// shape `kept` (x's rank, each axis x's size or 1), in the header's order:
+// x's elements one after another in flat order, each folded into its
+// element of out by fold(acc, v). On one thread: the order is the contract.
+template <typename T, typename Fold>
+void FoldInto(const Tensor& x, const Shape& kept, T* o, int64_t out_elements, T init, Fold fold) {
+  for (int64_t i = 0; i < out_elements; ++i) o[i] = init;
   const BroadcastWalk<1> walk(x.shape(), {kept});
   const T* px = static_cast<const T*>(x.raw());
   const int64_t cols = walk.cols(), so = walk.col_stride(0);
   for (int64_t r = 0; r < walk.rows(); ++r) {
     T* ro = o + walk.RowOffset(0, r);
     const T* rx = px + r * cols;
-    for (int64_t j = 0; j < cols; ++j) ro[j * so] += rx[j];
+    for (int64_t j = 0; j < cols; ++j) fold(ro[j * so], rx[j]);
   }
+}
+
+// The running sums from +0.
+template <typename T>
+void SumInto(const Tensor& x, const Shape& kept, T* o, int64_t out_elements) {
+  FoldInto<T>(x, kept, o, out_elements, T(0), [](T& acc, T v) { acc += v; });
 }
 
 // dy summed back to `out`'s shape, which broadcasts to dy's (the backward
@@ -190,18 +196,10 @@ void Reduce(const Tensor& x, std::span<const int64_t> axes, int64_t op, Tensor& 
     }
     return;
   }
-  for (int64_t i = 0; i < n; ++i) o[i] = -std::numeric_limits<T>::infinity();
-  const BroadcastWalk<1> walk(x.shape(), {kept});
-  const T* px = static_cast<const T*>(x.raw());
-  const int64_t cols = walk.cols(), so = walk.col_stride(0);
-  for (int64_t r = 0; r < walk.rows(); ++r) {
-    T* ro = o + walk.RowOffset(0, r);
-    const T* rx = px + r * cols;
-    for (int64_t j = 0; j < cols; ++j) {
-      T& m = ro[j * so];
-      if (rx[j] > m || std::isnan(rx[j])) m = std::isnan(m) ? m : rx[j];
-    }
-  }
+  // The max from -inf; a NaN, once seen, stays.
+  FoldInto<T>(x, kept, o, n, -std::numeric_limits<T>::infinity(), [](T& m, T v) {
+    if (v > m || std::isnan(v)) m = std::isnan(m) ? m : v;
+  });
 }
 
 // Whether x's element v is one of amax's ties with the maximum m: equal,
