@@ -18,6 +18,12 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
         srcs = ["//harness:conformance_test.cc"],
         args = ["--engine=" + engine],
         shard_count = shard_count,
+        # The program files the suite runs beside the problems (and the
+        # integer inputs read beside them).
+        data = [
+            "//problems/files:keep_mask.npy",
+            "//problems/files:llama_rmsnorm.remat",
+        ],
         # eager is the baseline every engine on its kernels is compared with
         # bit for bit; oracle is the float64 oracle every engine is compared
         # with within the tolerance.
@@ -27,6 +33,7 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
             "//harness:case_spec",
             "//harness:conformance",
             "//problems",
+            "//problems:program_file",
             "//third_party:gtest",
         ] if d not in deps],
         **kwargs

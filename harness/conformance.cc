@@ -557,4 +557,34 @@ std::vector<std::string> StatsContradictions(const Program& program, const Resul
   return out;
 }
 
+std::vector<std::string> CentralDifferenceDisagreements(
+    const Case& c, const Result& oracle, float step, int64_t per_input,
+    const std::function<double(double analytic)>& tolerance) {
+  std::vector<std::string> out;
+  auto loss = [&](const std::vector<Tensor>& args) {
+    return OracleValueAndGrad(c.program, args, {}).value.f64()[0];
+  };
+  for (size_t w = 0; w < c.wrt.size(); ++w) {
+    const int input = c.wrt[w];
+    const int64_t size = c.inputs[input].num_elements();
+    const int64_t stride = per_input == 0 ? 1 : std::max<int64_t>(1, size / per_input);
+    for (int64_t j = 0; j < size; j += stride) {
+      std::vector<Tensor> plus = c.inputs, minus = c.inputs;
+      plus[input] = Copy(c.inputs[input]);
+      minus[input] = Copy(c.inputs[input]);
+      const float x = c.inputs[input].f32()[j];
+      plus[input].f32()[j] = x + step;
+      minus[input].f32()[j] = x - step;
+      const double h = static_cast<double>(plus[input].f32()[j]) - minus[input].f32()[j];
+      const double numeric = (loss(plus) - loss(minus)) / h;
+      const double analytic = oracle.grads[w].f64()[j];
+      if (!(std::abs(numeric - analytic) <= tolerance(analytic))) {
+        out.push_back(StrCat("d loss / d ", c.program.param_names[input], "[", j,
+                             "]: central difference ", numeric, ", oracle ", analytic));
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace remat

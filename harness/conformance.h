@@ -5,6 +5,7 @@
 #define REMAT_HARNESS_CONFORMANCE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,17 @@ struct Case {
 };
 
 Case MakeCase(const Problem& problem, const ParamValues& params, uint64_t seed = 1);
+
+// Gradcheck of the float64 oracle on `c`, whose oracle result is `oracle`:
+// for each input of c.wrt, at `per_input` elements spread over it (every
+// element for 0), the central difference of the loss over [x - step, x +
+// step] (divided by the distance the two float32 points really are)
+// against the oracle's gradient there; one line for each element farther
+// than tolerance(oracle's gradient): "d loss / d NAME[j]: central
+// difference N, oracle A". Empty when every element agrees.
+std::vector<std::string> CentralDifferenceDisagreements(
+    const Case& c, const Result& oracle, float step, int64_t per_input,
+    const std::function<double(double analytic)>& tolerance);
 
 // One f32 tensor per parameter of `program`, with shape but no data (a
 // dry-run tracker's): what RunOptions::plan_only takes, so that a plan of a

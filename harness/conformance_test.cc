@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -25,6 +26,7 @@
 #include "harness/case_spec.h"
 #include "harness/conformance.h"
 #include "problems/problem.h"
+#include "problems/program_file.h"
 
 namespace remat {
 namespace {
@@ -72,16 +74,40 @@ void ExpectArgumentsUnwritten(const std::vector<std::string>& before, const Prog
   }
 }
 
+// Program files the suite runs as problems, beside the registered ones:
+// the ops an exporter writes for a model (broadcasting, reductions over
+// axes, where) that no C++ problem uses. Their data (integer inputs) lie
+// beside them (ProgramFileProblem::FixedInput).
+const char* const kProgramFiles[] = {"problems/files/llama_rmsnorm.remat"};
+
+const std::vector<std::unique_ptr<ProgramFileProblem>>& FileProblems() {
+  static const auto* files = [] {
+    auto* v = new std::vector<std::unique_ptr<ProgramFileProblem>>;
+    for (const char* path : kProgramFiles) v->push_back(ProgramFileProblem::Read(path));
+    return v;
+  }();
+  return *files;
+}
+
+// A registered problem, or a program file's by its program's name.
+const Problem& ProblemNamed(const std::string& name) {
+  for (const auto& f : FileProblems()) {
+    if (f->name() == name) return *f;
+  }
+  return FindProblem(name);
+}
+
 std::vector<std::string> ProblemNames() {
   std::vector<std::string> names;
   for (const auto& p : AllProblems()) names.push_back(p->name());
+  for (const auto& f : FileProblems()) names.push_back(f->name());
   return names;
 }
 
 class ConformanceTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const Problem& problem = FindProblem(GetParam());
+    const Problem& problem = ProblemNamed(GetParam());
     case_ = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
     // Every input: a scan's or chain's initial carry (x) too, whose gradient
     // is the last cotangent a reversal produces (jax.grad(f, argnums=all)).
@@ -936,7 +962,7 @@ const std::vector<std::string> kVariants = {
 class VariantTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
-    const Problem& problem = FindProblem(std::get<0>(GetParam()));
+    const Problem& problem = ProblemNamed(std::get<0>(GetParam()));
     case_ = MakeCase(problem, ResolveParams(problem, {}, /*test_sizes=*/true));
     case_.wrt = AllInputs(case_.program);
     const std::string& variant = std::get<1>(GetParam());
@@ -1112,7 +1138,7 @@ TEST_P(VariantTest, KeepsEagersBitsUnderAMemoryCap) {
 std::vector<std::tuple<std::string, std::string>> ProblemsTimesVariants() {
   std::vector<std::tuple<std::string, std::string>> out;
   for (const std::string& name : ProblemNames()) {
-    const Problem& problem = FindProblem(name);
+    const Problem& problem = ProblemNamed(name);
     const bool has_loop =
         Schedulable(problem.Build(ResolveParams(problem, {}, /*test_sizes=*/true)));
     for (const std::string& variant : kVariants) {

@@ -206,31 +206,13 @@ TEST_P(OpCompletenessTest, HasEveryPiece) {
 
   // Gradcheck of the oracle: central differences in the f32 inputs, each
   // step the difference the two rounded points really are.
-  auto value = [&](const std::vector<Tensor>& args) {
-    const Result r = MakeEngine("oracle")->ValueAndGrad(c.program, args, {});
-    return r.value.f64()[0];
-  };
   double largest = 0;
   for (const Tensor& g : oracle.grads) {
     for (int64_t j = 0; j < g.num_elements(); ++j) largest = std::max(largest, std::abs(g.f64()[j]));
   }
-  for (size_t w = 0; w < c.wrt.size(); ++w) {
-    const int input = c.wrt[w];
-    const int64_t size = c.inputs[input].num_elements();
-    for (int64_t j = 0; j < size; j += std::max<int64_t>(1, size / 5)) {
-      std::vector<Tensor> plus = c.inputs, minus = c.inputs;
-      plus[input] = Copy(c.inputs[input]);
-      minus[input] = Copy(c.inputs[input]);
-      const float x = c.inputs[input].f32()[j];
-      plus[input].f32()[j] = x + 1e-2f;
-      minus[input].f32()[j] = x - 1e-2f;
-      const double step = static_cast<double>(plus[input].f32()[j]) - minus[input].f32()[j];
-      const double numeric = (value(plus) - value(minus)) / step;
-      const double analytic = oracle.grads[w].f64()[j];
-      EXPECT_NEAR(numeric, analytic, 1e-3 * std::max(1.0, largest))
-          << def.name << ": the oracle's gradient of x" << input << "[" << j
-          << "] disagrees with central differences";
-    }
+  for (const std::string& d : CentralDifferenceDisagreements(
+           c, oracle, 1e-2f, 5, [&](double) { return 1e-3 * std::max(1.0, largest); })) {
+    ADD_FAILURE() << def.name << ": the oracle's gradient disagrees with central differences: " << d;
   }
 
   // The suite's tolerance model counts the op.

@@ -100,8 +100,10 @@ class Generator {
     for (int i = 0; i < ops; ++i) {
       const int pick = Int(0, 99);
       Var x = pool[Int(0, static_cast<int>(pool.size()) - 1)];
-      if (pick < 47) {
+      if (pick < 44) {
         pool.push_back(DrawFromRegistry(pool, x));
+      } else if (pick < 46) {
+        pool.push_back(DrawBroadcast(pool, x));
       } else if (pick < 48) {
         pool.push_back(DrawRunning(pool, x));
       } else if (pick < 49) {
@@ -205,6 +207,33 @@ class Generator {
       return sin(x);  // shapes the op does not take (softmax of a scalar)
     }
   }
+
+  // The broadcasting ops and the reductions over chosen axes, each giving
+  // x's shape again: x OP r (OP one of add, sub, mul, div) with r a
+  // reduction of a value of the pool (sum, mean or amax over one axis,
+  // keepdim or, over the leading axis, not: numpy broadcasts it back; the
+  // divisor made positive first, exp(sin v)); where(mask, x, r); or
+  // hardtanh(x) clamped to [-1, 1] (its bounds' ties are the tie rule's,
+  // in both precisions alike: x's multiples of 1/8).
+  Var DrawBroadcast(const std::vector<Var>& pool, Var x) {
+    const Shape s = x.shape();
+    if (s.rank() == 0) return sin(x);
+    const int kind = Int(0, 3);
+    if (kind == 0) return apply("hardtanh", {x}, {.ints = {-1, 1}});
+    const int64_t axis = Int(0, s.rank() - 1);
+    const bool keepdim = axis > 0 || Chance(50);
+    static const char* const kReductions[] = {"sum", "mean", "amax"};
+    Var v = SameShape(pool, x);
+    const std::string op = kind == 1 ? "where" : kBinary[Int(0, 3)];
+    if (op == "div") v = apply("exp", {sin(v)});
+    const Var r = apply(kReductions[Int(0, 2)], {v}, {.scalar = keepdim ? 1.0 : 0.0, .ints = {axis}});
+    if (op == "where") {
+      if (!ints_.mask || ints_.mask->shape() != s) return sin(x);
+      return apply("where", {*ints_.mask, x, r});
+    }
+    return apply(op, {x, r});
+  }
+  static constexpr const char* kBinary[] = {"add", "sub", "mul", "div"};
 
   // An op that chooses: top_k_softmax of x, k 1 or 2 (at most the last
   // axis), read out through a product with a value of x's shape (its rows

@@ -30,6 +30,14 @@ The ops are jnp code that computes each op's forward definition
   scale        x * float32(c)
   name         jax.ad_checkpoint.checkpoint_name(x, label)
   silu         jax.nn.silu
+  add sub mul div  jnp's operators (numpy broadcasting, as remat's)
+  sum mean amax    jnp.sum / jnp.mean / jnp.max over ints= (none: every
+               axis), keepdims from keepdim=1 (jnp.max's gradient splits ties
+               evenly, as remat's amax)
+  rsqrt sqrt tanh  jax.lax's; sigmoid jax.nn.sigmoid; pow jnp.power by
+               float32(p); where jnp.where(cond != 0, a, b)
+  hardtanh     x strictly inside (lo, hi), else the clipped value with no
+               gradient (relu6: ints=[0,6])
   log_softmax  jax.nn.log_softmax over the last axis
   gelu_erf     jax.nn.gelu(approximate=False), the erf form
   rms_norm     x * rsqrt(mean(x^2) + eps) * gamma
@@ -164,6 +172,11 @@ _ATTRS = {
     "batch_norm_running_var": {"scalar"},
     "state": {"name"},
     "slice": {"ints"},
+    "sum": {"ints", "keepdim"},
+    "mean": {"ints", "keepdim"},
+    "amax": {"ints", "keepdim"},
+    "pow": {"scalar"},
+    "hardtanh": {"ints"},
     "checkpoint": {"name", "policy"},
     "scan": {"name", "schedule", "consts"},
     "chain": {"name", "schedule"},
@@ -180,6 +193,8 @@ _ARITY = {
     "reshape": 1, "permute": 1, "top_k_softmax": 1,
     "conv2d": 2, "max_pool2d": 1, "global_avg_pool": 1, "batch_norm": 3,
     "batch_norm_running_mean": 2, "batch_norm_running_var": 2, "state": 1, "slice": 1,
+    "div": 2, "rsqrt": 1, "sqrt": 1, "tanh": 1, "sigmoid": 1, "pow": 1, "hardtanh": 1, "where": 3,
+    "mean": 1, "amax": 1,
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
@@ -476,11 +491,26 @@ class Builder:
             return jnp.cos(x[0])
         if k == "square":
             return jnp.square(x[0])
-        if k in ("add", "mul"):
-            need(x[0].shape == x[1].shape, "operands of different shapes")
-            return x[0] + x[1] if k == "add" else x[0] * x[1]
-        if k == "sum":
-            return jnp.sum(x[0])
+        if k in ("add", "mul", "div"):  # numpy broadcasting, as remat's
+            return x[0] + x[1] if k == "add" else x[0] * x[1] if k == "mul" else x[0] / x[1]
+        if k in ("sum", "mean", "amax"):
+            axes = tuple(int(i) for i in op.attrs.get("ints", [])) or None  # none: every axis
+            f = {"sum": jnp.sum, "mean": jnp.mean, "amax": jnp.max}[k]  # jnp.max: ties split evenly
+            return f(x[0], axis=axes, keepdims=op.attrs.get("keepdim", "0") == "1")
+        if k in ("rsqrt", "sqrt", "tanh"):
+            return getattr(jax.lax, k)(x[0])
+        if k == "sigmoid":
+            return jax.nn.sigmoid(x[0])
+        if k == "pow":
+            return jnp.power(x[0], jnp.float32(_scalar_attr(op, at)))
+        if k == "hardtanh":
+            lo, hi = (jnp.float32(int(i)) for i in op.attrs["ints"])
+            # The gradient strictly inside (lo, hi) only, as remat's (jnp.clip's
+            # would give half at a bound).
+            inside = (x[0] > lo) & (x[0] < hi)
+            return jnp.where(inside, x[0], jax.lax.stop_gradient(jnp.clip(x[0], lo, hi)))
+        if k == "where":
+            return jnp.where(x[0] != 0, x[1], x[2])
         if k == "name":
             label = op.attrs.get("name")
             need(label, "a name op without its name=")
@@ -502,7 +532,6 @@ class Builder:
         if k == "neg":
             return -x[0]
         if k == "sub":
-            need(x[0].shape == x[1].shape, "operands of different shapes")
             return x[0] - x[1]
         if k == "exp":
             return jnp.exp(x[0])

@@ -325,8 +325,23 @@ class Interpreter:
                 y = -x[0]
             elif k == "mul":
                 y = x[0] * x[1]
-            elif k == "sum":
-                y = x[0].sum()
+            elif k in ("sum", "mean", "amax"):
+                dims = ints or list(range(x[0].dim()))  # no ints=: every axis
+                keep = a.get("keepdim", "0") == "1"
+                if k == "sum" and not ints and not keep:
+                    y = x[0].sum()
+                else:
+                    y = getattr(torch, k)(x[0], dim=dims, keepdim=keep)  # amax: ties split evenly
+            elif k == "div":
+                y = x[0] / x[1]
+            elif k in ("rsqrt", "sqrt", "tanh", "sigmoid"):
+                y = getattr(torch, k)(x[0])
+            elif k == "pow":
+                y = torch.pow(x[0], float(np.float32(scalar())))
+            elif k == "hardtanh":
+                y = F.hardtanh(x[0], float(ints[0]), float(ints[1]))
+            elif k == "where":
+                y = torch.where(x[0] != 0, x[1], x[2])
             elif k == "name":
                 y = self.name_op(x[0], a["name"]) if names_as_ops else x[0]
             elif k == "softmax":

@@ -10,7 +10,9 @@
 //                               vector lanes; the order of choices; checked indices
 //   loop_kernels_index.h        gather_rows, scatter_add_rows, masked_fill
 //   loop_kernels_softmax.h      cross_entropy, log_softmax, top_k_softmax
-//   loop_kernels_elementwise.h  silu, gelu_erf
+//   loop_kernels_elementwise.h  silu, gelu_erf, rsqrt, sqrt, tanh, sigmoid,
+//                               pow, hardtanh
+//   loop_kernels_broadcast.h    broadcast_binary, where, sum_to, reduce
 //   loop_kernels_norm.h         rms_norm, batch_norm and its running statistics
 //   loop_kernels_layout.h       reshape, permute, slice
 //   loop_kernels_pool.h         max_pool2d, global_avg_pool
@@ -21,6 +23,7 @@
 #include <span>
 
 #include "engines/api/kernels.h"
+#include "engines/api/loop_kernels_broadcast.h"
 #include "engines/api/loop_kernels_common.h"
 #include "engines/api/loop_kernels_elementwise.h"
 #include "engines/api/loop_kernels_index.h"
@@ -43,6 +46,25 @@
   REMAT_KERNEL_IMPL(Backend, cross_entropy_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::CrossEntropyBackward<T>(*in[0], *in[1], *in[2], out); }); \
   REMAT_KERNEL_IMPL(Backend, silu, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Silu<T>(*in[0], out); }); \
   REMAT_KERNEL_IMPL(Backend, silu_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::SiluBackward<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, broadcast_binary, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BroadcastBinary<T>(*in[0], *in[1], a.int_a, out); }); \
+  REMAT_KERNEL_IMPL(Backend, where, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Where<T>(*in[0], *in[1], *in[2], out); }); \
+  REMAT_KERNEL_IMPL(Backend, where_grad, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::WhereGrad<T>(*in[0], *in[1], a.int_a, out); }); \
+  REMAT_KERNEL_IMPL(Backend, sum_to, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::SumTo<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, reduce, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Reduce<T>(*in[0], a.perm, a.int_a, out); }); \
+  REMAT_KERNEL_IMPL(Backend, reduce_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ReduceBackward<T>(in, a.perm, a.int_a, out); }); \
+  REMAT_KERNEL_IMPL(Backend, amax_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ReduceBackward<T>(in, a.perm, a.int_a, out); }); \
+  REMAT_KERNEL_IMPL(Backend, rsqrt, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Rsqrt<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, rsqrt_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::RsqrtBackward<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, sqrt, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Sqrt<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, sqrt_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::SqrtBackward<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, tanh, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Tanh<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, tanh_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::TanhBackward<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, sigmoid, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Sigmoid<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, sigmoid_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::SigmoidBackward<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, pow, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Pow<T>(*in[0], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, pow_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::PowBackward<T>(*in[0], *in[1], a.scalar, out); }); \
+  REMAT_KERNEL_IMPL(Backend, hardtanh, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Hardtanh<T>(*in[0], a.int_a, a.int_b, out); }); \
+  REMAT_KERNEL_IMPL(Backend, hardtanh_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::HardtanhBackward<T>(*in[0], *in[1], a.int_a, a.int_b, out); }); \
   REMAT_KERNEL_IMPL(Backend, rms_norm, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::RmsNorm<T>(*in[0], *in[1], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, rms_norm_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::RmsNormBackward<T>(*in[0], *in[1], *in[2], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, rms_norm_gamma_grad, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::RmsNormGammaGrad<T>(*in[0], *in[1], a.scalar, out); }); \

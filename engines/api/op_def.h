@@ -124,6 +124,10 @@ struct OpDef {
   // when any i32 is valid. Values outside are a remat::Error at run time;
   // tests that draw inputs for every op draw them below it.
   int64_t (*int_bound)(const std::vector<Shape>& inputs, int j) = nullptr;
+  // True for the reductions over chosen axes (sum, mean, amax): Op::ints
+  // are the axes and may be left out (every axis), and Op::scalar is
+  // keepdim, 0 or 1 (program text: `ints=[AXES] keepdim=1`).
+  bool reduces_axes = false;
 };
 
 // The primitive ops, in OpKind order.

@@ -31,7 +31,8 @@ const std::vector<OpDef>& Table() {
   static const std::vector<OpDef> table = [] {
     std::vector<OpDef> t;
     for (std::span<const OpDef> family :
-         {op_defs::MatMulOpDefs(), op_defs::ElementwiseOpDefs(), op_defs::ReduceOpDefs(),
+         {op_defs::MatMulOpDefs(), op_defs::ElementwiseOpDefs(), op_defs::UnaryOpDefs(),
+          op_defs::ReduceOpDefs(),
           op_defs::NormOpDefs(), op_defs::LayoutOpDefs(), op_defs::IndexOpDefs(),
           op_defs::RandomOpDefs(), op_defs::ConvOpDefs()}) {
       t.insert(t.end(), family.begin(), family.end());

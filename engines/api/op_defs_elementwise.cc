@@ -1,14 +1,25 @@
 // The elementwise ops' definitions (op_def.h): relu, sin, cos, square, add,
-// mul, gelu, scale, bias_add, neg, sub, exp, log, silu and gelu_erf, one
-// entry each, with the table kernels they call. An entry reads top to bottom
-// as the op's whole story (op_defs.cc says how).
+// mul, gelu, scale, bias_add, neg, sub, exp, log, silu and gelu_erf, and the
+// broadcasting binary family's div and where, one entry each, with the table
+// kernels they call. An entry reads top to bottom as the op's whole story
+// (op_defs.cc says how).
+//
+// add, sub, mul, div and where broadcast as numpy does (shape.h's
+// BroadcastShapes). Operands of one shape run the same-shape kernels they
+// always ran (add, sub, mul, div: the same bits as before broadcasting
+// existed); others run broadcast_binary, the same IEEE operation per
+// element. A broadcast operand's cotangent is the output's summed back to
+// its shape by sum_to, in loop_kernels_broadcast.h's order (CONTRACT.md,
+// "Broadcasting and reductions").
 #include "engines/api/op_defs_families.h"
 
 #include <algorithm>
 #include <span>
 #include <vector>
 
+#include "engines/api/error.h"
 #include "engines/api/kernels.h"
+#include "engines/api/loop_kernels_broadcast.h"
 #include "engines/api/op_def.h"
 #include "engines/api/op_defs_shared.h"
 
@@ -28,6 +39,97 @@ const KernelOp kLogKernel = DefineKernel(
     {.name = "log", .arity = 1, .shape = SameShapeOperands, .flops = OneFlopPerElement});
 const KernelOp kDivKernel = DefineKernel(
     {.name = "div", .arity = 2, .shape = SameShapeOperands, .flops = OneFlopPerElement});
+
+// a OP b with numpy broadcasting (KernelAttrs::int_a: loop_kernels::BinaryOp).
+const KernelOp kBroadcastBinaryKernel = DefineKernel(
+    {.name = "broadcast_binary",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       if (a.int_a < 0 || a.int_a > 3) throw Error(StrCat("broadcast_binary: op code ", a.int_a, " is not 0..3"));
+       return BroadcastShapes(in[0]->shape(), in[1]->shape());
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape& out) { return out.num_elements(); }});
+// where(cond, a, b), the three broadcast together; cond i32.
+const KernelOp kWhereKernel = DefineKernel(
+    {.name = "where",
+     .arity = 3,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs&) {
+       return BroadcastShapes(BroadcastShapes(in[0]->shape(), in[1]->shape()), in[2]->shape());
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; },
+     .int_operands = 0b001});
+// where's cotangent for side int_a (0: a, 1: b): dy where cond picks it, else 0.
+const KernelOp kWhereGradKernel = DefineKernel(
+    {.name = "where_grad",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs&) {
+       const Shape& dy = in[1]->shape();
+       if (BroadcastShapes(in[0]->shape(), dy) != dy) {
+         throw Error(StrCat("where_grad: cond ", in[0]->TypeString(), " does not broadcast to dy ",
+                            in[1]->TypeString()));
+       }
+       return dy;
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; },
+     .int_operands = 0b01});
+// dy summed back to KernelAttrs::shape, a shape that broadcasts to dy's: one
+// FLOP per element of dy.
+const KernelOp kSumToKernel = DefineKernel(
+    {.name = "sum_to",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       const Shape& dy = in[0]->shape();
+       if (a.shape.rank() > dy.rank() || BroadcastShapes(a.shape, dy) != dy) {
+         throw Error(StrCat("sum_to: ", a.shape.ToString(), " does not broadcast to ", in[0]->TypeString()));
+       }
+       return a.shape;
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape&) { return in[0]->num_elements(); }});
+
+// A broadcast operand's cotangent: g (the output's shape) summed to
+// `shape`; g itself where the shapes are one.
+Tensor SumTo(Kernels& k, const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  KernelAttrs attrs;
+  attrs.shape = shape;
+  return k.Call(kSumToKernel, {&g}, attrs);
+}
+
+// a OP b: the same-shape kernel where the shapes are one (the bits and the
+// kernel calls of the ops before broadcasting), else broadcast_binary.
+Tensor Binary(Kernels& k, loop_kernels::BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (a.shape() == b.shape()) {
+    switch (op) {
+      case loop_kernels::BinaryOp::kAdd: return k.Add(a, b);
+      case loop_kernels::BinaryOp::kSub: return k.Call(kSubKernel, {&a, &b});
+      case loop_kernels::BinaryOp::kMul: return k.Mul(a, b);
+      case loop_kernels::BinaryOp::kDiv: return k.Call(kDivKernel, {&a, &b});
+    }
+  }
+  KernelAttrs attrs;
+  attrs.int_a = static_cast<int64_t>(op);
+  return k.Call(kBroadcastBinaryKernel, {&a, &b}, attrs);
+}
+
+Shape BroadcastOperands(const Op& op, const Shapes& in) {
+  try {
+    Shape out = BroadcastShapes(in[0], in[1]);
+    if (in.size() == 3) out = BroadcastShapes(out, in[2]);
+    return out;
+  } catch (const Error& e) {
+    throw Error(StrCat(OpKindName(op.kind), ": ", e.what()));
+  }
+}
+
+// How many elements of the output each element of input i sums in its
+// cotangent, when it is broadcast (0: not broadcast): the roundings its
+// sum_to adds to the rounding depth.
+double Summed(const DepthArgs& a, size_t i) {
+  const int64_t n = a.inputs[i].num_elements(), m = a.output.num_elements();
+  return n == 0 || n == m ? 0.0 : static_cast<double>(m / n);
+}
+
+using loop_kernels::BinaryOp;
 
 // silu(x) = x / (1 + e^-x), elementwise (lane_math.h states the order, and
 // its float32 exp); its backward dx = dy (s (1 + x (1 - s))), a fused rule of 2 FLOPs.
@@ -101,35 +203,42 @@ const OpDef kElementwiseOps[] = {
      .backward_depth = TimesDerivative,
      .example = Unary34},
 
-    // add     y = a + b (one shape); saves nothing; da = dy, db = dy
+    // add     y = a + b, broadcast; saves nothing; da = sum_to(dy), db = sum_to(dy)
+    //         (dy itself for an operand of the output's shape)
     {.kind = OpKind::kAdd, .name = "add", .arity = 2, .has_scalar = false, .num_ints = 0,
-     .shape = SameShapes,
+     .shape = BroadcastOperands,
      .saves = SavesNothing,
-     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Add(in[0], in[1]); },
-     .backward = [](Kernels&, const Op&, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = a.dout;
-       if (a.needs[1]) d[1] = a.dout;
+     .forward = [](Kernels& k, const Op&, const Tensors& in) {
+       return Binary(k, BinaryOp::kAdd, in[0], in[1]);
      },
-     .flops = OnePerOutput,
-     .forward_depth = OneRounding,
-     .backward_depth = PassThrough,
-     .example = Binary34},
-
-    // mul     y = a * b (one shape); saves b for da, a for db
-    //         da = dy * b, db = dy * a
-    {.kind = OpKind::kMul, .name = "mul", .arity = 2, .has_scalar = false, .num_ints = 0,
-     .shape = SameShapes,
-     .saves = SavesOther,
-     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Mul(in[0], in[1]); },
      .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = k.Mul(a.dout, a.saved_inputs[1]);
-       if (a.needs[1]) d[1] = k.Mul(a.dout, a.saved_inputs[0]);
+       if (a.needs[0]) d[0] = SumTo(k, a.dout, a.input_shapes[0]);
+       if (a.needs[1]) d[1] = SumTo(k, a.dout, a.input_shapes[1]);
      },
      .flops = OnePerOutput,
      .forward_depth = OneRounding,
      .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
-       k[0] = std::max(dy, a.kf_inputs[1]) + 1;
-       k[1] = std::max(dy, a.kf_inputs[0]) + 1;
+       for (size_t i = 0; i < 2; ++i) k[i] = dy + Summed(a, i);
+     },
+     .example = Binary34},
+
+    // mul     y = a * b, broadcast; saves b for da, a for db
+    //         da = sum_to(dy * b), db = sum_to(dy * a)
+    {.kind = OpKind::kMul, .name = "mul", .arity = 2, .has_scalar = false, .num_ints = 0,
+     .shape = BroadcastOperands,
+     .saves = SavesOther,
+     .forward = [](Kernels& k, const Op&, const Tensors& in) {
+       return Binary(k, BinaryOp::kMul, in[0], in[1]);
+     },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = SumTo(k, Binary(k, BinaryOp::kMul, a.dout, a.saved_inputs[1]), a.input_shapes[0]);
+       if (a.needs[1]) d[1] = SumTo(k, Binary(k, BinaryOp::kMul, a.dout, a.saved_inputs[0]), a.input_shapes[1]);
+     },
+     .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy, a.kf_inputs[1]) + 1 + Summed(a, 0);
+       k[1] = std::max(dy, a.kf_inputs[0]) + 1 + Summed(a, 1);
      },
      .example = Binary34},
 
@@ -202,20 +311,27 @@ const OpDef kElementwiseOps[] = {
      .backward_depth = PassThrough,
      .example = Unary34},
 
-    // sub     y = a - b (one shape); saves nothing; da = dy, db = -dy
+    // sub     y = a - b, broadcast; saves nothing; da = sum_to(dy),
+    //         db = -sum_to(dy) (the negation last: exact, so the same bits
+    //         as the sum of the negated terms)
     {.kind = OpKind::kSub, .name = "sub", .arity = 2, .has_scalar = false, .num_ints = 0,
-     .shape = SameShapes,
+     .shape = BroadcastOperands,
      .saves = SavesNothing,
      .forward = [](Kernels& k, const Op&, const Tensors& in) {
-       return k.Call(kSubKernel, {&in[0], &in[1]});
+       return Binary(k, BinaryOp::kSub, in[0], in[1]);
      },
      .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = a.dout;
-       if (a.needs[1]) d[1] = k.Call(kNegKernel, {&a.dout});
+       if (a.needs[0]) d[0] = SumTo(k, a.dout, a.input_shapes[0]);
+       if (a.needs[1]) {
+         const Tensor g = SumTo(k, a.dout, a.input_shapes[1]);
+         d[1] = k.Call(kNegKernel, {&g});
+       }
      },
      .flops = OnePerOutput,
      .forward_depth = OneRounding,
-     .backward_depth = PassThrough,  // a negation is exact
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       for (size_t i = 0; i < 2; ++i) k[i] = dy + Summed(a, i);  // a negation is exact
+     },
      .example = Binary34},
 
     // exp     y = e^x; saves y (the derivative is the output, as JAX's and
@@ -285,6 +401,64 @@ const OpDef kElementwiseOps[] = {
        k[0] = std::max(dy, a.kf_inputs[0]) + 9;
      },
      .example = Unary34},
+
+    // div     y = a / b, broadcast; saves b for da, a and b for db
+    //         da = sum_to(dy / b); db = -sum_to((dy * a) / (b * b))
+    //         (PyTorch's -grad * a / (b * b), the product first)
+    {.kind = OpKind::kDiv, .name = "div", .arity = 2, .has_scalar = false, .num_ints = 0,
+     .shape = BroadcastOperands,
+     .saves = [](const Needs& needs, Saves& s) {
+       s.inputs[1] = needs[0] || needs[1];
+       s.inputs[0] = needs[1];
+     },
+     .forward = [](Kernels& k, const Op&, const Tensors& in) {
+       return Binary(k, BinaryOp::kDiv, in[0], in[1]);
+     },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       const Tensor& b = a.saved_inputs[1];
+       if (a.needs[0]) d[0] = SumTo(k, Binary(k, BinaryOp::kDiv, a.dout, b), a.input_shapes[0]);
+       if (a.needs[1]) {
+         const Tensor bb = k.Mul(b, b);
+         const Tensor t = Binary(k, BinaryOp::kDiv, Binary(k, BinaryOp::kMul, a.dout, a.saved_inputs[0]), bb);
+         const Tensor g = SumTo(k, t, a.input_shapes[1]);
+         d[1] = k.Call(kNegKernel, {&g});
+       }
+     },
+     .flops = OnePerOutput,
+     .forward_depth = OneRounding,
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       k[0] = std::max(dy, a.kf_inputs[1]) + 1 + Summed(a, 0);
+       k[1] = std::max({dy, a.kf_inputs[0], a.kf_inputs[1]}) + 3 + Summed(a, 1);
+     },
+     .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4})}; },
+     .positive_inputs = true},
+
+    // where   y = cond != 0 ? a : b; cond i32 (never differentiated), the
+    //         three broadcast together; saves cond; da = sum_to(dy where
+    //         cond, else 0), db = sum_to(dy where not cond, else 0)
+    {.kind = OpKind::kWhere, .name = "where", .arity = 3, .has_scalar = false, .num_ints = 0,
+     .shape = BroadcastOperands,
+     .saves = [](const Needs& needs, Saves& s) { s.inputs[0] = needs[1] || needs[2]; },
+     .forward = [](Kernels& k, const Op&, const Tensors& in) {
+       return k.Call(kWhereKernel, {&in[0], &in[1], &in[2]});
+     },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       for (size_t side = 0; side < 2; ++side) {
+         if (!a.needs[side + 1]) continue;
+         KernelAttrs attrs;
+         attrs.int_a = static_cast<int64_t>(side);
+         const Tensor g = k.Call(kWhereGradKernel, {&a.saved_inputs[0], &a.dout}, attrs);
+         d[side + 1] = SumTo(k, g, a.input_shapes[side + 1]);
+       }
+     },
+     .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       for (size_t i = 0; i < 3; ++i) k[i] = dy + Summed(a, i);
+     },
+     .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({3, 4}), Shape({3, 1})}; },
+     .int_inputs = 0b001,
+     .int_bound = [](const Shapes&, int) { return int64_t{2}; }},
 };
 // clang-format on
 

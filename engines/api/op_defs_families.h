@@ -19,9 +19,12 @@ namespace op_defs {
 // matmul (op_defs_matmul.cc).
 std::span<const OpDef> MatMulOpDefs();
 // relu, sin, cos, square, add, mul, gelu, scale, bias_add, neg, sub, exp,
-// log, silu, gelu_erf (op_defs_elementwise.cc).
+// log, silu, gelu_erf, div, where (op_defs_elementwise.cc).
 std::span<const OpDef> ElementwiseOpDefs();
-// sum, softmax, cross_entropy, log_softmax, top_k_softmax (op_defs_reduce.cc).
+// rsqrt, sqrt, tanh, sigmoid, pow, hardtanh (op_defs_unary.cc).
+std::span<const OpDef> UnaryOpDefs();
+// sum, softmax, cross_entropy, log_softmax, top_k_softmax, mean, amax
+// (op_defs_reduce.cc).
 std::span<const OpDef> ReduceOpDefs();
 // layer_norm, rms_norm, batch_norm, batch_norm_running_mean,
 // batch_norm_running_var (op_defs_norm.cc).

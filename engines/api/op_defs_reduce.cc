@@ -1,6 +1,7 @@
-// The definitions (op_def.h) of the ops that reduce over an axis: sum, the
-// softmaxes over the last axis (softmax, log_softmax, top_k_softmax) and
-// cross_entropy, one entry each, with the table kernels they call.
+// The definitions (op_def.h) of the ops that reduce over an axis: sum, mean
+// and amax over chosen axes, the softmaxes over the last axis (softmax,
+// log_softmax, top_k_softmax) and cross_entropy, one entry each, with the
+// table kernels they call.
 #include "engines/api/op_defs_families.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/kernels.h"
+#include "engines/api/loop_kernels_broadcast.h"
 #include "engines/api/op_def.h"
 #include "engines/api/op_defs_shared.h"
 
@@ -97,21 +99,189 @@ const KernelOp kTopKSoftmaxBackwardKernel = DefineKernel(
      },
      .flops = PerElementOfX<4>});
 
+// sum, mean and amax over chosen axes (loop_kernels_broadcast.h states the
+// order): KernelAttrs::perm the axes (sorted, distinct), int_a the
+// reduction (loop_kernels::ReduceOp), int_b 1 to keep the reduced axes
+// with size 1. One FLOP per element of x.
+std::vector<int64_t> CheckedAxes(const char* what, const Shape& x, std::span<const int64_t> axes) {
+  std::vector<int64_t> out;
+  for (int64_t a : axes) {
+    const int64_t axis = a < 0 ? a + x.rank() : a;
+    if (axis < 0 || axis >= x.rank()) {
+      throw Error(StrCat(what, ": axis ", a, " is outside ", x.ToString(), " (rank ", x.rank(), ")"));
+    }
+    if (std::find(out.begin(), out.end(), axis) != out.end()) {
+      throw Error(StrCat(what, ": axis ", a, " is given twice (", x.ToString(), ")"));
+    }
+    out.push_back(axis);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+Shape ReducedShape(const Shape& x, std::span<const int64_t> axes, bool keepdim) {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < x.rank(); ++i) {
+    const bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+    if (!reduced) dims.push_back(x.dim(i));
+    if (reduced && keepdim) dims.push_back(1);
+  }
+  return Shape(std::move(dims));
+}
+const KernelOp kReduceKernel = DefineKernel(
+    {.name = "reduce",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       const Shape& x = in[0]->shape();
+       const std::vector<int64_t> axes = CheckedAxes("reduce", x, a.perm);
+       if (axes != a.perm || a.int_a < 0 || a.int_a > 2 || (a.int_b != 0 && a.int_b != 1)) {
+         throw Error("reduce: attributes are not sorted axes, an op 0..2 and keepdim 0 or 1");
+       }
+       return ReducedShape(x, axes, a.int_b != 0);
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape&) { return in[0]->num_elements(); }});
+// Their backwards into x's shape (KernelAttrs::shape, the other attributes
+// as reduce's): reduce_backward (sum, mean) from dy; amax_backward from x,
+// y and dy (y and dy of the reduced shape, kept or not).
+Shape ReduceBackwardOperands(std::span<const Tensor* const> in, const KernelAttrs& a) {
+  const std::vector<int64_t> axes = CheckedAxes("reduce_backward", a.shape, a.perm);
+  const int64_t reduced = ReducedShape(a.shape, axes, true).num_elements();
+  bool fits = in.back()->num_elements() == reduced;
+  if (in.size() == 3) fits = fits && in[0]->shape() == a.shape && in[1]->num_elements() == reduced;
+  if (!fits) {
+    throw Error(StrCat("reduce_backward: operands ", in[0]->TypeString(), (in.size() == 3 ? " ..." : ""),
+                       " do not fit x ", a.shape.ToString(), " reduced over ", axes.size(), " axes"));
+  }
+  return a.shape;
+}
+const KernelOp kReduceBackwardKernel = DefineKernel(
+    {.name = "reduce_backward", .arity = 1, .shape = ReduceBackwardOperands,
+     .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; }});
+const KernelOp kAmaxBackwardKernel = DefineKernel(
+    {.name = "amax_backward", .arity = 3, .shape = ReduceBackwardOperands,
+     .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; }});
+
+// An entry's pieces for sum, mean and amax over op.ints (none: every axis).
+std::vector<int64_t> Axes(const Op& op, const Shape& x) {
+  if (!op.ints.empty()) return CheckedAxes(OpKindName(op.kind), x, op.ints);
+  std::vector<int64_t> all;
+  for (int i = 0; i < x.rank(); ++i) all.push_back(i);
+  return all;
+}
+Shape ReduceShape(const Op& op, const Shapes& in) {
+  if (op.scalar != 0 && op.scalar != 1) {
+    throw Error(StrCat(OpKindName(op.kind), ": keepdim=", op.scalar, " is not 0 or 1"));
+  }
+  const std::vector<int64_t> axes = Axes(op, in[0]);
+  if (op.kind == OpKind::kAmax) {
+    for (int64_t a : axes) {
+      if (in[0].dim(static_cast<int>(a)) == 0) {
+        throw Error(StrCat("amax over axis ", a, " of ", in[0].ToString(), ", which is empty"));
+      }
+    }
+  }
+  return ReducedShape(in[0], axes, op.scalar == 1);
+}
+Tensor ReduceForward(Kernels& k, const Op& op, const Tensor& x, loop_kernels::ReduceOp r) {
+  KernelAttrs attrs;
+  attrs.perm = Axes(op, x.shape());
+  attrs.int_a = static_cast<int64_t>(r);
+  attrs.int_b = op.scalar == 1 ? 1 : 0;
+  return k.Call(kReduceKernel, {&x}, attrs);
+}
+Tensor ReduceBackward(Kernels& k, const Op& op, const BackwardArgs& a, loop_kernels::ReduceOp r) {
+  KernelAttrs attrs;
+  attrs.shape = a.input_shapes[0];
+  attrs.perm = Axes(op, attrs.shape);
+  attrs.int_a = static_cast<int64_t>(r);
+  if (r == loop_kernels::ReduceOp::kAmax) {
+    return k.Call(kAmaxBackwardKernel, {&a.saved_inputs[0], &a.saved_output, &a.dout}, attrs);
+  }
+  return k.Call(kReduceBackwardKernel, {&a.dout}, attrs);
+}
+// Terms per element of the output.
+double Terms(const DepthArgs& a) {
+  const int64_t n = a.output.num_elements();
+  return n == 0 ? 0.0 : static_cast<double>(a.inputs[0].num_elements() / n);
+}
+Shapes MeanExample(Op& op) {
+  op.ints = {-1};
+  op.scalar = 1;  // keepdim
+  return {Shape({3, 4})};
+}
+Shapes AmaxExample(Op& op) {
+  op.ints = {0};
+  return {Shape({3, 4})};
+}
+
 // clang-format off
 const OpDef kReduceOps[] = {
-    // sum     y = sum(x), rank 0; saves nothing (x's shape is static)
-    //         dx = broadcast(dy); FLOPs one per element of x
-    {.kind = OpKind::kSum, .name = "sum", .arity = 1, .has_scalar = false, .num_ints = 0,
-     .shape = [](const Op&, const Shapes&) { return Shape(); },
+    // sum     without ints: y = sum(x), rank 0 (the kernel table's sum, in
+    //         its own order); saves nothing (x's shape is static);
+    //         dx = broadcast(dy). With ints = the axes (negative from the
+    //         end) and scalar 1 for keepdim (text: keepdim=1): the sum over
+    //         those axes in the reduce kernel's order; dx = dy at every
+    //         element it summed. FLOPs one per element of x
+    {.kind = OpKind::kSum, .name = "sum", .arity = 1, .has_scalar = false,
+     .num_ints = kAnyNumberOfInts,
+     .shape = [](const Op& op, const Shapes& in) {
+       return op.ints.empty() && op.scalar == 0 ? Shape() : ReduceShape(op, in);
+     },
      .saves = SavesNothing,
-     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.Sum(in[0]); },
-     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = k.Broadcast(a.dout, a.input_shapes[0]);
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       if (op.ints.empty() && op.scalar == 0) return k.Sum(in[0]);
+       return ReduceForward(k, op, in[0], loop_kernels::ReduceOp::kSum);
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (!a.needs[0]) return;
+       d[0] = op.ints.empty() && op.scalar == 0 ? k.Broadcast(a.dout, a.input_shapes[0])
+                                                : ReduceBackward(k, op, a, loop_kernels::ReduceOp::kSum);
      },
      .flops = [](const Shapes& in, const Shape&) { return in[0].num_elements(); },
-     .forward_depth = [](const DepthArgs& a) { return a.deepest() + static_cast<double>(a.inputs[0].num_elements()); },
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + Terms(a); },
      .backward_depth = PassThrough,
-     .example = Unary34},
+     .example = Unary34,
+     .reduces_axes = true},
+
+    // mean    sum's attributes; y = the sum over the axes (sum's order) / the
+    //         number of terms; saves nothing; dx = dy / the number of terms
+    {.kind = OpKind::kMean, .name = "mean", .arity = 1, .has_scalar = false,
+     .num_ints = kAnyNumberOfInts,
+     .shape = ReduceShape,
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return ReduceForward(k, op, in[0], loop_kernels::ReduceOp::kMean);
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = ReduceBackward(k, op, a, loop_kernels::ReduceOp::kMean);
+     },
+     .flops = [](const Shapes& in, const Shape&) { return in[0].num_elements(); },
+     .forward_depth = [](const DepthArgs& a) { return a.deepest() + Terms(a) + 1; },
+     .backward_depth = [](const DepthArgs&, double dy, std::vector<double>& k) { k[0] = dy + 1; },
+     .example = MeanExample,
+     .reduces_axes = true},
+
+    // amax    sum's attributes; y = the max over the axes (a NaN
+    //         propagates; no axis of size 0); saves x and y; the gradient
+    //         is split evenly among ties, as PyTorch's amax:
+    //         dx = dy / t at each of the t elements equal to y, else 0
+    {.kind = OpKind::kAmax, .name = "amax", .arity = 1, .has_scalar = false,
+     .num_ints = kAnyNumberOfInts,
+     .shape = ReduceShape,
+     .saves = [](const Needs& needs, Saves& s) {
+       s.inputs[0] = needs[0];
+       s.output = needs[0];
+     },
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return ReduceForward(k, op, in[0], loop_kernels::ReduceOp::kAmax);
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = ReduceBackward(k, op, a, loop_kernels::ReduceOp::kAmax);
+     },
+     .flops = [](const Shapes& in, const Shape&) { return in[0].num_elements(); },
+     .forward_depth = ExactDepth,
+     .backward_depth = [](const DepthArgs&, double dy, std::vector<double>& k) { k[0] = dy + 1; },
+     .example = AmaxExample,
+     .reduces_axes = true},
 
     // softmax over the last axis; saves y (as JAX's custom JVP)
     //         dx = y * (dy - sum(dy * y, last axis)); FLOPs 5 per element

@@ -43,9 +43,9 @@ enum class OpKind {
   kSin,
   kCos,
   kSquare,
-  kAdd,
-  kMul,
-  kSum,   // to a rank-0 value
+  kAdd,   // y = a + b, numpy broadcasting (op_defs_broadcast.cc)
+  kMul,   // y = a * b, numpy broadcasting
+  kSum,   // to a rank-0 value; or over attr `ints` = the axes, `scalar` 1 = keepdim (text: keepdim=1)
   kName,  // identity carrying a checkpoint_name label (attr `name`)
   kSoftmax,     // over the last axis
   kLayerNorm,   // inputs x (..., C), gamma (C), beta (C); over the last axis, eps 1e-5
@@ -56,7 +56,7 @@ enum class OpKind {
   kMergeHeads,  // (B*H, S, Dh) -> (B*S, H*Dh); attr `ints` = {B}
   kBiasAdd,     // inputs x (..., C), b (C): y = x + b on every row (a layer's bias)
   kNeg,         // y = -x
-  kSub,         // y = a - b (one shape)
+  kSub,         // y = a - b, numpy broadcasting
   kExp,         // y = e^x
   kLog,         // y = ln x (x > 0)
   kDropout,     // inputs x, seed (i32[]); attrs `scalar` = p, `ints` = {key} (op_defs_random.cc)
@@ -78,6 +78,16 @@ enum class OpKind {
   kBatchNormRunningVar,   // inputs x, running var (C); attr `scalar` = momentum
   kState,       // y = x, the new value of the parameter named `name` (CONTRACT.md, state)
   kSlice,       // attr `ints` = {axis, start, length}: x's elements start..start+length-1 on axis
+  kDiv,         // y = a / b, numpy broadcasting
+  kRsqrt,       // y = 1 / sqrt(x)
+  kSqrt,        // y = sqrt(x)
+  kTanh,        // y = tanh(x)
+  kSigmoid,     // y = 1 / (1 + e^-x)
+  kPow,         // y = x^p; attr `scalar` = p
+  kHardtanh,    // y = clamp(x, lo, hi); attr `ints` = {lo, hi} (relu6: {0, 6})
+  kWhere,       // inputs cond (i32), a, b, broadcast together: y = cond != 0 ? a : b
+  kMean,        // as kSum's attributes: the mean over the axes (all: rank 0)
+  kAmax,        // as kSum's attributes: the max over the axes; gradient split among ties
   kCheckpoint,
   kScan,
   kChain,

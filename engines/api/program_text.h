@@ -44,7 +44,13 @@
 //                                                        syntax is checked on loading:
 //                                                        FILE:LINE:COLUMN: schedule 'SPEC': why)
 //              | 'scalar' '=' NUMBER                    (scale: c, required)
-//              | 'ints' '=' '[' INT { ',' INT } ']'     (split_heads: [B,H]; merge_heads: [B])
+//              | 'ints' '=' '[' INT { ',' INT } ']'     (split_heads: [B,H]; merge_heads: [B];
+//                                                        sum, mean, amax: the reduced axes,
+//                                                        negative from the end; none: every
+//                                                        axis; hardtanh: [MIN,MAX])
+//              | 'keepdim' '=' ( '0' | '1' )            (sum, mean, amax: 1 keeps the reduced
+//                                                        axes with size 1, as PyTorch's
+//                                                        keepdim=True; default 0)
 //   TYPE      := 'f32' '[' [ INT { ',' INT } ] ']'      ('f32[]' is a scalar)
 //   VALUE     := '%' ID
 //   NAME      := ID | STRING
@@ -53,7 +59,9 @@
 //   OP        := a primitive's name in the OpDef registry (engines/api/op_defs.cc:
 //                matmul relu sin cos square add mul sum name softmax layer_norm
 //                gelu scale transpose split_heads merge_heads bias_add neg sub
-//                exp log), or checkpoint scan chain
+//                exp log ... div rsqrt sqrt tanh sigmoid pow hardtanh where mean
+//                amax: every op_defs_<family>.cc entry), or checkpoint scan chain;
+//                add sub mul div where broadcast as numpy does
 //
 // Values: a parameter is named by its ID (its name in the program, unless
 // `name=` gives another, e.g. "" for a chain's unnamed inputs); an op's

@@ -364,6 +364,7 @@ class Parser : private SourceErrors {
     if (key == "consts") return kind == OpKind::kScan;
     if (key == "scalar") return !IsStructural(kind) && Def(kind).has_scalar;
     if (key == "ints") return !IsStructural(kind) && Def(kind).num_ints != 0;
+    if (key == "keepdim") return !IsStructural(kind) && Def(kind).reduces_axes;
     return false;
   }
 
@@ -379,15 +380,15 @@ class Parser : private SourceErrors {
         k = key.text;
       } else {
         Fail(key, StrCat("expected an attribute (@ \"site\", scope=, name=, policy=, schedule=, "
-                         "consts=, scalar=, ints=) or the end of the line, got ",
+                         "consts=, scalar=, ints=, keepdim=) or the end of the line, got ",
                          Describe(key)));
       }
-      static const std::set<std::string> kKeys = {"@",        "scope",  "name",   "policy",
-                                                  "schedule", "consts", "scalar", "ints"};
+      static const std::set<std::string> kKeys = {"@",      "scope",  "name", "policy", "schedule",
+                                                  "consts", "scalar", "ints", "keepdim"};
       if (!kKeys.count(k)) {
         Fail(key, StrCat("bad attribute: unknown attribute '", k,
                          "'; expected @ \"site\", scope=, name=, policy=, schedule=, consts=, "
-                         "scalar= or ints="));
+                         "scalar=, ints= or keepdim="));
       }
       if (!Takes(op->kind, k)) {
         Fail(key, StrCat("bad attribute: ", OpKindName(op->kind), " takes no ",
@@ -436,6 +437,15 @@ class Parser : private SourceErrors {
                           "trailing loop-invariant inputs (0 to 1024)"));
         }
         op->num_consts = static_cast<int>(n);
+      } else if (k == "keepdim") {
+        // A reduction's keepdim, held in Op::scalar (op_def.h, reduces_axes).
+        const Token at = Peek();
+        const int64_t v = Int("0 or 1 after keepdim=");
+        if (v != 0 && v != 1) {
+          Fail(at, StrCat("bad attribute: keepdim=", v, "; expected 0 (drop the reduced axes) or 1 "
+                          "(keep them with size 1)"));
+        }
+        op->scalar = static_cast<double>(v);
       } else if (k == "ints") {
         Expect("[", "after ints= (a list such as [2,4])");
         while (true) {
@@ -452,7 +462,8 @@ class Parser : private SourceErrors {
     if (!IsStructural(op->kind) && Def(op->kind).has_scalar && !seen.count("scalar")) {
       Fail(op_token, StrCat(OpKindName(op->kind), " needs its constant: scalar=C"));
     }
-    if (!IsStructural(op->kind) && Def(op->kind).num_ints != 0 && !seen.count("ints")) {
+    if (!IsStructural(op->kind) && Def(op->kind).num_ints != 0 && !Def(op->kind).reduces_axes &&
+        !seen.count("ints")) {
       const char* what = op->kind == OpKind::kSplitHeads   ? "[BATCH,HEADS]"
                          : op->kind == OpKind::kMergeHeads ? "[BATCH]"
                          : op->kind == OpKind::kReshape    ? "[D0,D1,...] (the output's dims)"
@@ -462,6 +473,7 @@ class Parser : private SourceErrors {
                          : op->kind == OpKind::kConv2d     ? "[STRIDE,PADDING]"
                          : op->kind == OpKind::kMaxPool2d  ? "[KERNEL,STRIDE,PADDING]"
                          : op->kind == OpKind::kSlice      ? "[AXIS,START,LENGTH]"
+                         : op->kind == OpKind::kHardtanh   ? "[MIN,MAX] (relu6: [0,6])"
                                                             : "[...]";
       Fail(op_token, StrCat(OpKindName(op->kind), " needs ints=", what));
     }

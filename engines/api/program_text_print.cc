@@ -62,8 +62,10 @@ void PrintBody(const Program& p, const std::string& indent, std::string* out) {
     if (op.kind == OpKind::kCheckpoint) line += " policy=" + Quote(op.policy.ToString());
     if (!op.schedule.empty()) line += " schedule=" + Quote(op.schedule);
     if (op.num_consts != 0) line += StrCat(" consts=", op.num_consts);
-    if ((!IsStructural(op.kind) && Def(op.kind).has_scalar) || op.scalar != 0.0 ||
-        std::signbit(op.scalar)) {
+    // A reduction's Op::scalar is its keepdim (op_def.h, reduces_axes).
+    const bool reduction = !IsStructural(op.kind) && Def(op.kind).reduces_axes;
+    if (!reduction && ((!IsStructural(op.kind) && Def(op.kind).has_scalar) || op.scalar != 0.0 ||
+                       std::signbit(op.scalar))) {
       line += " scalar=" + NumberText(op.scalar);
     }
     if (!op.ints.empty()) {
@@ -71,6 +73,7 @@ void PrintBody(const Program& p, const std::string& indent, std::string* out) {
       for (size_t i = 0; i < op.ints.size(); ++i) line += StrCat(i ? "," : "", op.ints[i]);
       line += "]";
     }
+    if (reduction && op.scalar != 0.0) line += " keepdim=" + NumberText(op.scalar);
     if (!op.site.empty()) line += " @ " + Quote(op.site);
     if (!op.scope.empty()) line += " scope=" + Quote(op.scope);
     if (op.body) {

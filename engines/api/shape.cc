@@ -1,5 +1,9 @@
 #include "engines/api/shape.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include "engines/api/error.h"
 
 namespace remat {
@@ -50,6 +54,23 @@ std::string Shape::ToString() const {
     out += std::to_string(dims_[i]);
   }
   return out + "]";
+}
+
+Shape BroadcastShapes(const Shape& a, const Shape& b) {
+  const int rank = std::max(a.rank(), b.rank());
+  std::vector<int64_t> dims(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) {
+    // Axis i of the result is axis i - (rank - r) of an operand of rank r.
+    const int ia = i - (rank - a.rank()), ib = i - (rank - b.rank());
+    const int64_t da = ia >= 0 ? a.dim(ia) : 1, db = ib >= 0 ? b.dim(ib) : 1;
+    if (da != db && da != 1 && db != 1) {
+      throw Error(StrCat("shapes ", a.ToString(), " and ", b.ToString(),
+                         " do not broadcast: axis ", i - rank, " has sizes ", da, " and ", db,
+                         " (numpy's rule: equal, or one of them 1)"));
+    }
+    dims[static_cast<size_t>(i)] = da == 1 ? db : da;
+  }
+  return Shape(std::move(dims));
 }
 
 }  // namespace remat

@@ -61,6 +61,13 @@ class Shape {
   int rank_ = 0;
 };
 
+// The shape numpy's broadcasting gives operands of shapes `a` and `b`:
+// aligned on their last axes, each pair of sizes equal or one of them 1
+// (the other taken), the missing leading axes of the lower rank taken from
+// the other. Throws remat::Error naming both shapes and the axis where
+// they do not fit.
+Shape BroadcastShapes(const Shape& a, const Shape& b);
+
 }  // namespace remat
 
 #endif  // REMAT_ENGINES_API_SHAPE_H_

@@ -1,6 +1,8 @@
-// The oracle's rules for the elementwise ops (relu, sin, cos, square, exp,
-// log, neg, scale, gelu, gelu_erf, silu; add, sub, mul), the bias that
-// repeats down the rows (bias_add) and the sum of every element (sum).
+// The oracle's rules for the elementwise ops of one input (relu, sin, cos,
+// square, exp, log, neg, scale, gelu, gelu_erf, silu, rsqrt, sqrt, tanh,
+// sigmoid, pow, hardtanh) and the bias that repeats down the rows
+// (bias_add). The broadcasting binary ops are broadcast_rules.cc's, the
+// sums reduce_rules.cc's.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -15,19 +17,6 @@ namespace {
 // The constants of gelu's tanh form: sqrt(2/pi) and 0.044715.
 const double kGeluC = std::sqrt(2.0 / std::numbers::pi);
 constexpr double kGeluA = 0.044715;
-
-// The forward rule of an elementwise op of two inputs of one shape: y_i =
-// f(a_i, b_i), one FLOP each.
-template <typename F>
-void BinaryForward(const std::vector<const Tensor*>& in, const Tensor& out, int64_t* flops,
-                   const F& f) {
-  const double* x = in[0]->f64();
-  const double* b = in[1]->f64();
-  double* y = out.f64();
-  const int64_t n = in[0]->num_elements();
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i], b[i]);
-  *flops += n;
-}
 
 // The magnitude of an elementwise op of one input: M(y)_i = f(x_i, M(x)_i, y_i).
 template <typename F>
@@ -109,19 +98,54 @@ void SiluForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& 
   UnaryForward(in, out, 1, flops, [](double x) { return x / (1.0 + std::exp(-x)); });
 }
 
-void AddForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
-                int64_t* flops) {
-  BinaryForward(in, out, flops, [](double a, double b) { return a + b; });
+void RsqrtForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
+                  int64_t* flops) {
+  UnaryForward(in, out, 1, flops, [](double x) { return 1.0 / std::sqrt(x); });
 }
 
-void SubForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
-                int64_t* flops) {
-  BinaryForward(in, out, flops, [](double a, double b) { return a - b; });
+void SqrtForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
+                 int64_t* flops) {
+  UnaryForward(in, out, 1, flops, [](double x) { return std::sqrt(x); });
 }
 
-void MulForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
+void TanhForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
+                 int64_t* flops) {
+  UnaryForward(in, out, 1, flops, [](double x) { return std::tanh(x); });
+}
+
+void SigmoidForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
+                    int64_t* flops) {
+  // The logistic function, as e^x / (1 + e^x) for x < 0 (no overflow of e^-x).
+  UnaryForward(in, out, 1, flops, [](double x) {
+    return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+  });
+}
+
+// pow's exponent: the attribute as the f32 engines read it (rounded to
+// float once), so that both compute the same function.
+double Exponent(const Op& op) { return static_cast<double>(static_cast<float>(op.scalar)); }
+
+void PowForward(const Op& op, const std::vector<const Tensor*>& in, const Tensor& out,
                 int64_t* flops) {
-  BinaryForward(in, out, flops, [](double a, double b) { return a * b; });
+  const double p = Exponent(op);
+  UnaryForward(in, out, 1, flops, [p](double x) { return std::pow(x, p); });
+}
+
+Shape HardtanhShape(const Op& op, const std::vector<Shape>& in) {
+  WantInputs(op, in, 1);
+  if (op.ints.size() != 2 || op.ints[0] > op.ints[1]) {
+    throw ShapeError(op, in, "takes ints = {lo, hi} with lo <= hi");
+  }
+  return in[0];
+}
+
+void HardtanhForward(const Op& op, const std::vector<const Tensor*>& in, const Tensor& out,
+                     int64_t* flops) {
+  // min(max(x, lo), hi), a NaN kept.
+  const double lo = static_cast<double>(op.ints[0]), hi = static_cast<double>(op.ints[1]);
+  UnaryForward(in, out, 1, flops, [lo, hi](double x) {
+    return std::isnan(x) ? x : std::min(std::max(x, lo), hi);
+  });
 }
 
 Shape BiasAddShape(const Op& op, const std::vector<Shape>& in) {
@@ -144,21 +168,6 @@ void BiasAddForward(const Op&, const std::vector<const Tensor*>& in, const Tenso
     for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = x[r * cols + j] + b[j];
   }
   *flops += in[0]->num_elements();
-}
-
-Shape SumShape(const Op& op, const std::vector<Shape>& in) {
-  WantInputs(op, in, 1);
-  return Shape();
-}
-
-void SumForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
-                int64_t* flops) {
-  const double* x = in[0]->f64();
-  const int64_t n = in[0]->num_elements();
-  double acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += x[i];
-  out.f64()[0] = acc;
-  *flops += n;
 }
 
 // ---------------------------------------------------------------------------
@@ -234,49 +243,44 @@ void SiluVjp(const VjpArgs& a) {
   });
 }
 
-void AddVjp(const VjpArgs& a) {
-  // y = a + b: da = dy, db = dy.
-  const Tensor& xt = *a.in[0];
-  const double* dy = a.dy.f64();
-  for (int input = 0; input < 2; ++input) {
-    Tensor d = a.NewGradient(xt.shape());
-    for (int64_t i = 0; i < xt.num_elements(); ++i) d.f64()[i] = dy[i];
-    a.Contribute(input, std::move(d));
-  }
+void RsqrtVjp(const VjpArgs& a) {
+  // d x^(-1/2) / dx = -x^(-3/2) / 2.
+  UnaryVjp(a, 2, [](double x, double dy) { return -0.5 * dy / (x * std::sqrt(x)); });
 }
 
-// The vector-Jacobian product of an elementwise op of two inputs: da_i and
-// db_i from (a_i, b_i, dy_i), `flops_per_element` FLOPs each.
-template <typename F, typename G>
-void BinaryVjp(const VjpArgs& a, int64_t flops_per_element, const F& da_of, const G& db_of) {
-  const Tensor& xt = *a.in[0];
-  const double* x = xt.f64();
-  const double* b = a.in[1]->f64();
-  const double* dy = a.dy.f64();
-  const int64_t n = xt.num_elements();
-  Tensor da = a.NewGradient(xt.shape());
-  Tensor db = a.NewGradient(xt.shape());
-  for (int64_t i = 0; i < n; ++i) {
-    da.f64()[i] = da_of(x[i], b[i], dy[i]);
-    db.f64()[i] = db_of(x[i], b[i], dy[i]);
-  }
-  *a.flops += flops_per_element * n;
-  a.Contribute(0, std::move(da));
-  a.Contribute(1, std::move(db));
+void SqrtVjp(const VjpArgs& a) {
+  // d sqrt(x) / dx = 1 / (2 sqrt(x)).
+  UnaryVjp(a, 2, [](double x, double dy) { return dy / (2.0 * std::sqrt(x)); });
 }
 
-void MulVjp(const VjpArgs& a) {
-  // y = a * b: da = dy * b, db = dy * a.
-  BinaryVjp(
-      a, 2, [](double, double b, double dy) { return dy * b; },
-      [](double x, double, double dy) { return dy * x; });
+void TanhVjp(const VjpArgs& a) {
+  // d tanh(x) / dx = 1 / cosh(x)^2.
+  UnaryVjp(a, 2, [](double x, double dy) {
+    const double c = std::cosh(x);
+    return dy / (c * c);
+  });
 }
 
-void SubVjp(const VjpArgs& a) {
-  // y = a - b: da = dy, db = -dy.
-  BinaryVjp(
-      a, 1, [](double, double, double dy) { return dy; },
-      [](double, double, double dy) { return -dy; });
+void SigmoidVjp(const VjpArgs& a) {
+  // s = 1 / (1 + e^-x): ds/dx = e^-x / (1 + e^-x)^2 = s (1 - s), written
+  // with e^-|x| so that neither side overflows.
+  UnaryVjp(a, 2, [](double x, double dy) {
+    const double e = std::exp(-std::abs(x));
+    return dy * e / ((1.0 + e) * (1.0 + e));
+  });
+}
+
+void PowVjp(const VjpArgs& a) {
+  // d x^p / dx = p x^(p-1); 0 for p = 0 (a constant), as PyTorch.
+  const double p = Exponent(a.op);
+  UnaryVjp(a, 2, [p](double x, double dy) { return p == 0 ? 0.0 : dy * p * std::pow(x, p - 1); });
+}
+
+void HardtanhVjp(const VjpArgs& a) {
+  // The identity strictly inside (lo, hi), a constant outside; at a bound
+  // itself 0 (PyTorch's hardtanh_backward).
+  const double lo = static_cast<double>(a.op.ints[0]), hi = static_cast<double>(a.op.ints[1]);
+  UnaryVjp(a, 1, [lo, hi](double x, double dy) { return (x <= lo || x >= hi) ? 0.0 : dy; });
 }
 
 void BiasAddVjp(const VjpArgs& a) {
@@ -295,12 +299,6 @@ void BiasAddVjp(const VjpArgs& a) {
   *a.flops += n;
   a.Contribute(0, std::move(dx));
   a.Contribute(1, std::move(db));
-}
-
-void SumVjp(const VjpArgs& a) {
-  // y = sum_i x_i: dx_i = dy for every i.
-  const double dy = a.dy.f64()[0];
-  UnaryVjp(a, 0, [dy](double, double) { return dy; });
 }
 
 // ---------------------------------------------------------------------------
@@ -341,6 +339,38 @@ Tensor GeluMagnitude(const MagnitudeArgs& a) {
   return UnaryMagnitude(a, [](double, double mx, double y) { return std::max(1.13 * mx, std::abs(y)); });
 }
 
+Tensor RsqrtMagnitude(const MagnitudeArgs& a) {
+  return UnaryMagnitude(a, [](double x, double mx, double y) {
+    return std::max(0.5 * std::abs(y / x) * mx, std::abs(y));
+  });
+}
+
+Tensor SqrtMagnitude(const MagnitudeArgs& a) {
+  return UnaryMagnitude(a, [](double, double mx, double y) {
+    return std::max(mx / (2.0 * std::abs(y)), std::abs(y));
+  });
+}
+
+Tensor TanhMagnitude(const MagnitudeArgs& a) {
+  // |tanh'| = 1 - y^2 <= 1.
+  return UnaryMagnitude(
+      a, [](double, double mx, double y) { return std::max((1.0 - y * y) * mx, std::abs(y)); });
+}
+
+Tensor SigmoidMagnitude(const MagnitudeArgs& a) {
+  // |s'| = s (1 - s) <= 1/4.
+  return UnaryMagnitude(
+      a, [](double, double mx, double y) { return std::max(y * (1.0 - y) * mx, std::abs(y)); });
+}
+
+Tensor PowMagnitude(const MagnitudeArgs& a) {
+  const double p = Exponent(a.op);
+  return UnaryMagnitude(a, [p](double x, double mx, double y) {
+    const double d = p == 0 ? 0.0 : std::abs(p * std::pow(x, p - 1));
+    return std::max(std::isfinite(d) ? d * mx : 0.0, std::abs(y));
+  });
+}
+
 }  // namespace
 
 const std::vector<OpEntry>& ElementwiseRules() {
@@ -358,13 +388,16 @@ const std::vector<OpEntry>& ElementwiseRules() {
       {OpKind::kGeluErf,
        {SameShape, GeluErfForward, GeluErfVjp, GeluMagnitude, SmoothGradMagnitude}},
       {OpKind::kSilu, {SameShape, SiluForward, SiluVjp, GeluMagnitude, SmoothGradMagnitude}},
-      {OpKind::kAdd, {SameShapeBinary, AddForward, AddVjp, SumMagnitude, LinearGradMagnitude}},
-      {OpKind::kSub, {SameShapeBinary, SubForward, SubVjp, SubMagnitude, LinearGradMagnitude}},
-      {OpKind::kMul,
-       {SameShapeBinary, MulForward, MulVjp, ProductMagnitude, ProductGradMagnitude}},
       {OpKind::kBiasAdd,
        {BiasAddShape, BiasAddForward, BiasAddVjp, SumMagnitude, LinearGradMagnitude}},
-      {OpKind::kSum, {SumShape, SumForward, SumVjp, SumMagnitude, LinearGradMagnitude}},
+      {OpKind::kRsqrt, {SameShape, RsqrtForward, RsqrtVjp, RsqrtMagnitude, SmoothGradMagnitude}},
+      {OpKind::kSqrt, {SameShape, SqrtForward, SqrtVjp, SqrtMagnitude, SmoothGradMagnitude}},
+      {OpKind::kTanh, {SameShape, TanhForward, TanhVjp, TanhMagnitude, SmoothGradMagnitude}},
+      {OpKind::kSigmoid,
+       {SameShape, SigmoidForward, SigmoidVjp, SigmoidMagnitude, SmoothGradMagnitude}},
+      {OpKind::kPow, {SameShape, PowForward, PowVjp, PowMagnitude, SmoothGradMagnitude}},
+      {OpKind::kHardtanh,
+       {HardtanhShape, HardtanhForward, HardtanhVjp, ReluMagnitude, LinearGradMagnitude}},
   };
   return rules;
 }

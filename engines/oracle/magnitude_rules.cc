@@ -134,6 +134,13 @@ Tensor MeanPoolMagnitude(const MagnitudeArgs& a) {
   return SumOfTerms(a, a.op, /*mean=*/true, static_cast<double>(s.dim(2) * s.dim(3)));
 }
 
+// A mean over chosen axes: a mean of the input's elements per output one.
+Tensor MeanMagnitude(const MagnitudeArgs& a) {
+  const int64_t n = a.out.num_elements();
+  return SumOfTerms(a, a.op, /*mean=*/true,
+                    n == 0 ? 1.0 : static_cast<double>(a.in[0]->num_elements() / n));
+}
+
 // The same op on the magnitudes (a copy, a layout, a selection, a
 // constant factor), then its absolute value (a negative scale, a
 // negation). max_pool2d: the largest magnitude in the window, whichever is

@@ -9,7 +9,10 @@
 //
 // The entries, by family (each file states its ops' rules):
 //   elementwise_rules.cc  relu, sin, cos, square, exp, log, neg, scale,
-//                         gelu, gelu_erf, silu; add, sub, mul, bias_add; sum
+//                         gelu, gelu_erf, silu, rsqrt, sqrt, tanh, sigmoid,
+//                         pow, hardtanh; bias_add
+//   broadcast_rules.cc    add, sub, mul, div, where (numpy broadcasting)
+//   reduce_rules.cc       sum, mean, amax over chosen axes
 //   matmul_rules.cc       matmul, transpose, split_heads, merge_heads
 //   layout_rules.cc       name, state, reshape, permute
 //   indexing_rules.cc     slice, embedding, masked_fill
@@ -129,6 +132,8 @@ struct OpEntry {
 
 // The families' entries (their files).
 const std::vector<OpEntry>& ElementwiseRules();
+const std::vector<OpEntry>& BroadcastRules();
+const std::vector<OpEntry>& ReduceRules();
 const std::vector<OpEntry>& MatMulRules();
 const std::vector<OpEntry>& LayoutRules();
 const std::vector<OpEntry>& IndexingRules();
@@ -214,6 +219,8 @@ Tensor ProductMagnitude(const MagnitudeArgs& a);
 Tensor SumMagnitude(const MagnitudeArgs& a);
 Tensor SubMagnitude(const MagnitudeArgs& a);
 Tensor MeanPoolMagnitude(const MagnitudeArgs& a);
+// A mean over chosen axes (mean).
+Tensor MeanMagnitude(const MagnitudeArgs& a);
 // The same op on the magnitudes, in absolute value (a copy, a layout, a
 // selection); and with the output's own rounding (a constant factor, a
 // dropout's division: a rounded product).

@@ -22,7 +22,7 @@ Table MakeTable() {
   Table table;
   std::array<bool, kNumKinds> set{};
   for (const std::vector<OpEntry>* family :
-       {&ElementwiseRules(), &MatMulRules(), &LayoutRules(), &IndexingRules(), &SoftmaxRules(),
+       {&ElementwiseRules(), &BroadcastRules(), &ReduceRules(), &MatMulRules(), &LayoutRules(), &IndexingRules(), &SoftmaxRules(),
         &NormRules(), &ConvPoolRules(), &RandomRules()}) {
     for (const OpEntry& entry : *family) {
       const size_t k = static_cast<size_t>(entry.kind);
