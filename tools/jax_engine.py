@@ -25,7 +25,7 @@ The ops are jnp code that computes each op's forward definition
   matmul       jnp.matmul, precision HIGHEST (rank 3: batched dot_general)
   relu         jax.nn.relu (its custom JVP: relu'(0) = 0, as remat's)
   softmax      jax.nn.softmax over the last axis (max-subtracted; custom JVP)
-  layer_norm   (x - mean) * rsqrt(biased var + 1e-5) * gamma + beta
+  layer_norm   (x - mean) * rsqrt(biased var + eps) * gamma + beta (eps: scalar=, else 1e-5)
   gelu         jax.nn.gelu(approximate=True), the tanh form
   scale        x * float32(c)
   name         jax.ad_checkpoint.checkpoint_name(x, label)
@@ -148,6 +148,7 @@ class ProgramError(Exception):
 # traced, and its enclosing function: labels that change no arithmetic).
 _ATTRS = {
     "name": {"name"},
+    "layer_norm": {"scalar"},
     "scale": {"scalar"},
     "dropout": {"scalar", "ints"},
     "masked_fill": {"scalar"},
@@ -494,7 +495,8 @@ class Builder:
             mean = jnp.mean(v, axis=-1, keepdims=True)
             centered = v - mean
             var = jnp.mean(jnp.square(centered), axis=-1, keepdims=True)
-            return centered * jax.lax.rsqrt(var + jnp.float32(LAYER_NORM_EPS)) * gamma + beta
+            eps = _scalar_attr(op, at) if "scalar" in op.attrs else LAYER_NORM_EPS
+            return centered * jax.lax.rsqrt(var + jnp.float32(eps)) * gamma + beta
         if k == "gelu":
             return jax.nn.gelu(x[0], approximate=True)
         if k == "scale":

@@ -334,7 +334,8 @@ class Interpreter:
             elif k == "log_softmax":
                 y = torch.log_softmax(x[0], dim=-1)
             elif k == "layer_norm":
-                y = F.layer_norm(x[0], (x[0].shape[-1],), x[1], x[2], eps=LAYER_NORM_EPS)
+                eps = scalar() if "scalar" in a else LAYER_NORM_EPS
+                y = F.layer_norm(x[0], (x[0].shape[-1],), x[1], x[2], eps=eps)
             elif k == "rms_norm":
                 y = x[0] * torch.rsqrt(x[0].square().mean(-1, keepdim=True) + scalar()) * x[1]
             elif k == "gelu":

@@ -362,9 +362,24 @@ class Parser : private SourceErrors {
     if (key == "policy") return kind == OpKind::kCheckpoint;
     if (key == "schedule") return kind == OpKind::kScan || kind == OpKind::kChain;
     if (key == "consts") return kind == OpKind::kScan;
-    if (key == "scalar") return !IsStructural(kind) && Def(kind).has_scalar;
+    if (key == "scalar") {
+      return !IsStructural(kind) && (Def(kind).has_scalar || Def(kind).default_scalar != 0);
+    }
     if (key == "ints") return !IsStructural(kind) && Def(kind).num_ints != 0;
     return false;
+  }
+
+  // The scalar= value v (at token `at`) as op stores it: an op whose
+  // scalar is optional (OpDef::default_scalar) stores its default as 0,
+  // the value that leaving scalar= out gives, and takes no explicit 0.
+  double OptionalScalar(const Op& op, double v, const Token& at) {
+    const double d = Def(op.kind).default_scalar;
+    if (d == 0) return v;
+    if (v == 0) {
+      Fail(at, StrCat("bad attribute: ", OpKindName(op.kind), "'s scalar= must not be 0; leave it "
+                      "out for its default ", NumberText(d)));
+    }
+    return v == d ? 0.0 : v;
   }
 
   void Attributes(Op* op, const Token& op_token) {
@@ -427,7 +442,7 @@ class Parser : private SourceErrors {
           Fail(at, StrCat("bad attribute: expected a number after scalar= (e.g. 0.125), got ",
                           Describe(at)));
         }
-        op->scalar = v;
+        op->scalar = OptionalScalar(*op, v, at);
       } else if (k == "consts") {
         const Token at = Peek();
         const int64_t n = Int("the number of consts after consts=");

@@ -42,14 +42,14 @@ struct RowStats {
   double rstd;
 };
 
-RowStats Stats(const double* x, int64_t c) {
+RowStats Stats(const double* x, int64_t c, double eps) {
   double sum = 0.0;
   for (int64_t j = 0; j < c; ++j) sum += x[j];
   const double mean = sum / static_cast<double>(c);
   double squares = 0.0;
   for (int64_t j = 0; j < c; ++j) squares += (x[j] - mean) * (x[j] - mean);
   const double var = squares / static_cast<double>(c);
-  return {mean, 1.0 / std::sqrt(var + Kernels::kLayerNormEps)};
+  return {mean, 1.0 / std::sqrt(var + eps)};
 }
 
 // gelu's tanh form and its derivative.
@@ -191,12 +191,13 @@ void ReferenceKernels::DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tens
 }
 
 void ReferenceKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                   Tensor& out) {
+                                   double eps_or_0, Tensor& out) {
+  const double eps = Kernels::LayerNormEps(eps_or_0);
   const int64_t c = LastDim(x), rows = NumRows(x);
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x.f64() + r * c;
     double* o = out.f64() + r * c;
-    const RowStats s = Stats(xr, c);
+    const RowStats s = Stats(xr, c, eps);
     for (int64_t j = 0; j < c; ++j) {
       o[j] = (xr[j] - s.mean) * s.rstd * gamma.f64()[j] + beta.f64()[j];
     }
@@ -204,13 +205,14 @@ void ReferenceKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const T
 }
 
 void ReferenceKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma,
-                                           const Tensor& dy, Tensor& out) {
+                                           const Tensor& dy, double eps_or_0, Tensor& out) {
+  const double eps = Kernels::LayerNormEps(eps_or_0);
   const int64_t c = LastDim(x), rows = NumRows(x);
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x.f64() + r * c;
     const double* dyr = dy.f64() + r * c;
     double* o = out.f64() + r * c;
-    const RowStats s = Stats(xr, c);
+    const RowStats s = Stats(xr, c, eps);
     double sum_g = 0.0, sum_gx = 0.0;
     for (int64_t j = 0; j < c; ++j) {
       const double g = dyr[j] * gamma.f64()[j];
@@ -227,14 +229,16 @@ void ReferenceKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma,
   }
 }
 
-void ReferenceKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) {
+void ReferenceKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, double eps_or_0,
+                                            Tensor& out) {
+  const double eps = Kernels::LayerNormEps(eps_or_0);
   const int64_t c = LastDim(x), rows = NumRows(x);
   double* o = out.f64();
   for (int64_t j = 0; j < out.num_elements(); ++j) o[j] = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x.f64() + r * c;
     const double* dyr = dy.f64() + r * c;
-    const RowStats s = Stats(xr, c);
+    const RowStats s = Stats(xr, c, eps);
     for (int64_t j = 0; j < c; ++j) o[j] += dyr[j] * ((xr[j] - s.mean) * s.rstd);
   }
 }
@@ -375,9 +379,9 @@ REMAT_SHARED_KERNEL(sum, k.DoSum(*in[0], out));
 REMAT_SHARED_KERNEL(broadcast, k.DoBroadcast(*in[0], out));
 REMAT_SHARED_KERNEL(softmax, k.DoSoftmax(*in[0], out));
 REMAT_SHARED_KERNEL(softmax_backward, k.DoSoftmaxBackward(*in[0], *in[1], out));
-REMAT_SHARED_KERNEL(layer_norm, k.DoLayerNorm(*in[0], *in[1], *in[2], out));
-REMAT_SHARED_KERNEL(layer_norm_backward, k.DoLayerNormBackward(*in[0], *in[1], *in[2], out));
-REMAT_SHARED_KERNEL(layer_norm_gamma_grad, k.DoLayerNormGammaGrad(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(layer_norm, k.DoLayerNorm(*in[0], *in[1], *in[2], a.scalar, out));
+REMAT_SHARED_KERNEL(layer_norm_backward, k.DoLayerNormBackward(*in[0], *in[1], *in[2], a.scalar, out));
+REMAT_SHARED_KERNEL(layer_norm_gamma_grad, k.DoLayerNormGammaGrad(*in[0], *in[1], a.scalar, out));
 REMAT_SHARED_KERNEL(sum_leading, k.DoSumLeading(*in[0], out));
 REMAT_SHARED_KERNEL(gelu, k.DoGelu(*in[0], out));
 REMAT_SHARED_KERNEL(gelu_backward, k.DoGeluBackward(*in[0], *in[1], out));
