@@ -165,6 +165,9 @@ _ATTRS = {
     "batch_norm_running_var": {"scalar"},
     "state": {"name"},
     "slice": {"ints"},
+    "expand": {"ints"},
+    "cat": {"ints"},
+    "select": {"ints"},
     "checkpoint": {"name", "policy"},
     "scan": {"name", "schedule", "consts"},
     "chain": {"name", "schedule"},
@@ -181,6 +184,7 @@ _ARITY = {
     "reshape": 1, "permute": 1, "top_k_softmax": 1,
     "conv2d": 2, "max_pool2d": 1, "global_avg_pool": 1, "batch_norm": 3,
     "batch_norm_running_mean": 2, "batch_norm_running_var": 2, "state": 1, "slice": 1,
+    "expand": 1, "cat": 2, "select": 1,
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
@@ -626,12 +630,30 @@ class Builder:
             return x[0].reshape(batch, heads, s, dh).transpose(0, 2, 1, 3).reshape(batch * s, heads * dh)
         if k == "state":
             return x[0]
-        if k == "slice":
-            ints = op.attrs.get("ints", [])
-            need(len(ints) == 3 and 0 <= int(ints[0]) < x[0].ndim and int(ints[1]) >= 0 and int(ints[2]) >= 0
-                 and int(ints[1]) + int(ints[2]) <= x[0].shape[int(ints[0])],
-                 "slice needs ints=[axis,start,length] within x")
-            return jax.lax.slice_in_dim(x[0], int(ints[1]), int(ints[1]) + int(ints[2]), axis=int(ints[0]))
+        if k in ("slice", "select"):
+            ints = [int(i) for i in op.attrs.get("ints", [])]
+            if k == "select":
+                need(len(ints) == 2, "select needs ints=[axis,index]")
+                ints = ints + [1]
+            need(len(ints) in (3, 4), "slice needs ints=[axis,start,length] or [axis,start,length,step]")
+            axis, start, length = ints[:3]
+            step = ints[3] if len(ints) == 4 else 1
+            need(0 <= axis < x[0].ndim and start >= 0 and length >= 0 and step >= 1
+                 and (start <= x[0].shape[axis] if length == 0 else start + (length - 1) * step < x[0].shape[axis]),
+                 "%s's ints %s are not within x" % (k, ints))
+            y = jax.lax.slice_in_dim(x[0], start, start + (length - 1) * step + 1 if length else start, step, axis)
+            return jnp.squeeze(y, axis) if k == "select" else y
+        if k == "expand":
+            dims = [int(d) for d in op.attrs.get("ints", [])]
+            try:
+                return jnp.broadcast_to(x[0], dims)
+            except ValueError as e:
+                raise ProgramError("%s: expand to %s: %s" % (at, dims, e))
+        if k == "cat":
+            ints = [int(i) for i in op.attrs.get("ints", [])]
+            need(len(ints) == 1 and x[0].ndim == x[1].ndim and 0 <= ints[0] < x[0].ndim,
+                 "cat needs ints=[axis] and operands of one rank")
+            return jnp.concatenate([x[0], x[1]], axis=ints[0])
         if k in ("batch_norm_running_mean", "batch_norm_running_var"):
             v, running = x
             need(v.ndim in (2, 4) and running.shape == (v.shape[1],) and v.size // max(1, v.shape[1]) >= 2,

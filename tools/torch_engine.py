@@ -361,7 +361,15 @@ class Interpreter:
             elif k == "permute":
                 y = x[0].permute(ints)
             elif k == "slice":
-                y = x[0].narrow(ints[0], ints[1], ints[2])
+                start, length, step = ints[1], ints[2], (ints[3] if len(ints) == 4 else 1)
+                end = start + (length - 1) * step + 1 if length else start
+                y = x[0][(slice(None),) * ints[0] + (slice(start, end, step),)]
+            elif k == "select":
+                y = x[0].select(ints[0], ints[1])
+            elif k == "expand":
+                y = x[0].expand(ints)
+            elif k == "cat":
+                y = torch.cat([x[0], x[1]], dim=ints[0])
             elif k == "embedding":
                 y = F.embedding(x[1], x[0])
             elif k == "masked_fill":

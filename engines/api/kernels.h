@@ -97,7 +97,7 @@ struct KernelAttrs {
   int64_t int_a = 0, int_b = 0;                   // SplitHeads: batch, heads; MergeHeads: batch;
                                                   // conv2d: stride, padding; top_k_softmax: k;
                                                   // max_pool2d: kernel, stride
-  int64_t int_c = 0;                              // max_pool2d: padding
+  int64_t int_c = 0;                              // max_pool2d: padding; slice: step (0 is 1)
   Shape shape;                                    // Broadcast, reshape: the output's shape
   std::vector<int64_t> perm;                      // permute: output axis i is input axis perm[i]
 };

@@ -77,7 +77,10 @@ enum class OpKind {
   kBatchNormRunningMean,  // inputs x, running mean (C); attr `scalar` = momentum
   kBatchNormRunningVar,   // inputs x, running var (C); attr `scalar` = momentum
   kState,       // y = x, the new value of the parameter named `name` (CONTRACT.md, state)
-  kSlice,       // attr `ints` = {axis, start, length}: x's elements start..start+length-1 on axis
+  kSlice,       // attr `ints` = {axis, start, length[, step]}: x's elements start + j step on axis
+  kExpand,      // attr `ints` = the output's dims: x broadcast to them (numpy's rule)
+  kCat,         // inputs a, b; attr `ints` = {axis}: a then b on it
+  kSelect,      // attr `ints` = {axis, index}: x[..., index, ...], the axis dropped
   kCheckpoint,
   kScan,
   kChain,

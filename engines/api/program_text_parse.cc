@@ -476,7 +476,10 @@ class Parser : private SourceErrors {
                          : op->kind == OpKind::kDropout    ? "[KEY]"
                          : op->kind == OpKind::kConv2d     ? "[STRIDE,PADDING]"
                          : op->kind == OpKind::kMaxPool2d  ? "[KERNEL,STRIDE,PADDING]"
-                         : op->kind == OpKind::kSlice      ? "[AXIS,START,LENGTH]"
+                         : op->kind == OpKind::kSlice      ? "[AXIS,START,LENGTH] or [AXIS,START,LENGTH,STEP]"
+                         : op->kind == OpKind::kExpand     ? "[D0,D1,...] (the output's dims)"
+                         : op->kind == OpKind::kCat        ? "[AXIS]"
+                         : op->kind == OpKind::kSelect     ? "[AXIS,INDEX]"
                                                             : "[...]";
       Fail(op_token, StrCat(OpKindName(op->kind), " needs ints=", what));
     }

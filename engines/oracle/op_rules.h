@@ -11,8 +11,8 @@
 //   elementwise_rules.cc  relu, sin, cos, square, exp, log, neg, scale,
 //                         gelu, gelu_erf, silu; add, sub, mul, bias_add; sum
 //   matmul_rules.cc       matmul, transpose, split_heads, merge_heads
-//   layout_rules.cc       name, state, reshape, permute
-//   indexing_rules.cc     slice, embedding, masked_fill
+//   layout_rules.cc       name, state, reshape, permute, expand, cat
+//   indexing_rules.cc     slice, select, embedding, masked_fill
 //   softmax_rules.cc      softmax, log_softmax, top_k_softmax, cross_entropy
 //   norm_rules.cc         layer_norm, rms_norm, batch_norm and its running
 //                         mean and variance
