@@ -159,6 +159,7 @@ _ATTRS = {
     "permute": {"ints"},
     "top_k_softmax": {"ints"},
     "conv2d": {"ints"},
+    "conv2d_bias": {"ints"},
     "max_pool2d": {"ints"},
     "batch_norm": {"scalar"},
     "batch_norm_running_mean": {"scalar"},
@@ -182,7 +183,7 @@ _ARITY = {
     "neg": 1, "sub": 2, "exp": 1, "log": 1, "silu": 1, "rms_norm": 2, "log_softmax": 1, "gelu_erf": 1,
     "dropout": 2, "embedding": 2, "masked_fill": 2, "cross_entropy": 2,
     "reshape": 1, "permute": 1, "top_k_softmax": 1,
-    "conv2d": 2, "max_pool2d": 1, "global_avg_pool": 1, "batch_norm": 3,
+    "conv2d": 2, "conv2d_bias": 3, "max_pool2d": 1, "global_avg_pool": 1, "batch_norm": 3,
     "batch_norm_running_mean": 2, "batch_norm_running_var": 2, "state": 1, "slice": 1,
     "expand": 1, "cat": 2, "select": 1,
 }
@@ -567,15 +568,19 @@ class Builder:
             perm = [int(d) for d in op.attrs.get("ints", [])]
             need(sorted(perm) == list(range(x[0].ndim)), "permute by %s: not a permutation of the axes" % perm)
             return jnp.transpose(x[0], perm)
-        if k == "conv2d":
-            v, w = x
+        if k in ("conv2d", "conv2d_bias"):
+            v, w = x[0], x[1]
             ints = [int(i) for i in op.attrs.get("ints", [])]
-            need(len(ints) == 2 and v.ndim == 4 and w.ndim == 4 and v.shape[1] == w.shape[1],
-                 "conv2d needs ints=[stride,padding], x (N,C,H,W) and w (O,C,KH,KW)")
-            s, p = ints
-            return jax.lax.conv_general_dilated(v, w, window_strides=(s, s), padding=[(p, p), (p, p)],
-                                                dimension_numbers=("NCHW", "OIHW", "NCHW"),
-                                                precision=jax.lax.Precision.HIGHEST)
+            if len(ints) == 2:
+                ints = [ints[0], ints[0], ints[1], ints[1], 1, 1, 1]
+            need(len(ints) == 7 and v.ndim == 4 and w.ndim == 4 and v.shape[1] == w.shape[1] * ints[6],
+                 "conv2d needs ints=[stride,padding] or [sh,sw,ph,pw,dh,dw,groups], x (N,C,H,W), w (O,C/groups,KH,KW)")
+            sh, sw, ph, pw, dh, dw, groups = ints
+            y = jax.lax.conv_general_dilated(v, w, window_strides=(sh, sw), padding=[(ph, ph), (pw, pw)],
+                                             rhs_dilation=(dh, dw), feature_group_count=groups,
+                                             dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                                             precision=jax.lax.Precision.HIGHEST)
+            return y + x[2][None, :, None, None] if k == "conv2d_bias" else y
         if k == "max_pool2d":
             ints = [int(i) for i in op.attrs.get("ints", [])]
             need(len(ints) == 3 and x[0].ndim == 4, "max_pool2d needs ints=[kernel,stride,padding] and x (N,C,H,W)")

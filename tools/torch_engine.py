@@ -380,8 +380,10 @@ class Interpreter:
                 p = scalar()
                 keep = self.dropout_keep(x[1], ints[0], tuple(x[0].shape), p)
                 y = torch.where(keep, x[0] * float(np.float32(1.0 / (1.0 - p))), torch.zeros_like(x[0]))
-            elif k == "conv2d":
-                y = F.conv2d(x[0], x[1], stride=ints[0], padding=ints[1])
+            elif k in ("conv2d", "conv2d_bias"):
+                g = ints if len(ints) == 7 else [ints[0], ints[0], ints[1], ints[1], 1, 1, 1]
+                y = F.conv2d(x[0], x[1], x[2] if k == "conv2d_bias" else None, stride=(g[0], g[1]),
+                             padding=(g[2], g[3]), dilation=(g[4], g[5]), groups=g[6])
             elif k == "max_pool2d":
                 y = F.max_pool2d(x[0], ints[0], ints[1], ints[2])
             elif k == "global_avg_pool":

@@ -100,7 +100,21 @@ struct KernelAttrs {
   int64_t int_c = 0;                              // max_pool2d: padding; slice: step (0 is 1)
   Shape shape;                                    // Broadcast, reshape: the output's shape
   std::vector<int64_t> perm;                      // permute: output axis i is input axis perm[i]
+  std::vector<int64_t> conv;                      // conv2d: Conv2dGeometry's 7 fields, in order
 };
+
+// conv2d's geometry as its kernels read it: KernelAttrs::conv = {stride h,
+// stride w, padding h, padding w, dilation h, dilation w, groups}, or,
+// where conv is empty, the square stride int_a and padding int_b.
+struct Conv2dGeometry {
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1,
+          groups = 1;
+};
+inline Conv2dGeometry Conv2dGeometryOf(const KernelAttrs& a) {
+  if (a.conv.empty()) return {a.int_a, a.int_a, a.int_b, a.int_b, 1, 1, 1};
+  if (a.conv.size() != 7) return {0, 0, 0, 0, 0, 0, 0};  // no geometry: the shape rules refuse it
+  return {a.conv[0], a.conv[1], a.conv[2], a.conv[3], a.conv[4], a.conv[5], a.conv[6]};
+}
 
 // The kernel table. A kernel is defined once, by its KernelDef: its name,
 // its arity, its output shape and its FLOPs, all backend-independent (next

@@ -70,7 +70,7 @@ enum class OpKind {
   kReshape,     // attr `ints` = the output's dims (one element count)
   kPermute,     // attr `ints` = the permutation: output axis i is input axis ints[i]
   kTopKSoftmax,  // over the last axis, the k largest only (attr `ints` = {k}); ties: lowest index
-  kConv2d,      // NCHW x, OIHW w; attr `ints` = {stride, padding}
+  kConv2d,      // NCHW x, OIHW w; attr `ints` = {stride, padding} or {sh, sw, ph, pw, dh, dw, groups}
   kMaxPool2d,   // NCHW x; attr `ints` = {kernel, stride, padding}; ties: lowest index
   kGlobalAvgPool,  // (N, C, H, W) -> (N, C)
   kBatchNorm,   // training mode: inputs x, gamma, beta; attr `scalar` = eps
@@ -81,6 +81,7 @@ enum class OpKind {
   kExpand,      // attr `ints` = the output's dims: x broadcast to them (numpy's rule)
   kCat,         // inputs a, b; attr `ints` = {axis}: a then b on it
   kSelect,      // attr `ints` = {axis, index}: x[..., index, ...], the axis dropped
+  kConv2dBias,  // conv2d plus a bias (O) per output channel; conv2d's `ints`
   kCheckpoint,
   kScan,
   kChain,

@@ -474,7 +474,8 @@ class Parser : private SourceErrors {
                          : op->kind == OpKind::kPermute    ? "[P0,P1,...] (output axis i is input axis Pi)"
                          : op->kind == OpKind::kTopKSoftmax ? "[K]"
                          : op->kind == OpKind::kDropout    ? "[KEY]"
-                         : op->kind == OpKind::kConv2d     ? "[STRIDE,PADDING]"
+                         : op->kind == OpKind::kConv2d || op->kind == OpKind::kConv2dBias
+                             ? "[STRIDE,PADDING] or [SH,SW,PH,PW,DH,DW,GROUPS]"
                          : op->kind == OpKind::kMaxPool2d  ? "[KERNEL,STRIDE,PADDING]"
                          : op->kind == OpKind::kSlice      ? "[AXIS,START,LENGTH] or [AXIS,START,LENGTH,STEP]"
                          : op->kind == OpKind::kExpand     ? "[D0,D1,...] (the output's dims)"

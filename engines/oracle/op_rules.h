@@ -16,7 +16,7 @@
 //   softmax_rules.cc      softmax, log_softmax, top_k_softmax, cross_entropy
 //   norm_rules.cc         layer_norm, rms_norm, batch_norm and its running
 //                         mean and variance
-//   conv_pool_rules.cc    conv2d, max_pool2d, global_avg_pool
+//   conv_pool_rules.cc    conv2d, conv2d_bias, max_pool2d, global_avg_pool
 //   random_rules.cc       dropout
 //   magnitude_rules.cc    the magnitude rules that several families share
 //
