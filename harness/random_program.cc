@@ -222,7 +222,8 @@ class Generator {
   // seen as (n, d, 1, 1); else x seen as a one-channel image (1, 1, n, d),
   // max-pooled by 3 x 3 windows, stride 1, padding 1 (x's shape again), or,
   // for d odd, convolved with a (d, d) value of the pool as its one kernel,
-  // stride 1, padding (d - 1) / 2 (x's shape again); read back as (n, d).
+  // stride 1, padding (d - 1) / 2 (x's shape again), then again with x's
+  // first element as a bias (conv2d_bias); read back as (n, d).
   Var DrawConv(const std::vector<Var>& pool, Var x) {
     const Shape s = x.shape();
     if (s.rank() != 2) return sin(x);
@@ -243,7 +244,12 @@ class Generator {
     if (!kernel) return sin(x);
     const Var image = apply("reshape", {x}, {.ints = {1, 1, n, d}});
     const Var w = apply("reshape", {*kernel}, {.ints = {1, 1, d, d}});
-    const Var y = apply("conv2d", {image, w}, {.ints = {1, (d - 1) / 2}});
+    const int64_t pad = (d - 1) / 2;
+    const Var once = apply("conv2d", {image, w}, {.ints = {1, pad}});
+    // Again, with a bias, x's first element, in the geometry's seven-int form.
+    const Var b = apply("reshape", {apply("slice", {apply("slice", {x}, {.ints = {0, 0, 1}})}, {.ints = {1, 0, 1}})},
+                        {.ints = {1}});
+    const Var y = apply("conv2d_bias", {once, w, b}, {.ints = {1, 1, pad, pad, 1, 1, 1}});
     return apply("reshape", {y}, {.ints = {n, d}});
   }
 
