@@ -567,6 +567,15 @@ TEST(ProgramTextTest, TheVitTokensRunOnEveryEngine) {
   ExpectEveryEngineRunsIt(p);
 }
 
+// A MobileNet block as its library writes it: a depthwise 3x3 conv with
+// bias, stride 2 (the 7-int form, groups = C), and a pointwise 1x1 conv
+// with bias (the 2-int form), checkpointed, on every engine.
+TEST(ProgramTextTest, TheMobileNetBlockRunsOnEveryEngine) {
+  const Program p = ReadProgramFile("problems/files/mobilenet_block.remat");
+  EXPECT_EQ(p.ops[0].body->CountOps(OpKind::kConv2dBias), 2);
+  ExpectEveryEngineRunsIt(p);
+}
+
 // layer_norm's eps: scalar= optional, 0 (left out) the default 1e-5,
 // printed without scalar= so that files written before read and print the
 // same; an explicit 1e-5 reads as the default; another eps prints back to
