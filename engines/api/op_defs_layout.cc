@@ -162,6 +162,23 @@ Tensor SliceBackwardCall(Kernels& k, const SliceSpec& s, const Tensor& dy, const
   return k.Call(kSliceBackwardKernel, {&dy}, {.int_a = s.axis, .int_b = s.start, .int_c = s.step, .shape = x});
 }
 
+// slice's and select's rules (Of: SliceOf or SelectOf; kDrop: select
+// drops the axis): the slice kernel and its backward.
+template <SliceSpec (*Of)(const Op&, const Shape&), bool kDrop>
+Shape TakeShape(const Op& op, const Shapes& in) {
+  const SliceSpec s = Of(op, in[0]);
+  return SlicedShape(in[0], s.axis, s.length, kDrop);
+}
+template <SliceSpec (*Of)(const Op&, const Shape&), bool kDrop>
+Tensor TakeForward(Kernels& k, const Op& op, const Tensors& in) {
+  const SliceSpec s = Of(op, in[0].shape());
+  return SliceCall(k, s, in[0], SlicedShape(in[0].shape(), s.axis, s.length, kDrop));
+}
+template <SliceSpec (*Of)(const Op&, const Shape&)>
+void TakeBackward(Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+  if (a.needs[0]) d[0] = SliceBackwardCall(k, Of(op, a.input_shapes[0]), a.dout, a.input_shapes[0]);
+}
+
 // cat of a and b on `axis`: one rank, every other axis equal.
 Shape CatShape(int64_t axis, const Shape& a, const Shape& b) {
   bool ok = a.rank() == b.rank() && axis >= 0 && axis < a.rank();
@@ -385,18 +402,10 @@ const OpDef kLayoutOps[] = {
     //         elements, 0 elsewhere
     {.kind = OpKind::kSlice, .name = "slice", .arity = 1, .has_scalar = false,
      .num_ints = kAnyNumberOfInts,
-     .shape = [](const Op& op, const Shapes& in) {
-       const SliceSpec s = SliceOf(op, in[0]);
-       return SlicedShape(in[0], s.axis, s.length, false);
-     },
+     .shape = TakeShape<SliceOf, false>,
      .saves = SavesNothing,
-     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
-       const SliceSpec s = SliceOf(op, in[0].shape());
-       return SliceCall(k, s, in[0], SlicedShape(in[0].shape(), s.axis, s.length, false));
-     },
-     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = SliceBackwardCall(k, SliceOf(op, a.input_shapes[0]), a.dout, a.input_shapes[0]);
-     },
+     .forward = TakeForward<SliceOf, false>,
+     .backward = TakeBackward<SliceOf>,
      .flops = NoFlops,
      .forward_depth = ExactDepth,
      .backward_depth = PassThrough,
@@ -461,17 +470,10 @@ const OpDef kLayoutOps[] = {
     //         the axis dropped: torch's select, x[:, 0]. Saves nothing;
     //         dx = dy at the index, 0 elsewhere; FLOPs 0 (a copy)
     {.kind = OpKind::kSelect, .name = "select", .arity = 1, .has_scalar = false, .num_ints = 2,
-     .shape = [](const Op& op, const Shapes& in) {
-       return SlicedShape(in[0], SelectOf(op, in[0]).axis, 1, true);
-     },
+     .shape = TakeShape<SelectOf, true>,
      .saves = SavesNothing,
-     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
-       const SliceSpec s = SelectOf(op, in[0].shape());
-       return SliceCall(k, s, in[0], SlicedShape(in[0].shape(), s.axis, 1, true));
-     },
-     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = SliceBackwardCall(k, SelectOf(op, a.input_shapes[0]), a.dout, a.input_shapes[0]);
-     },
+     .forward = TakeForward<SelectOf, true>,
+     .backward = TakeBackward<SelectOf>,
      .flops = NoFlops,
      .forward_depth = ExactDepth,
      .backward_depth = PassThrough,

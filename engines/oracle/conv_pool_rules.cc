@@ -28,17 +28,17 @@ struct ConvGeometry {
   // + q dw - pw] w[oc,ch,p,q].
   template <typename F>
   void ForEachTap(const F& f) const {
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t oc = 0; oc < o; ++oc)
-        for (int64_t i = 0; i < oh; ++i)
-          for (int64_t j = 0; j < ow; ++j)
-            for (int64_t ch = 0; ch < cg; ++ch)
-              for (int64_t p = 0; p < kh; ++p)
-                for (int64_t q = 0; q < kw; ++q) {
-                  const int64_t r = i * sh + p * dh - ph, s = j * sw + q * dw - pw;
-                  if (r < 0 || r >= h || s < 0 || s >= w) continue;
-                  f(X(b, oc / (o / groups) * cg + ch, r, s), W(oc, ch, p, q), Y(b, oc, i, j));
-                }
+    // One flat walk over y's elements, each output's taps (ch, p, q) in
+    // turn; the multi-index by division.
+    for (int64_t yi = 0; yi < n * o * oh * ow; ++yi) {
+      const int64_t j = yi % ow, i = (yi / ow) % oh, oc = (yi / ow / oh) % o, b = yi / ow / oh / o;
+      const int64_t first = oc / (o / groups) * cg;  // the group's first input channel
+      for (int64_t t = 0; t < cg * kh * kw; ++t) {
+        const int64_t ch = t / (kh * kw), p = (t / kw) % kh, q = t % kw;
+        const int64_t r = i * sh + p * dh - ph, s = j * sw + q * dw - pw;
+        if (r >= 0 && r < h && s >= 0 && s < w) f(X(b, first + ch, r, s), W(oc, ch, p, q), yi);
+      }
+    }
   }
 };
 
