@@ -251,7 +251,8 @@ class Generator {
   // seen as (n, d, 1, 1); else x seen as a one-channel image (1, 1, n, d),
   // max-pooled by 3 x 3 windows, stride 1, padding 1 (x's shape again), or,
   // for d odd, convolved with a (d, d) value of the pool as its one kernel,
-  // stride 1, padding (d - 1) / 2 (x's shape again); read back as (n, d).
+  // stride 1, padding (d - 1) / 2 (x's shape again), then again with x's
+  // first element as a bias (conv2d_bias); read back as (n, d).
   Var DrawConv(const std::vector<Var>& pool, Var x) {
     const Shape s = x.shape();
     if (s.rank() != 2) return sin(x);
@@ -272,7 +273,12 @@ class Generator {
     if (!kernel) return sin(x);
     const Var image = apply("reshape", {x}, {.ints = {1, 1, n, d}});
     const Var w = apply("reshape", {*kernel}, {.ints = {1, 1, d, d}});
-    const Var y = apply("conv2d", {image, w}, {.ints = {1, (d - 1) / 2}});
+    const int64_t pad = (d - 1) / 2;
+    const Var once = apply("conv2d", {image, w}, {.ints = {1, pad}});
+    // Again, with a bias, x's first element, in the geometry's seven-int form.
+    const Var b = apply("reshape", {apply("slice", {apply("slice", {x}, {.ints = {0, 0, 1}})}, {.ints = {1, 0, 1}})},
+                        {.ints = {1}});
+    const Var y = apply("conv2d_bias", {once, w, b}, {.ints = {1, 1, pad, pad, 1, 1, 1}});
     return apply("reshape", {y}, {.ints = {n, d}});
   }
 
@@ -295,7 +301,9 @@ class Generator {
     return bias_add(x, stat);
   }
 
-  // The layout ops: transpose where it keeps x's shape (square in its last
+  // The layout ops: an (n, d) x's halves (slice), or its first row
+  // broadcast (select, expand) times its columns reordered (slice by a
+  // step, cat); transpose where it keeps x's shape (square in its last
   // two axes); a rank-3 x permuted (the two leading axes swapped), reshaped
   // to rank 2 and back; else split_heads into a random divisor of each axis
   // and merge_heads back (x's shape again); a rank-1 x reshaped to a row
@@ -313,6 +321,16 @@ class Generator {
       return apply("reshape", {matmul(apply("reshape", {mul(a, b)}, {.ints = {s.dim(0), h}}),
                                       apply("reshape", {sin(b)}, {.ints = {h, s.dim(0)}}))},
                    {.ints = {s.dim(0), s.dim(0)}});
+    }
+    if (s.rank() == 2 && s.dim(0) >= 2 && s.dim(1) >= 2 && Chance(25)) {
+      // x's first row (select) broadcast to x's shape (expand), times x's
+      // columns reordered: the even ones, then the odd (slices by a step
+      // of 2, joined by cat).
+      const int64_t n = s.dim(0), d = s.dim(1);
+      const Var rows = apply("expand", {sin(apply("select", {x}, {.ints = {0, 0}}))}, {.ints = {n, d}});
+      const Var evens = apply("slice", {x}, {.ints = {1, 0, (d + 1) / 2, 2}});
+      const Var odds = apply("slice", {x}, {.ints = {1, 1, d / 2, 2}});
+      return mul(rows, apply("cat", {evens, odds}, {.ints = {1}}));
     }
     if ((s.rank() == 2 || s.rank() == 3) && s.dim(s.rank() - 1) == s.dim(s.rank() - 2)) {
       return transpose(x);

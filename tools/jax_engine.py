@@ -25,7 +25,7 @@ The ops are jnp code that computes each op's forward definition
   matmul       jnp.matmul, precision HIGHEST (rank 3: batched dot_general)
   relu         jax.nn.relu (its custom JVP: relu'(0) = 0, as remat's)
   softmax      jax.nn.softmax over the last axis (max-subtracted; custom JVP)
-  layer_norm   (x - mean) * rsqrt(biased var + 1e-5) * gamma + beta
+  layer_norm   (x - mean) * rsqrt(biased var + eps) * gamma + beta (eps: scalar=, else 1e-5)
   gelu         jax.nn.gelu(approximate=True), the tanh form
   scale        x * float32(c)
   name         jax.ad_checkpoint.checkpoint_name(x, label)
@@ -156,6 +156,7 @@ class ProgramError(Exception):
 # traced, and its enclosing function: labels that change no arithmetic).
 _ATTRS = {
     "name": {"name"},
+    "layer_norm": {"scalar"},
     "scale": {"scalar"},
     "dropout": {"scalar", "ints"},
     "masked_fill": {"scalar"},
@@ -166,6 +167,7 @@ _ATTRS = {
     "permute": {"ints"},
     "top_k_softmax": {"ints"},
     "conv2d": {"ints"},
+    "conv2d_bias": {"ints"},
     "max_pool2d": {"ints"},
     "batch_norm": {"scalar"},
     "batch_norm_running_mean": {"scalar"},
@@ -177,6 +179,9 @@ _ATTRS = {
     "amax": {"ints", "keepdim"},
     "pow": {"scalar"},
     "hardtanh": {"ints"},
+    "expand": {"ints"},
+    "cat": {"ints"},
+    "select": {"ints"},
     "checkpoint": {"name", "policy"},
     "scan": {"name", "schedule", "consts"},
     "chain": {"name", "schedule"},
@@ -191,10 +196,11 @@ _ARITY = {
     "neg": 1, "sub": 2, "exp": 1, "log": 1, "silu": 1, "rms_norm": 2, "log_softmax": 1, "gelu_erf": 1,
     "dropout": 2, "embedding": 2, "masked_fill": 2, "cross_entropy": 2,
     "reshape": 1, "permute": 1, "top_k_softmax": 1,
-    "conv2d": 2, "max_pool2d": 1, "global_avg_pool": 1, "batch_norm": 3,
+    "conv2d": 2, "conv2d_bias": 3, "max_pool2d": 1, "global_avg_pool": 1, "batch_norm": 3,
     "batch_norm_running_mean": 2, "batch_norm_running_var": 2, "state": 1, "slice": 1,
     "div": 2, "rsqrt": 1, "sqrt": 1, "tanh": 1, "sigmoid": 1, "pow": 1, "hardtanh": 1, "where": 3,
     "mean": 1, "amax": 1,
+    "expand": 1, "cat": 2, "select": 1,
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
@@ -524,7 +530,8 @@ class Builder:
             mean = jnp.mean(v, axis=-1, keepdims=True)
             centered = v - mean
             var = jnp.mean(jnp.square(centered), axis=-1, keepdims=True)
-            return centered * jax.lax.rsqrt(var + jnp.float32(LAYER_NORM_EPS)) * gamma + beta
+            eps = _scalar_attr(op, at) if "scalar" in op.attrs else LAYER_NORM_EPS
+            return centered * jax.lax.rsqrt(var + jnp.float32(eps)) * gamma + beta
         if k == "gelu":
             return jax.nn.gelu(x[0], approximate=True)
         if k == "scale":
@@ -590,15 +597,19 @@ class Builder:
             perm = [int(d) for d in op.attrs.get("ints", [])]
             need(sorted(perm) == list(range(x[0].ndim)), "permute by %s: not a permutation of the axes" % perm)
             return jnp.transpose(x[0], perm)
-        if k == "conv2d":
-            v, w = x
+        if k in ("conv2d", "conv2d_bias"):
+            v, w = x[0], x[1]
             ints = [int(i) for i in op.attrs.get("ints", [])]
-            need(len(ints) == 2 and v.ndim == 4 and w.ndim == 4 and v.shape[1] == w.shape[1],
-                 "conv2d needs ints=[stride,padding], x (N,C,H,W) and w (O,C,KH,KW)")
-            s, p = ints
-            return jax.lax.conv_general_dilated(v, w, window_strides=(s, s), padding=[(p, p), (p, p)],
-                                                dimension_numbers=("NCHW", "OIHW", "NCHW"),
-                                                precision=jax.lax.Precision.HIGHEST)
+            if len(ints) == 2:
+                ints = [ints[0], ints[0], ints[1], ints[1], 1, 1, 1]
+            need(len(ints) == 7 and v.ndim == 4 and w.ndim == 4 and v.shape[1] == w.shape[1] * ints[6],
+                 "conv2d needs ints=[stride,padding] or [sh,sw,ph,pw,dh,dw,groups], x (N,C,H,W), w (O,C/groups,KH,KW)")
+            sh, sw, ph, pw, dh, dw, groups = ints
+            y = jax.lax.conv_general_dilated(v, w, window_strides=(sh, sw), padding=[(ph, ph), (pw, pw)],
+                                             rhs_dilation=(dh, dw), feature_group_count=groups,
+                                             dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                                             precision=jax.lax.Precision.HIGHEST)
+            return y + x[2][None, :, None, None] if k == "conv2d_bias" else y
         if k == "max_pool2d":
             ints = [int(i) for i in op.attrs.get("ints", [])]
             need(len(ints) == 3 and x[0].ndim == 4, "max_pool2d needs ints=[kernel,stride,padding] and x (N,C,H,W)")
@@ -653,12 +664,30 @@ class Builder:
             return x[0].reshape(batch, heads, s, dh).transpose(0, 2, 1, 3).reshape(batch * s, heads * dh)
         if k == "state":
             return x[0]
-        if k == "slice":
-            ints = op.attrs.get("ints", [])
-            need(len(ints) == 3 and 0 <= int(ints[0]) < x[0].ndim and int(ints[1]) >= 0 and int(ints[2]) >= 0
-                 and int(ints[1]) + int(ints[2]) <= x[0].shape[int(ints[0])],
-                 "slice needs ints=[axis,start,length] within x")
-            return jax.lax.slice_in_dim(x[0], int(ints[1]), int(ints[1]) + int(ints[2]), axis=int(ints[0]))
+        if k in ("slice", "select"):
+            ints = [int(i) for i in op.attrs.get("ints", [])]
+            if k == "select":
+                need(len(ints) == 2, "select needs ints=[axis,index]")
+                ints = ints + [1]
+            need(len(ints) in (3, 4), "slice needs ints=[axis,start,length] or [axis,start,length,step]")
+            axis, start, length = ints[:3]
+            step = ints[3] if len(ints) == 4 else 1
+            need(0 <= axis < x[0].ndim and start >= 0 and length >= 0 and step >= 1
+                 and (start <= x[0].shape[axis] if length == 0 else start + (length - 1) * step < x[0].shape[axis]),
+                 "%s's ints %s are not within x" % (k, ints))
+            y = jax.lax.slice_in_dim(x[0], start, start + (length - 1) * step + 1 if length else start, step, axis)
+            return jnp.squeeze(y, axis) if k == "select" else y
+        if k == "expand":
+            dims = [int(d) for d in op.attrs.get("ints", [])]
+            try:
+                return jnp.broadcast_to(x[0], dims)
+            except ValueError as e:
+                raise ProgramError("%s: expand to %s: %s" % (at, dims, e))
+        if k == "cat":
+            ints = [int(i) for i in op.attrs.get("ints", [])]
+            need(len(ints) == 1 and x[0].ndim == x[1].ndim and 0 <= ints[0] < x[0].ndim,
+                 "cat needs ints=[axis] and operands of one rank")
+            return jnp.concatenate([x[0], x[1]], axis=ints[0])
         if k in ("batch_norm_running_mean", "batch_norm_running_var"):
             v, running = x
             need(v.ndim in (2, 4) and running.shape == (v.shape[1],) and v.size // max(1, v.shape[1]) >= 2,

@@ -349,7 +349,8 @@ class Interpreter:
             elif k == "log_softmax":
                 y = torch.log_softmax(x[0], dim=-1)
             elif k == "layer_norm":
-                y = F.layer_norm(x[0], (x[0].shape[-1],), x[1], x[2], eps=LAYER_NORM_EPS)
+                eps = scalar() if "scalar" in a else LAYER_NORM_EPS
+                y = F.layer_norm(x[0], (x[0].shape[-1],), x[1], x[2], eps=eps)
             elif k == "rms_norm":
                 y = x[0] * torch.rsqrt(x[0].square().mean(-1, keepdim=True) + scalar()) * x[1]
             elif k == "gelu":
@@ -375,7 +376,15 @@ class Interpreter:
             elif k == "permute":
                 y = x[0].permute(ints)
             elif k == "slice":
-                y = x[0].narrow(ints[0], ints[1], ints[2])
+                start, length, step = ints[1], ints[2], (ints[3] if len(ints) == 4 else 1)
+                end = start + (length - 1) * step + 1 if length else start
+                y = x[0][(slice(None),) * ints[0] + (slice(start, end, step),)]
+            elif k == "select":
+                y = x[0].select(ints[0], ints[1])
+            elif k == "expand":
+                y = x[0].expand(ints)
+            elif k == "cat":
+                y = torch.cat([x[0], x[1]], dim=ints[0])
             elif k == "embedding":
                 y = F.embedding(x[1], x[0])
             elif k == "masked_fill":
@@ -386,8 +395,10 @@ class Interpreter:
                 p = scalar()
                 keep = self.dropout_keep(x[1], ints[0], tuple(x[0].shape), p)
                 y = torch.where(keep, x[0] * float(np.float32(1.0 / (1.0 - p))), torch.zeros_like(x[0]))
-            elif k == "conv2d":
-                y = F.conv2d(x[0], x[1], stride=ints[0], padding=ints[1])
+            elif k in ("conv2d", "conv2d_bias"):
+                g = ints if len(ints) == 7 else [ints[0], ints[0], ints[1], ints[1], 1, 1, 1]
+                y = F.conv2d(x[0], x[1], x[2] if k == "conv2d_bias" else None, stride=(g[0], g[1]),
+                             padding=(g[2], g[3]), dilation=(g[4], g[5]), groups=g[6])
             elif k == "max_pool2d":
                 y = F.max_pool2d(x[0], ints[0], ints[1], ints[2])
             elif k == "global_avg_pool":

@@ -1,5 +1,6 @@
 #include "engines/api/kernels.h"
 
+#include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -104,25 +105,32 @@ std::vector<KernelDef> SharedKernels() {
       {"softmax_backward", 2, SameShapeWithLastAxis, PerElementOfFirst<4>});
   def(KernelOp::kLayerNorm,
       {"layer_norm", 3,
-       [](std::span<const Tensor* const> in, const KernelAttrs&) {
+       [](std::span<const Tensor* const> in, const KernelAttrs& a) {
          Kernels::CheckLayerNormShapes(in[0]->shape(), in[1]->shape(), in[2]->shape());
+         Kernels::CheckLayerNormEps(a.scalar);
          return in[0]->shape();
        },
        PerElementOfFirst<7>});
   // (x, gamma, dy)
   def(KernelOp::kLayerNormBackward,
       {"layer_norm_backward", 3,
-       [](std::span<const Tensor* const> in, const KernelAttrs&) {
+       [](std::span<const Tensor* const> in, const KernelAttrs& a) {
          if (in[0]->shape() != in[2]->shape()) {
            throw Error(StrCat("shapes differ: ", in[0]->TypeString(), " and ",
                               in[2]->TypeString()));
          }
          Kernels::CheckLayerNormShapes(in[0]->shape(), in[1]->shape(), in[1]->shape());
+         Kernels::CheckLayerNormEps(a.scalar);
          return in[0]->shape();
        },
        PerElementOfFirst<13>});
   def(KernelOp::kLayerNormGammaGrad,
-      {"layer_norm_gamma_grad", 2, LastAxisOnly, PerElementOfFirst<7>});
+      {"layer_norm_gamma_grad", 2,
+       [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+         Kernels::CheckLayerNormEps(a.scalar);
+         return LastAxisOnly(in, a);
+       },
+       PerElementOfFirst<7>});
   def(KernelOp::kSumLeading,
       {"sum_leading", 1, LastAxisOnly, PerElementOfFirst<1>});
   def(KernelOp::kGelu, {"gelu", 1, SameShape, PerElementOfFirst<1>});
@@ -391,6 +399,13 @@ void Kernels::CheckLayerNormShapes(const Shape& x, const Shape& gamma, const Sha
     throw Error(StrCat("layer_norm of ", x.ToString(), " needs gamma and beta of shape ",
                        c.ToString(), " (the last axis); got ", gamma.ToString(), " and ",
                        beta.ToString()));
+  }
+}
+
+void Kernels::CheckLayerNormEps(double eps_or_0) {
+  const double eps = LayerNormEps(eps_or_0);
+  if (!(eps > 0) || !std::isfinite(eps)) {
+    throw Error(StrCat("layer_norm's eps must be positive and finite; got ", eps));
   }
 }
 

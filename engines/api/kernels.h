@@ -97,10 +97,24 @@ struct KernelAttrs {
   int64_t int_a = 0, int_b = 0;                   // SplitHeads: batch, heads; MergeHeads: batch;
                                                   // conv2d: stride, padding; top_k_softmax: k;
                                                   // max_pool2d: kernel, stride
-  int64_t int_c = 0;                              // max_pool2d: padding
+  int64_t int_c = 0;                              // max_pool2d: padding; slice: step (0 is 1)
   Shape shape;                                    // Broadcast, reshape: the output's shape
   std::vector<int64_t> perm;                      // permute: output axis i is input axis perm[i]
+  std::vector<int64_t> conv;                      // conv2d: Conv2dGeometry's 7 fields, in order
 };
+
+// conv2d's geometry as its kernels read it: KernelAttrs::conv = {stride h,
+// stride w, padding h, padding w, dilation h, dilation w, groups}, or,
+// where conv is empty, the square stride int_a and padding int_b.
+struct Conv2dGeometry {
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1,
+          groups = 1;
+};
+inline Conv2dGeometry Conv2dGeometryOf(const KernelAttrs& a) {
+  if (a.conv.empty()) return {a.int_a, a.int_a, a.int_b, a.int_b, 1, 1, 1};
+  if (a.conv.size() != 7) return {0, 0, 0, 0, 0, 0, 0};  // no geometry: the shape rules refuse it
+  return {a.conv[0], a.conv[1], a.conv[2], a.conv[3], a.conv[4], a.conv[5], a.conv[6]};
+}
 
 // The kernel table. A kernel is defined once, by its KernelDef: its name,
 // its arity, its output shape and its FLOPs, all backend-independent (next
@@ -342,19 +356,21 @@ class Kernels {
     return Call(KernelOp::kSoftmaxBackward, {&y, &dy});
   }
   // Layer normalization over the last axis with the biased variance:
-  // y = (x - mean) * rsqrt(var + kLayerNormEps) * gamma + beta, gamma and
-  // beta of shape (C).
-  Tensor LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta) {
-    return Call(KernelOp::kLayerNorm, {&x, &gamma, &beta});
+  // y = (x - mean) * rsqrt(var + eps) * gamma + beta, gamma and beta of
+  // shape (C); eps = LayerNormEps(eps_or_0) (attrs.scalar: 0, the default,
+  // stands for kLayerNormEps).
+  Tensor LayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps_or_0 = 0) {
+    return Call(KernelOp::kLayerNorm, {&x, &gamma, &beta}, ScalarAttr(eps_or_0));
   }
   // dx of LayerNorm, from its input x and gamma (mean and rstd recomputed):
   // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
-  Tensor LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy) {
-    return Call(KernelOp::kLayerNormBackward, {&x, &gamma, &dy});
+  Tensor LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                           double eps_or_0 = 0) {
+    return Call(KernelOp::kLayerNormBackward, {&x, &gamma, &dy}, ScalarAttr(eps_or_0));
   }
   // dgamma of LayerNorm: the sum over rows of dy * xhat, shape (C).
-  Tensor LayerNormGammaGrad(const Tensor& x, const Tensor& dy) {
-    return Call(KernelOp::kLayerNormGammaGrad, {&x, &dy});
+  Tensor LayerNormGammaGrad(const Tensor& x, const Tensor& dy, double eps_or_0 = 0) {
+    return Call(KernelOp::kLayerNormGammaGrad, {&x, &dy}, ScalarAttr(eps_or_0));
   }
   // The sum over rows (every axis but the last), shape (C): dbeta.
   Tensor SumLeading(const Tensor& x) { return Call(KernelOp::kSumLeading, {&x}); }
@@ -394,15 +410,28 @@ class Kernels {
   static Shape TransposeShape(const Shape& x);
   // Checks layer_norm's operands: x of rank >= 1, gamma and beta (C).
   static void CheckLayerNormShapes(const Shape& x, const Shape& gamma, const Shape& beta);
+  // Checks layer_norm's eps (LayerNormEps(eps_or_0)): positive and finite.
+  static void CheckLayerNormEps(double eps_or_0);
   // Checks bias_add's operands: x of rank >= 1, b (C).
   static void CheckBiasAddShapes(const Shape& x, const Shape& b);
 
+  // layer_norm's default eps (nn.LayerNorm's), and the eps a layer_norm
+  // kernel or op with scalar `eps_or_0` uses: that scalar, or the default
+  // where it is 0 (a layer_norm op written without scalar=).
   static constexpr double kLayerNormEps = 1e-5;
+  static constexpr double LayerNormEps(double eps_or_0) {
+    return eps_or_0 == 0 ? kLayerNormEps : eps_or_0;
+  }
 
   // The shape of MatMul's output, or remat::Error naming both shapes.
   static Shape MatMulShape(const Shape& a, bool transpose_a, const Shape& b, bool transpose_b);
 
  protected:
+  static KernelAttrs ScalarAttr(double scalar) {
+    KernelAttrs attrs;
+    attrs.scalar = scalar;
+    return attrs;
+  }
   // A new output tensor of this dtype, counted by the bound tracker.
   Tensor NewTensor(const Shape& shape) const;
 

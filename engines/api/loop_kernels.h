@@ -13,8 +13,9 @@
 //   loop_kernels_elementwise.h  silu, gelu_erf, rsqrt, sqrt, tanh, sigmoid,
 //                               pow, hardtanh
 //   loop_kernels_broadcast.h    broadcast_binary, where, sum_to, reduce
-//   loop_kernels_norm.h         rms_norm, batch_norm and its running statistics
-//   loop_kernels_layout.h       reshape, permute, slice
+//   loop_kernels_norm.h         rms_norm, batch_norm and its running statistics;
+//                               channel_sum (batch_norm's dbeta, conv2d_bias's dbias)
+//   loop_kernels_layout.h       reshape, permute, slice and select, cat, expand
 //   loop_kernels_pool.h         max_pool2d, global_avg_pool
 // and REMAT_LOOP_KERNELS, below, registers them all on a backend.
 #ifndef REMAT_ENGINES_API_LOOP_KERNELS_H_
@@ -84,11 +85,15 @@
   REMAT_KERNEL_IMPL(Backend, batch_norm_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormBackward<T>(*in[0], *in[1], *in[2], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_gamma_grad, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormGammaGrad<T>(*in[0], *in[1], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, channel_sum, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ChannelSum<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, conv2d_bias_grad, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ChannelSum<T>(*in[0], out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_running_mean, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningMean<T>(*in[0], *in[1], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_running_var, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningVar<T>(*in[0], *in[1], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_running_mean_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningMeanBackward<T>(*in[0], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_running_var_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormRunningVarBackward<T>(*in[0], *in[1], a.scalar, out); }); \
-  REMAT_KERNEL_IMPL(Backend, slice, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Slice<T>(*in[0], a.int_a, a.int_b, out); }); \
-  REMAT_KERNEL_IMPL(Backend, slice_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::SliceBackward<T>(*in[0], a.int_a, a.int_b, out); })
+  REMAT_KERNEL_IMPL(Backend, slice, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Slice<T>(*in[0], a.int_a, a.int_b, ::remat::loop_kernels::SliceStep(a), out); }); \
+  REMAT_KERNEL_IMPL(Backend, slice_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::SliceBackward<T>(*in[0], a.int_a, a.int_b, ::remat::loop_kernels::SliceStep(a), out); }); \
+  REMAT_KERNEL_IMPL(Backend, cat, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Cat<T>(*in[0], *in[1], a.int_a, out); }); \
+  REMAT_KERNEL_IMPL(Backend, expand, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Expand<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, expand_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ExpandBackward<T>(*in[0], out); })
 
 #endif  // REMAT_ENGINES_API_LOOP_KERNELS_H_

@@ -1,5 +1,6 @@
 // The loop kernels that copy elements to new places (loop_kernels.h):
-// reshape, permute and slice (and slice's backward).
+// reshape, permute, slice and select (and their backward), cat, expand
+// (and its backward, which sums).
 #ifndef REMAT_ENGINES_API_LOOP_KERNELS_LAYOUT_H_
 #define REMAT_ENGINES_API_LOOP_KERNELS_LAYOUT_H_
 
@@ -8,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "engines/api/kernels.h"
 #include "engines/api/loop_kernels_common.h"
 #include "engines/api/tensor.h"
 
@@ -100,37 +102,123 @@ void Permute(const Tensor& x, std::span<const int64_t> perm, Tensor& out) {
   });
 }
 
-// slice: out = x[..., start:start + length, ...] on `axis` (out's shape
-// says the length); walked in out's order.
-template <typename T>
-void Slice(const Tensor& x, int64_t axis, int64_t start, Tensor& out) {
-  const Shape& xs = x.shape();
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= xs.dim(i);
-  for (int i = static_cast<int>(axis) + 1; i < xs.rank(); ++i) inner *= xs.dim(i);
-  const int64_t n = xs.dim(static_cast<int>(axis)), len = out.shape().dim(static_cast<int>(axis));
-  const T* a = static_cast<const T*>(x.raw());
-  T* o = static_cast<T*>(out.raw());
-  for (int64_t p = 0; p < outer; ++p)
-    for (int64_t j = 0; j < len; ++j)
-      for (int64_t q = 0; q < inner; ++q) o[(p * len + j) * inner + q] = a[(p * n + start + j) * inner + q];
+// The extents of x around `axis`: the product of the axes before it
+// (outer), its own (n) and the product of those after (inner).
+struct AxisExtents {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline AxisExtents ExtentsAround(const Shape& s, int64_t axis) {
+  AxisExtents e;
+  for (int i = 0; i < axis; ++i) e.outer *= s.dim(i);
+  e.n = s.dim(static_cast<int>(axis));
+  for (int i = static_cast<int>(axis) + 1; i < s.rank(); ++i) e.inner *= s.dim(i);
+  return e;
 }
 
-// slice's backward: dx = 0 but for the slice, which is dy (out has x's shape).
+// The step of a slice kernel's call: attrs.int_c, where 0 (a call that
+// does not set it) is 1.
+inline int64_t SliceStep(const KernelAttrs& a) { return a.int_c == 0 ? 1 : a.int_c; }
+
+// slice and select: out[p, j, q] = x[p, start + j step, q] on `axis` (p
+// over the axes before it, q after), j < len, len = out's elements / (outer
+// inner): the slice's length on the axis, or 1 where select drops it.
+// Walked in out's order.
 template <typename T>
-void SliceBackward(const Tensor& dy, int64_t axis, int64_t start, Tensor& out) {
-  const Shape& xs = out.shape();
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= xs.dim(i);
-  for (int i = static_cast<int>(axis) + 1; i < xs.rank(); ++i) inner *= xs.dim(i);
-  const int64_t n = xs.dim(static_cast<int>(axis)), len = dy.shape().dim(static_cast<int>(axis));
-  const T* g = static_cast<const T*>(dy.raw());
+void Slice(const Tensor& x, int64_t axis, int64_t start, int64_t step, Tensor& out) {
+  const AxisExtents e = ExtentsAround(x.shape(), axis);
+  if (e.outer * e.inner == 0) return;
+  const int64_t len = out.num_elements() / (e.outer * e.inner);
+  const T* a = static_cast<const T*>(x.raw());
+  T* o = static_cast<T*>(out.raw());
+  for (int64_t p = 0; p < e.outer; ++p)
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t q = 0; q < e.inner; ++q) {
+        o[(p * len + j) * e.inner + q] = a[(p * e.n + start + j * step) * e.inner + q];
+      }
+}
+
+// slice's and select's backward: dx = 0 but where the slice took x's
+// elements, which get dy's (out has x's shape).
+template <typename T>
+void SliceBackward(const Tensor& dy, int64_t axis, int64_t start, int64_t step, Tensor& out) {
+  const AxisExtents e = ExtentsAround(out.shape(), axis);
   T* o = static_cast<T*>(out.raw());
   const int64_t i_count = out.num_elements();
   for (int64_t i = 0; i < i_count; ++i) o[i] = T(0);
-  for (int64_t p = 0; p < outer; ++p)
+  if (e.outer * e.inner == 0) return;
+  const int64_t len = dy.num_elements() / (e.outer * e.inner);
+  const T* g = static_cast<const T*>(dy.raw());
+  for (int64_t p = 0; p < e.outer; ++p)
     for (int64_t j = 0; j < len; ++j)
-      for (int64_t q = 0; q < inner; ++q) o[(p * n + start + j) * inner + q] = g[(p * len + j) * inner + q];
+      for (int64_t q = 0; q < e.inner; ++q) {
+        o[(p * e.n + start + j * step) * e.inner + q] = g[(p * len + j) * e.inner + q];
+      }
+}
+
+// cat: out = a then b along `axis` (their other axes equal).
+template <typename T>
+void Cat(const Tensor& a, const Tensor& b, int64_t axis, Tensor& out) {
+  const AxisExtents ea = ExtentsAround(a.shape(), axis), eb = ExtentsAround(b.shape(), axis);
+  const int64_t na = ea.n * ea.inner, nb = eb.n * eb.inner;
+  const T* pa = static_cast<const T*>(a.raw());
+  const T* pb = static_cast<const T*>(b.raw());
+  T* o = static_cast<T*>(out.raw());
+  for (int64_t p = 0; p < ea.outer; ++p) {
+    std::copy(pa + p * na, pa + (p + 1) * na, o + p * (na + nb));
+    std::copy(pb + p * nb, pb + (p + 1) * nb, o + p * (na + nb) + na);
+  }
+}
+
+// Calls f(i, k) for every element i of `out` in increasing order, k the
+// element of x (numpy-broadcast to out: x's axes aligned to out's last
+// ones, each of x's extent 1 or out's) that it reads.
+template <typename F>
+void ForEachBroadcastElement(const Shape& x, const Shape& out, F&& f) {
+  const int r = out.rank(), lead = out.rank() - x.rank();
+  std::vector<int64_t> stride(static_cast<size_t>(r), 0), extent(static_cast<size_t>(r));
+  int64_t s = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    extent[static_cast<size_t>(i)] = out.dim(i);
+    if (i >= lead) {
+      const int64_t d = x.dim(i - lead);
+      if (d != 1) stride[static_cast<size_t>(i)] = s;
+      s *= d;
+    }
+  }
+  const int64_t count = out.num_elements();
+  std::vector<int64_t> index(static_cast<size_t>(r), 0);
+  int64_t k = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    f(i, k);
+    for (int a = r - 1; a >= 0; --a) {  // the next element: an odometer
+      const size_t u = static_cast<size_t>(a);
+      k += stride[u];
+      if (++index[u] < extent[u]) break;
+      k -= extent[u] * stride[u];
+      index[u] = 0;
+    }
+  }
+}
+
+// expand: out[i] = x[k(i)], x broadcast to out's shape.
+template <typename T>
+void Expand(const Tensor& x, Tensor& out) {
+  const T* a = static_cast<const T*>(x.raw());
+  T* o = static_cast<T*>(out.raw());
+  ForEachBroadcastElement(x.shape(), out.shape(),
+                          [&](int64_t i, int64_t k) { o[i] = a[k]; });
+}
+
+// expand's backward: dx[k] = the dy[i] that read x[k] added to +0 one at
+// a time, in increasing i (out has x's shape).
+template <typename T>
+void ExpandBackward(const Tensor& dy, Tensor& out) {
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  const int64_t x_count = out.num_elements();
+  for (int64_t k = 0; k < x_count; ++k) o[k] = T(0);
+  ForEachBroadcastElement(out.shape(), dy.shape(),
+                          [&](int64_t i, int64_t k) { o[k] += g[i]; });
 }
 
 }  // namespace loop_kernels

@@ -77,7 +77,7 @@ struct OpDef {
   OpKind kind;
   const char* name;  // in program text and listings: "matmul"
   int arity;         // number of inputs
-  bool has_scalar;   // reads Op::scalar (scale's c)
+  bool has_scalar;   // reads Op::scalar (scale's c); program text requires scalar=
   int num_ints;      // reads Op::ints[0..num_ints); kAnyNumberOfInts: a list of any length
                      // (reshape's dims), which the shape rule checks
   // The output shape on inputs of these shapes (arity and attribute count
@@ -116,6 +116,13 @@ struct OpDef {
   // has a zero gradient made of rounding: tests that draw the op read its
   // output out through a product with another value.
   bool normalizes = false;
+  // Nonzero (has_scalar false): the op reads Op::scalar too, but scalar= is
+  // optional in program text, and a scalar of 0 (left out) means this
+  // default (layer_norm's eps 1e-5). The text reader stores an explicit
+  // value equal to it as 0 and refuses an explicit 0, and the printer writes
+  // scalar= only where it is not 0, so that a file that leaves it out reads
+  // and prints as before it could be given.
+  double default_scalar = 0;
   // Bit j set: input j is i32 (dropout's seed), never differentiated; every
   // other input and the output are f32.
   uint32_t int_inputs = 0;

@@ -1,9 +1,12 @@
-// The definitions (op_def.h) of the ops on NCHW images: conv2d, max_pool2d
-// and global_avg_pool, one entry each, with the table kernels they call.
+// The definitions (op_def.h) of the ops on NCHW images: conv2d (with
+// strides, paddings and dilations per axis, and groups), conv2d_bias,
+// max_pool2d and global_avg_pool, one entry each, with the table kernels
+// they call.
 #include "engines/api/op_defs_families.h"
 
 #include <algorithm>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engines/api/error.h"
@@ -17,23 +20,51 @@ namespace {
 
 // The table's kernels the ops below call (kernels.h: each backend
 // implements them by name).
-// conv2d, NCHW: x (N, C, H, W) and w (O, C, KH, KW), stride s >= 1 and
-// zero padding p >= 0 on every side (attrs int_a = s, int_b = p); out (N, O,
-// OH, OW), OH = (H + 2p - KH) / s + 1 (floor), OW likewise. Its backward
-// kernels take the shape of what they compute as attrs.shape.
-Shape Conv2dShape(const Shape& x, const Shape& w, int64_t stride, int64_t pad) {
-  if (x.rank() != 4 || w.rank() != 4 || x.dim(1) != w.dim(1) || stride < 1 || pad < 0 ||
-      x.dim(2) + 2 * pad < w.dim(2) || x.dim(3) + 2 * pad < w.dim(3)) {
-    throw Error(StrCat("conv2d takes x (N, C, H, W) and w (O, C, KH, KW) with KH <= H + 2p and "
-                       "KW <= W + 2p, stride >= 1 and padding p >= 0; got x ", x.ToString(), ", w ",
-                       w.ToString(), ", stride ", stride, ", padding ", pad));
-  }
-  return Shape({x.dim(0), w.dim(0), (x.dim(2) + 2 * pad - w.dim(2)) / stride + 1,
-                (x.dim(3) + 2 * pad - w.dim(3)) / stride + 1});
+// conv2d, NCHW: x (N, C, H, W) and w (O, C/G, KH, KW), G groups dividing
+// C and O (depthwise: G = C), strides >= 1, zero padding >= 0 (ph rows on
+// top and bottom, pw columns left and right), dilations >= 1 (attrs:
+// Conv2dGeometry, kernels.h); out (N, O, OH, OW), OH = (H + 2 ph - dh (KH -
+// 1) - 1) / sh + 1 (floor), OW likewise. Its backward kernels take the
+// shape of what they compute as attrs.shape. The op's ints: {stride,
+// padding} (square, dilation 1, groups 1) or the geometry's 7.
+std::string GeometryText(const Conv2dGeometry& g) {
+  return StrCat("stride [", g.stride_h, ",", g.stride_w, "], padding [", g.pad_h, ",", g.pad_w,
+                "], dilation [", g.dilation_h, ",", g.dilation_w, "], groups ", g.groups);
 }
-// 2 FLOPs per multiply-add: 2 N O OH OW C KH KW, for the forward and for
-// each backward kernel alike. `w` and `y` are the weight's and the output's
-// shapes.
+Shape Conv2dShape(const Shape& x, const Shape& w, const Conv2dGeometry& g) {
+  const bool ranks = x.rank() == 4 && w.rank() == 4;
+  const int64_t reach_h = ranks ? g.dilation_h * (w.dim(2) - 1) + 1 : 0;
+  const int64_t reach_w = ranks ? g.dilation_w * (w.dim(3) - 1) + 1 : 0;
+  if (!ranks || g.groups < 1 || g.stride_h < 1 || g.stride_w < 1 || g.pad_h < 0 || g.pad_w < 0 ||
+      g.dilation_h < 1 || g.dilation_w < 1 || w.dim(1) * g.groups != x.dim(1) ||
+      w.dim(0) % g.groups != 0 || x.dim(2) + 2 * g.pad_h < reach_h ||
+      x.dim(3) + 2 * g.pad_w < reach_w) {
+    throw Error(StrCat("conv2d takes x (N, C, H, W) and w (O, C/groups, KH, KW), O divisible by "
+                       "groups, the dilated kernel within the padded image, strides and dilations "
+                       ">= 1, paddings >= 0; got x ", x.ToString(), ", w ", w.ToString(), ", ",
+                       GeometryText(g)));
+  }
+  return Shape({x.dim(0), w.dim(0), (x.dim(2) + 2 * g.pad_h - reach_h) / g.stride_h + 1,
+                (x.dim(3) + 2 * g.pad_w - reach_w) / g.stride_w + 1});
+}
+// The op's geometry: ints {s, p} or the 7 of Conv2dGeometry.
+Conv2dGeometry GeometryOf(const Op& op) {
+  const std::vector<int64_t>& v = op.ints;
+  if (v.size() == 2) return {v[0], v[0], v[1], v[1], 1, 1, 1};
+  if (v.size() == 7) return {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+  std::string list;
+  for (int64_t i : v) list += StrCat(list.empty() ? "" : ",", i);
+  throw Error(StrCat(OpKindName(op.kind), ": ints = [", list, "]; expected [STRIDE,PADDING] or "
+                     "[SH,SW,PH,PW,DH,DW,GROUPS]"));
+}
+KernelAttrs ConvAttrs(const Op& op, const Shape& shape = Shape()) {
+  const Conv2dGeometry g = GeometryOf(op);
+  return {.shape = shape,
+          .conv = {g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups}};
+}
+// 2 FLOPs per multiply-add: 2 N O OH OW (C/G) KH KW, for the forward and
+// for each backward kernel alike. `w` and `y` are the weight's and the
+// output's shapes.
 int64_t ConvFlops(const Shape& w, const Shape& y) {
   return 2 * y.num_elements() * w.dim(1) * w.dim(2) * w.dim(3);
 }
@@ -41,17 +72,43 @@ const KernelOp kConv2dKernel = DefineKernel(
     {.name = "conv2d",
      .arity = 2,
      .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
-       return Conv2dShape(in[0]->shape(), in[1]->shape(), a.int_a, a.int_b);
+       return Conv2dShape(in[0]->shape(), in[1]->shape(), Conv2dGeometryOf(a));
      },
      .flops = [](std::span<const Tensor* const> in, const Shape& out) {
        return ConvFlops(in[1]->shape(), out);
      }});
+// (x, w, b (O)) -> conv2d(x, w) + b on every output channel: oneDNN's
+// convolution with its bias; FLOPs the convolution's and one per output.
+const KernelOp kConv2dBiasKernel = DefineKernel(
+    {.name = "conv2d_bias",
+     .arity = 3,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       const Shape y = Conv2dShape(in[0]->shape(), in[1]->shape(), Conv2dGeometryOf(a));
+       if (in[2]->shape() != Shape({y.dim(1)})) {
+         throw Error(StrCat("conv2d_bias: the bias is ", in[2]->TypeString(), "; expected (",
+                            y.dim(1), "), one per output channel"));
+       }
+       return y;
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape& out) {
+       return ConvFlops(in[1]->shape(), out) + out.num_elements();
+     }});
+// dy (N, O, OH, OW) -> dbias (O): each channel's sum over N, then OH OW in
+// index order (loop_kernels_norm.h's ChannelSum, batch_norm's dbeta).
+const KernelOp kConv2dBiasGradKernel = DefineKernel(
+    {.name = "conv2d_bias_grad",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs&) {
+       if (in[0]->shape().rank() != 4) throw Error("conv2d_bias's bias gradient takes dy (N, O, OH, OW)");
+       return Shape({in[0]->shape().dim(1)});
+     },
+     .flops = OneFlopPerElement});
 // (dy, w) -> dx of shape attrs.shape.
 const KernelOp kConv2dBackwardDataKernel = DefineKernel(
     {.name = "conv2d_backward_data",
      .arity = 2,
      .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
-       if (Conv2dShape(a.shape, in[1]->shape(), a.int_a, a.int_b) != in[0]->shape()) {
+       if (Conv2dShape(a.shape, in[1]->shape(), Conv2dGeometryOf(a)) != in[0]->shape()) {
          throw Error(StrCat("conv2d's backward: dy ", in[0]->TypeString(), " is not the output of x ",
                             a.shape.ToString(), " and w ", in[1]->TypeString()));
        }
@@ -65,7 +122,7 @@ const KernelOp kConv2dBackwardWeightsKernel = DefineKernel(
     {.name = "conv2d_backward_weights",
      .arity = 2,
      .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
-       if (Conv2dShape(in[0]->shape(), a.shape, a.int_a, a.int_b) != in[1]->shape()) {
+       if (Conv2dShape(in[0]->shape(), a.shape, Conv2dGeometryOf(a)) != in[1]->shape()) {
          throw Error(StrCat("conv2d's backward: dy ", in[1]->TypeString(), " is not the output of x ",
                             in[0]->TypeString(), " and w ", a.shape.ToString()));
        }
@@ -74,6 +131,27 @@ const KernelOp kConv2dBackwardWeightsKernel = DefineKernel(
      .flops = [](std::span<const Tensor* const> in, const Shape& out) {
        return ConvFlops(out, in[1]->shape());
      }});
+// conv2d's and conv2d_bias's dx and dw.
+void ConvBackward(Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+  if (a.needs[0]) {
+    d[0] = k.Call(kConv2dBackwardDataKernel, {&a.dout, &a.saved_inputs[1]}, ConvAttrs(op, a.input_shapes[0]));
+  }
+  if (a.needs[1]) {
+    d[1] = k.Call(kConv2dBackwardWeightsKernel, {&a.saved_inputs[0], &a.dout}, ConvAttrs(op, a.input_shapes[1]));
+  }
+}
+double ConvForwardDepth(const DepthArgs& a) {
+  const Shape& w = a.inputs[1];
+  return a.deepest() + static_cast<double>(w.dim(1) * w.dim(2) * w.dim(3)) + (a.inputs.size() == 3 ? 1 : 0);
+}
+void ConvBackwardDepth(const DepthArgs& a, double dy, std::vector<double>& k) {
+  // dx sums O KH KW terms at most, dw N OH OW, db N OH OW.
+  const Shape& w = a.inputs[1];
+  const Shape& y = a.output;
+  k[0] = std::max(dy, a.kf_inputs[1]) + static_cast<double>(w.dim(0) * w.dim(2) * w.dim(3));
+  k[1] = std::max(dy, a.kf_inputs[0]) + static_cast<double>(y.dim(0) * y.dim(2) * y.dim(3));
+  if (k.size() == 3) k[2] = dy + static_cast<double>(y.dim(0) * y.dim(2) * y.dim(3));
+}
 
 // max_pool2d over (H, W) of x (N, C, H, W): k x k windows, stride s >= 1,
 // padding 0 <= p <= k / 2 (PyTorch's bound: every window holds a pixel);
@@ -139,41 +217,56 @@ const KernelOp kGlobalAvgPoolBackwardKernel = DefineKernel(
 // clang-format off
 const OpDef kConvOps[] = {
     // conv2d  y = x (*) w: NCHW cross-correlation (PyTorch's nn.Conv2d
-    //         without bias, groups 1, dilation 1), attr ints = {stride,
-    //         padding}, zero padding on every side; oneDNN's convolution.
-    //         Saves w for dx and x for dw; dx = its backward-data, dw = its
-    //         backward-weights; FLOPs 2 N O OH OW C KH KW
-    {.kind = OpKind::kConv2d, .name = "conv2d", .arity = 2, .has_scalar = false, .num_ints = 2,
-     .shape = [](const Op& op, const Shapes& in) { return Conv2dShape(in[0], in[1], op.ints[0], op.ints[1]); },
+    //         without bias), attr ints = {stride, padding} (square, dilation
+    //         1, groups 1) or {sh, sw, ph, pw, dh, dw, groups} (w (O,
+    //         C/groups, KH, KW); depthwise: groups = C), zero padding;
+    //         oneDNN's convolution. Saves w for dx and x for dw; dx = its
+    //         backward-data, dw = its backward-weights; FLOPs 2 N O OH OW
+    //         (C/groups) KH KW
+    {.kind = OpKind::kConv2d, .name = "conv2d", .arity = 2, .has_scalar = false,
+     .num_ints = kAnyNumberOfInts,
+     .shape = [](const Op& op, const Shapes& in) { return Conv2dShape(in[0], in[1], GeometryOf(op)); },
      .saves = SavesOther,
      .forward = [](Kernels& k, const Op& op, const Tensors& in) {
-       return k.Call(kConv2dKernel, {&in[0], &in[1]}, {.int_a = Int(op, 0), .int_b = Int(op, 1)});
+       return k.Call(kConv2dKernel, {&in[0], &in[1]}, ConvAttrs(op));
      },
-     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) {
-         d[0] = k.Call(kConv2dBackwardDataKernel, {&a.dout, &a.saved_inputs[1]},
-                       {.int_a = Int(op, 0), .int_b = Int(op, 1), .shape = a.input_shapes[0]});
-       }
-       if (a.needs[1]) {
-         d[1] = k.Call(kConv2dBackwardWeightsKernel, {&a.saved_inputs[0], &a.dout},
-                       {.int_a = Int(op, 0), .int_b = Int(op, 1), .shape = a.input_shapes[1]});
-       }
-     },
+     .backward = ConvBackward,
      .flops = [](const Shapes& in, const Shape& out) { return ConvFlops(in[1], out); },
-     .forward_depth = [](const DepthArgs& a) {
-       const Shape& w = a.inputs[1];
-       return a.deepest() + static_cast<double>(w.dim(1) * w.dim(2) * w.dim(3));
-     },
-     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
-       // dx sums O KH KW terms, dw N OH OW.
-       const Shape& w = a.inputs[1];
-       const Shape& y = a.output;
-       k[0] = std::max(dy, a.kf_inputs[1]) + static_cast<double>(w.dim(0) * w.dim(2) * w.dim(3));
-       k[1] = std::max(dy, a.kf_inputs[0]) + static_cast<double>(y.dim(0) * y.dim(2) * y.dim(3));
-     },
+     .forward_depth = ConvForwardDepth,
+     .backward_depth = ConvBackwardDepth,
      .example = [](Op& op) {
        op.ints = {2, 1};
        return Shapes{Shape({2, 3, 5, 5}), Shape({4, 3, 3, 3})};
+     }},
+
+    // conv2d_bias  y = conv2d(x, w) + b on every output channel (nn.Conv2d
+    //         with its bias), b (O); conv2d's ints. Saves x and w as conv2d
+    //         does; db = dy summed per channel over N, then OH OW in index
+    //         order; FLOPs conv2d's and one per output
+    {.kind = OpKind::kConv2dBias, .name = "conv2d_bias", .arity = 3, .has_scalar = false,
+     .num_ints = kAnyNumberOfInts,
+     .shape = [](const Op& op, const Shapes& in) {
+       const Shape y = Conv2dShape(in[0], in[1], GeometryOf(op));
+       if (in[2] != Shape({y.dim(1)})) {
+         throw Error(StrCat("conv2d_bias: the bias is ", in[2].ToString(), "; expected (", y.dim(1),
+                            "), one per output channel"));
+       }
+       return y;
+     },
+     .saves = SavesOther,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kConv2dBiasKernel, {&in[0], &in[1], &in[2]}, ConvAttrs(op));
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       ConvBackward(k, op, a, d);
+       if (a.needs[2]) d[2] = k.Call(kConv2dBiasGradKernel, {&a.dout});
+     },
+     .flops = [](const Shapes& in, const Shape& out) { return ConvFlops(in[1], out) + out.num_elements(); },
+     .forward_depth = ConvForwardDepth,
+     .backward_depth = ConvBackwardDepth,
+     .example = [](Op& op) {
+       op.ints = {1, 2, 1, 0, 2, 1, 2};  // depthwise-ish: 2 groups, dilated rows
+       return Shapes{Shape({2, 4, 6, 5}), Shape({6, 2, 3, 2}), Shape({6})};
      }},
 
     // max_pool2d  over (H, W) of x (N, C, H, W), attr ints = {k, stride,

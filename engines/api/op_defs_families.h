@@ -29,14 +29,14 @@ std::span<const OpDef> ReduceOpDefs();
 // layer_norm, rms_norm, batch_norm, batch_norm_running_mean,
 // batch_norm_running_var (op_defs_norm.cc).
 std::span<const OpDef> NormOpDefs();
-// name, transpose, split_heads, merge_heads, reshape, permute, state, slice
-// (op_defs_layout.cc).
+// name, transpose, split_heads, merge_heads, reshape, permute, state, slice,
+// expand, cat, select (op_defs_layout.cc).
 std::span<const OpDef> LayoutOpDefs();
 // embedding, masked_fill (op_defs_index.cc).
 std::span<const OpDef> IndexOpDefs();
 // dropout (op_defs_random.cc).
 std::span<const OpDef> RandomOpDefs();
-// conv2d, max_pool2d, global_avg_pool (op_defs_conv.cc).
+// conv2d, conv2d_bias, max_pool2d, global_avg_pool (op_defs_conv.cc).
 std::span<const OpDef> ConvOpDefs();
 
 }  // namespace op_defs

@@ -1,9 +1,10 @@
 // The definitions (op_def.h) of the ops that move or relabel elements and
-// do no arithmetic: name and state (identities), transpose, split_heads,
-// merge_heads, reshape, permute and slice, one entry each, with the table
-// kernels they call.
+// do no arithmetic but expand's backward sum: name and state (identities),
+// transpose, split_heads, merge_heads, reshape, permute, slice, expand, cat
+// and select, one entry each, with the table kernels they call.
 #include "engines/api/op_defs_families.h"
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,31 +72,167 @@ void IdentityBackward(Kernels&, const Op&, const BackwardArgs& a, Tensors& d) {
   if (a.needs[0]) d[0] = a.dout;
 }
 
-// slice: ints = {axis, start, length}, 0 <= start, length >= 0, start +
-// length <= the axis' size. A copy: no FLOPs.
-Shape SliceShape(const Op& op, const Shape& x) {
-  const int64_t axis = op.ints[0], start = op.ints[1], length = op.ints[2];
-  if (axis < 0 || axis >= x.rank() || start < 0 || length < 0 ||
-      start + length > x.dim(static_cast<int>(axis))) {
-    throw Error(StrCat("slice: ints = {axis, start, length} = {", axis, ", ", start, ", ", length,
-                       "} is not within x ", x.ToString()));
+// slice and select, as the table's slice kernels take them: x's elements
+// start + j step on `axis`, j < length (select: length 1, the axis dropped).
+struct SliceSpec {
+  int64_t axis = 0, start = 0, length = 0, step = 1;
+};
+// slice's ints = {axis, start, length} or {axis, start, length, step}: 0 <=
+// axis < rank, step >= 1, length >= 0, start >= 0 and, length > 0, start +
+// (length - 1) step < the axis' size (length 0: start <= it).
+SliceSpec SliceOf(const Op& op, const Shape& x) {
+  const bool form = op.ints.size() == 3 || op.ints.size() == 4;
+  const SliceSpec s{form ? op.ints[0] : -1, form ? op.ints[1] : 0, form ? op.ints[2] : 0,
+                    op.ints.size() == 4 ? op.ints[3] : 1};
+  const bool axis_ok = s.axis >= 0 && s.axis < x.rank();
+  const int64_t n = axis_ok ? x.dim(static_cast<int>(s.axis)) : 0;
+  if (!axis_ok || s.step < 1 || s.start < 0 || s.length < 0 ||
+      (s.length == 0 ? s.start > n : s.start + (s.length - 1) * s.step >= n)) {
+    std::string list;
+    for (int64_t v : op.ints) list += StrCat(list.empty() ? "" : ",", v);
+    throw Error(StrCat("slice: ints = [", list, "] (axis, start, length[, step >= 1]) is not within x ",
+                       x.ToString()));
   }
+  return s;
+}
+// select's ints = {axis, index}: 0 <= axis < rank, 0 <= index < its size.
+SliceSpec SelectOf(const Op& op, const Shape& x) {
+  if (op.ints.size() != 2 || op.ints[0] < 0 || op.ints[0] >= x.rank() || op.ints[1] < 0 ||
+      op.ints[1] >= x.dim(static_cast<int>(op.ints[0]))) {
+    std::string list;
+    for (int64_t v : op.ints) list += StrCat(list.empty() ? "" : ",", v);
+    throw Error(StrCat("select: ints = [", list, "] (axis, index) is not within x ", x.ToString(),
+                       " (no negative axis or index: add the size)"));
+  }
+  return {op.ints[0], op.ints[1], 1, 1};
+}
+// x's shape with `axis` of extent `length`, or without `axis` (drop).
+Shape SlicedShape(const Shape& x, int64_t axis, int64_t length, bool drop) {
   std::vector<int64_t> dims;
-  for (int i = 0; i < x.rank(); ++i) dims.push_back(i == axis ? length : x.dim(i));
+  for (int i = 0; i < x.rank(); ++i) {
+    if (i != axis) dims.push_back(x.dim(i));
+    if (i == axis && !drop) dims.push_back(length);
+  }
   return Shape(dims);
 }
-// x -> attrs.shape (the slice's), axis int_a, start int_b.
+// The slice kernels' operands: y = x's slice (attrs: axis int_a, start
+// int_b, step int_c, 0 read as 1) of shape attrs.shape, x's shape with the
+// axis' extent its length or the axis dropped (length 1). Checked so that
+// no index leaves x.
+void CheckSliceKernel(const Shape& x, const Shape& y, const KernelAttrs& a) {
+  const int64_t axis = a.int_a, start = a.int_b, step = a.int_c == 0 ? 1 : a.int_c;
+  bool ok = axis >= 0 && axis < x.rank() && step >= 1 && start >= 0;
+  int64_t length = 1;
+  if (ok && y.rank() == x.rank()) {
+    length = y.dim(static_cast<int>(axis));
+    ok = SlicedShape(x, axis, length, false) == y;
+  } else {
+    ok = ok && y.rank() == x.rank() - 1 && SlicedShape(x, axis, 1, true) == y;
+  }
+  const int64_t n = ok ? x.dim(static_cast<int>(axis)) : 0;
+  if (!ok || (length == 0 ? start > n : start + (length - 1) * step >= n)) {
+    throw Error(StrCat("slice: ", y.ToString(), " is not the slice of x ", x.ToString(),
+                       " on axis ", axis, " from ", start, " by ", step));
+  }
+}
+// x -> attrs.shape (the slice's).
 const KernelOp kSliceKernel = DefineKernel(
     {.name = "slice",
      .arity = 1,
-     .shape = [](std::span<const Tensor* const>, const KernelAttrs& a) { return a.shape; },
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckSliceKernel(in[0]->shape(), a.shape, a);
+       return a.shape;
+     },
      .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; }});
 // dy -> dx of shape attrs.shape (x's).
 const KernelOp kSliceBackwardKernel = DefineKernel(
     {.name = "slice_backward",
      .arity = 1,
-     .shape = [](std::span<const Tensor* const>, const KernelAttrs& a) { return a.shape; },
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       CheckSliceKernel(a.shape, in[0]->shape(), a);
+       return a.shape;
+     },
      .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; }});
+// The slice kernel's call of `s` on x into `y`, and its backward (dy into
+// x's shape).
+Tensor SliceCall(Kernels& k, const SliceSpec& s, const Tensor& x, const Shape& y) {
+  return k.Call(kSliceKernel, {&x}, {.int_a = s.axis, .int_b = s.start, .int_c = s.step, .shape = y});
+}
+Tensor SliceBackwardCall(Kernels& k, const SliceSpec& s, const Tensor& dy, const Shape& x) {
+  return k.Call(kSliceBackwardKernel, {&dy}, {.int_a = s.axis, .int_b = s.start, .int_c = s.step, .shape = x});
+}
+
+// slice's and select's rules (Of: SliceOf or SelectOf; kDrop: select
+// drops the axis): the slice kernel and its backward.
+template <SliceSpec (*Of)(const Op&, const Shape&), bool kDrop>
+Shape TakeShape(const Op& op, const Shapes& in) {
+  const SliceSpec s = Of(op, in[0]);
+  return SlicedShape(in[0], s.axis, s.length, kDrop);
+}
+template <SliceSpec (*Of)(const Op&, const Shape&), bool kDrop>
+Tensor TakeForward(Kernels& k, const Op& op, const Tensors& in) {
+  const SliceSpec s = Of(op, in[0].shape());
+  return SliceCall(k, s, in[0], SlicedShape(in[0].shape(), s.axis, s.length, kDrop));
+}
+template <SliceSpec (*Of)(const Op&, const Shape&)>
+void TakeBackward(Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+  if (a.needs[0]) d[0] = SliceBackwardCall(k, Of(op, a.input_shapes[0]), a.dout, a.input_shapes[0]);
+}
+
+// cat of a and b on `axis`: one rank, every other axis equal.
+Shape CatShape(int64_t axis, const Shape& a, const Shape& b) {
+  bool ok = a.rank() == b.rank() && axis >= 0 && axis < a.rank();
+  for (int i = 0; ok && i < a.rank(); ++i) ok = i == axis || a.dim(i) == b.dim(i);
+  if (!ok) {
+    throw Error(StrCat("cat: ", a.ToString(), " and ", b.ToString(), " do not join on axis ", axis,
+                       " (one rank, every other axis equal; no negative axis)"));
+  }
+  return SlicedShape(a, axis, a.dim(static_cast<int>(axis)) + b.dim(static_cast<int>(axis)), false);
+}
+// (a, b) -> a then b on axis int_a.
+const KernelOp kCatKernel = DefineKernel(
+    {.name = "cat",
+     .arity = 2,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       return CatShape(a.int_a, in[0]->shape(), in[1]->shape());
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; }});
+
+// expand of x to `dims` (numpy broadcasting): x's axes aligned with the
+// last ones, each 1 or equal; every dim >= 0 given.
+Shape ExpandShape(const Shape& x, std::span<const int64_t> dims) {
+  const int64_t lead = static_cast<int64_t>(dims.size()) - x.rank();
+  bool ok = lead >= 0;
+  for (int64_t d : dims) ok = ok && d >= 0;
+  for (int i = 0; ok && i < x.rank(); ++i) ok = x.dim(i) == 1 || x.dim(i) == dims[static_cast<size_t>(lead + i)];
+  if (!ok) {
+    std::string list;
+    for (int64_t d : dims) list += StrCat(list.empty() ? "" : ",", d);
+    throw Error(StrCat("expand: x ", x.ToString(), " does not broadcast to [", list,
+                       "] (x's axes align with the last ones, each 1 or equal; every dim given, no -1)"));
+  }
+  return Shape(std::vector<int64_t>(dims.begin(), dims.end()));
+}
+// x -> attrs.shape; a copy.
+const KernelOp kExpandKernel = DefineKernel(
+    {.name = "expand",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       return ExpandShape(in[0]->shape(), a.shape.dims());
+     },
+     .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; }});
+// dy -> dx of shape attrs.shape (x's): one addition per element of dy.
+const KernelOp kExpandBackwardKernel = DefineKernel(
+    {.name = "expand_backward",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       if (ExpandShape(a.shape, in[0]->shape().dims()) != in[0]->shape()) {
+         throw Error(StrCat("expand's backward: dy ", in[0]->TypeString(), " is not x ", a.shape.ToString(),
+                            " expanded"));
+       }
+       return a.shape;
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape&) { return in[0]->num_elements(); }});
 
 // The reshape op's dims as a shape, each >= 0.
 Shape DimsOf(const Op& op) {
@@ -257,28 +394,92 @@ const OpDef kLayoutOps[] = {
        return Shapes{Shape({3, 4})};
      }},
 
-    // slice   y = x[..., start:start + length, ...] on one axis (attr ints =
-    //         {axis, start, length}): torch's narrow, split and chunk, one
-    //         piece each. Saves nothing; dx = dy in the slice, 0 elsewhere
-    {.kind = OpKind::kSlice, .name = "slice", .arity = 1, .has_scalar = false, .num_ints = 3,
-     .shape = [](const Op& op, const Shapes& in) { return SliceShape(op, in[0]); },
+    // slice   y = x[..., start:start + length step:step, ...] on one axis
+    //         (attr ints = {axis, start, length} or {axis, start, length,
+    //         step}, step >= 1, 1 if left out): torch's narrow, split and
+    //         chunk, one piece each, and x[:, a:b:step] (length = ceil((b -
+    //         a) / step)). Saves nothing; dx = dy where the slice took x's
+    //         elements, 0 elsewhere
+    {.kind = OpKind::kSlice, .name = "slice", .arity = 1, .has_scalar = false,
+     .num_ints = kAnyNumberOfInts,
+     .shape = TakeShape<SliceOf, false>,
      .saves = SavesNothing,
-     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
-       return k.Call(kSliceKernel, {&in[0]},
-                     {.int_a = op.ints[0], .int_b = op.ints[1], .shape = SliceShape(op, in[0].shape())});
-     },
-     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) {
-         d[0] = k.Call(kSliceBackwardKernel, {&a.dout},
-                       {.int_a = op.ints[0], .int_b = op.ints[1], .shape = a.input_shapes[0]});
-       }
-     },
+     .forward = TakeForward<SliceOf, false>,
+     .backward = TakeBackward<SliceOf>,
      .flops = NoFlops,
      .forward_depth = ExactDepth,
      .backward_depth = PassThrough,
      .example = [](Op& op) {
        op.ints = {1, 1, 2};
        return Shapes{Shape({3, 4})};
+     }},
+
+    // expand  y = x broadcast to the dims of attr ints (numpy's rule: x's
+    //         axes aligned with the last ones, each 1 or equal; torch's
+    //         expand, every dim given). Saves nothing; dx[k] = the sum of
+    //         the dy elements that read x[k], added to +0 one at a time in
+    //         increasing row-major position of dy; FLOPs 0 (a copy)
+    {.kind = OpKind::kExpand, .name = "expand", .arity = 1, .has_scalar = false,
+     .num_ints = kAnyNumberOfInts,
+     .shape = [](const Op& op, const Shapes& in) { return ExpandShape(in[0], op.ints); },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kExpandKernel, {&in[0]}, {.shape = ExpandShape(in[0].shape(), op.ints)});
+     },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kExpandBackwardKernel, {&a.dout}, {.shape = a.input_shapes[0]});
+     },
+     .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       // Each x element sums the dy elements that read it.
+       const int64_t x = std::max<int64_t>(1, a.inputs[0].num_elements());
+       k[0] = dy + static_cast<double>(a.output.num_elements() / x);
+     },
+     .example = [](Op& op) {
+       op.ints = {2, 3, 4};
+       return Shapes{Shape({3, 1})};
+     }},
+
+    // cat     y = a then b along axis attr ints = {axis} (torch.cat of two;
+    //         of more: a left fold of these). Saves nothing; da and db are
+    //         dy's two slices on the axis; FLOPs 0 (a copy)
+    {.kind = OpKind::kCat, .name = "cat", .arity = 2, .has_scalar = false, .num_ints = 1,
+     .shape = [](const Op& op, const Shapes& in) { return CatShape(op.ints[0], in[0], in[1]); },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kCatKernel, {&in[0], &in[1]}, {.int_a = Int(op, 0)});
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       const int64_t axis = Int(op, 0), na = a.input_shapes[0].dim(static_cast<int>(axis));
+       for (int i = 0; i < 2; ++i) {
+         if (!a.needs[i]) continue;
+         const Shape& x = a.input_shapes[i];
+         d[i] = SliceCall(k, {axis, i == 0 ? 0 : na, x.dim(static_cast<int>(axis)), 1}, a.dout, x);
+       }
+     },
+     .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
+     .example = [](Op& op) {
+       op.ints = {1};
+       return Shapes{Shape({2, 1, 3}), Shape({2, 2, 3})};
+     }},
+
+    // select  y = x[..., index, ...] on axis (attr ints = {axis, index}),
+    //         the axis dropped: torch's select, x[:, 0]. Saves nothing;
+    //         dx = dy at the index, 0 elsewhere; FLOPs 0 (a copy)
+    {.kind = OpKind::kSelect, .name = "select", .arity = 1, .has_scalar = false, .num_ints = 2,
+     .shape = TakeShape<SelectOf, true>,
+     .saves = SavesNothing,
+     .forward = TakeForward<SelectOf, true>,
+     .backward = TakeBackward<SelectOf>,
+     .flops = NoFlops,
+     .forward_depth = ExactDepth,
+     .backward_depth = PassThrough,
+     .example = [](Op& op) {
+       op.ints = {1, 0};
+       return Shapes{Shape({2, 3, 4})};
      }},
 };
 // clang-format on

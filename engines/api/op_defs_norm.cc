@@ -177,8 +177,10 @@ const KernelOp kBatchNormRunningVarBackwardKernel = DefineKernel(
 
 // clang-format off
 const OpDef kNormOps[] = {
-    // layer_norm  y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + 1e-5),
-    //         over the last axis; inputs x (..., C), gamma (C), beta (C)
+    // layer_norm  y = (x - mean) rstd gamma + beta, rstd = 1/sqrt(var + eps),
+    //         over the last axis; inputs x (..., C), gamma (C), beta (C);
+    //         attr scalar = eps > 0, optional: 0 (left out) is 1e-5
+    //         (Kernels::LayerNormEps; BERT writes 1e-12, ViT 1e-6)
     //         saves x for dx and dgamma, gamma for dx; mean and rstd are
     //         recomputed from x by the backward kernels rather than saved (the
     //         IR has one output per op, and two (rows) vectors would be
@@ -188,18 +190,21 @@ const OpDef kNormOps[] = {
     //         FLOPs 7 per element
     {.kind = OpKind::kLayerNorm, .name = "layer_norm", .arity = 3, .has_scalar = false,
      .num_ints = 0,
-     .shape = [](const Op&, const Shapes& in) {
+     .shape = [](const Op& op, const Shapes& in) {
        Kernels::CheckLayerNormShapes(in[0], in[1], in[2]);
+       Kernels::CheckLayerNormEps(op.scalar);
        return in[0];
      },
      .saves = [](const Needs& needs, Saves& s) {
        s.inputs[0] = needs[0] || needs[1];
        s.inputs[1] = needs[0];
      },
-     .forward = [](Kernels& k, const Op&, const Tensors& in) { return k.LayerNorm(in[0], in[1], in[2]); },
-     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
-       if (a.needs[0]) d[0] = k.LayerNormBackward(a.saved_inputs[0], a.saved_inputs[1], a.dout);
-       if (a.needs[1]) d[1] = k.LayerNormGammaGrad(a.saved_inputs[0], a.dout);
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.LayerNorm(in[0], in[1], in[2], op.scalar);
+     },
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.LayerNormBackward(a.saved_inputs[0], a.saved_inputs[1], a.dout, op.scalar);
+       if (a.needs[1]) d[1] = k.LayerNormGammaGrad(a.saved_inputs[0], a.dout, op.scalar);
        if (a.needs[2]) d[2] = k.SumLeading(a.dout);
      },
      .flops = [](const Shapes&, const Shape& out) { return 7 * out.num_elements(); },
@@ -212,7 +217,8 @@ const OpDef kNormOps[] = {
        k[2] = dy + rows;
      },
      .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({4}), Shape({4})}; },
-     .normalizes = true},
+     .normalizes = true,
+     .default_scalar = Kernels::kLayerNormEps},
 
     // rms_norm  y = x rstd gamma over the last axis (attr scalar = eps > 0),
     //         rstd = 1 / sqrt(mean(x^2) + eps) (LLaMA's RMSNorm); saves x

@@ -70,14 +70,14 @@ enum class OpKind {
   kReshape,     // attr `ints` = the output's dims (one element count)
   kPermute,     // attr `ints` = the permutation: output axis i is input axis ints[i]
   kTopKSoftmax,  // over the last axis, the k largest only (attr `ints` = {k}); ties: lowest index
-  kConv2d,      // NCHW x, OIHW w; attr `ints` = {stride, padding}
+  kConv2d,      // NCHW x, OIHW w; attr `ints` = {stride, padding} or {sh, sw, ph, pw, dh, dw, groups}
   kMaxPool2d,   // NCHW x; attr `ints` = {kernel, stride, padding}; ties: lowest index
   kGlobalAvgPool,  // (N, C, H, W) -> (N, C)
   kBatchNorm,   // training mode: inputs x, gamma, beta; attr `scalar` = eps
   kBatchNormRunningMean,  // inputs x, running mean (C); attr `scalar` = momentum
   kBatchNormRunningVar,   // inputs x, running var (C); attr `scalar` = momentum
   kState,       // y = x, the new value of the parameter named `name` (CONTRACT.md, state)
-  kSlice,       // attr `ints` = {axis, start, length}: x's elements start..start+length-1 on axis
+  kSlice,       // attr `ints` = {axis, start, length[, step]}: x's elements start + j step on axis
   kDiv,         // y = a / b, numpy broadcasting
   kRsqrt,       // y = 1 / sqrt(x)
   kSqrt,        // y = sqrt(x)
@@ -88,6 +88,10 @@ enum class OpKind {
   kWhere,       // inputs cond (i32), a, b, broadcast together: y = cond != 0 ? a : b
   kMean,        // as kSum's attributes: the mean over the axes (all: rank 0)
   kAmax,        // as kSum's attributes: the max over the axes; gradient split among ties
+  kExpand,      // attr `ints` = the output's dims: x broadcast to them (numpy's rule)
+  kCat,         // inputs a, b; attr `ints` = {axis}: a then b on it
+  kSelect,      // attr `ints` = {axis, index}: x[..., index, ...], the axis dropped
+  kConv2dBias,  // conv2d plus a bias (O) per output channel; conv2d's `ints`
   kCheckpoint,
   kScan,
   kChain,

@@ -362,10 +362,25 @@ class Parser : private SourceErrors {
     if (key == "policy") return kind == OpKind::kCheckpoint;
     if (key == "schedule") return kind == OpKind::kScan || kind == OpKind::kChain;
     if (key == "consts") return kind == OpKind::kScan;
-    if (key == "scalar") return !IsStructural(kind) && Def(kind).has_scalar;
+    if (key == "scalar") {
+      return !IsStructural(kind) && (Def(kind).has_scalar || Def(kind).default_scalar != 0);
+    }
     if (key == "ints") return !IsStructural(kind) && Def(kind).num_ints != 0;
     if (key == "keepdim") return !IsStructural(kind) && Def(kind).reduces_axes;
     return false;
+  }
+
+  // The scalar= value v (at token `at`) as op stores it: an op whose
+  // scalar is optional (OpDef::default_scalar) stores its default as 0,
+  // the value that leaving scalar= out gives, and takes no explicit 0.
+  double OptionalScalar(const Op& op, double v, const Token& at) {
+    const double d = Def(op.kind).default_scalar;
+    if (d == 0) return v;
+    if (v == 0) {
+      Fail(at, StrCat("bad attribute: ", OpKindName(op.kind), "'s scalar= must not be 0; leave it "
+                      "out for its default ", NumberText(d)));
+    }
+    return v == d ? 0.0 : v;
   }
 
   void Attributes(Op* op, const Token& op_token) {
@@ -428,7 +443,7 @@ class Parser : private SourceErrors {
           Fail(at, StrCat("bad attribute: expected a number after scalar= (e.g. 0.125), got ",
                           Describe(at)));
         }
-        op->scalar = v;
+        op->scalar = OptionalScalar(*op, v, at);
       } else if (k == "consts") {
         const Token at = Peek();
         const int64_t n = Int("the number of consts after consts=");
@@ -470,10 +485,14 @@ class Parser : private SourceErrors {
                          : op->kind == OpKind::kPermute    ? "[P0,P1,...] (output axis i is input axis Pi)"
                          : op->kind == OpKind::kTopKSoftmax ? "[K]"
                          : op->kind == OpKind::kDropout    ? "[KEY]"
-                         : op->kind == OpKind::kConv2d     ? "[STRIDE,PADDING]"
+                         : op->kind == OpKind::kConv2d || op->kind == OpKind::kConv2dBias
+                             ? "[STRIDE,PADDING] or [SH,SW,PH,PW,DH,DW,GROUPS]"
                          : op->kind == OpKind::kMaxPool2d  ? "[KERNEL,STRIDE,PADDING]"
-                         : op->kind == OpKind::kSlice      ? "[AXIS,START,LENGTH]"
                          : op->kind == OpKind::kHardtanh   ? "[MIN,MAX] (relu6: [0,6])"
+                         : op->kind == OpKind::kSlice      ? "[AXIS,START,LENGTH] or [AXIS,START,LENGTH,STEP]"
+                         : op->kind == OpKind::kExpand     ? "[D0,D1,...] (the output's dims)"
+                         : op->kind == OpKind::kCat        ? "[AXIS]"
+                         : op->kind == OpKind::kSelect     ? "[AXIS,INDEX]"
                                                             : "[...]";
       Fail(op_token, StrCat(OpKindName(op->kind), " needs ints=", what));
     }

@@ -346,6 +346,36 @@ const ErrorCase kErrorCases[] = {
      2, 30, "bad attribute: policy \"sometimes\": unknown policy 'sometimes'; policies:"},
     {"BadAttribute8", "program p(a: f32[]) {\n  %b = name(%a)\n  return %b\n}\n", 2, 8,
      "name needs a non-empty label"},
+    // layer_norm's eps: 0 is no eps (leave scalar= out for the default), a
+    // negative one a shape error naming it.
+    {"LayerNormEpsZero",
+     "program p(x: f32[2,4], g: f32[4], c: f32[4]) {\n  %b = layer_norm(%x, %g, %c) scalar=0\n"
+     "  %s = sum(%b)\n  return %s\n}\n",
+     2, 38, "bad attribute: layer_norm's scalar= must not be 0; leave it out for its default 1e-05"},
+    {"LayerNormEpsNegative",
+     "program p(x: f32[2,4], g: f32[4], c: f32[4]) {\n  %b = layer_norm(%x, %g, %c) scalar=-1\n"
+     "  %s = sum(%b)\n  return %s\n}\n",
+     2, 8, "layer_norm's eps must be positive and finite; got -1"},
+    // The layout ops' attributes: bad ones name the op, its ints and x.
+    {"SliceStepZero",
+     "program p(x: f32[2,7]) {\n  %b = slice(%x) ints=[1,0,3,0]\n  %s = sum(%b)\n  return %s\n}\n",
+     2, 8, "slice: ints = [1,0,3,0] (axis, start, length[, step >= 1]) is not within x [2,7]"},
+    {"SliceStepPastTheEnd",
+     "program p(x: f32[2,7]) {\n  %b = slice(%x) ints=[1,1,4,2]\n  %s = sum(%b)\n  return %s\n}\n",
+     2, 8, "slice: ints = [1,1,4,2] (axis, start, length[, step >= 1]) is not within x [2,7]"},
+    {"SelectOutside",
+     "program p(x: f32[2,7]) {\n  %b = select(%x) ints=[1,7]\n  %s = sum(%b)\n  return %s\n}\n",
+     2, 8, "select: ints = [1,7] (axis, index) is not within x [2,7]"},
+    {"SelectWithoutInts",
+     "program p(x: f32[2,7]) {\n  %b = select(%x)\n  %s = sum(%b)\n  return %s\n}\n",
+     2, 8, "select needs ints=[AXIS,INDEX]"},
+    {"CatOtherAxesDiffer",
+     "program p(x: f32[2,7], y: f32[3,7]) {\n  %b = cat(%x, %y) ints=[1]\n  %s = sum(%b)\n"
+     "  return %s\n}\n",
+     2, 8, "cat: [2,7] and [3,7] do not join on axis 1"},
+    {"ExpandDoesNotBroadcast",
+     "program p(x: f32[3,2]) {\n  %b = expand(%x) ints=[4,3,5]\n  %s = sum(%b)\n  return %s\n}\n",
+     2, 8, "expand: x [3,2] does not broadcast to [4,3,5]"},
     {"TrailingGarbage1", "program p(a: f32[]) {\n  return %a\n}\nprogram q(b: f32[]) {\n", 4, 1,
      "trailing text after the program's closing '}': 'program'; expected the end of "
      "the file"},
@@ -481,23 +511,21 @@ TEST(ProgramTextTest, TheHandWrittenExampleRuns) {
   EXPECT_GT(recompute.stats.flops_recomputed, 0);
 }
 
-// The LLaMA-style block (rms_norm, silu): it round-trips, every f32 engine
-// gives eager's bits, recompute recomputes, and the float64 engines agree
-// with it to f32 rounding.
-TEST(ProgramTextTest, TheLlamaBlockRunsOnEveryEngine) {
-  const Program p = ReadProgramFile("problems/files/llama_mlp.remat");
-  EXPECT_EQ(p.CountOps(OpKind::kRmsNorm), 2);
-  EXPECT_EQ(p.CountOps(OpKind::kSilu), 1);
+// Program file `p` round-trips, every f32 engine gives eager's bits on
+// gradients of every parameter, recompute recomputes, and the float64
+// engines agree with it to f32 rounding.
+void ExpectEveryEngineRunsIt(const Program& p) {
   EXPECT_EQ(ProgramDifference(p, ParseProgram(PrintProgram(p), "printed")), "");
   std::vector<Tensor> inputs;
+  std::vector<int> wrt;
   for (int i = 0; i < p.num_params(); ++i) {
     Tensor t = Tensor::Zeros(DType::kF32, p.shapes[i]);
     for (int64_t j = 0; j < t.num_elements(); ++j) {
       t.f32()[j] = 0.02f * static_cast<float>((j * 7 + i) % 23) - 0.2f;
     }
     inputs.push_back(t);
+    wrt.push_back(i);
   }
-  const std::vector<int> wrt = {0, 1, 2, 3, 4, 5};
   const Result eager = MakeEngine("eager")->ValueAndGrad(p, inputs, wrt, {});
   for (const char* engine : {"recompute", "planned", "dtr"}) {
     const Result r = MakeEngine(engine)->ValueAndGrad(p, inputs, wrt, {});
@@ -516,6 +544,71 @@ TEST(ProgramTextTest, TheLlamaBlockRunsOnEveryEngine) {
       EXPECT_GT(scale, 0) << engine << " gradient " << g;
       EXPECT_LE(err, 1e-4 * scale) << engine << " gradient " << g;
     }
+  }
+}
+
+// The LLaMA-style block (rms_norm, silu) on every engine.
+TEST(ProgramTextTest, TheLlamaBlockRunsOnEveryEngine) {
+  const Program p = ReadProgramFile("problems/files/llama_mlp.remat");
+  EXPECT_EQ(p.CountOps(OpKind::kRmsNorm), 2);
+  EXPECT_EQ(p.CountOps(OpKind::kSilu), 1);
+  ExpectEveryEngineRunsIt(p);
+}
+
+// A ViT's tokens: the class token expanded to the batch and joined before
+// the patches (cat), position embeddings broadcast (expand), a checkpointed
+// layer_norm at eps 1e-6, the class token's output x[:, 0] (select) and
+// every other token (slice by a step of 2), on every engine.
+TEST(ProgramTextTest, TheVitTokensRunOnEveryEngine) {
+  const Program p = ReadProgramFile("problems/files/vit_tokens.remat");
+  for (OpKind k : {OpKind::kExpand, OpKind::kCat, OpKind::kSelect, OpKind::kSlice}) {
+    EXPECT_GE(p.CountOps(k), 1) << OpKindName(k);
+  }
+  ExpectEveryEngineRunsIt(p);
+}
+
+// A MobileNet block as its library writes it: a depthwise 3x3 conv with
+// bias, stride 2 (the 7-int form, groups = C), and a pointwise 1x1 conv
+// with bias (the 2-int form), checkpointed, on every engine.
+TEST(ProgramTextTest, TheMobileNetBlockRunsOnEveryEngine) {
+  const Program p = ReadProgramFile("problems/files/mobilenet_block.remat");
+  EXPECT_EQ(p.ops[0].body->CountOps(OpKind::kConv2dBias), 2);
+  ExpectEveryEngineRunsIt(p);
+}
+
+// layer_norm's eps: scalar= optional, 0 (left out) the default 1e-5,
+// printed without scalar= so that files written before read and print the
+// same; an explicit 1e-5 reads as the default; another eps prints back to
+// the bit.
+TEST(ProgramTextTest, LayerNormTakesAnyEps) {
+  const auto parse = [](const std::string& attrs) {
+    return ParseProgram(StrCat("program p(x: f32[2,4], g: f32[4], b: f32[4]) {\n"
+                               "  %y = layer_norm(%x, %g, %b)", attrs, "\n  %s = sum(%y)\n  return %s\n}\n"),
+                        "t");
+  };
+  const Program plain = parse("");
+  EXPECT_EQ(plain.ops[0].scalar, 0.0);
+  EXPECT_EQ(PrintProgram(plain).find("scalar="), std::string::npos) << PrintProgram(plain);
+  EXPECT_EQ(parse(" scalar=1e-5").ops[0].scalar, 0.0);
+  const Program bert = parse(" scalar=1e-12");
+  EXPECT_EQ(bert.ops[0].scalar, 1e-12);
+  EXPECT_EQ(ProgramDifference(bert, ParseProgram(PrintProgram(bert), "printed")), "");
+  // The eps changes the result: rows of variance near 1e-6.
+  std::vector<Tensor> in = {Tensor::FromF32({2, 4}, {1e-3f, -1e-3f, 2e-3f, 0, 0, 1e-3f, -2e-3f, 1e-3f}),
+                            Tensor::FromF32({4}, {1, 2, 3, 4}), Tensor::FromF32({4}, {0, 0, 0, 0})};
+  const Program weighted = ParseProgram(
+      "program p(x: f32[2,4], g: f32[4], b: f32[4]) {\n  %y = layer_norm(%x, %g, %b) scalar=1e-12\n"
+      "  %q = square(%y)\n  %s = sum(%q)\n  return %s\n}\n", "t");
+  Program weighted_default = weighted;
+  weighted_default.ops[0].scalar = 0;
+  const Result small = MakeEngine("eager")->ValueAndGrad(weighted, in, {0}, {});
+  const Result large = MakeEngine("eager")->ValueAndGrad(weighted_default, in, {0}, {});
+  const Result oracle = MakeEngine("oracle")->ValueAndGrad(weighted, in, {0}, {});
+  EXPECT_NEAR(small.value.at(0), oracle.value.at(0), 1e-4 * std::abs(oracle.value.at(0)));
+  EXPECT_GT(std::abs(small.value.at(0) - large.value.at(0)), 0.01 * std::abs(small.value.at(0)));
+  for (const char* engine : {"recompute", "planned", "dtr"}) {
+    EXPECT_FALSE(FirstBitDifference(small, MakeEngine(engine)->ValueAndGrad(weighted, in, {0}, {})).has_value())
+        << engine;
   }
 }
 

@@ -166,9 +166,9 @@ REMAT_SHARED_KERNEL(sum, k.DoSum(*in[0], out));
 REMAT_SHARED_KERNEL(broadcast, k.DoBroadcast(*in[0], out));
 REMAT_SHARED_KERNEL(softmax, k.DoSoftmax(*in[0], out));
 REMAT_SHARED_KERNEL(softmax_backward, k.DoSoftmaxBackward(*in[0], *in[1], out));
-REMAT_SHARED_KERNEL(layer_norm, k.DoLayerNorm(*in[0], *in[1], *in[2], out));
-REMAT_SHARED_KERNEL(layer_norm_backward, k.DoLayerNormBackward(*in[0], *in[1], *in[2], out));
-REMAT_SHARED_KERNEL(layer_norm_gamma_grad, k.DoLayerNormGammaGrad(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(layer_norm, k.DoLayerNorm(*in[0], *in[1], *in[2], a.scalar, out));
+REMAT_SHARED_KERNEL(layer_norm_backward, k.DoLayerNormBackward(*in[0], *in[1], *in[2], a.scalar, out));
+REMAT_SHARED_KERNEL(layer_norm_gamma_grad, k.DoLayerNormGammaGrad(*in[0], *in[1], a.scalar, out));
 REMAT_SHARED_KERNEL(sum_leading, k.DoSumLeading(*in[0], out));
 REMAT_SHARED_KERNEL(gelu, k.DoGelu(*in[0], out));
 REMAT_SHARED_KERNEL(gelu_backward, k.DoGeluBackward(*in[0], *in[1], out));
@@ -177,9 +177,10 @@ REMAT_SHARED_KERNEL(transpose, k.DoTranspose(*in[0], out));
 REMAT_SHARED_KERNEL(split_heads, k.DoSplitHeads(*in[0], a.int_a, a.int_b, out));
 REMAT_SHARED_KERNEL(merge_heads, k.DoMergeHeads(*in[0], a.int_a, out));
 REMAT_SHARED_KERNEL(bias_add, k.DoBiasAdd(*in[0], *in[1], out));
-REMAT_SHARED_KERNEL(conv2d, k.DoConv2d(0, *in[0], *in[1], a.int_a, a.int_b, out));
-REMAT_SHARED_KERNEL(conv2d_backward_data, k.DoConv2d(1, *in[0], *in[1], a.int_a, a.int_b, out));
-REMAT_SHARED_KERNEL(conv2d_backward_weights, k.DoConv2d(2, *in[0], *in[1], a.int_a, a.int_b, out));
+REMAT_SHARED_KERNEL(conv2d, k.DoConv2d(0, *in[0], *in[1], nullptr, Conv2dGeometryOf(a), out));
+REMAT_SHARED_KERNEL(conv2d_bias, k.DoConv2d(0, *in[0], *in[1], in[2], Conv2dGeometryOf(a), out));
+REMAT_SHARED_KERNEL(conv2d_backward_data, k.DoConv2d(1, *in[0], *in[1], nullptr, Conv2dGeometryOf(a), out));
+REMAT_SHARED_KERNEL(conv2d_backward_weights, k.DoConv2d(2, *in[0], *in[1], nullptr, Conv2dGeometryOf(a), out));
 #undef REMAT_SHARED_KERNEL
 
 }  // namespace remat

@@ -86,17 +86,18 @@ class OneDnnKernels : public Kernels {
   void DoBroadcast(const Tensor& s, Tensor& out);
   void DoSoftmax(const Tensor& x, Tensor& out);
   void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out);
-  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps_or_0,
                    Tensor& out);
   void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
-                           Tensor& out);
-  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out);
+                           double eps_or_0, Tensor& out);
+  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, double eps_or_0, Tensor& out);
   void DoSumLeading(const Tensor& x, Tensor& out);
   void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out);
-  // conv2d (which 0: x, w -> y), its backward data (1: dy, w -> dx) and
-  // backward weights (2: x, dy -> dw); op_defs_conv.cc defines them.
-  void DoConv2d(int which, const Tensor& a, const Tensor& b, int64_t stride, int64_t pad,
-                Tensor& out);
+  // conv2d (which 0: x, w -> y, plus `bias` (O) where not null), its
+  // backward data (1: dy, w -> dx) and backward weights (2: x, dy -> dw);
+  // op_defs_conv.cc defines them.
+  void DoConv2d(int which, const Tensor& a, const Tensor& b, const Tensor* bias,
+                const Conv2dGeometry& g, Tensor& out);
   void DoGelu(const Tensor& x, Tensor& out);
   void DoGeluBackward(const Tensor& x, const Tensor& dy, Tensor& out);
   void DoScale(const Tensor& x, double c, Tensor& out);

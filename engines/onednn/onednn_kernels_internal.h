@@ -148,12 +148,13 @@ class OneDnnKernels::State {
   // dimension ({1} -> {1}).
   void Sum(const Tensor& x, Tensor& out, const std::shared_ptr<MemoryTracker>& tracker);
 
-  // conv2d, NCHW x and OIHW w in plain layouts (so that no reorder runs and
-  // the tensors are used in place), direct algorithm, zero padding.
-  // `which`: 0 forward (x, w -> y), 1 backward data (dy, w -> dx), 2
-  // backward weights (x, dy -> dw).
-  void Conv2d(int which, const Tensor& a, const Tensor& b, Tensor& out, int64_t stride,
-              int64_t pad, const std::shared_ptr<MemoryTracker>& tracker);
+  // conv2d, NCHW x and OIHW w in plain layouts (GOIHW for groups > 1: the
+  // same elements), so that no reorder runs and the tensors are used in
+  // place; direct algorithm, zero padding, the geometry g. `which`: 0
+  // forward (x, w -> y; plus `bias` where not null), 1 backward data (dy, w
+  // -> dx), 2 backward weights (x, dy -> dw).
+  void Conv2d(int which, const Tensor& a, const Tensor& b, const Tensor* bias, Tensor& out,
+              const Conv2dGeometry& g, const std::shared_ptr<MemoryTracker>& tracker);
 
  private:
   struct Cached {

@@ -88,42 +88,57 @@ void OneDnnKernels::DoMatMul(const Tensor& a, bool transpose_a, const Tensor& b,
       [&] { state_->MatMul(a, transpose_a, b, transpose_b, out, tracker()); });
 }
 
-void OneDnnKernels::State::Conv2d(int which, const Tensor& a, const Tensor& b, Tensor& out,
-                                 int64_t stride, int64_t pad,
+void OneDnnKernels::State::Conv2d(int which, const Tensor& a, const Tensor& b, const Tensor* bias,
+                                 Tensor& out, const Conv2dGeometry& g,
                                  const std::shared_ptr<MemoryTracker>& tracker) {
   const Shape& xs = which == 1 ? out.shape() : a.shape();
   const Shape& ws = which == 0 ? b.shape() : which == 1 ? b.shape() : out.shape();
   const Shape& ys = which == 0 ? out.shape() : which == 1 ? a.shape() : b.shape();
   auto dims = [](const Shape& s) { return Dims(s.dims().begin(), s.dims().end()); };
   const auto x_md = F32Desc(dims(xs), Tag::nchw);
-  const auto w_md = F32Desc(dims(ws), Tag::oihw);
+  // Groups: w (O, C/G, KH, KW) read as (G, O/G, C/G, KH, KW), the same
+  // elements in the same order.
+  const auto w_md = g.groups == 1 ? F32Desc(dims(ws), Tag::oihw)
+                                  : F32Desc({g.groups, ws.dim(0) / g.groups, ws.dim(1), ws.dim(2), ws.dim(3)},
+                                            Tag::goihw);
   const auto y_md = F32Desc(dims(ys), Tag::nchw);
-  const Dims strides = {stride, stride}, padding = {pad, pad};
+  const auto b_md = F32Desc({ws.dim(0)}, Tag::x);
+  // oneDNN's dilation counts the gaps: 0 is PyTorch's 1. With none, the
+  // dilated descriptors are the plain ones (oneDNN fills in zeros).
+  const Dims strides = {g.stride_h, g.stride_w}, padding = {g.pad_h, g.pad_w},
+             dilates = {g.dilation_h - 1, g.dilation_w - 1};
   const dnnl::algorithm direct = dnnl::algorithm::convolution_direct;
-  auto forward_pd = [&](const dnnl::primitive_attr& attr) {
+  auto forward_pd = [&](const dnnl::primitive_attr& attr, bool with_bias) {
+    const dnnl::prop_kind training = dnnl::prop_kind::forward_training;
     return dnnl::convolution_forward::primitive_desc(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, direct, x_md, w_md,
-                                        y_md, strides, padding, padding),
+        with_bias ? dnnl::convolution_forward::desc(training, direct, x_md, w_md, b_md, y_md, strides,
+                                                    dilates, padding, padding)
+                  : dnnl::convolution_forward::desc(training, direct, x_md, w_md, y_md, strides,
+                                                    dilates, padding, padding),
         attr, engine_);
   };
   Dims key_dims = dims(xs);
   for (int64_t d : ws.dims()) key_dims.push_back(d);
-  key_dims.push_back(stride);
-  key_dims.push_back(pad);
+  for (int64_t v : {g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups}) {
+    key_dims.push_back(v);
+  }
   if (which == 0) {
-    const Cached& cached = Lookup<dnnl::convolution_forward>(Key("conv_fwd", key_dims), forward_pd);
-    Execute(cached,
-            {{DNNL_ARG_SRC, Memory(x_md, a)},
-             {DNNL_ARG_WEIGHTS, Memory(w_md, b)},
-             {DNNL_ARG_DST, Memory(y_md, out)}},
-            tracker);
+    const bool with_bias = bias != nullptr;
+    const Cached& cached = Lookup<dnnl::convolution_forward>(
+        Key(with_bias ? "conv_fwd_bias" : "conv_fwd", key_dims),
+        [&](const dnnl::primitive_attr& attr) { return forward_pd(attr, with_bias); });
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, Memory(x_md, a)},
+                                                  {DNNL_ARG_WEIGHTS, Memory(w_md, b)},
+                                                  {DNNL_ARG_DST, Memory(y_md, out)}};
+    if (with_bias) args.emplace(DNNL_ARG_BIAS, Memory(b_md, *bias));
+    Execute(cached, args, tracker);
   } else if (which == 1) {
     const Cached& cached = Lookup<dnnl::convolution_backward_data>(
         Key("conv_bwd_data", key_dims), [&](const dnnl::primitive_attr& attr) {
           return dnnl::convolution_backward_data::primitive_desc(
-              dnnl::convolution_backward_data::desc(direct, x_md, w_md, y_md, strides, padding,
-                                                    padding),
-              attr, engine_, forward_pd(dnnl::primitive_attr()));
+              dnnl::convolution_backward_data::desc(direct, x_md, w_md, y_md, strides, dilates,
+                                                    padding, padding),
+              attr, engine_, forward_pd(dnnl::primitive_attr(), false));
         });
     Execute(cached,
             {{DNNL_ARG_DIFF_DST, Memory(y_md, a)},
@@ -134,9 +149,9 @@ void OneDnnKernels::State::Conv2d(int which, const Tensor& a, const Tensor& b, T
     const Cached& cached = Lookup<dnnl::convolution_backward_weights>(
         Key("conv_bwd_weights", key_dims), [&](const dnnl::primitive_attr& attr) {
           return dnnl::convolution_backward_weights::primitive_desc(
-              dnnl::convolution_backward_weights::desc(direct, x_md, w_md, y_md, strides,
+              dnnl::convolution_backward_weights::desc(direct, x_md, w_md, y_md, strides, dilates,
                                                        padding, padding),
-              attr, engine_, forward_pd(dnnl::primitive_attr()));
+              attr, engine_, forward_pd(dnnl::primitive_attr(), false));
         });
     Execute(cached,
             {{DNNL_ARG_SRC, Memory(x_md, a)},
@@ -146,17 +161,22 @@ void OneDnnKernels::State::Conv2d(int which, const Tensor& a, const Tensor& b, T
   }
 }
 
-void OneDnnKernels::DoConv2d(int which, const Tensor& a, const Tensor& b, int64_t stride,
-                             int64_t pad, Tensor& out) {
+void OneDnnKernels::DoConv2d(int which, const Tensor& a, const Tensor& b, const Tensor* bias,
+                             const Conv2dGeometry& g, Tensor& out) {
   if (out.num_elements() == 0) return;
   if (a.num_elements() == 0 || b.num_elements() == 0) {
-    // An empty sum is 0 (oneDNN refuses empty operands).
-    if (!dry_run()) std::memset(out.raw(), 0, out.bytes());
+    // An empty sum is 0 (oneDNN refuses empty operands), plus the bias.
+    if (dry_run()) return;
+    std::memset(out.raw(), 0, out.bytes());
+    if (bias != nullptr) {
+      const int64_t o = out.shape().dim(1), plane = out.shape().dim(2) * out.shape().dim(3);
+      for (int64_t i = 0; i < out.num_elements(); ++i) out.f32()[i] = bias->f32()[(i / plane) % o];
+    }
     return;
   }
   static const char* const kNames[] = {"conv2d", "conv2d_backward_data", "conv2d_backward_weights"};
-  Guarded([&] { return StrCat(kNames[which], " on ", Types({&a, &b}), " -> ", out.TypeString()); },
-          [&] { state_->Conv2d(which, a, b, out, stride, pad, tracker()); });
+  Guarded([&] { return StrCat(bias ? "conv2d_bias" : kNames[which], " on ", Types({&a, &b}), " -> ", out.TypeString()); },
+          [&] { state_->Conv2d(which, a, b, bias, out, g, tracker()); });
 }
 
 }  // namespace remat

@@ -88,10 +88,10 @@ inline void RowLanes(const float* const (&srcs)[S], int64_t c, F&& f) {
 #endif
 
 // The statistics of the N rows at `x` (row stride `c`) into `out`: each
-// row's sum, then the sum of its squared deviations, in index order.
+// row's sum, then the sum of its squared deviations, in index order; eps
+// is layer_norm's, rounded to float.
 template <int N>
-REMAT_SCALAR_CHAINS void Stats(const float* x, int64_t c, RowStats* out) {
-  const float eps = static_cast<float>(Kernels::kLayerNormEps);
+REMAT_SCALAR_CHAINS void Stats(const float* x, int64_t c, float eps, RowStats* out) {
 #if defined(__SSE2__)
   if constexpr (N % 4 == 0) {
     constexpr int G = N / 4;
@@ -190,25 +190,27 @@ REMAT_SCALAR_CHAINS void LayerNormBackwardSums(const float* x, const float* dy,
 }
 
 // Every row's statistics, in row order.
-std::vector<RowStats> AllStats(const float* x, int64_t c, int64_t rows) {
+std::vector<RowStats> AllStats(const float* x, int64_t c, int64_t rows, float eps) {
   std::vector<RowStats> stats(static_cast<size_t>(rows));
-  loop_kernels::ForRowBlocks<kLaneRows>(
-      rows, rows * c, [&]<int N>(int64_t r0) { Stats<N>(x + r0 * c, c, stats.data() + r0); });
+  loop_kernels::ForRowBlocks<kLaneRows>(rows, rows * c, [&]<int N>(int64_t r0) {
+    Stats<N>(x + r0 * c, c, eps, stats.data() + r0);
+  });
   return stats;
 }
 
 }  // namespace
 
 void OneDnnKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                Tensor& out) {
+                                double eps_or_0, Tensor& out) {
   if (dry_run()) return;
+  const float eps = static_cast<float>(Kernels::LayerNormEps(eps_or_0));
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* g = gamma.f32();
   const float* b = beta.f32();
   // Rows are independent: blocks of them are split among the OpenMP threads.
   loop_kernels::ForRowBlocks<kLaneRows>(rows, rows * c, [&]<int N>(int64_t r0) {
     RowStats s[N];
-    Stats<N>(x.f32() + r0 * c, c, s);
+    Stats<N>(x.f32() + r0 * c, c, eps, s);
     for (int k = 0; k < N; ++k) {
       const float* xr = x.f32() + (r0 + k) * c;
       float* o = out.f32() + (r0 + k) * c;
@@ -220,15 +222,16 @@ void OneDnnKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tens
 }
 
 void OneDnnKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
-                                        Tensor& out) {
+                                        double eps_or_0, Tensor& out) {
   if (dry_run()) return;
+  const float eps = static_cast<float>(Kernels::LayerNormEps(eps_or_0));
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* g = gamma.f32();
   loop_kernels::ForRowBlocks<kLaneRows>(rows, rows * c, [&]<int N>(int64_t r0) {
     const float* x0 = x.f32() + r0 * c;
     const float* dy0 = dy.f32() + r0 * c;
     RowStats s[N];
-    Stats<N>(x0, c, s);
+    Stats<N>(x0, c, eps, s);
     float sum_g[N], sum_gx[N];
     LayerNormBackwardSums<N>(x0, dy0, g, c, s, sum_g, sum_gx);
     for (int k = 0; k < N; ++k) {
@@ -248,12 +251,14 @@ void OneDnnKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma, co
   });
 }
 
-void OneDnnKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) {
+void OneDnnKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, double eps_or_0,
+                                         Tensor& out) {
   if (dry_run()) return;
   const int64_t c = LastDim(x), rows = NumRows(x);
   const float* x0 = x.f32();
   const float* dy0 = dy.f32();
-  const std::vector<RowStats> stats = AllStats(x0, c, rows);
+  const std::vector<RowStats> stats =
+      AllStats(x0, c, rows, static_cast<float>(Kernels::LayerNormEps(eps_or_0)));
   SumOverRows(rows, c, out.f32(), [&](int64_t r, int64_t j) {
     return dy0[r * c + j] * ((x0[r * c + j] - stats[r].mean) * stats[r].rstd);
   });

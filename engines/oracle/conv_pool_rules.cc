@@ -1,5 +1,5 @@
-// The oracle's rules for the image ops, NCHW: conv2d, max_pool2d and
-// global_avg_pool.
+// The oracle's rules for the image ops, NCHW: conv2d (strides, paddings,
+// dilations, groups) and conv2d_bias, max_pool2d and global_avg_pool.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -10,15 +10,36 @@ namespace remat {
 namespace oracle {
 namespace {
 
-// conv2d's geometry: x (N, C, H, W), w (O, C, KH, KW), y (N, O, OH, OW).
+// conv2d's geometry: x (N, C, H, W), w (O, C/G, KH, KW), y (N, O, OH, OW);
+// ints {stride, padding} or {sh, sw, ph, pw, dh, dw, G}.
 struct ConvGeometry {
-  int64_t n, c, h, w, o, kh, kw, oh, ow, stride, pad;
-  ConvGeometry(const Shape& x, const Shape& wt, const Shape& y, const std::vector<int64_t>& ints)
-      : n(x.dim(0)), c(x.dim(1)), h(x.dim(2)), w(x.dim(3)), o(wt.dim(0)), kh(wt.dim(2)),
-        kw(wt.dim(3)), oh(y.dim(2)), ow(y.dim(3)), stride(ints[0]), pad(ints[1]) {}
+  int64_t n, c, h, w, o, cg, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups;
+  ConvGeometry(const Shape& x, const Shape& wt, const Shape& y, const std::vector<int64_t>& v)
+      : n(x.dim(0)), c(x.dim(1)), h(x.dim(2)), w(x.dim(3)), o(wt.dim(0)), cg(wt.dim(1)),
+        kh(wt.dim(2)), kw(wt.dim(3)), oh(y.dim(2)), ow(y.dim(3)), sh(v[0]),
+        sw(v.size() == 7 ? v[1] : v[0]), ph(v.size() == 7 ? v[2] : v[1]),
+        pw(v.size() == 7 ? v[3] : v[1]), dh(v.size() == 7 ? v[4] : 1), dw(v.size() == 7 ? v[5] : 1),
+        groups(v.size() == 7 ? v[6] : 1) {}
   int64_t X(int64_t b, int64_t ch, int64_t r, int64_t s) const { return ((b * c + ch) * h + r) * w + s; }
-  int64_t W(int64_t oc, int64_t ch, int64_t p, int64_t q) const { return ((oc * c + ch) * kh + p) * kw + q; }
+  int64_t W(int64_t oc, int64_t ch, int64_t p, int64_t q) const { return ((oc * cg + ch) * kh + p) * kw + q; }
   int64_t Y(int64_t b, int64_t oc, int64_t i, int64_t j) const { return ((b * o + oc) * oh + i) * ow + j; }
+  // Calls f(x index, w index, y index) for every tap that reads the image:
+  // y[b,oc,i,j] += x[b, group's first channel + ch, i sh + p dh - ph, j sw
+  // + q dw - pw] w[oc,ch,p,q].
+  template <typename F>
+  void ForEachTap(const F& f) const {
+    // One flat walk over y's elements, each output's taps (ch, p, q) in
+    // turn; the multi-index by division.
+    for (int64_t yi = 0; yi < n * o * oh * ow; ++yi) {
+      const int64_t j = yi % ow, i = (yi / ow) % oh, oc = (yi / ow / oh) % o, b = yi / ow / oh / o;
+      const int64_t first = oc / (o / groups) * cg;  // the group's first input channel
+      for (int64_t t = 0; t < cg * kh * kw; ++t) {
+        const int64_t ch = t / (kh * kw), p = (t / kw) % kh, q = t % kw;
+        const int64_t r = i * sh + p * dh - ph, s = j * sw + q * dw - pw;
+        if (r >= 0 && r < h && s >= 0 && s < w) f(X(b, first + ch, r, s), W(oc, ch, p, q), yi);
+      }
+    }
+  }
 };
 
 // max_pool2d's choice for output (b, ch, i, j) of x (N, C, H, W): the
@@ -47,50 +68,44 @@ int64_t PoolChoice(const Tensor& x, const std::vector<int64_t>& ints, int64_t pl
 // conv2d
 
 Shape Conv2dShape(const Op& op, const std::vector<Shape>& in) {
-  WantInputs(op, in, 2);
-  if (op.ints.size() != 2) throw ShapeError(op, in, "needs ints = {stride, padding}");
-  const int64_t stride = op.ints[0], pad = op.ints[1];
-  if (in[0].rank() != 4 || in[1].rank() != 4 || in[0].dim(1) != in[1].dim(1)) {
-    throw ShapeError(op, in, "takes x (N, C, H, W) and w (O, C, KH, KW)");
+  const bool bias = op.kind == OpKind::kConv2dBias;
+  WantInputs(op, in, bias ? 3 : 2);
+  if (op.ints.size() != 2 && op.ints.size() != 7) {
+    throw ShapeError(op, in, "needs ints = {stride, padding} or {sh, sw, ph, pw, dh, dw, groups}");
   }
-  if (stride < 1 || pad < 0 || in[0].dim(2) + 2 * pad < in[1].dim(2) ||
-      in[0].dim(3) + 2 * pad < in[1].dim(3)) {
-    throw ShapeError(op, in, "needs stride >= 1, padding >= 0 and a kernel within the padded image");
+  if (in[0].rank() != 4 || in[1].rank() != 4) throw ShapeError(op, in, "takes x (N, C, H, W) and w (O, C/G, KH, KW)");
+  const ConvGeometry g(in[0], in[1], Shape({1, 1, 1, 1}), op.ints);
+  if (g.groups < 1 || g.cg * g.groups != g.c || g.o % g.groups != 0) {
+    throw ShapeError(op, in, "needs groups dividing C and O, and w's second axis C / groups");
   }
-  return Shape({in[0].dim(0), in[1].dim(0), (in[0].dim(2) + 2 * pad - in[1].dim(2)) / stride + 1,
-                (in[0].dim(3) + 2 * pad - in[1].dim(3)) / stride + 1});
+  const int64_t reach_h = g.dh * (g.kh - 1) + 1, reach_w = g.dw * (g.kw - 1) + 1;
+  if (g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || g.dh < 1 || g.dw < 1 ||
+      g.h + 2 * g.ph < reach_h || g.w + 2 * g.pw < reach_w) {
+    throw ShapeError(op, in, "needs strides and dilations >= 1, paddings >= 0 and a dilated kernel "
+                             "within the padded image");
+  }
+  if (bias && in[2] != Shape({g.o})) throw ShapeError(op, in, "needs a bias (O)");
+  return Shape({g.n, g.o, (g.h + 2 * g.ph - reach_h) / g.sh + 1, (g.w + 2 * g.pw - reach_w) / g.sw + 1});
 }
 
 void Conv2dForward(const Op& op, const std::vector<const Tensor*>& in, const Tensor& out,
                    int64_t* flops) {
-  // y[b,o,i,j] = sum over c, p, q of x[b, c, i s + p - pad, j s + q - pad]
-  // w[o,c,p,q], the image zero outside.
+  // y[b,o,i,j] = sum over the taps of x w (the image zero outside), plus
+  // conv2d_bias's b[o].
   const double* x = in[0]->f64();
   double* y = out.f64();
   const ConvGeometry g(in[0]->shape(), in[1]->shape(), out.shape(), op.ints);
   const double* wt = in[1]->f64();
-  for (int64_t b = 0; b < g.n; ++b)
-    for (int64_t oc = 0; oc < g.o; ++oc)
-      for (int64_t i = 0; i < g.oh; ++i)
-        for (int64_t j = 0; j < g.ow; ++j) {
-          double acc = 0;
-          for (int64_t ch = 0; ch < g.c; ++ch)
-            for (int64_t p = 0; p < g.kh; ++p)
-              for (int64_t q = 0; q < g.kw; ++q) {
-                const int64_t r = i * g.stride + p - g.pad, s = j * g.stride + q - g.pad;
-                if (r >= 0 && r < g.h && s >= 0 && s < g.w) acc += x[g.X(b, ch, r, s)] * wt[g.W(oc, ch, p, q)];
-              }
-          y[g.Y(b, oc, i, j)] = acc;
-        }
-  *flops += 2 * out.num_elements() * g.c * g.kh * g.kw;
+  g.ForEachTap([&](int64_t xi, int64_t wi, int64_t yi) { y[yi] += x[xi] * wt[wi]; });
+  *flops += 2 * out.num_elements() * g.cg * g.kh * g.kw;
+  if (in.size() < 3) return;
+  for (int64_t i = 0; i < out.num_elements(); ++i) y[i] += in[2]->f64()[(i / (g.oh * g.ow)) % g.o];
+  *flops += out.num_elements();
 }
 
 void Conv2dVjp(const VjpArgs& a) {
-  // Each input element's adjoint gathers the outputs it reached: x[b,c,r,s]
-  // reached y[b,o,i,j] through tap (p, q) where r = i s + p - pad, so
-  // dx[b,c,r,s] = sum over o, p, q with (r + pad - p) / s a whole i in
-  // range (and j likewise) of dy[b,o,i,j] w[o,c,p,q];
-  // dw[o,c,p,q] = sum over b, i, j of x[b, c, i s + p - pad, ...] dy[b,o,i,j].
+  // Each tap y[yi] += x[xi] w[wi] sends dy[yi] w[wi] to dx[xi] and x[xi]
+  // dy[yi] to dw[wi]; conv2d_bias's db[o] sums dy over channel o.
   const Shape& xs = a.in[0]->shape();
   const double* x = a.in[0]->f64();
   const double* dy = a.dy.f64();
@@ -99,37 +114,33 @@ void Conv2dVjp(const VjpArgs& a) {
   const ConvGeometry g(xs, w_tensor.shape(), a.dy.shape(), a.op.ints);
   Tensor dx = a.NewGradient(xs);
   Tensor dw = a.NewGradient(w_tensor.shape());
-  for (int64_t b = 0; b < g.n; ++b)
-    for (int64_t ch = 0; ch < g.c; ++ch)
-      for (int64_t r = 0; r < g.h; ++r)
-        for (int64_t s = 0; s < g.w; ++s) {
-          double acc = 0;
-          for (int64_t oc = 0; oc < g.o; ++oc)
-            for (int64_t p = 0; p < g.kh; ++p)
-              for (int64_t q = 0; q < g.kw; ++q) {
-                const int64_t ti = r + g.pad - p, tj = s + g.pad - q;
-                if (ti < 0 || tj < 0 || ti % g.stride != 0 || tj % g.stride != 0) continue;
-                const int64_t i = ti / g.stride, j = tj / g.stride;
-                if (i < g.oh && j < g.ow) acc += dy[g.Y(b, oc, i, j)] * wt[g.W(oc, ch, p, q)];
-              }
-          dx.f64()[g.X(b, ch, r, s)] = acc;
-        }
-  for (int64_t oc = 0; oc < g.o; ++oc)
-    for (int64_t ch = 0; ch < g.c; ++ch)
-      for (int64_t p = 0; p < g.kh; ++p)
-        for (int64_t q = 0; q < g.kw; ++q) {
-          double acc = 0;
-          for (int64_t b = 0; b < g.n; ++b)
-            for (int64_t i = 0; i < g.oh; ++i)
-              for (int64_t j = 0; j < g.ow; ++j) {
-                const int64_t r = i * g.stride + p - g.pad, s = j * g.stride + q - g.pad;
-                if (r >= 0 && r < g.h && s >= 0 && s < g.w) acc += x[g.X(b, ch, r, s)] * dy[g.Y(b, oc, i, j)];
-              }
-          dw.f64()[g.W(oc, ch, p, q)] = acc;
-        }
-  *a.flops += 4 * a.dy.num_elements() * g.c * g.kh * g.kw;
+  g.ForEachTap([&](int64_t xi, int64_t wi, int64_t yi) {
+    dx.f64()[xi] += dy[yi] * wt[wi];
+    dw.f64()[wi] += x[xi] * dy[yi];
+  });
+  *a.flops += 4 * a.dy.num_elements() * g.cg * g.kh * g.kw;
   a.Contribute(0, std::move(dx));
   a.Contribute(1, std::move(dw));
+  if (a.in.size() < 3) return;
+  Tensor db = a.NewGradient(a.in[2]->shape());
+  for (int64_t i = 0; i < a.dy.num_elements(); ++i) db.f64()[(i / (g.oh * g.ow)) % g.o] += dy[i];
+  *a.flops += a.dy.num_elements();
+  a.Contribute(2, std::move(db));
+}
+
+// conv2d_bias: the convolution's product magnitude, plus the bias's on its
+// channel; at least |y| (the sum's own rounding).
+Tensor Conv2dBiasMagnitude(const MagnitudeArgs& a) {
+  Op conv = a.op;
+  conv.kind = OpKind::kConv2d;
+  const MagnitudeArgs product{conv, {a.in[0], a.in[1]}, {a.mags[0], a.mags[1]}, a.out, a.tracker};
+  Tensor m = ProductMagnitude(product);
+  const Shape& y = a.out.shape();
+  const int64_t plane = y.dim(2) * y.dim(3);
+  for (int64_t i = 0; i < m.num_elements(); ++i) {
+    m.f64()[i] = std::max(m.f64()[i] + a.mags[2]->f64()[(i / plane) % y.dim(1)], std::abs(a.out.f64()[i]));
+  }
+  return m;
 }
 
 // ---------------------------------------------------------------------------
@@ -213,6 +224,8 @@ const std::vector<OpEntry>& ConvPoolRules() {
   static const std::vector<OpEntry> rules = {
       {OpKind::kConv2d,
        {Conv2dShape, Conv2dForward, Conv2dVjp, ProductMagnitude, ProductGradMagnitude}},
+      {OpKind::kConv2dBias,
+       {Conv2dShape, Conv2dForward, Conv2dVjp, Conv2dBiasMagnitude, ProductGradMagnitude}},
       {OpKind::kMaxPool2d,
        {MaxPool2dShape, MaxPool2dForward, MaxPool2dVjp, SameOpMagnitude, LinearGradMagnitude}},
       {OpKind::kGlobalAvgPool,

@@ -1,5 +1,6 @@
 // The oracle's rules for the ops that pick elements by position or by an
-// integer input: slice, embedding (rows of a table by id) and masked_fill.
+// integer input: slice (with a step) and select, embedding (rows of a
+// table by id) and masked_fill.
 #include <vector>
 
 #include "engines/oracle/op_rules.h"
@@ -11,30 +12,52 @@ namespace {
 // ---------------------------------------------------------------------------
 // slice
 
+// slice: ints {axis, start, length[, step]}; select: {axis, index}, a
+// slice of length 1 without its axis. Element j of the axis is x's start +
+// j step.
+struct Taken {
+  int64_t axis, start, length, step;
+};
+Taken TakenBy(const Op& op, const std::vector<Shape>& in) {
+  const bool select = op.kind == OpKind::kSelect;
+  const size_t n = op.ints.size();
+  if (select ? n != 2 : n != 3 && n != 4) {
+    throw ShapeError(op, in, select ? "needs ints = {axis, index}" : "needs ints = {axis, start, length[, step]}");
+  }
+  const Taken t{op.ints[0], op.ints[1], select ? 1 : op.ints[2], n == 4 ? op.ints[3] : 1};
+  if (t.axis < 0 || t.axis >= in[0].rank() || t.start < 0 || t.length < 0 || t.step < 1) {
+    throw ShapeError(op, in, "takes elements outside x");
+  }
+  const int64_t size = in[0].dim(static_cast<int>(t.axis));
+  const int64_t last = t.start + (t.length - 1) * t.step;  // the last element taken
+  if (t.length == 0 ? t.start > size : last >= size) throw ShapeError(op, in, "takes elements outside x");
+  return t;
+}
+
 Shape SliceShape(const Op& op, const std::vector<Shape>& in) {
   WantInputs(op, in, 1);
-  if (op.ints.size() != 3) throw ShapeError(op, in, "needs ints = {axis, start, length}");
-  const int64_t axis = op.ints[0], start = op.ints[1], length = op.ints[2];
-  if (axis < 0 || axis >= in[0].rank() || start < 0 || length < 0 ||
-      start + length > in[0].dim(static_cast<int>(axis))) {
-    throw ShapeError(op, in, "slices outside x");
-  }
+  const Taken t = TakenBy(op, in);
   std::vector<int64_t> dims;
-  for (int i = 0; i < in[0].rank(); ++i) dims.push_back(i == axis ? length : in[0].dim(i));
+  for (int i = 0; i < in[0].rank(); ++i) {
+    if (i != t.axis) dims.push_back(in[0].dim(i));
+    if (i == t.axis && op.kind == OpKind::kSlice) dims.push_back(t.length);
+  }
   return Shape(dims);
 }
 
-// Calls f(index in y, index in x) for every element y of slice `op` of x.
+// Calls f(index in y, index in x) for every element y of slice or select
+// `op` of x.
 template <typename F>
 void ForEachSliceElement(const Op& op, const Shape& s, int64_t out_elements, const F& f) {
-  // y[p, j, q] = x[p, start + j, q], p over the axes before, q after.
-  const int axis = static_cast<int>(op.ints[0]);
+  // y[p, j, q] = x[p, start + j step, q], p over the axes before, q after.
+  const Taken t = TakenBy(op, {s});
+  const int axis = static_cast<int>(t.axis);
   int64_t inner = 1;
   for (int i = axis + 1; i < s.rank(); ++i) inner *= s.dim(i);
-  const int64_t len = op.ints[2], size = s.dim(axis);
+  const int64_t size = s.dim(axis);
   for (int64_t o = 0; o < out_elements; ++o) {
-    const int64_t q = o % inner, j = (o / inner) % len, p = o / inner / len;
-    f(o, (p * size + op.ints[1] + j) * inner + q);
+    const int64_t q = o % inner, j = (o / inner) % t.length, p = o / inner / t.length;
+    f(o, (p * size + t.start + j * t.step) * inner + q);
   }
 }
 
@@ -132,6 +155,7 @@ Tensor MaskedFillMagnitude(const MagnitudeArgs& a) {
 const std::vector<OpEntry>& IndexingRules() {
   static const std::vector<OpEntry> rules = {
       {OpKind::kSlice, {SliceShape, SliceForward, SliceVjp, SameOpMagnitude, LinearGradMagnitude}},
+      {OpKind::kSelect, {SliceShape, SliceForward, SliceVjp, SameOpMagnitude, LinearGradMagnitude}},
       {OpKind::kEmbedding,
        {EmbeddingShape, EmbeddingForward, EmbeddingVjp, SameOpMagnitude, LinearGradMagnitude}},
       {OpKind::kMaskedFill,

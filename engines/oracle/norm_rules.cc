@@ -52,15 +52,24 @@ std::vector<std::vector<int64_t>> NormGroups(const Op& op, const Shape& s) {
 // ---------------------------------------------------------------------------
 // layer_norm
 
+// Its eps: attr scalar, where 0 (left out of the program) the default,
+// nn.LayerNorm's 1e-5.
+double LayerNormEps(const Op& op) { return op.scalar != 0 ? op.scalar : Kernels::kLayerNormEps; }
+
+// The eps of a normalization: layer_norm's, else the scalar (rms_norm's,
+// batch_norm's).
+double NormEps(const Op& op) { return op.kind == OpKind::kLayerNorm ? LayerNormEps(op) : op.scalar; }
+
 Shape LayerNormShape(const Op& op, const std::vector<Shape>& in) {
   WantInputs(op, in, 3);
+  if (!(LayerNormEps(op) > 0) || !std::isfinite(op.scalar)) throw ShapeError(op, in, "needs eps > 0");
   if (in[0].rank() == 0) throw ShapeError(op, in, "works over the last axis of a rank >= 1 operand");
   const Shape c({in[0].dim(in[0].rank() - 1)});
   if (in[1] != c || in[2] != c) throw ShapeError(op, in, "gamma and beta must be (C), C the last axis");
   return in[0];
 }
 
-void LayerNormForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
+void LayerNormForward(const Op& op, const std::vector<const Tensor*>& in, const Tensor& out,
                       int64_t* flops) {
   // Per row: y_j = (x_j - mean) / sqrt(var + eps) * gamma_j + beta_j, var
   // the biased variance (mean of squared deviations).
@@ -78,7 +87,7 @@ void LayerNormForward(const Op&, const std::vector<const Tensor*>& in, const Ten
     double var = 0;
     for (int64_t j = 0; j < cols; ++j) var += (xr[j] - mean) * (xr[j] - mean);
     var /= static_cast<double>(cols);
-    const double inv_std = 1.0 / std::sqrt(var + Kernels::kLayerNormEps);
+    const double inv_std = 1.0 / std::sqrt(var + LayerNormEps(op));
     for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - mean) * inv_std * gamma[j] + beta[j];
   }
   *flops += 7 * in[0]->num_elements();
@@ -117,7 +126,7 @@ void LayerNormVjp(const VjpArgs& a) {
       v += d[j] * d[j];
     }
     v /= c;
-    const double rs = 1.0 / std::sqrt(v + Kernels::kLayerNormEps);
+    const double rs = 1.0 / std::sqrt(v + LayerNormEps(a.op));
     double drs = 0;
     for (int64_t j = 0; j < cols; ++j) {
       dbeta.f64()[j] += dyr[j];
@@ -313,7 +322,7 @@ Tensor NormMagnitude(const MagnitudeArgs& a) {
       sq += (x[i] - mean) * (x[i] - mean);
       msq += mx[i] * mx[i];
     }
-    const double eps = op.kind == OpKind::kLayerNorm ? Kernels::kLayerNormEps : op.scalar;
+    const double eps = NormEps(op);
     const double std = std::sqrt(sq / count + eps);
     msq /= count;
     for (size_t k = 0; k < at.size(); ++k) {
@@ -346,7 +355,7 @@ std::vector<Tensor> NormGradMagnitude(const GradMagnitudeArgs& a) {
   m[0] = MapTensor(xv, a.tracker, zero);
   m[1] = MapTensor(*a.in[1], a.tracker, zero);
   if (!rms) m[2] = MapTensor(*a.in[2], a.tracker, zero);
-  const double eps = op.kind == OpKind::kLayerNorm ? Kernels::kLayerNormEps : op.scalar;
+  const double eps = NormEps(op);
   const std::vector<std::vector<int64_t>> groups = NormGroups(op, xv.shape());
   for (int64_t grp = 0; grp < static_cast<int64_t>(groups.size()); ++grp) {
     const std::vector<int64_t>& at = groups[grp];

@@ -14,12 +14,12 @@
 //   broadcast_rules.cc    add, sub, mul, div, where (numpy broadcasting)
 //   reduce_rules.cc       sum, mean, amax over chosen axes
 //   matmul_rules.cc       matmul, transpose, split_heads, merge_heads
-//   layout_rules.cc       name, state, reshape, permute
-//   indexing_rules.cc     slice, embedding, masked_fill
+//   layout_rules.cc       name, state, reshape, permute, expand, cat
+//   indexing_rules.cc     slice, select, embedding, masked_fill
 //   softmax_rules.cc      softmax, log_softmax, top_k_softmax, cross_entropy
 //   norm_rules.cc         layer_norm, rms_norm, batch_norm and its running
 //                         mean and variance
-//   conv_pool_rules.cc    conv2d, max_pool2d, global_avg_pool
+//   conv_pool_rules.cc    conv2d, conv2d_bias, max_pool2d, global_avg_pool
 //   random_rules.cc       dropout
 //   magnitude_rules.cc    the magnitude rules that several families share
 //

@@ -42,14 +42,14 @@ struct RowStats {
   double rstd;
 };
 
-RowStats Stats(const double* x, int64_t c) {
+RowStats Stats(const double* x, int64_t c, double eps) {
   double sum = 0.0;
   for (int64_t j = 0; j < c; ++j) sum += x[j];
   const double mean = sum / static_cast<double>(c);
   double squares = 0.0;
   for (int64_t j = 0; j < c; ++j) squares += (x[j] - mean) * (x[j] - mean);
   const double var = squares / static_cast<double>(c);
-  return {mean, 1.0 / std::sqrt(var + Kernels::kLayerNormEps)};
+  return {mean, 1.0 / std::sqrt(var + eps)};
 }
 
 // gelu's tanh form and its derivative.
@@ -191,12 +191,13 @@ void ReferenceKernels::DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tens
 }
 
 void ReferenceKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                   Tensor& out) {
+                                   double eps_or_0, Tensor& out) {
+  const double eps = Kernels::LayerNormEps(eps_or_0);
   const int64_t c = LastDim(x), rows = NumRows(x);
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x.f64() + r * c;
     double* o = out.f64() + r * c;
-    const RowStats s = Stats(xr, c);
+    const RowStats s = Stats(xr, c, eps);
     for (int64_t j = 0; j < c; ++j) {
       o[j] = (xr[j] - s.mean) * s.rstd * gamma.f64()[j] + beta.f64()[j];
     }
@@ -204,13 +205,14 @@ void ReferenceKernels::DoLayerNorm(const Tensor& x, const Tensor& gamma, const T
 }
 
 void ReferenceKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma,
-                                           const Tensor& dy, Tensor& out) {
+                                           const Tensor& dy, double eps_or_0, Tensor& out) {
+  const double eps = Kernels::LayerNormEps(eps_or_0);
   const int64_t c = LastDim(x), rows = NumRows(x);
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x.f64() + r * c;
     const double* dyr = dy.f64() + r * c;
     double* o = out.f64() + r * c;
-    const RowStats s = Stats(xr, c);
+    const RowStats s = Stats(xr, c, eps);
     double sum_g = 0.0, sum_gx = 0.0;
     for (int64_t j = 0; j < c; ++j) {
       const double g = dyr[j] * gamma.f64()[j];
@@ -227,14 +229,16 @@ void ReferenceKernels::DoLayerNormBackward(const Tensor& x, const Tensor& gamma,
   }
 }
 
-void ReferenceKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out) {
+void ReferenceKernels::DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, double eps_or_0,
+                                            Tensor& out) {
+  const double eps = Kernels::LayerNormEps(eps_or_0);
   const int64_t c = LastDim(x), rows = NumRows(x);
   double* o = out.f64();
   for (int64_t j = 0; j < out.num_elements(); ++j) o[j] = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x.f64() + r * c;
     const double* dyr = dy.f64() + r * c;
-    const RowStats s = Stats(xr, c);
+    const RowStats s = Stats(xr, c, eps);
     for (int64_t j = 0; j < c; ++j) o[j] += dyr[j] * ((xr[j] - s.mean) * s.rstd);
   }
 }
@@ -375,9 +379,9 @@ REMAT_SHARED_KERNEL(sum, k.DoSum(*in[0], out));
 REMAT_SHARED_KERNEL(broadcast, k.DoBroadcast(*in[0], out));
 REMAT_SHARED_KERNEL(softmax, k.DoSoftmax(*in[0], out));
 REMAT_SHARED_KERNEL(softmax_backward, k.DoSoftmaxBackward(*in[0], *in[1], out));
-REMAT_SHARED_KERNEL(layer_norm, k.DoLayerNorm(*in[0], *in[1], *in[2], out));
-REMAT_SHARED_KERNEL(layer_norm_backward, k.DoLayerNormBackward(*in[0], *in[1], *in[2], out));
-REMAT_SHARED_KERNEL(layer_norm_gamma_grad, k.DoLayerNormGammaGrad(*in[0], *in[1], out));
+REMAT_SHARED_KERNEL(layer_norm, k.DoLayerNorm(*in[0], *in[1], *in[2], a.scalar, out));
+REMAT_SHARED_KERNEL(layer_norm_backward, k.DoLayerNormBackward(*in[0], *in[1], *in[2], a.scalar, out));
+REMAT_SHARED_KERNEL(layer_norm_gamma_grad, k.DoLayerNormGammaGrad(*in[0], *in[1], a.scalar, out));
 REMAT_SHARED_KERNEL(sum_leading, k.DoSumLeading(*in[0], out));
 REMAT_SHARED_KERNEL(gelu, k.DoGelu(*in[0], out));
 REMAT_SHARED_KERNEL(gelu_backward, k.DoGeluBackward(*in[0], *in[1], out));
@@ -389,49 +393,59 @@ REMAT_SHARED_KERNEL(bias_add, k.DoBiasAdd(*in[0], *in[1], out));
 #undef REMAT_SHARED_KERNEL
 
 // conv2d and its backward kernels in f64 loops over the one index map
-// (ForEachConvTap): y[n,o,i,j] += x[n,c,i s + p - pad, j s + q - pad] w[o,c,p,q].
+// (ForEachConvTap): y[n,o,i,j] += x[n, gr C/G + c, i sh + p dh - ph, j sw + q
+// dw - pw] w[o,c,p,q], gr = o / (O/G) the output channel's group.
 namespace {
 template <typename F>
-void ForEachConvTap(const Shape& x, const Shape& w, const Shape& y, int64_t stride, int64_t pad,
-                    F f) {
+void ForEachConvTap(const Shape& x, const Shape& w, const Shape& y, const Conv2dGeometry& g, F f) {
   const int64_t batch = x.dim(0), chans = x.dim(1), h = x.dim(2), wd = x.dim(3);
-  const int64_t outs = w.dim(0), kh = w.dim(2), kw = w.dim(3), oh = y.dim(2), ow = y.dim(3);
+  const int64_t outs = w.dim(0), group_chans = w.dim(1), kh = w.dim(2), kw = w.dim(3);
+  const int64_t oh = y.dim(2), ow = y.dim(3), group_outs = outs / g.groups;
   for (int64_t n = 0; n < batch; ++n)
     for (int64_t o = 0; o < outs; ++o)
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j)
-          for (int64_t c = 0; c < chans; ++c)
+          for (int64_t c = 0; c < group_chans; ++c)
             for (int64_t p = 0; p < kh; ++p)
               for (int64_t q = 0; q < kw; ++q) {
-                const int64_t r = i * stride + p - pad, s = j * stride + q - pad;
+                const int64_t r = i * g.stride_h + p * g.dilation_h - g.pad_h;
+                const int64_t s = j * g.stride_w + q * g.dilation_w - g.pad_w;
                 if (r < 0 || r >= h || s < 0 || s >= wd) continue;
-                f(((n * chans + c) * h + r) * wd + s, ((o * chans + c) * kh + p) * kw + q,
+                const int64_t xc = (o / group_outs) * group_chans + c;
+                f(((n * chans + xc) * h + r) * wd + s, ((o * group_chans + c) * kh + p) * kw + q,
                   ((n * outs + o) * oh + i) * ow + j);
               }
 }
 void Zero(Tensor& t) {
   for (int64_t i = 0; i < t.num_elements(); ++i) t.f64()[i] = 0.0;
 }
+// y = x (*) w, plus bias[o] on output channel o where bias is not null.
+void Conv2dForward(std::span<const Tensor* const> in, const Tensor* bias, const KernelAttrs& a,
+                   Tensor& out) {
+  Zero(out);
+  const double* x = in[0]->f64();
+  const double* w = in[1]->f64();
+  ForEachConvTap(in[0]->shape(), in[1]->shape(), out.shape(), Conv2dGeometryOf(a),
+                 [&](int64_t xi, int64_t wi, int64_t yi) { out.f64()[yi] += x[xi] * w[wi]; });
+  if (bias == nullptr) return;
+  const int64_t o = out.shape().dim(1), plane = out.shape().dim(2) * out.shape().dim(3);
+  for (int64_t i = 0; i < out.num_elements(); ++i) out.f64()[i] += bias->f64()[(i / plane) % o];
+}
 }  // namespace
 
 REMAT_KERNEL_IMPL(ReferenceKernels, conv2d,
                   [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
-                     Tensor& out) {
-                    Zero(out);
-                    const double* x = in[0]->f64();
-                    const double* w = in[1]->f64();
-                    ForEachConvTap(in[0]->shape(), in[1]->shape(), out.shape(), a.int_a, a.int_b,
-                                   [&](int64_t xi, int64_t wi, int64_t yi) {
-                                     out.f64()[yi] += x[xi] * w[wi];
-                                   });
-                  });
+                     Tensor& out) { Conv2dForward(in, nullptr, a, out); });
+REMAT_KERNEL_IMPL(ReferenceKernels, conv2d_bias,
+                  [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
+                     Tensor& out) { Conv2dForward(in, in[2], a, out); });
 REMAT_KERNEL_IMPL(ReferenceKernels, conv2d_backward_data,
                   [](ReferenceKernels&, std::span<const Tensor* const> in, const KernelAttrs& a,
                      Tensor& out) {
                     Zero(out);
                     const double* dy = in[0]->f64();
                     const double* w = in[1]->f64();
-                    ForEachConvTap(out.shape(), in[1]->shape(), in[0]->shape(), a.int_a, a.int_b,
+                    ForEachConvTap(out.shape(), in[1]->shape(), in[0]->shape(), Conv2dGeometryOf(a),
                                    [&](int64_t xi, int64_t wi, int64_t yi) {
                                      out.f64()[xi] += dy[yi] * w[wi];
                                    });
@@ -442,7 +456,7 @@ REMAT_KERNEL_IMPL(ReferenceKernels, conv2d_backward_weights,
                     Zero(out);
                     const double* x = in[0]->f64();
                     const double* dy = in[1]->f64();
-                    ForEachConvTap(in[0]->shape(), out.shape(), in[1]->shape(), a.int_a, a.int_b,
+                    ForEachConvTap(in[0]->shape(), out.shape(), in[1]->shape(), Conv2dGeometryOf(a),
                                    [&](int64_t xi, int64_t wi, int64_t yi) {
                                      out.f64()[wi] += x[xi] * dy[yi];
                                    });

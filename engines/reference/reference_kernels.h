@@ -60,11 +60,11 @@ class ReferenceKernels : public Kernels {
   void DoBroadcast(const Tensor& s, Tensor& out);
   void DoSoftmax(const Tensor& x, Tensor& out);
   void DoSoftmaxBackward(const Tensor& y, const Tensor& dy, Tensor& out);
-  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+  void DoLayerNorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps_or_0,
                    Tensor& out);
   void DoLayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& dy,
-                           Tensor& out);
-  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, Tensor& out);
+                           double eps_or_0, Tensor& out);
+  void DoLayerNormGammaGrad(const Tensor& x, const Tensor& dy, double eps_or_0, Tensor& out);
   void DoSumLeading(const Tensor& x, Tensor& out);
   void DoBiasAdd(const Tensor& x, const Tensor& b, Tensor& out);
   void DoGelu(const Tensor& x, Tensor& out);
