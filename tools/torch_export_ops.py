@@ -287,7 +287,7 @@ def _shape_of(x, s):
 
 def _operand(ctx, x, s):
     if isinstance(x, (Live, Src, Const)):
-        return ctx.id(x, "const")
+        return ctx.id(x)
     return ctx.const_input(torch.tensor(s, dtype=torch.float32), "scalar")
 
 

@@ -119,9 +119,14 @@ class Regions:
         (a module, its forward or __call__, a partial of them), a method's
         module path and name, checkpoint_sequential's first module of the
         segment, or where it was called and the function's name."""
+        owner = None
         while isinstance(function, functools.partial):
+            # partial(forward, layer, **kwargs): Hugging Face's
+            # GradientCheckpointingLayer checkpoints its forward so.
+            if function.args and isinstance(function.args[0], nn.Module) and owner is None:
+                owner = function.args[0]
             function = function.func
-        owner = getattr(function, "__self__", None)
+        owner = getattr(function, "__self__", owner)
         name = getattr(function, "__name__", type(function).__name__)
         if isinstance(owner, nn.Module):
             if name in ("__call__", "forward", "_call_impl", "_wrapped_call_impl"):

@@ -25,6 +25,10 @@ from torch_export_errors import ExportError
 _SHAPE_ONLY = {"empty_like", "zeros_like", "ones_like", "full_like", "new_empty", "new_zeros", "new_ones",
                "new_full", "empty_strided", "sym_size", "sym_numel", "sym_stride"}
 
+# Ops that only reshape, select or copy their first input.
+_VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "expand", "slice", "select", "_to_copy", "clone",
+          "contiguous", "alias", "permute", "transpose", "t", "lift_fresh", "detach", "flatten"}
+
 
 def _join(prefix, name):
     return prefix + "." + name if prefix and name else prefix or name
@@ -150,14 +154,18 @@ class _Dispatch(TorchDispatchMode):
             kind = "live" if any(v.live for v in inputs) else "random"
         else:
             kind = "live" if any(v.live for v in inputs) else "const"
-        path = trace.stack[-1]
+        path, label = trace.stack[-1], name
+        if kind == "const" and name in _VIEWS and inputs and inputs[0].kind == "const":
+            # A view of a constant keeps the name of what it views (RoPE's cos
+            # unsqueezed in attention stays the rotary embedding's cos).
+            path, label = inputs[0].path, inputs[0].label
         outs = []
         for t in tree_flatten(out)[0]:
             if not isinstance(t, torch.Tensor):
                 outs.append(None)
                 continue
             snapshot = t.detach().clone() if kind == "const" else t.detach() if kind == "random" else None
-            outs.append(trace.add(t, kind, snapshot, path=path, label=name))
+            outs.append(trace.add(t, kind, snapshot, path=path, label=label))
         note = None
         if name == "_safe_softmax" and kind == "live":
             # PyTorch's safe softmax gives 0 on a row that is -inf everywhere:
