@@ -19,8 +19,10 @@ ExportError naming it, never a region lost in silence."""
 import contextlib
 import functools
 import inspect
+import os
 import sys
 
+import torch
 import torch.nn as nn
 import torch.utils.checkpoint as tcp
 
@@ -38,7 +40,15 @@ class RegionEnd:
         self.index = index
 
 
+_TORCH = os.path.dirname(torch.__file__)
+
+
 def _site(frame):
+    """FILE:LINE of the model's code that called checkpoint (torch's own
+    wrappers, checkpoint_sequential, functools.partial skipped)."""
+    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH)
+                                 or frame.f_code.co_filename == functools.__file__):
+        frame = frame.f_back
     return "%s:%d" % (frame.f_code.co_filename, frame.f_lineno) if frame is not None else "?"
 
 
