@@ -35,6 +35,8 @@ RTOL = 2 * 4 * 64 * 2.0 ** -24
 try:
     import numpy as np
     import torch
+    if torch.__version__.startswith("1."):
+        raise ImportError("PyTorch %s: the exporter traces with PyTorch 2's dispatch modes" % torch.__version__)
     import torch.nn as nn
     import torch.nn.functional as F
     from torch.utils.checkpoint import checkpoint, checkpoint_sequential
@@ -65,7 +67,8 @@ def _reexec_with_torch():
             return
         if not os.path.exists(py):
             continue
-        if subprocess.run([py, "-c", "import torch, numpy"], capture_output=True).returncode == 0:
+        if subprocess.run([py, "-c", "import torch, numpy; assert not torch.__version__.startswith('1.')"],
+                          capture_output=True).returncode == 0:
             os.environ["REMAT_TORCH_REEXEC"] = py
             os.execv(py, [py] + sys.argv)
 
@@ -240,7 +243,7 @@ def torch_saved_bytes(model, x):
     return sum(n for _, n in seen), loss
 
 
-@unittest.skipIf(not HAVE_TORCH, "PyTorch is not installed: tools/torch_export.py is not tested")
+@unittest.skipIf(not HAVE_TORCH, "PyTorch 2 is not installed: tools/torch_export.py is not tested")
 class TorchExportTest(unittest.TestCase):
 
     def remat(self, *args):
@@ -836,7 +839,7 @@ class TorchExportTest(unittest.TestCase):
 if __name__ == "__main__":
     _reexec_with_torch()
     if not HAVE_TORCH:
-        print("SKIPPED: PyTorch is not installed; tools/torch_export.py is not tested")
+        print("SKIPPED: PyTorch 2 is not installed (tools/python_env.sh); tools/torch_export.py is not tested")
     else:
         print("PyTorch %s (%s)" % (torch.__version__, sys.executable))
     unittest.main()
