@@ -135,6 +135,17 @@ def export(module, example_inputs, out_dir, loss=None, name=None, output=None, l
 
     regions = Regions()
     trace, result = run_traced(module, named, forward, regions)
+    try:
+        return _write(module, name, out_dir, named, trace, result, regions)
+    except ExportError:
+        raise
+    except Exception as e:  # the exporter's own fault: named, never raw
+        raise ExportError("the exporter failed after tracing %s (%s: %s)" % (type(module).__name__,
+                                                                         type(e).__name__, e)) from e
+
+
+def _write(module, name, out_dir, named, trace, result, regions):
+    """The program of the trace, checked and written (export's second half)."""
     if not _is_loss(result):
         raise ExportError("the loss is %s, not a float scalar" % type(result).__name__)
     integer_inputs = [(n, t) for n, t in named if isinstance(t, torch.Tensor) and not t.is_floating_point()]

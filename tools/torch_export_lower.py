@@ -132,7 +132,7 @@ class Lowering:
         path that made it and what it is."""
         for name, t in self.example_names:
             if t.dtype == v.dtype and t.numel() == v.tensor.numel() and torch.equal(t.reshape(-1), v.tensor.reshape(-1)):
-                if _ident_free(self.inputs, name):
+                if name not in self.inputs.owner:
                     return name
         return _join(v.path, hint or v.label or "const")
 
@@ -240,10 +240,6 @@ class Lowering:
                 r = r if isinstance(r, Live) and r not in entries else Live(body, self.fresh(), o.shape)
                 r.errs = errs
             self.env[o.index] = r
-
-
-def _ident_free(inputs, name):
-    return name not in inputs.owner
 
 
 class Ctx:

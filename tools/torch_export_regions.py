@@ -114,13 +114,25 @@ class Regions:
                 trace.events.append(RegionEnd(index))
                 return out
 
+        # A profile function already set (a Python one) is chained; cProfile's
+        # (C, not callable) is paused while the model runs, then enabled again.
         previous = sys.getprofile()
+        chained = previous if callable(previous) else None
+
+        def profile(frame, event, arg):
+            self._profile(frame, event, arg)
+            if chained is not None:
+                chained(frame, event, arg)
+
         tcp._checkpoint_without_reentrant_generator, tcp.CheckpointFunction = generator, CheckpointFunction
-        sys.setprofile(self._profile)
+        sys.setprofile(profile)
         try:
             yield self
         finally:
-            sys.setprofile(previous)
+            if previous is None or chained is not None:
+                sys.setprofile(previous)
+            else:
+                previous.enable()
             tcp._checkpoint_without_reentrant_generator, tcp.CheckpointFunction = saved_gen, saved_fn
 
     @staticmethod

@@ -49,37 +49,29 @@ if HAVE_TORCH:
 
     if torchvision is not None:
         class _Base(ResNet):
+            """resnet18; _staged runs its stages through call(stage, x)."""
+
             def __init__(self):
                 super().__init__(BasicBlock, [2, 2, 2, 2], num_classes=10)
 
-            def _head(self, x):
+            def _staged(self, x, call):
                 x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-                return x
-
-            def _tail(self, x):
+                for stage in _stages(self):
+                    x = call(stage, x)
                 return self.fc(torch.flatten(self.avgpool(x), 1))
 
         class OverriddenForwardImpl(_Base):
             def _forward_impl(self, x):
-                x = self._head(x)
-                for stage in _stages(self):
-                    x = checkpoint(stage, x, use_reentrant=False)
-                return self._tail(x)
+                return self._staged(x, lambda stage, h: checkpoint(stage, h, use_reentrant=False))
 
         class ImportedInside(_Base):
             def _forward_impl(self, x):
                 from torch.utils.checkpoint import checkpoint as cp
-                x = self._head(x)
-                for stage in _stages(self):
-                    x = cp(stage, x, use_reentrant=False)
-                return self._tail(x)
+                return self._staged(x, lambda stage, h: cp(stage, h, use_reentrant=False))
 
         class PartialAtModuleLevel(_Base):
             def _forward_impl(self, x):
-                x = self._head(x)
-                for stage in _stages(self):
-                    x = _CHECKPOINT(stage, x)
-                return self._tail(x)
+                return self._staged(x, _CHECKPOINT)
 
         class StoredAsAttribute(_Base):
             def __init__(self):
@@ -87,21 +79,15 @@ if HAVE_TORCH:
                 self.checkpoint_fn = torch.utils.checkpoint.checkpoint
 
             def _forward_impl(self, x):
-                x = self._head(x)
-                for stage in _stages(self):
-                    x = self.checkpoint_fn(stage, x, use_reentrant=False)
-                return self._tail(x)
+                return self._staged(x, lambda stage, h: self.checkpoint_fn(stage, h, use_reentrant=False))
 
         class Reentrant(_Base):
             def _forward_impl(self, x):
-                x = self._head(x)
-                for stage in _stages(self):
-                    x = checkpoint(stage, x, use_reentrant=True)
-                return self._tail(x)
+                return self._staged(x, lambda stage, h: checkpoint(stage, h, use_reentrant=True))
 
         class Sequential(_Base):
             def _forward_impl(self, x):
-                x = self._head(x)
+                x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
                 # 5 segments of the 4 stages and the average pool: 4 regions
                 # (checkpoint_sequential runs its last segment inline).
                 body = nn.Sequential(*_stages(self), self.avgpool)
@@ -114,6 +100,7 @@ class RegionsTest(unittest.TestCase):
 
     remat = base.TorchExportTest.remat
     grads_match = base.TorchExportTest.grads_match
+    resnet18_matches = base.TorchExportTest.resnet18_matches
 
     def test_resnet18_checkpoint_calls_are_regions_however_reached(self):
         if torchvision is None:
@@ -131,20 +118,7 @@ class RegionsTest(unittest.TestCase):
                     self.assertIn('name="layer%d" policy="nothing_saveable"' % i, text)
                 self.remat("run", "--program", os.path.join(d, "program.txt"), "--inputs", d,
                            "--engine", "recompute", "--dump", out)
-                # PyTorch's, without checkpointing (the reentrant checkpoint
-                # updates BatchNorm's statistics again when it recomputes).
-                reference = torchvision.models.resnet18(num_classes=10).train()
-                reference.load_state_dict(model.state_dict())
-                loss = F.cross_entropy(reference(x), targets)
-                loss.backward()
-                self.assertLessEqual(abs(float(np.load(os.path.join(out, "loss.npy"))) - loss.item()),
-                                     RTOL * 4 * abs(loss.item()))
-                self.grads_match(out, reference)
-                stats = [(n, b) for n, b in reference.named_buffers() if "running" in n]
-                self.assertEqual(len(stats), 40)
-                for name, b in stats:
-                    got = np.load(os.path.join(out, "state_%s.npy" % name))
-                    self.assertLessEqual(np.max(np.abs(got - b.numpy())), RTOL * 4 * np.max(np.abs(b.numpy())), name)
+                self.resnet18_matches(model, x, targets, out)
 
     def test_a_call_the_program_cannot_keep_is_named(self):
         class Unused(nn.Module):
@@ -161,13 +135,9 @@ class RegionsTest(unittest.TestCase):
                                     r"torch_export_regions_test.py:\d+\): its output does not reach the loss"):
             export(Unused(), (torch.randn(2, 4),), tempfile.mkdtemp())
 
-        class Pair(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.a = nn.Linear(4, 4)
-
+        class Pair(nn.Linear):
             def both(self, x):
-                y = self.a(x)
+                y = super().forward(x)
                 return y, y * 2
 
             def forward(self, x):
@@ -176,23 +146,19 @@ class RegionsTest(unittest.TestCase):
 
         with self.assertRaisesRegex(ExportError, r"checkpoint region both \(called at .*\): 2 of its values are "
                                     r"used after it \(remat's checkpoint returns one\)"):
-            export(Pair(), (torch.randn(2, 4),), tempfile.mkdtemp())
+            export(Pair(4, 4), (torch.randn(2, 4),), tempfile.mkdtemp())
 
     def test_none_and_non_tensor_arguments(self):
         # Hugging Face passes None and Python values through checkpoint.
-        class Layer(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc = nn.Linear(4, 4)
-
+        class Layer(nn.Linear):
             def forward(self, x, mask=None, scale=1.0, flag=False):
                 assert mask is None and not flag
-                return torch.relu(self.fc(x)) * scale
+                return torch.relu(super().forward(x)) * scale
 
         class Model(nn.Module):
             def __init__(self):
                 super().__init__()
-                self.layers = nn.ModuleList(Layer() for _ in range(3))
+                self.layers = nn.ModuleList(Layer(4, 4) for _ in range(3))
 
             def forward(self, x):
                 for layer in self.layers:
@@ -216,14 +182,10 @@ class RegionsTest(unittest.TestCase):
     def test_tuple_valued_ops_never_give_a_raw_error(self):
         # ViT's qkv.unbind(0) and nn.MultiheadAttention return tuples: the
         # export maps them or names what it cannot take, never a TypeError.
-        class Unbind(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.qkv = nn.Linear(8, 24)
-
+        class Unbind(nn.Linear):  # the qkv projection
             def forward(self, x):
                 b, t, c = x.shape
-                q, k, v = self.qkv(x).reshape(b, t, 3, 2, c // 2).permute(2, 0, 3, 1, 4).unbind(0)
+                q, k, v = super().forward(x).reshape(b, t, 3, 2, c // 2).permute(2, 0, 3, 1, 4).unbind(0)
                 return F.scaled_dot_product_attention(q, k, v).sum()
 
         class Mha(nn.Module):
@@ -235,7 +197,7 @@ class RegionsTest(unittest.TestCase):
                 y, _ = self.attn(x, x, x, need_weights=False)
                 return y.sum()
 
-        for model in (Unbind(), Mha()):
+        for model in (Unbind(8, 24), Mha()):
             with self.subTest(model=type(model).__name__):
                 try:
                     text = export(model.train(), (torch.randn(2, 5, 8),), tempfile.mkdtemp())

@@ -622,6 +622,15 @@ class TorchExportTest(unittest.TestCase):
         self.assertEqual(text.count(" = state("), 2 * 20)
         self.remat("run", "--program", os.path.join(d, "program.txt"), "--inputs", d, "--engine", "recompute",
                    "--dump", out)
+        self.resnet18_matches(model, x, targets, out)
+
+    def resnet18_matches(self, model, x, targets, out):
+        """remat's loss, gradients and 40 new running statistics in `out`
+        (--dump) are those of torchvision's resnet18 with model's state, run
+        by PyTorch on x and targets without checkpointing (PyTorch's
+        reentrant checkpoint updates the statistics again when it
+        recomputes)."""
+        import torchvision
         reference = torchvision.models.resnet18(num_classes=10).train()
         reference.load_state_dict(model.state_dict())
         loss = F.cross_entropy(reference(x), targets)
@@ -629,10 +638,11 @@ class TorchExportTest(unittest.TestCase):
         self.assertLessEqual(abs(float(np.load(os.path.join(out, "loss.npy"))) - loss.item()),
                              RTOL * 4 * abs(loss.item()))
         self.grads_match(out, reference)
-        for name, b in reference.named_buffers():
-            if "running" in name:
-                got = np.load(os.path.join(out, "state_%s.npy" % name))
-                self.assertLessEqual(np.max(np.abs(got - b.numpy())), RTOL * 4 * np.max(np.abs(b.numpy())), name)
+        stats = [(n, b) for n, b in reference.named_buffers() if "running" in n]
+        self.assertEqual(len(stats), 40)
+        for name, b in stats:
+            got = np.load(os.path.join(out, "state_%s.npy" % name))
+            self.assertLessEqual(np.max(np.abs(got - b.numpy())), RTOL * 4 * np.max(np.abs(b.numpy())), name)
 
     def test_checkpoint_of_functions_and_its_keyword_arguments(self):
         # checkpoint of a method, a closure, a lambda, a module's forward and
