@@ -107,7 +107,11 @@ def _vision(kind):
                 calls = 5
             m.set_grad_checkpointing(True)
         size = 64 if "resnet" in kind or "mobilenet" in kind else 32
-        return m, (torch.randn(2, 3, size, size),), F.cross_entropy, (torch.tensor([3, 7]),), calls
+        # ResNet-50's BatchNorms at a batch of 2 make its float32 gradients
+        # too ill-conditioned to compare (tens of percent from float64): 8.
+        batch = 8 if "resnet50" in kind else 2
+        targets = torch.tensor([3, 7, 1, 0, 9, 2, 5, 4][:batch])
+        return m, (torch.randn(batch, 3, size, size),), F.cross_entropy, (targets,), calls
     return build
 
 
@@ -173,9 +177,13 @@ class ModelsTest(unittest.TestCase):
         value32, grads32, state32 = _reference(model, inputs, loss, loss_inputs, torch.float32)
         value64, grads64, state64 = _reference(model, inputs, loss, loss_inputs, torch.float64)
         floor = 64 * 2.0 ** -24
+        # A gradient that is zero in exact arithmetic (a key bias under
+        # softmax, a bias that a BatchNorm removes) is rounding noise on both
+        # sides: errors are relative to at least 1e-4 of the model's largest.
+        largest = max(np.max(np.abs(g)) for g in grads64.values())
 
         def close(name, got, ref32, ref64):
-            scale = max(np.max(np.abs(ref64)), 1e-30)
+            scale = max(np.max(np.abs(ref64)), 1e-4 * largest if name in grads64 else 1e-30)
             torch_err = np.max(np.abs(ref32 - ref64)) / scale
             remat_err = np.max(np.abs(got - ref64)) / scale
             self.assertLessEqual(remat_err, 20 * max(torch_err, floor),
