@@ -30,7 +30,7 @@ PINNED=(
   opt_einsum==3.4.0
   scipy==1.17.1
 )
-# PyTorch 2 and torchvision (tools/torch_export.py; its test runs on this PyTorch,
+# PyTorch 2, torchvision, transformers and timm (tools/torch_export.py; its tests run on this PyTorch,
 # and exports torchvision's own ResNet-18, when the
 # environment has it, else on Debian's 1.13), with every dependency pinned:
 # PyPI's Linux wheel needs the CUDA libraries' wheels even on CPU (about 3.5
@@ -65,6 +65,37 @@ TORCH_PINNED=(
   filelock==4.3.1
   fsspec==2026.9.0
   typing_extensions==4.16.0
+  # Hugging Face transformers and timm (tools/torch_export_models_test.py
+  # builds their models from configs, never downloaded), every dependency
+  # pinned.
+  transformers==5.23.0
+  timm==1.0.31
+  huggingface_hub==2.4.0
+  tokenizers==0.23.3
+  safetensors==0.8.0
+  regex==2026.12.2
+  PyYAML==6.0.4
+  packaging==26.4
+  tqdm==4.70.1
+  hf-xet==1.8.0
+  httpx2==2.17.0
+  httpcore2==2.17.0
+  h11==0.16.0
+  anyio==4.16.0
+  idna==3.21
+  truststore==0.10.5
+  typer==0.29.2
+  click==8.5.1
+  rich==15.0.0
+  markdown-it-py==4.3.0
+  mdurl==0.1.2
+  Pygments==2.21.0
+  shellingham==1.5.4
+  annotated-doc==0.0.7
+  pydantic==2.14.4
+  pydantic_core==2.50.5
+  annotated-types==0.8.0
+  typing-inspection==0.4.5
 )
 PYTHON=${REMAT_VENV_PYTHON:-/usr/bin/python3}
 VENV=.venv

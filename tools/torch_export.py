@@ -5,155 +5,100 @@
     export(model, (x,), "out/")          # out/program.txt, out/<input>.npy
     export(gpt, (idx, targets), "gpt/")  # nanoGPT: forward returns (logits, loss)
     export(resnet, (images,), "rn/", loss=F.cross_entropy, loss_inputs=(labels,))
+    export(llama, {"input_ids": ids, "labels": ids}, "llama/")   # keyword inputs
 
 `export(module, example_inputs, out_dir, loss=None, name=None, output=None,
-loss_inputs=())` traces `module` with torch.fx, running every node on the
-example inputs as it goes (so Python on shapes is concrete: `B, T, C =
-x.size()`, `assert t <= block_size`, `torch.arange(T)`), and writes
-out_dir/program.txt and one .npy per input of the program: every parameter
-and buffer the forward reads, named by its full path in `module`
-("layers.0.fc1.weight", "block.shift": never its last name alone, so tensors
-of the same name in different modules stay apart), the constants it folds,
-and every example input (named by forward's argument). A tensor reachable by
-two paths (a tied weight) is one input, under the first path
-named_parameters() gives. Two inputs that would get one name are an
-ExportError, never merged.
-The program's value is the module's output, which must be a float scalar:
-with a tuple (nanoGPT's (logits, loss)), its one float scalar or element
-`output`; with loss="sum" or "sum_of_squares" that reduction is appended;
-with loss a function (F.cross_entropy), loss(output, *loss_inputs), its
-inputs named targets (one) or target0, target1, ...
+loss_inputs=())` runs the model eagerly on the example inputs (a tuple, or a
+dict of forward's keyword arguments) and records the ATen ops it reduces to
+(torch_export_trace.py: a TorchDispatchMode, with the module path each op
+ran in); torch.utils.checkpoint's calls become checkpoint regions however
+they were reached (torch_export_regions.py); each ATen op maps to remat's ops
+by one table (torch_export_ops.py, which lists them); torch_export_lower.py
+walks the trace and torch_export_program.py writes out_dir/program.txt and
+one .npy per input of the program:
 
-Folded: whatever the forward computes from buffers, constants and shapes
-alone (a registered causal mask sliced to T and compared with 0,
-torch.arange(T), torch.ones(...).tril()) is computed at export and becomes an
-input of the program, named by the buffer's path or the module that reads it
-(equal constants are one input: every layer's causal mask). Integer inputs of
-forward used only through one view (targets.view(-1)) are declared in that
-shape.
+- every parameter and buffer the program reads, named by its full path in
+  `module` (a tied weight: one input, under its first path); a parameter
+  read only through .t() (nn.Linear's weight) written transposed as
+  "<path>.T", so that remat's gradient of it is PyTorch's, transposed;
+- what the model computes without any float parameter or float input (masks,
+  position ids, Hugging Face's shifted labels, arange; integer views of the
+  inputs) is computed at export and becomes an input, named by the module
+  path that made it and the op (equal constants: one input), or by the
+  example input whose elements it holds (targets.view(-1) is "targets");
+- the example inputs the program reads, named by forward's arguments, and
+  the dropout seed (dropout_seed, i32[]) when the model has dropout in
+  training mode.
 
-Mapped (all float32, remat's ops; program.h):
-  nn.Linear(x: (..., in))      matmul(x, W^T) [+ bias_add], leading axes merged by
-                               reshapes; the parameter is written transposed, as
-                               "<path>.weight.T" (in, out), so that remat's gradient of
-                               it is PyTorch's, transposed; a weight tied to another use
-                               (nanoGPT's lm_head and wte) is written as it is and
-                               transposed by an op
-  nn.ReLU, relu                relu          nn.GELU(approximate='tanh')  gelu
-  nn.GELU(), F.gelu (erf)       gelu_erf      F.log_softmax(dim=-1)   log_softmax
-  nn.Embedding (plain)          embedding on integer ids
-  nn.Dropout, F.dropout         dropout on the program's input dropout_seed (i32[]), a key
-                               per dropout in export order: the contract's mask, not
-                               PyTorch's; the identity in eval mode or with p = 0
-  nn.LayerNorm(eps=1e-5, affine), F.layer_norm(x, (C,), w, b, 1e-5)  layer_norm
-                               (b None: a zero bias input)
-  nn.Softmax(dim=-1), softmax(dim=-1)  softmax
-  torch.sin, torch.cos          sin, cos     x * x, x ** 2, torch.square  square
-  matmul, @                     matmul: rank 2, batched rank 3, rank 4 with equal batch
-                               axes (reshaped to rank 3), (..., k) @ (k, n)
-  .transpose(a, b), .permute, .t(), .mT  transpose (last two axes, rank <= 3) or permute
-  .split(n, dim), .chunk(k, dim), x[a:b, ...] (step 1)   slice
-  .contiguous()                 (nothing)
-  +  (same shapes)              add          +  (b's shape a suffix of a's: (T, C) on
-                               (B, T, C), a bias vector)  bias_add on rows (reshapes)
-  -  (same shapes), torch.sub   sub          unary -, torch.neg      neg
-  torch.exp                     exp          torch.log               log
-  *  (same shapes)              mul          * or / by a Python number  scale
-  .masked_fill(mask, v)         masked_fill, the mask folded (from buffers and shapes)
-  F.scaled_dot_product_attention(q, k, v, attn_mask=folded bool or None, dropout_p,
-                               is_causal, scale)  its definition: permute, matmul, scale,
-                               masked_fill(-inf) with a causal mask input, softmax,
-                               dropout, matmul
-  .sum(), torch.sum (all axes)  sum          .mean() (all axes)  sum, then scale 1/n
-  nn.Conv2d(bias=False, square stride/padding, groups 1)   conv2d (OIHW weights as they are)
-  nn.BatchNorm2d, training mode  batch_norm with the batch's statistics; the new
-                               running_mean and running_var (momentum, unbiased
-                               variance) as the state of those buffers (state ops:
-                               remat returns them, --dump writes state_<path>.npy);
-                               num_batches_tracked is not exported
-  nn.MaxPool2d(k, s, p)         max_pool2d   nn.AdaptiveAvgPool2d(1)  global_avg_pool
-  torch.flatten, .view, .reshape  reshape to the traced shape   nn.Identity  (nothing)
-  F.cross_entropy, nn.CrossEntropyLoss (mean, no weight; ignore_index when the
-                               example targets hold none: remat's refuses a target
-                               outside 0..C-1)  cross_entropy on i32 targets
-  out += x                      add
-  torch.utils.checkpoint.checkpoint(f, *args, use_reentrant=, preserve_rng_state=,
-                               determinism_check=, debug=)   a checkpoint region
-                               (nothing_saveable) named by f's module path, or where it
-                               was called and f's name (a method, a closure, a lambda)
-  torch.utils.checkpoint.checkpoint_sequential(seq, segments, x)
-                               consecutive regions, as torch 1.13 runs it: every
-                               segment but the last checkpointed, the last inline;
-                               remat's --schedule groups the regions into a chain
-Anything else (another LayerNorm eps, softmax over another axis, a mask
-computed from the inputs, a context_fn, ...) raises ExportError naming the
-module path and the op, every such use of the model in one message (one line
-each); the exporter never writes a different graph.
+The program's value is the loss: the module's output when it is a float
+scalar; with a tuple, its one float scalar or element `output`; with a
+Hugging Face ModelOutput or a dict, its "loss"; with loss="sum" or
+"sum_of_squares" that reduction of the output; with loss a function
+(F.cross_entropy), loss(output, *loss_inputs), its inputs named targets (one)
+or target0, target1, ... Anything remat cannot take is one ExportError
+naming every unsupported op that reaches the loss (module path, ATen op,
+what is not supported), one a line; a checkpoint call that does not become a
+region is an ExportError too.
 """
 
-import torch
-import torch.fx
-import torch.nn as nn
+import inspect
 
-from torch_export_body import _SHARED
-from torch_export_calls import _DROPOUT_KEYS, _RESHAPED
-from torch_export_convert import _convert
-from torch_export_errors import _ERRORS, ExportError, _raise_collected
-from torch_export_modules import _TIED, _tied_linear_weights
-from torch_export_program import _UNWRAP, _WRAPPED, _Params, _Writer, _ident, _type, _write_program
-from torch_export_regions import _REGIONS, _ROOT, _Patched
-from torch_export_trace import _CONSTANTS, _trace
+import torch
+
+from torch_export_errors import ExportError, _message
+from torch_export_lower import Lowering
+from torch_export_ops import TABLE
+from torch_export_program import Inputs, write_program
+from torch_export_regions import Regions
+from torch_export_trace import run_traced
 
 __all__ = ["ExportError", "export"]
 
 
-def _pick_output(gm, output):
-    """Points the graph's output at the program's value: the module's output,
-    or with a tuple or list (nanoGPT's (logits, loss)) its element `output`,
-    by default the one float scalar in it."""
-    node = next(n for n in gm.graph.nodes if n.op == "output")
-    value = node.args[0]
-    if not isinstance(value, (tuple, list)):
+def _is_loss(t):
+    return isinstance(t, torch.Tensor) and t.dim() == 0 and t.is_floating_point()
+
+
+def _pick_output(out, output):
+    """The program's value among what the module returned."""
+    if isinstance(out, torch.Tensor):
         if output is not None:
             raise ExportError("output=%r: the module returns one value, not a tuple" % (output,))
-        return
-    kinds = ["%s %s" % (type(v).__name__, tuple(v.meta["val"].shape) if isinstance(v, torch.fx.Node)
-                        and isinstance(v.meta.get("val"), torch.Tensor) else "") for v in value]
-    if output is None:
-        scalars = [i for i, v in enumerate(value) if isinstance(v, torch.fx.Node)
-                   and isinstance(v.meta.get("val"), torch.Tensor) and v.meta["val"].dim() == 0
-                   and v.meta["val"].is_floating_point()]
-        if len(scalars) != 1:
-            raise ExportError("the module returns %d values (%s), %d of them float scalars: pass output=INDEX, "
-                              "the one to differentiate" % (len(value), ", ".join(kinds), len(scalars)))
-        output = scalars[0]
-    if not isinstance(output, int) or not -len(value) <= output < len(value) \
-            or not isinstance(value[output], torch.fx.Node):
-        raise ExportError("output=%r: the module returns %d values (%s)" % (output, len(value), ", ".join(kinds)))
-    node.args = (value[output],)
+        return out
+    if isinstance(out, dict) or hasattr(out, "keys"):  # a dict or a Hugging Face ModelOutput
+        key = output if output is not None else "loss"
+        value = out.get(key) if hasattr(out, "get") else None
+        if value is None:
+            raise ExportError("the module returns %s with keys %s and no %r: pass labels (Hugging Face) or "
+                              "output=KEY" % (type(out).__name__, list(out.keys()), key))
+        return value
+    if isinstance(out, (tuple, list)):
+        kinds = ["%s %s" % (type(v).__name__, tuple(v.shape) if isinstance(v, torch.Tensor) else "") for v in out]
+        if output is None:
+            scalars = [i for i, v in enumerate(out) if _is_loss(v)]
+            if len(scalars) != 1:
+                raise ExportError("the module returns %d values (%s), %d of them float scalars: pass output=INDEX, "
+                                  "the one to differentiate" % (len(out), ", ".join(kinds), len(scalars)))
+            output = scalars[0]
+        if not isinstance(output, int) or not -len(out) <= output < len(out) \
+                or not isinstance(out[output], torch.Tensor):
+            raise ExportError("output=%r: the module returns %d values (%s)" % (output, len(out), ", ".join(kinds)))
+        return out[output]
+    raise ExportError("the module returns a %s, not a tensor" % type(out).__name__)
 
 
-def _with_loss(module, loss, n_model, loss_names):
-    """module with `loss` applied to its output: forward(<module's inputs>,
-    <loss_names>) = loss(module(...), ...). Its parameters' paths start with
-    _WRAPPED + "."; the export strips that (_unwrapped)."""
-    import inspect
-    names = [p.name for p in inspect.signature(module.forward).parameters.values()
-             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:n_model]
-    if len(names) != n_model:
-        raise ExportError("loss: %s.forward takes %d positional inputs, %d example inputs are for it"
-                          % (type(module).__name__, len(names), n_model))
-    clash = set(names) & set(loss_names)
-    if clash:
-        raise ExportError("loss: the loss's inputs %s are also names of forward's inputs" % sorted(clash))
-    args = ", ".join(names + list(loss_names))
-    scope = {}
-    exec("def forward(self, %s):\n    return self._loss(self.%s(%s), %s)\n"
-         % (args, _WRAPPED, ", ".join(names), ", ".join(loss_names)), scope)
-    wrapper = type("WithLoss", (nn.Module,), {"forward": scope["forward"]})()
-    wrapper.add_module(_WRAPPED, module)
-    wrapper._loss = loss
-    return wrapper
+def _named_inputs(module, example_inputs):
+    """(args, kwargs, [(name, tensor)]) of the example inputs."""
+    if isinstance(example_inputs, dict):
+        return (), dict(example_inputs), list(example_inputs.items())
+    example_inputs = tuple(example_inputs)
+    params = [p for p in inspect.signature(module.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) < len(example_inputs) and not any(
+            p.kind == p.VAR_POSITIONAL for p in inspect.signature(module.forward).parameters.values()):
+        raise ExportError("forward takes %d inputs, %d examples given" % (len(params), len(example_inputs)))
+    names = [p.name for p in params] + ["input%d" % i for i in range(len(params), len(example_inputs))]
+    return example_inputs, {}, list(zip(names, example_inputs))
 
 
 def export(module, example_inputs, out_dir, loss=None, name=None, output=None, loss_inputs=()):
@@ -165,58 +110,79 @@ def export(module, example_inputs, out_dir, loss=None, name=None, output=None, l
     model; its inputs are named targets (one) or target0, target1, ...
     output: which element of a returned tuple is the loss (nanoGPT's
     (logits, loss): by default the one float scalar)."""
-    _UNWRAP[0] = False
-    _ROOT[0] = module
-    if callable(loss):
-        loss_inputs = tuple(loss_inputs)
-        loss_names = ["targets"] if len(loss_inputs) == 1 else ["target%d" % i for i in range(len(loss_inputs))]
-        label = name or type(module).__name__
-        module = _with_loss(module, loss, len(example_inputs), loss_names)
-        example_inputs = tuple(example_inputs) + loss_inputs
-        name, loss = label, None
-        _ROOT[0] = module
-        _UNWRAP[0] = True
-    elif loss_inputs:
+    args, kwargs, named = _named_inputs(module, example_inputs)
+    loss_inputs = tuple(loss_inputs)
+    if loss_inputs and not callable(loss):
         raise ExportError("loss_inputs given without a loss function")
+    loss_names = ["targets"] if len(loss_inputs) == 1 else ["target%d" % i for i in range(len(loss_inputs))]
+    named = named + list(zip(loss_names, loss_inputs))
+    if loss is not None and not callable(loss) and loss not in ("sum", "sum_of_squares"):
+        raise ExportError("loss=%r: expected None, 'sum', 'sum_of_squares' or a function" % (loss,))
+
+    def forward():
+        out = module(*args, **kwargs)
+        if callable(loss):
+            return loss(out, *loss_inputs)
+        out = _pick_output(out, output)
+        if loss == "sum_of_squares":
+            return torch.square(out).sum()
+        if loss == "sum":
+            return out.sum()
+        if not _is_loss(out):
+            raise ExportError("the module returns a %s of shape %s, not a scalar: pass loss='sum' or "
+                              "'sum_of_squares'" % (type(out).__name__, tuple(getattr(out, "shape", ()))))
+        return out
+
+    regions = Regions()
+    trace, result = run_traced(module, named, forward, regions)
     try:
-        return _export(module, example_inputs, out_dir, loss, name, output)
-    finally:
-        _UNWRAP[0] = False
+        return _write(module, name, out_dir, named, trace, result, regions)
+    except ExportError:
+        raise
+    except Exception as e:  # the exporter's own fault: named, never raw
+        raise ExportError("the exporter failed after tracing %s (%s: %s)" % (type(module).__name__,
+                                                                         type(e).__name__, e)) from e
 
 
-def _export(module, example_inputs, out_dir, loss, name, output):
-    _REGIONS.clear()
-    _CONSTANTS.clear()
-    del _ERRORS[:], _SHARED[:]
-    _RESHAPED.clear()
-    _TIED.clear()
-    _TIED.update(_tied_linear_weights(module))
-    _DROPOUT_KEYS[0] = 0
-    example_inputs = tuple(example_inputs)
-    with _Patched(module):
-        graph = _trace(module, "", example_inputs)
-    gm = torch.fx.GraphModule(module, graph)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    if len(placeholders) != len(example_inputs):
-        raise ExportError("forward takes %d inputs, %d examples given" % (len(placeholders), len(example_inputs)))
-    _pick_output(gm, output)
-    input_ids = [_ident(n.target) for n in placeholders]
-    writer, lines, params = _Writer(), [], _Params()
-    out = _convert(gm, module, module, "", input_ids, writer, lines, "  ", params)
-    _raise_collected()
-    out_node = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-    out_shape = tuple(out_node.meta["val"].shape)
-    if loss == "sum_of_squares":
-        sq = writer.fresh()
-        lines.append("  %%%s: %s = square(%%%s)" % (sq, _type(out_shape), out))
-        out = sq
-    if loss in ("sum", "sum_of_squares"):
-        prev = out
-        out = writer.fresh()
-        lines.append("  %%%s: f32[] = sum(%%%s)" % (out, prev))
-    elif loss is not None:
-        raise ExportError("loss=%r: expected None, 'sum' or 'sum_of_squares'" % loss)
-    elif out_shape != ():
-        raise ExportError("the module returns %s, not a scalar: pass loss='sum' or 'sum_of_squares'" % (out_shape,))
-    return _write_program(out_dir, name or type(module).__name__, lines, out, params, input_ids, placeholders,
-                          example_inputs, _RESHAPED)
+def _write(module, name, out_dir, named, trace, result, regions):
+    """The program of the trace, checked and written (export's second half)."""
+    if not _is_loss(result):
+        raise ExportError("the loss is %s, not a float scalar" % type(result).__name__)
+    integer_inputs = [(n, t) for n, t in named if isinstance(t, torch.Tensor) and not t.is_floating_point()]
+    inputs = Inputs()
+    lowering = Lowering(trace, inputs, integer_inputs, TABLE)
+    lines = lowering.hard + (lowering.run(trace.value(result)) or [])
+    if lines:
+        raise ExportError(_message(lines))
+    lost = []
+    lowering.top.prune([lowering.top.out], lost)
+    _check_regions(regions, lowering.top, lost)
+    return write_program(out_dir, name or type(module).__name__, lowering.top, inputs)
+
+
+def _kept(body):
+    for s in body.stmts:
+        if s.op == "checkpoint":
+            yield s.body.begin.index
+            yield from _kept(s.body)
+
+
+def _check_regions(regions, top, lost):
+    """Every checkpoint call the model made is a region of the program, or an
+    ExportError naming each one that is not."""
+    kept = set(_kept(top))
+    reasons = {begin.index: why for begin, why in lost}
+    missing = []
+    for call in regions.calls:
+        index = call["region"]
+        if index is None:
+            missing.append("checkpoint call at %s: no region was recorded (it reached neither "
+                           "_checkpoint_without_reentrant_generator nor CheckpointFunction)" % call["site"])
+        elif index not in kept:
+            begin = regions.begins[index]
+            missing.append("checkpoint region %s (called at %s): %s" % (begin.name, call["site"],
+                                                                       reasons.get(index, "not in the program")))
+    if missing:
+        raise ExportError("the model made %d checkpoint calls; %d are regions of the program, %d are not:\n%s"
+                          % (len(regions.calls), len(regions.calls) - len(missing), len(missing),
+                             "\n".join("  " + m for m in missing)))

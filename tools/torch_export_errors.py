@@ -1,5 +1,7 @@
-"""tools/torch_export.py's errors: ExportError, and the uses of the model
-remat cannot take, collected so that one export names every one of them."""
+"""tools/torch_export.py's errors: ExportError, the one exception a user sees,
+and _Unsupported, one use of the model remat cannot take (the lowering records
+it with the module path and ATen op, and goes on, so that one ExportError
+names every such use)."""
 
 
 class ExportError(Exception):
@@ -7,18 +9,16 @@ class ExportError(Exception):
 
 
 class _Unsupported(ExportError):
-    """One node remat cannot take: recorded in _ERRORS, the export goes on."""
+    """What one op does that remat cannot take."""
+
+    def __init__(self, what):
+        super().__init__(what)
+        self.what = what
 
 
-_ERRORS = []  # what the model uses that remat cannot take, one message a node
-_UNSUPPORTED = " is not supported by remat's op set (tools/torch_export.py lists what is)"
-
-
-def _raise_collected():
-    """The ExportError naming every use _ERRORS recorded (one line each), if any."""
-    if len(_ERRORS) == 1:
-        raise ExportError(_ERRORS[0])
-    if _ERRORS:
-        raise ExportError("%d uses in the model are not supported by remat's op set "
-                          "(tools/torch_export.py lists what is):\n%s"
-                          % (len(_ERRORS), "\n".join("  " + e.replace(_UNSUPPORTED, "") for e in _ERRORS)))
+def _message(lines):
+    """The ExportError text for the unsupported uses `lines` (one line each)."""
+    lines = list(dict.fromkeys(lines))  # each once, in the order met
+    return ("%d use%s in the model %s not supported by remat's op set (tools/torch_export_ops.py lists what "
+            "is):\n%s" % (len(lines), "" if len(lines) == 1 else "s", "is" if len(lines) == 1 else "are",
+                          "\n".join("  " + e for e in lines)))

@@ -1,29 +1,24 @@
-"""tools/torch_export.py's program file: names and types of the program's
-values, its statements' ids, the tensors a body reads from the model, and
-program.txt and the inputs' .npy files written."""
+"""tools/torch_export.py's program: its inputs (parameters, buffers, folded
+constants, example inputs, the dropout seed; each named once), its bodies and
+statements, dead statements removed, and program.txt and the inputs' .npy
+files written."""
 
 import os
 
 import numpy as np
 import torch
-import torch.nn as nn
 
 from torch_export_errors import ExportError
 
-
-def _join(prefix, name):
-    return prefix + "." + name if prefix and name else prefix or name
+_INTEGER = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8, torch.bool)
 
 
 def _quote(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-_INTEGER = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8, torch.bool)
-
-
 def _type(shape, dtype=torch.float32):
-    """f32[...], or i32[...] for an integer tensor (ids, targets)."""
+    """f32[...], or i32[...] for an integer tensor (ids, targets, masks)."""
     return "%s[%s]" % ("i32" if dtype in _INTEGER else "f32", ",".join(str(d) for d in shape))
 
 
@@ -31,99 +26,141 @@ def _ident(name):
     return "".join(c if c.isalnum() or c in "_." else "_" for c in name)
 
 
-class _Writer:
-    def __init__(self):
-        self.count = 0
-
-    def fresh(self):
-        self.count += 1
-        return "v%d" % self.count
-
-
-# The child name under which export(loss=callable) wraps the model: paths in
-# the wrapper start with it, and the program names them without it.
-_WRAPPED = "model"
-_UNWRAP = [False]
-
-
-def _unwrapped(path):
-    if _UNWRAP[0]:
-        if path == _WRAPPED:
-            return ""
-        if path.startswith(_WRAPPED + "."):
-            return path[len(_WRAPPED) + 1:]
-    return path
-
-
-def _tensor_names(root):
-    """id(tensor) -> its full path in `root`, for every parameter and buffer.
-
-    A tensor reachable by two paths (a tied weight) has one name, the first
-    that named_parameters() or named_buffers() gives, so that it is one
-    input of the program and its gradient is the sum over its uses."""
-    names = {}
-    for n, t in list(root.named_parameters()) + list(root.named_buffers()):
-        names.setdefault(id(t), _unwrapped(n))
-    return names
-
-
-class _Params:
-    """The tensors a program body reads from the model (parameters, buffers,
-    tensor attributes), keyed by the tensor's identity and whether it is read
-    transposed; each is one input of the body, named by its full path."""
+class Inputs:
+    """The program's inputs, by key (a tensor's identity and whether it is
+    read transposed; a constant's contents), each once, named on first use."""
 
     def __init__(self):
-        self.by_key = {}  # (id(tensor), transposed) -> (ident, path, source tensor, transposed)
+        self.by_key, self.owner = {}, {}
 
-    def get(self, path, tensor, transposed):
-        key = (id(tensor), transposed)
-        if key not in self.by_key:
-            name = path + (".T" if transposed else "")
-            self.by_key[key] = (_ident(name), name, tensor, transposed)
-        return self.by_key[key][0]
-
-    def data_ids(self):
-        """The inputs that are not trained parameters (buffers, folded
-        constants, the dropout seed): `data` in the program."""
-        return {pid for pid, _, t, _ in self.by_key.values() if not isinstance(t, nn.Parameter)}
-
-    def items(self):
-        return list(self.by_key.values())
-
-
-def _write_program(out_dir, name, lines, out, params, input_ids, placeholders, example_inputs, reshaped):
-    """Writes out_dir/program.txt, the program `name` whose statements are
-    `lines` and whose value is %`out`, and one .npy per input: the tensors
-    `params` holds, then forward's inputs (`reshaped`: program id -> the
-    shape an integer input is declared with). Returns the program's text."""
-    exported = [(pid, (t.detach().t() if tr else t.detach())) for pid, _, t, tr in params.items()]
-    # Two tensors under one name would be one input of the program: refuse
-    # rather than merge them (a parameter path equal to an argument's name,
-    # or two paths that differ only in characters _ident replaces).
-    owners = {}
-    for (pid, path, _, _), kind in [(p, "parameter or buffer") for p in params.items()] + \
-            [((i, n.target, None, False), "argument of forward") for i, n in zip(input_ids, placeholders)]:
-        if pid in owners:
+    def get(self, key, name, tensor, kind, last=False):
+        """The id of the input `key`, made on first use: `tensor` its contents,
+        kind "parameter" (differentiated by default), "buffer", "constant" (a
+        new name is found when taken), "argument" (forward's; last: written
+        after the others)."""
+        if key in self.by_key:
+            return self.by_key[key][0]
+        pid = _ident(name)
+        if kind == "constant":
+            base, n = pid, 1
+            while pid in self.owner:
+                pid, n = "%s_%d" % (base, n), n + 1
+        elif pid in self.owner:
             raise ExportError("two inputs of the program would both be named %r: %s %r and %s %r; rename one"
-                              % (pid, owners[pid][0], owners[pid][1], kind, path))
-        owners[pid] = (kind, path)
-    # Parameters are differentiated by default (remat run without --wrt);
-    # buffers, folded constants and forward's inputs (images, ids, targets)
-    # are data.
-    data = params.data_ids() | set(input_ids)
-    decls = ["%s: %s%s" % (pid, _type(t.shape, t.dtype), " data" if pid in data else "") for pid, t in exported]
-    example_inputs = [x.reshape(reshaped[i]) if i in reshaped else x for i, x in zip(input_ids, example_inputs)]
-    decls += ["%s: %s data" % (i, _type(x.shape, x.dtype)) for i, x in zip(input_ids, example_inputs)]
+                              % (pid, self.owner[pid][0], self.owner[pid][1], kind, name))
+        wide = tensor.to(torch.int64) if tensor.dtype in _INTEGER else None
+        if wide is not None and wide.numel() and (int(wide.min()) < -2 ** 31 or int(wide.max()) >= 2 ** 31):
+            raise ExportError("input %r: integer values outside int32 (remat's integer inputs are i32)" % pid)
+        self.owner[pid] = (kind, name)
+        self.by_key[key] = (pid, tensor, kind, last)
+        return pid
+
+    def declared(self, used):
+        """(id, tensor, data) of the inputs in `used`, forward's last."""
+        items = [v for v in self.by_key.values() if v[0] in used]
+        items = [v for v in items if not v[3]] + [v for v in items if v[3]]
+        return [(pid, t, kind != "parameter") for pid, t, kind, _ in items]
+
+
+class Stmt:
+    """`%id: TYPE = op(%inputs) attrs @ "site"`; a checkpoint's body is a
+    Body. A region's value read after it is a projection (op None) until the
+    region's statement is made (Body.prune)."""
+
+    def __init__(self, sid, op, inputs, shape, attrs, site, body=None, region=None, inner=None, root=False):
+        self.id, self.op, self.inputs, self.shape, self.attrs, self.site = sid, op, inputs, shape, attrs, site
+        self.body, self.region, self.inner, self.root = body, region, inner, root
+
+
+class Body:
+    """A program body: the top level, or a checkpoint region's. params:
+    (local id, the id it has in the parent, type) of what it reads from
+    outside; stmts in order."""
+
+    def __init__(self, parent, name=None, site=None, begin=None):
+        self.parent, self.name, self.site, self.begin = parent, name, site, begin
+        self.params, self.stmts, self.imports = [], [], {}
+        self.out = None  # the id the body returns
+        self.kept = False  # the region became a checkpoint statement
+
+    def ancestors(self):
+        b = self
+        while b is not None:
+            yield b
+            b = b.parent
+
+    def prune(self, roots, lost):
+        """Removes the statements no root needs (a backward walk: every use
+        comes after its definition); a region whose value is read becomes its
+        checkpoint statement, one read value or an entry in `lost`. Returns
+        the ids of params used."""
+        need = set(roots) | {s.id for s in self.stmts if s.root}
+        kept, reads = [], {}
+        for s in reversed(self.stmts):
+            if s.op is None:  # a read of a region's value
+                if s.id in need:
+                    reads.setdefault(id(s.region), (s.region, []))[1].append(s)
+                continue
+            if s.op == "@region":
+                region, projections = reads.get(id(s.region), (s.region, []))
+                inner = list(dict.fromkeys(p.inner for p in projections))
+                if len(inner) != 1:
+                    lost.append((region.begin, "its output does not reach the loss" if not inner else
+                                 "%d of its values are used after it (remat's checkpoint returns one)" % len(inner)))
+                    continue
+                region.out = inner[0]
+                used = region.prune([inner[0]], lost)
+                region.params = [p for p in region.params if p[0] in used]
+                region.kept = True
+                # One read per (region, value): Body.read caches it.
+                s.op, s.id, s.inputs = "checkpoint", projections[0].id, [p[1] for p in region.params]
+                s.shape = projections[0].shape
+            elif s.id not in need and not s.root:
+                continue
+            need.update(s.inputs)
+            kept.append(s)
+        self.stmts = kept[::-1]
+        return need
+
+
+def _lines(body, indent):
+    out = []
+    for s in body.stmts:
+        t = ": %s" % _type(s.shape) if s.shape is not None else ""
+        head = "%s%%%s%s = %s(%s)%s" % (indent, s.id, t, s.op, ", ".join("%" + i for i in s.inputs), s.attrs)
+        site = " @ %s" % _quote(s.site or "<root>")
+        if s.op != "checkpoint":
+            out.append(head + site)
+            continue
+        b = s.body
+        out.append('%s name=%s policy="nothing_saveable"%s {' % (head, _quote(b.name), site))
+        out.append("%s  body(%s)" % (indent, ", ".join("%s: %s" % (p[0], p[2]) for p in b.params)))
+        out.extend(_lines(b, indent + "  "))
+        out.append("%s  return %%%s" % (indent, b.out))
+        out.append("%s}" % indent)
+    return out
+
+
+def _used_ids(body):
+    used = set()
+    for s in body.stmts:
+        used.update(s.inputs)
+    return used
+
+
+def write_program(out_dir, name, top, inputs):
+    """Writes out_dir/program.txt (the program `name` whose body is `top`)
+    and one .npy per input it reads; returns the program's text."""
+    used = _used_ids(top) | {top.out}
+    declared = inputs.declared(used)
+    decls = ["%s: %s%s" % (pid, _type(t.shape, t.dtype), " data" if data else "") for pid, t, data in declared]
     text = "# exported from PyTorch %s by tools/torch_export.py\n" % torch.__version__
     text += "program %s(%s) {\n" % (_ident(name), ", ".join(decls))
-    text += "\n".join(lines) + "\n  return %%%s\n}\n" % out
+    text += "\n".join(_lines(top, "  ")) + "\n  return %%%s\n}\n" % top.out
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "program.txt"), "w") as f:
         f.write(text)
-    for pid, t in exported:
+    for pid, t, _ in declared:
         kind = np.int32 if t.dtype in _INTEGER else np.float32
-        np.save(os.path.join(out_dir, pid + ".npy"), t.contiguous().numpy().astype(kind))
-    for i, x in zip(input_ids, example_inputs):
-        kind = np.int32 if x.dtype in _INTEGER else np.float32
-        np.save(os.path.join(out_dir, i + ".npy"), x.detach().numpy().astype(kind))
+        np.save(os.path.join(out_dir, pid + ".npy"), t.detach().contiguous().numpy().astype(kind))
     return text

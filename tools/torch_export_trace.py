@@ -1,188 +1,217 @@
-"""tools/torch_export.py's tracing: torch.fx's graph of a module, every node
-run on the example inputs as it is recorded, so that shapes are concrete."""
+"""tools/torch_export.py's trace: the model run eagerly on the example inputs
+under a TorchDispatchMode, so that whatever Python it runs (Hugging Face's
+plumbing, tuples, closures, casts, loss modules built in forward) is simply
+executed and only the ATen ops it reduces to are recorded, each with the
+module path it ran in (global forward pre/post hooks).
+
+Every tensor an op reads or makes is a Value, by identity: a parameter or
+buffer (named by its first full path), an example input, or an op's output;
+an in-place op makes a new Value for the tensor it writes. A Value is live
+when it depends on a float parameter or a float example input; the others
+(masks, position ids, shifted labels, arange) are constants whose contents
+are kept as the op made them, and become inputs of the program where a live
+op reads them. Values made by random ops (bernoulli_, dropout's noise) are
+random."""
 
 import torch
-import torch.fx
 import torch.nn as nn
+from torch.nn.modules import module as module_hooks
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from torch_export_errors import ExportError
-from torch_export_program import _join
+
+# Ops whose output does not depend on their input's values, only its shape.
+_SHAPE_ONLY = {"empty_like", "zeros_like", "ones_like", "full_like", "new_empty", "new_zeros", "new_ones",
+               "new_full", "empty_strided", "sym_size", "sym_numel", "sym_stride"}
+
+# Ops that only reshape, select or copy their first input.
+_VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "expand", "slice", "select", "_to_copy", "clone",
+          "contiguous", "alias", "permute", "transpose", "t", "lift_fresh", "detach", "flatten"}
 
 
-def _trace(module, path, examples):
-    """torch.fx's graph of `module` (at `path` of the exported model), traced
-    with the example inputs' values beside the proxies (_ConcreteProxy), or an
-    ExportError naming the module and what fx could not follow (never fx's
-    raw TraceError or TypeError)."""
-    tracer = _Tracer(path, examples)
-    try:
-        with _BuffersKept(module), torch.random.fork_rng():
-            return tracer.trace(module)
-    except ExportError:
-        raise
-    except Exception as e:  # fx reports Python it cannot trace in several types
-        hint = ""
-        if "Proxy" in str(e) or "iterat" in str(e) or "bool" in str(e) or "control flow" in str(e):
-            hint = (" (Python that depends on a tensor's value, such as `if x.sum() > 0`, cannot be "
-                    "traced: the exported program would hold one branch for every input)")
-        # The innermost module fx was in (PyTorch 2 keeps the stack).
-        stack = list(getattr(tracer, "module_stack", None) or {})
-        inner, owner = path, module
-        if stack and stack[-1]:
-            try:
-                owner = module.get_submodule(stack[-1])
-                inner = _join(path, stack[-1])
-            except AttributeError:
-                pass
-        raise ExportError("%s: torch.fx cannot trace %s.forward: %s: %s%s"
-                          % (inner or "<root>", type(owner).__name__, type(e).__name__, e, hint))
+def _join(prefix, name):
+    return prefix + "." + name if prefix and name else prefix or name
 
 
-_CONSTANTS = []  # tensors the traced code made itself (torch.arange(T), torch.ones(...))
+class Value:
+    """One tensor of the trace. kind: "param" (an nn.Parameter), "buffer",
+    "input" (an example input), "live", "const", "random"."""
+
+    def __init__(self, index, kind, tensor, name=None, path="", label=""):
+        self.index, self.kind = index, kind
+        self.shape, self.dtype = tuple(tensor.shape), tensor.dtype
+        # The contents of a constant (as made), a parameter or buffer (as
+        # before the forward) or an example input; None for live values.
+        self.tensor = tensor if kind != "live" else None
+        self.name = name  # a parameter's, buffer's or input's name
+        self.path, self.label = path, label  # the module and op that made it
+
+    @property
+    def live(self):
+        return self.kind in ("param", "live") or (self.kind == "input" and self.dtype.is_floating_point)
 
 
-def _constant(index):
-    """What a tensor the traced code made itself becomes in the fx graph."""
-    return _CONSTANTS[index]
+class Call:
+    """One ATen op as it ran: args and kwargs with every tensor a Value, outs
+    the flat list of its output Values (None for a non-tensor output), and the
+    module path it ran in."""
+
+    def __init__(self, func, args, kwargs, outs, path, note=None):
+        self.func, self.args, self.kwargs, self.outs, self.path, self.note = func, args, kwargs, outs, path, note
+
+    @property
+    def name(self):
+        """"add.Tensor": the op without a trailing _ (in place) and its overload."""
+        s = self.func._schema
+        return "%s.%s" % (s.name.split("::")[-1].rstrip("_"), s.overload_name or "default")
 
 
-def _value(node, root):
-    """The value `node` had when the model ran on the example inputs (set
-    while tracing; a get_attr's is the attribute itself)."""
-    if "val" not in node.meta:
-        if node.op != "get_attr":
-            raise ExportError("%s: no example value (an fx node the tracer did not run)" % node.name)
-        owner = root
-        for part in node.target.split("."):
-            owner = getattr(owner, part)
-        node.meta["val"] = owner
-    return node.meta["val"]
+class Trace:
+    """The events of one forward pass: Calls, and the checkpoint regions'
+    begin and end (torch_export_regions.py appends those)."""
+
+    def __init__(self, root, inputs):
+        self.events, self.values, self.keep = [], {}, []
+        self.paths = {}
+        for path, m in root.named_modules():
+            self.paths.setdefault(id(m), path)
+        self.stack = [""]
+        self.count = 0
+        self.storages = {}  # storage address -> how many tensors seen use it
+        # Parameters and buffers by identity, their first path (a tied weight:
+        # one Value), their contents as before the forward.
+        for n, t in list(root.named_parameters()) + list(root.named_buffers()):
+            if id(t) not in self.values:
+                kind = "param" if isinstance(t, nn.Parameter) and t.dtype.is_floating_point else "buffer"
+                self.add(t, kind, t.detach().clone(), name=n)
+        # Tensor attributes of modules (neither parameter nor buffer).
+        for path, m in root.named_modules():
+            for k, t in vars(m).items():
+                if isinstance(t, torch.Tensor) and id(t) not in self.values:
+                    self.add(t, "const", t.detach().clone(), path=path, label=k)
+        for name, t in inputs:
+            if id(t) not in self.values:
+                self.add(t, "input", t.detach().clone(), name=name)
+
+    def add(self, t, kind, snapshot, name=None, path="", label=""):
+        v = Value(self.count, kind, snapshot if snapshot is not None else t, name, path, label)
+        if kind == "live":
+            v.tensor = None
+        self.count += 1
+        if id(t) not in self.values:
+            ptr = t.untyped_storage().data_ptr() if t.layout == torch.strided else None
+            self.storages[ptr] = self.storages.get(ptr, 0) + 1
+        self.values[id(t)] = v
+        self.keep.append(t)  # alive, so that ids stay unique for the whole trace
+        return v
+
+    def value(self, t):
+        """The Value of tensor t now; a tensor first met here (one Python made
+        in forward) is a constant, named by the module that read it."""
+        v = self.values.get(id(t))
+        if v is None:
+            v = self.add(t, "const", t.detach().clone(), path=self.stack[-1], label="const")
+        return v
+
+    def module_pre(self, module, args):
+        self.stack.append(self.paths.get(id(module), self.stack[-1]))
+
+    def module_post(self, module, args, output):
+        if len(self.stack) > 1:
+            self.stack.pop()
 
 
-class _ConcreteProxy(torch.fx.Proxy):
-    """An fx proxy that knows its example value: shapes, sizes, dtypes and
-    devices read by the traced code are concrete Python values (`B, T, C =
-    x.size()`, `assert t <= block_size`, `torch.arange(T)`), as they are for
-    the example inputs; a tensor's values still are not (`if x.sum() > 0`
-    is an error)."""
-
-    _ATTRS = ("shape", "device", "dtype", "ndim", "is_cuda", "size", "dim", "numel")
-
-    def __getattr__(self, k):
-        if k in _ConcreteProxy._ATTRS and isinstance(self.node.meta.get("val"), torch.Tensor):
-            return getattr(self.node.meta["val"], k)
-        return super().__getattr__(k)
-
-    def __iter__(self):
-        # A tuple's elements (q, k, v = x.split(C, dim=2)), known from the
-        # example value: fx's own unpacking reads bytecode, which PyTorch
-        # 1.13 cannot on Python 3.11.
-        if isinstance(self.node.meta.get("val"), (tuple, list)):
-            return iter([self[i] for i in range(len(self.node.meta["val"]))])
-        return super().__iter__()
-
-    def __len__(self):
-        if "val" in self.node.meta:
-            return len(self.node.meta["val"])
-        return super().__len__()
+def _to_values(trace, x):
+    if isinstance(x, torch.Tensor):
+        return trace.value(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_values(trace, y) for y in x)
+    return x
 
 
-class _Tracer(torch.fx.Tracer):
-    """Keeps the modules remat maps as leaves; checkpoint calls become
-    markers. Runs every node on the example inputs as it records it (the
-    proxies are _ConcreteProxy), so that shapes are concrete."""
-
-    def __init__(self, path, examples):
+class _Dispatch(TorchDispatchMode):
+    def __init__(self, trace):
         super().__init__()
-        self.path = path
-        self.examples = list(examples)
-        self.placeholders = 0
+        self.trace = trace
 
-    def is_leaf_module(self, m, qualname):
-        if isinstance(m, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
-            return False
-        return type(m).__module__.startswith("torch.nn") or super().is_leaf_module(m, qualname)
-
-    def proxy(self, node):
-        return _ConcreteProxy(node, self)
-
-    # While a node runs on the example values (self.running), modules and
-    # attributes are the real ones, not recorded again.
-    running = False
-
-    def call_module(self, m, forward, args, kwargs):
-        if self.running:
-            return forward(*args, **kwargs)
-        return super().call_module(m, forward, args, kwargs)
-
-    def getattr(self, attr, attr_val, parameter_proxy_cache):
-        if self.running:
-            return attr_val
-        return super().getattr(attr, attr_val, parameter_proxy_cache)
-
-    def _module_getattr(self, attr, attr_val, parameter_proxy_cache):  # PyTorch 1.13's name
-        if self.running:
-            return attr_val
-        return super()._module_getattr(attr, attr_val, parameter_proxy_cache)
-
-    def create_arg(self, a):
-        # A tensor the traced code made (not a parameter or buffer of the
-        # model): a constant node, not an attribute fx would add to the model.
-        if isinstance(a, torch.Tensor) and not isinstance(a, nn.Parameter) \
-                and not any(a is b for b in self.root.buffers()):
-            _CONSTANTS.append(a)
-            node = self.create_node("call_function", _constant, (len(_CONSTANTS) - 1,), {})
-            node.meta["val"] = a
-            return node
-        return super().create_arg(a)
-
-    def create_proxy(self, kind, target, args, kwargs, *rest, **kw):
-        p = super().create_proxy(kind, target, args, kwargs, *rest, **kw)
-        node = p.node
-        if kind == "placeholder":
-            if self.placeholders >= len(self.examples):
-                raise ExportError("%s: forward has more inputs than the %d example inputs given"
-                                  % (self.path or "<root>", len(self.examples)))
-            node.meta["val"] = self.examples[self.placeholders]
-            self.placeholders += 1
-            return p
-        self.running = True  # getattr on the model, below, is fx's patched one: make it the real one
-        try:
-            if kind == "get_attr":
-                _value(node, self.root)
-                return p
-            a, k = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _value(n, self.root))
-            with torch.no_grad():
-                if kind == "call_function":
-                    node.meta["val"] = target(*a, **k)
-                elif kind == "call_method":
-                    node.meta["val"] = getattr(a[0], target)(*a[1:], **k)
-                elif kind == "call_module":
-                    node.meta["val"] = self.root.get_submodule(target)(*a, **k)
-        except ExportError:
-            raise
-        except Exception as e:
-            where = _join(self.path, target) if kind == "call_module" else (self.path or "<root>")
-            raise ExportError("%s: running %s %s on the example inputs failed: %s: %s"
-                              % (where, kind, getattr(target, "__name__", target), type(e).__name__, e))
-        finally:
-            self.running = False
-        return p
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        trace = self.trace
+        vargs, vkwargs = _to_values(trace, args), {k: _to_values(trace, v) for k, v in kwargs.items()}
+        # An in-place write into a tensor whose storage another tensor shares
+        # (a view, .detach(), .data) changes values the trace holds apart.
+        written = [a for a, spec in zip(args, func._schema.arguments)
+                   if isinstance(a, torch.Tensor) and spec.alias_info is not None and spec.alias_info.is_write]
+        aliased = any(trace.storages.get(a.untyped_storage().data_ptr(), 0) > 1 or
+                      trace.value(a).kind in ("param", "buffer", "input") and a.requires_grad for a in written)
+        out = func(*args, **kwargs)
+        inputs = [v for v in tree_flatten((vargs, vkwargs))[0] if isinstance(v, Value)]
+        name = func._schema.name.split("::")[-1].rstrip("_")
+        if name in _SHAPE_ONLY:
+            kind = "const"
+        elif torch.Tag.nondeterministic_seeded in func.tags or any(v.kind == "random" for v in inputs):
+            kind = "live" if any(v.live for v in inputs) else "random"
+        else:
+            kind = "live" if any(v.live for v in inputs) else "const"
+        path, label = trace.stack[-1], name
+        if kind == "const" and name in _VIEWS and inputs and inputs[0].kind == "const":
+            # A view of a constant keeps the name of what it views (RoPE's cos
+            # unsqueezed in attention stays the rotary embedding's cos).
+            path, label = inputs[0].path, inputs[0].label
+        outs = []
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor):
+                outs.append(None)
+                continue
+            snapshot = t.detach().clone() if kind == "const" else t.detach() if kind == "random" else None
+            outs.append(trace.add(t, kind, snapshot, path=path, label=label))
+        note = None
+        if name == "_safe_softmax" and kind == "live":
+            # PyTorch's safe softmax gives 0 on a row that is -inf everywhere:
+            # remat's softmax gives nan there. Noted for the op table.
+            note = bool((out == 0).all(-1).any())
+        if kind == "live" and not isinstance(out, (torch.Tensor, list, tuple)):
+            note = "python"  # a tensor's value read by Python (.item(), if x > 0)
+        if aliased and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
+            note = "aliased"
+        trace.events.append(Call(func, vargs, vkwargs, outs, path, note))
+        return out
 
 
-class _BuffersKept:
-    """Restores every buffer of `root` on exit: running the model to find its
-    shapes (ShapeProp) must not change it (batch norm's running statistics
-    are updated by every forward pass in training mode)."""
+class _Hooks:
+    """The global module hooks that keep trace.stack, the module path now."""
 
-    def __init__(self, root):
-        self.root = root
+    def __init__(self, trace):
+        self.trace = trace
 
     def __enter__(self):
-        self.saved = [(b, b.detach().clone()) for b in self.root.buffers()]
+        self.handles = [module_hooks.register_module_forward_pre_hook(self.trace.module_pre),
+                        module_hooks.register_module_forward_hook(self.trace.module_post, always_call=True)]
         return self
 
     def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+
+
+def run_traced(root, inputs, fn, regions):
+    """Runs fn() (the model's forward and loss) under the trace; returns
+    (trace, fn's result). inputs: (name, tensor) of the example inputs.
+    regions: a torch_export_regions.Regions, entered around the run. The
+    model's buffers and PyTorch's random state are as they were after it."""
+    trace = Trace(root, inputs)
+    buffers = [(b, b.detach().clone()) for b in root.buffers()]
+    try:
+        with torch.random.fork_rng(), regions.recording(trace), _Hooks(trace), _Dispatch(trace):
+            result = fn()
+    except ExportError:
+        raise
+    except Exception as e:
+        raise ExportError("%s: the model's forward raised %s: %s (under the exporter's trace)"
+                          % (trace.stack[-1] or "<root>", type(e).__name__, e)) from e
+    finally:
         with torch.no_grad():
-            for b, v in self.saved:
-                b.copy_(v)
+            for b, saved in buffers:
+                b.copy_(saved)
+    return trace, result

@@ -1,0 +1,638 @@
+"""tools/torch_export.py's op table: each ATen op a model reduces to, as
+remat's ops (engines/api/program_text.h's syntax), its attributes checked.
+
+TABLE maps "op.overload" (an in-place op as its functional one: add_.Tensor
+is add.Tensor) to fn(ctx, *args, **kwargs), called only when an input is
+live (depends on a parameter or float input; ops on constants are computed
+at export). Arguments are the lowering's entries (torch_export_lower.py:
+Live, Src, Const, Random) or Python values; fn returns the entry of each
+output, or raises ctx.fail("what is not supported"). The table:
+
+  view _unsafe_view _reshape_alias reshape unsqueeze squeeze flatten unflatten  reshape
+  t transpose permute       transpose (last two axes, rank <= 3) or permute; a
+                            parameter read only through .t() (nn.Linear's weight) is
+                            written transposed, "<path>.T"
+  expand                    expand (the identity when the shape is kept)
+  clone alias lift_fresh _to_copy(f32)  the identity; detach is a stop-gradient:
+                            not supported (autograd's own detaches are never read)
+  slice select split split_with_sizes unbind cat stack   slice, select, cat
+  add sub mul div (.Tensor, .Scalar; rsub)  add, sub, mul, div (numpy broadcasting;
+                            a suffix broadcast as bias_add, a number as scale, x*x
+                            as square, a constant as an input of the program)
+  neg exp log sin cos relu silu tanh sigmoid rsqrt sqrt  the same op
+  gelu                      gelu (approximate='tanh') or gelu_erf
+  pow.Tensor_Scalar         square (2) or pow scalar=P     hardtanh  hardtanh ints=[MIN,MAX]
+  masked_fill where         masked_fill, where: the mask a constant (i32 input)
+  _softmax _safe_softmax _log_softmax   softmax, log_softmax (last axis)
+  nll_loss_forward          cross_entropy of log_softmax's input (mean; ints=[IGNORE]
+                            when the targets hold ignore_index)
+  sum mean amax (.default, .dim)   sum, mean, amax ints=[AXES] keepdim=1; mean over
+                            (H, W) of a rank-4 value as global_avg_pool
+  mm bmm addmm              matmul (+ bias_add)
+  native_layer_norm         layer_norm (scalar=EPS unless 1e-5)
+  native_batch_norm _native_batch_norm_legit (training)  batch_norm, and the new
+                            running statistics as state of their buffers
+  convolution               conv2d / conv2d_bias ints=[S,P] or [SH,SW,PH,PW,DH,DW,G]
+  max_pool2d_with_indices   max_pool2d       _adaptive_avg_pool2d  global_avg_pool or
+                            adaptive_avg_pool2d
+  embedding                 embedding (ints=[PADDING_IDX])
+  native_dropout; bernoulli_ + div_ + mul (CPU dropout)   dropout on dropout_seed
+  _scaled_dot_product_flash_attention_for_cpu   its definition: matmul, scale,
+                            masked_fill (causal) or the mask, softmax, dropout,
+                            matmul; fewer key/value heads by expand
+"""
+
+import math
+
+import numpy as np
+import torch
+
+from torch_export_lower import Const, Live, Random, Src
+
+TABLE = {}
+
+
+def op(*names):
+    def register(fn):
+        for n in names:
+            TABLE[n] = fn
+        return fn
+    return register
+
+
+def _axis(d, rank):
+    d = int(d)
+    return d + rank if d < 0 else d
+
+
+def _scalar(ctx, x):
+    """A Python number, or the value of a one-element constant; else None."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    if isinstance(x, Const) and x.tensor.numel() == 1 and x.tensor.dtype != torch.bool:
+        return float(x.tensor.reshape(()).item())
+    return None
+
+
+def _reshape(ctx, xid, from_shape, to_shape):
+    if tuple(from_shape) == tuple(to_shape):
+        return xid
+    return ctx.emit("reshape", [xid], to_shape, " ints=[%s]" % ",".join(str(d) for d in to_shape)).id
+
+
+def _ints(values):
+    return " ints=[%s]" % ",".join(str(int(v)) for v in values)
+
+
+def _live(ctx, x):
+    if not ctx.live(x):
+        ctx.fail("a %s input where a value of the model is expected" % type(x).__name__)
+    return ctx.id(x)
+
+
+# Layout.
+@op("view.default", "_unsafe_view.default", "_reshape_alias.default", "reshape.default", "unsqueeze.default",
+    "squeeze.dim", "squeeze.dims", "squeeze.default", "flatten.using_ints", "unflatten.int", "view.dtype")
+def _view(ctx, x, *rest, **kw):
+    return ctx.emit("reshape", [_live(ctx, x)], ctx.out_shape(), _ints(ctx.out_shape())) \
+        if tuple(ctx.out_shape()) != tuple(x.shape) else x
+
+
+def _permute(ctx, x, perm):
+    perm = [_axis(d, len(x.shape)) for d in perm]
+    if perm == list(range(len(perm))):
+        return x
+    shape = tuple(x.shape[p] for p in perm)
+    if len(perm) == 2:
+        tid = ctx.transposed_param(x)
+        if tid is not None:
+            return Live(ctx.body, tid, shape)
+    if len(perm) in (2, 3) and perm == list(range(len(perm) - 2)) + [len(perm) - 1, len(perm) - 2]:
+        return ctx.emit("transpose", [_live(ctx, x)], shape)
+    return ctx.emit("permute", [_live(ctx, x)], shape, _ints(perm))
+
+
+@op("t.default", "numpy_T.default")
+def _t(ctx, x):
+    return _permute(ctx, x, list(range(len(x.shape)))[::-1])
+
+
+@op("transpose.int")
+def _transpose(ctx, x, d0, d1):
+    perm = list(range(len(x.shape)))
+    a, b = _axis(d0, len(perm)), _axis(d1, len(perm))
+    perm[a], perm[b] = perm[b], perm[a]
+    return _permute(ctx, x, perm)
+
+
+@op("permute.default")
+def _permute_op(ctx, x, dims):
+    return _permute(ctx, x, dims)
+
+
+@op("expand.default")
+def _expand(ctx, x, size, implicit=False):
+    out = ctx.out_shape()
+    if tuple(out) == tuple(x.shape):
+        return x
+    return ctx.emit("expand", [_live(ctx, x)], out, _ints(out))
+
+
+@op("clone.default", "alias.default", "lift_fresh.default", "contiguous.default")
+def _identity(ctx, x, *rest, **kw):
+    return x
+
+
+@op("_to_copy.default", "to.dtype")
+def _to_copy(ctx, x, *rest, dtype=None, **kw):
+    if dtype not in (None, torch.float32):
+        ctx.fail("a cast to %s (remat's programs are f32)" % dtype)
+    return x
+
+
+def _comparison(ctx, *args, **kwargs):
+    ctx.fail("a mask computed from the model's values (remat's masks are fixed at export: made from buffers, "
+             "shapes and constants)")
+
+
+for _name in ("gt", "ge", "lt", "le", "eq", "ne", "logical_not", "logical_and", "logical_or", "isnan", "isinf",
+              "argmax", "argmin"):
+    for _overload in ("Scalar", "Tensor", "default"):
+        TABLE["%s.%s" % (_name, _overload)] = _comparison
+
+
+@op("detach.default")
+def _detach(ctx, x):
+    ctx.fail("detach, a stop-gradient (remat differentiates every use of a value)")
+
+
+def _slice(ctx, xid, shape, axis, start, length, step=1):
+    out = list(shape)
+    out[axis] = length
+    ints = [axis, start, length] + ([step] if step != 1 else [])
+    return ctx.emit("slice", [xid], out, _ints(ints))
+
+
+@op("slice.Tensor")
+def _slice_op(ctx, x, dim=0, start=None, end=None, step=1):
+    axis = _axis(dim, len(x.shape))
+    start, stop, step = slice(start, end, step).indices(x.shape[axis])
+    length = len(range(start, stop, step))
+    if (start, length, step) == (0, x.shape[axis], 1):
+        return x
+    return _slice(ctx, _live(ctx, x), x.shape, axis, start, length, step)
+
+
+@op("select.int")
+def _select(ctx, x, dim, index):
+    axis = _axis(dim, len(x.shape))
+    index = _axis(index, x.shape[axis])
+    return ctx.emit("select", [_live(ctx, x)], ctx.out_shape(), _ints([axis, index]))
+
+
+@op("split.Tensor", "split_with_sizes.default", "split.sizes")
+def _split(ctx, x, sizes, dim=0):
+    axis = _axis(dim, len(x.shape))
+    n = x.shape[axis]
+    sizes = [min(int(sizes), n - s) for s in range(0, n, int(sizes))] if isinstance(sizes, int) else list(sizes)
+    xid, starts = _live(ctx, x), np.cumsum([0] + sizes)
+    return [x if size == n else _slice(ctx, xid, x.shape, axis, int(s), int(size))
+            for s, size in zip(starts[:-1], sizes)]
+
+
+@op("unbind.int")
+def _unbind(ctx, x, dim=0):
+    axis = _axis(dim, len(x.shape))
+    xid = _live(ctx, x)
+    out = x.shape[:axis] + x.shape[axis + 1:]
+    return [ctx.emit("select", [xid], out, _ints([axis, i])) for i in range(x.shape[axis])]
+
+
+@op("cat.default")
+def _cat(ctx, tensors, dim=0):
+    tensors = [t for t in tensors if t.shape != (0,)]  # torch.cat skips empty 1-d tensors
+    rank = len(tensors[0].shape)
+    axis = _axis(dim, rank)
+    y, shape = ctx.id(tensors[0]), list(tensors[0].shape)
+    for t in tensors[1:]:
+        shape[axis] += t.shape[axis]
+        y = ctx.emit("cat", [y, ctx.id(t)], shape, _ints([axis])).id
+    return Live(ctx.body, y, shape) if len(tensors) > 1 else tensors[0]
+
+
+@op("stack.default")
+def _stack(ctx, tensors, dim=0):
+    rank = len(tensors[0].shape) + 1
+    axis = _axis(dim, rank)
+    shape = list(tensors[0].shape)
+    shape.insert(axis, 1)
+    parts = [Live(ctx.body, _reshape(ctx, ctx.id(t), t.shape, shape), shape) for t in tensors]
+    return _cat(ctx, parts, axis)
+
+
+@op("embedding.default")
+def _embedding(ctx, weight, ids, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if ctx.live(ids) or not ctx.live(weight):
+        ctx.fail("embedding of ids computed from the model's values")
+    if scale_grad_by_freq or sparse:
+        ctx.fail("embedding(scale_grad_by_freq=%s, sparse=%s)" % (scale_grad_by_freq, sparse))
+    attrs = _ints([padding_idx]) if padding_idx is not None and padding_idx >= 0 else ""
+    return ctx.emit("embedding", [ctx.id(weight), ctx.id(ids, "ids")], ctx.out_shape(), attrs)
+
+
+# Arithmetic.
+def _binary(ctx, name, a, b):
+    """a <name> b, name in add, sub, mul, div; at least one live."""
+    sa, sb = _scalar(ctx, a), _scalar(ctx, b)
+    out = tuple(ctx.out_shape())
+    if sb is not None and ctx.live(a) and tuple(a.shape) != out or sa is not None and ctx.live(b) and tuple(b.shape) != out:
+        sa = sb = None  # a one-element tensor that broadcasts the other up: not a number
+    if sb is not None and not ctx.live(b):
+        if name in ("mul", "div"):
+            c = sb if name == "mul" else 1.0 / sb
+            return a if c == 1.0 else ctx.emit("scale", [_live(ctx, a)], ctx.out_shape(), " scalar=%r" % c)
+        if sb == 0.0:
+            return a
+    if sa is not None and not ctx.live(a):
+        if name == "mul":
+            return _binary(ctx, "mul", b, a)
+        if name == "add":
+            return _binary(ctx, "add", b, a)
+        if name == "sub" and sa == 0.0:
+            return ctx.emit("neg", [_live(ctx, b)], ctx.out_shape())
+    aid, bid = _operand(ctx, a, sa), _operand(ctx, b, sb)
+    sa_, sb_ = _shape_of(a, sa), _shape_of(b, sb)
+    if sa_ == sb_:
+        if name == "mul" and aid == bid:
+            return ctx.emit("square", [aid], out)
+        return ctx.emit(name, [aid, bid], out)
+    if name == "add":
+        # A suffix broadcast (a bias of (C,) or (T, C) on (..., T, C)):
+        # bias_add on rows, its gradient the sum over rows.
+        big, small, bid_, sid = (sa_, sb_, aid, bid) if len(sa_) >= len(sb_) else (sb_, sa_, bid, aid)
+        trail = tuple(small)
+        while len(trail) > 1 and trail[0] == 1:
+            trail = trail[1:]
+        if trail and tuple(big) == tuple(out) and len(trail) < len(big) and tuple(big[len(big) - len(trail):]) == trail:
+            n = int(np.prod(trail))
+            rows = int(np.prod(big)) // n
+            y = ctx.emit("bias_add", [_reshape(ctx, bid_, big, (rows, n)), _reshape(ctx, sid, small, (n,))], (rows, n))
+            return Live(ctx.body, _reshape(ctx, y.id, (rows, n), out), out)
+    return ctx.emit(name, [aid, bid], out)
+
+
+def _shape_of(x, s):
+    return () if s is not None and not isinstance(x, (Live, Src, Const)) else tuple(x.shape)
+
+
+def _operand(ctx, x, s):
+    if isinstance(x, (Live, Src, Const)):
+        return ctx.id(x)
+    return ctx.const_input(torch.tensor(s, dtype=torch.float32), "scalar")
+
+
+def _alpha(ctx, b, alpha):
+    if alpha in (None, 1):
+        return b
+    if ctx.live(b):
+        return ctx.emit("scale", [ctx.id(b)], b.shape, " scalar=%r" % float(alpha))
+    return alpha * _scalar(ctx, b)
+
+
+@op("add.Tensor", "add.Scalar")
+def _add(ctx, a, b, alpha=1):
+    return _binary(ctx, "add", a, _alpha(ctx, b, alpha))
+
+
+@op("sub.Tensor", "sub.Scalar")
+def _sub(ctx, a, b, alpha=1):
+    return _binary(ctx, "sub", a, _alpha(ctx, b, alpha))
+
+
+@op("rsub.Tensor", "rsub.Scalar")
+def _rsub(ctx, a, b, alpha=1):
+    return _binary(ctx, "sub", b, _alpha(ctx, a, alpha))
+
+
+@op("mul.Tensor", "mul.Scalar")
+def _mul(ctx, a, b):
+    for x, noise in ((a, b), (b, a)):
+        if isinstance(noise, Random) and ctx.live(x):
+            if not noise.scaled or tuple(noise.shape) != tuple(x.shape):
+                ctx.fail("a product with random values that is not dropout's (bernoulli(1-p) / (1-p))")
+            p = float("%.12g" % (1.0 - noise.keep))
+            return ctx.dropout(ctx.id(x), p, ctx.out_shape())
+    return _binary(ctx, "mul", a, b)
+
+
+@op("div.Tensor", "div.Scalar")
+def _div(ctx, a, b):
+    if isinstance(a, Random):
+        c = _scalar(ctx, b)
+        if a.scaled or c is None or abs(c - a.keep) > 1e-12:
+            ctx.fail("random values divided by %r (dropout divides bernoulli(1-p) by 1-p)" % (c,))
+        return Random(a.keep, True, a.shape)
+    return _binary(ctx, "div", a, b)
+
+
+@op("bernoulli.float", "bernoulli.p")
+def _bernoulli(ctx, x, p=0.5, generator=None):
+    if ctx.live(x):
+        ctx.fail("bernoulli of the model's values")
+    return Random(float(p), False, x.shape)
+
+
+@op("native_dropout.default")
+def _native_dropout(ctx, x, p, train):
+    if not train or p == 0:
+        return [x, None]
+    return [ctx.dropout(_live(ctx, x), float(p), x.shape), None]
+
+
+def _unary(name):
+    def lower(ctx, x):
+        return ctx.emit(name, [_live(ctx, x)], x.shape)
+    return lower
+
+
+for _name in ("neg", "exp", "log", "sin", "cos", "relu", "silu", "tanh", "sigmoid", "rsqrt", "sqrt"):
+    TABLE["%s.default" % _name] = _unary(_name)
+
+
+@op("gelu.default")
+def _gelu(ctx, x, approximate="none"):
+    return ctx.emit("gelu" if approximate == "tanh" else "gelu_erf", [_live(ctx, x)], x.shape)
+
+
+@op("pow.Tensor_Scalar")
+def _pow(ctx, x, p):
+    if p == 2:
+        return ctx.emit("square", [_live(ctx, x)], x.shape)
+    if p == 1:
+        return x
+    return ctx.emit("pow", [_live(ctx, x)], x.shape, " scalar=%r" % float(p))
+
+
+@op("hardtanh.default")
+def _hardtanh(ctx, x, lo=-1.0, hi=1.0):
+    if lo != int(lo) or hi != int(hi):
+        ctx.fail("hardtanh(min_val=%r, max_val=%r) (remat's takes integer bounds)" % (lo, hi))
+    return ctx.emit("hardtanh", [_live(ctx, x)], x.shape, _ints([lo, hi]))
+
+
+def _mask(ctx, mask, shape, hint="mask", invert=False):
+    """A constant boolean mask, broadcast to `shape`, as an i32 input (1 where true)."""
+    if ctx.live(mask) or not isinstance(mask, Const):
+        ctx.fail("a mask computed from the model's values (remat's masks are fixed at export: made from "
+                 "buffers, shapes and constants)")
+    m = mask.tensor.to(torch.bool)
+    if invert:
+        m = ~m
+    try:
+        m = m.expand(shape)
+    except RuntimeError:
+        ctx.fail("a mask of shape %s on a value of shape %s" % (tuple(mask.shape), tuple(shape)))
+    return ctx.const_input(m.to(torch.int32).contiguous(), hint)
+
+
+@op("masked_fill.Scalar", "masked_fill.Tensor")
+def _masked_fill(ctx, x, mask, value):
+    v = _scalar(ctx, value)
+    if v is None:
+        ctx.fail("masked_fill with a tensor value (remat's fills with a number)")
+    return ctx.emit("masked_fill", [_live(ctx, x), _mask(ctx, mask, x.shape)], x.shape, " scalar=%r" % v)
+
+
+@op("where.self")
+def _where(ctx, cond, a, b):
+    if ctx.live(cond):
+        ctx.fail("where with a condition computed from the model's values")
+    c = _mask(ctx, cond, cond.shape)
+    return ctx.emit("where", [c, _operand(ctx, a, _scalar(ctx, a)), _operand(ctx, b, _scalar(ctx, b))],
+                    ctx.out_shape())
+
+
+# Softmax and the loss.
+def _last_axis(ctx, x, dim, what):
+    if _axis(dim, len(x.shape)) != len(x.shape) - 1:
+        ctx.fail("%s over dim %r (remat's is over the last axis)" % (what, dim))
+
+
+@op("_softmax.default", "_safe_softmax.default")
+def _softmax(ctx, x, dim, *rest):
+    _last_axis(ctx, x, dim, "softmax")
+    if ctx.call.note is True:
+        ctx.fail("softmax of a row that is -inf everywhere (PyTorch's safe softmax gives 0, remat's nan)")
+    return ctx.emit("softmax", [_live(ctx, x)], x.shape)
+
+
+@op("_log_softmax.default")
+def _log_softmax(ctx, x, dim, half_to_float=False):
+    _last_axis(ctx, x, dim, "log_softmax")
+    y = ctx.emit("log_softmax", [_live(ctx, x)], x.shape)
+    y.origin = ("log_softmax", x)
+    return y
+
+
+@op("nll_loss_forward.default")
+def _nll_loss(ctx, x, target, weight, reduction, ignore_index):
+    origin = getattr(x, "origin", None)
+    if origin is None or origin[0] != "log_softmax" or len(x.shape) != 2:
+        ctx.fail("nll_loss of %s values (remat's cross_entropy takes log_softmax's (N, C) logits)"
+                 % ("rank-%d" % len(x.shape) if len(x.shape) != 2 else "other"))
+    if weight is not None or reduction != 1:
+        ctx.fail("cross_entropy(weight=%s, reduction=%s) (remat's: no weight, the mean)"
+                 % (weight is not None, ["none", "mean", "sum"][reduction]))
+    if ctx.live(target):
+        ctx.fail("targets computed from the model's values")
+    held = bool((target.tensor == ignore_index).any())
+    loss = ctx.emit("cross_entropy", [ctx.id(origin[1]), ctx.id(target, "targets")], (),
+                    _ints([ignore_index]) if held else "")
+    return [loss, None]
+
+
+# Reductions.
+def _reduce(ctx, name, x, dims, keepdim):
+    rank = len(x.shape)
+    axes = sorted({_axis(d, rank) for d in dims}) if dims else list(range(rank))
+    out = ctx.out_shape()
+    if axes == list(range(rank)) and not keepdim:
+        s = ctx.emit("sum" if name != "amax" else "amax", [_live(ctx, x)], ())
+        if name == "mean":
+            s = ctx.emit("scale", [s.id], (), " scalar=%r" % (1.0 / int(np.prod(x.shape))))
+        return s
+    if name == "mean" and rank == 4 and axes == [2, 3]:
+        g = ctx.emit("global_avg_pool", [_live(ctx, x)], x.shape[:2])
+        return Live(ctx.body, _reshape(ctx, g.id, x.shape[:2], out), out)
+    return ctx.emit(name, [_live(ctx, x)], out, _ints(axes) + (" keepdim=1" if keepdim else ""))
+
+
+@op("sum.dim_IntList")
+def _sum_dim(ctx, x, dims, keepdim=False, dtype=None):
+    return _reduce(ctx, "sum", x, dims, keepdim)
+
+
+@op("mean.dim")
+def _mean_dim(ctx, x, dims, keepdim=False, dtype=None):
+    return _reduce(ctx, "mean", x, dims, keepdim)
+
+
+@op("sum.default")
+def _sum(ctx, x, dtype=None):
+    return _reduce(ctx, "sum", x, None, False)
+
+
+@op("mean.default")
+def _mean(ctx, x, dtype=None):
+    return _reduce(ctx, "mean", x, None, False)
+
+
+@op("amax.default")
+def _amax(ctx, x, dims=(), keepdim=False):
+    return _reduce(ctx, "amax", x, dims, keepdim)
+
+
+# Matrix products.
+@op("mm.default", "bmm.default")
+def _mm(ctx, a, b):
+    return ctx.emit("matmul", [ctx.id(a), ctx.id(b)], ctx.out_shape())
+
+
+@op("addmm.default")
+def _addmm(ctx, bias, a, b, beta=1, alpha=1):
+    if beta != 1 or alpha != 1 or len(bias.shape) != 1:
+        ctx.fail("addmm(beta=%r, alpha=%r) with a bias of shape %s (remat's: a bias vector)"
+                 % (beta, alpha, tuple(bias.shape)))
+    y = ctx.emit("matmul", [ctx.id(a), ctx.id(b)], ctx.out_shape())
+    return ctx.emit("bias_add", [y.id, ctx.id(bias)], ctx.out_shape())
+
+
+# Normalisation, convolution, pooling.
+@op("native_layer_norm.default")
+def _layer_norm(ctx, x, shape, weight, bias, eps):
+    c = x.shape[-1]
+    if tuple(shape) != (c,):
+        ctx.fail("layer_norm over %s (remat's: the last axis)" % (tuple(shape),))
+    w = ctx.id(weight) if weight is not None else ctx.const_input(torch.ones(c), "ones")
+    b = ctx.id(bias) if bias is not None else ctx.const_input(torch.zeros(c), "zeros")
+    attrs = "" if eps == 1e-5 else " scalar=%r" % float(eps)
+    return [ctx.emit("layer_norm", [_live(ctx, x), w, b], x.shape, attrs), None, None]
+
+
+@op("native_batch_norm.default", "_native_batch_norm_legit.default", "_native_batch_norm_legit_functional.default")
+def _batch_norm(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    if not training:
+        ctx.fail("batch_norm in eval mode (remat's normalizes with the batch's statistics: export in train())")
+    if weight is None or bias is None or len(x.shape) != 4:
+        ctx.fail("batch_norm without affine parameters or of a rank-%d value (remat's: affine, NCHW)"
+                 % len(x.shape))
+    xid = _live(ctx, x)
+    for stat, op_name in ((running_mean, "batch_norm_running_mean"), (running_var, "batch_norm_running_var")):
+        if stat is None:
+            continue
+        sid = ctx.id(stat)
+        new = ctx.emit(op_name, [xid, sid], None, " scalar=%r" % float(momentum))
+        ctx.emit("state", [new.id], None, ' name="%s"' % stat.value.name.replace('"', ""), root=True)
+    y = ctx.emit("batch_norm", [xid, ctx.id(weight), ctx.id(bias)], x.shape, " scalar=%r" % float(eps))
+    return [y, None, None]
+
+
+@op("convolution.default")
+def _convolution(ctx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed or len(stride) != 2:
+        ctx.fail("convolution(transposed=%s) of %d spatial axes (remat's: conv2d)" % (transposed, len(stride)))
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    if sh == sw and ph == pw and dh == dw == 1 and groups == 1:
+        ints = [sh, ph]
+    else:
+        ints = [sh, sw, ph, pw, dh, dw, groups]
+    inputs = [_live(ctx, x), ctx.id(w)] + ([ctx.id(bias)] if bias is not None else [])
+    return ctx.emit("conv2d" if bias is None else "conv2d_bias", inputs, ctx.out_shape(), _ints(ints))
+
+
+@op("max_pool2d_with_indices.default")
+def _max_pool(ctx, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
+    def square(v, what):
+        v = list(v) if isinstance(v, (list, tuple)) else [v]
+        if len(v) == 2 and v[0] != v[1]:
+            ctx.fail("max_pool2d with a %s of %s (remat's is square)" % (what, v))
+        return int(v[0])
+    k = square(kernel, "kernel")
+    s = square(stride, "stride") if stride else k
+    if square(dilation, "dilation") != 1 or ceil_mode:
+        ctx.fail("max_pool2d(dilation=%r, ceil_mode=%s) (remat's: dilation 1, floor)" % (dilation, ceil_mode))
+    return [ctx.emit("max_pool2d", [_live(ctx, x)], ctx.out_shape(), _ints([k, s, square(padding, "padding")])), None]
+
+
+@op("_adaptive_avg_pool2d.default", "adaptive_avg_pool2d.default")
+def _adaptive_avg_pool(ctx, x, size):
+    out = ctx.out_shape()
+    if tuple(size) == (1, 1):
+        g = ctx.emit("global_avg_pool", [_live(ctx, x)], x.shape[:2])
+        return Live(ctx.body, _reshape(ctx, g.id, x.shape[:2], out), out)
+    return ctx.emit("adaptive_avg_pool2d", [_live(ctx, x)], out, _ints(size))
+
+
+# Attention.
+def _batched(ctx, xid, shape):
+    """(B, H, T, D) as (B*H, T, D)."""
+    return _reshape(ctx, xid, shape, (shape[0] * shape[1],) + tuple(shape[2:]))
+
+
+def _heads(ctx, x, heads):
+    """k or v (B, Hkv, S, D) read by `heads` query heads: each kv head
+    repeated for its group (grouped-query attention), by expand."""
+    b, h, s, d = x.shape
+    xid = ctx.id(x)
+    if h == heads:
+        return xid
+    if heads % h:
+        ctx.fail("attention with %d query heads and %d key/value heads" % (heads, h))
+    g = heads // h
+    y = _reshape(ctx, xid, x.shape, (b, h, 1, s, d))
+    y = ctx.emit("expand", [y], (b, h, g, s, d), _ints((b, h, g, s, d))).id
+    return _reshape(ctx, y, (b, h, g, s, d), (b, heads, s, d))
+
+
+@op("_scaled_dot_product_flash_attention_for_cpu.default")
+def _sdpa(ctx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
+    """softmax(q k^T * scale + mask) v, as its definition."""
+    if len(q.shape) != 4 or len(k.shape) != 4:
+        ctx.fail("scaled_dot_product_attention of q %s, k %s (remat's: (B, H, T, D))" % (q.shape, k.shape))
+    b, h, t, d = q.shape
+    s_len, dv = k.shape[2], v.shape[3]
+    kid, vid = _heads(ctx, k, h), _heads(ctx, v, h)
+    kt = ctx.emit("permute", [kid], (b, h, d, s_len), _ints([0, 1, 3, 2])).id
+    scores = (b, h, t, s_len)
+    s = ctx.emit("matmul", [_batched(ctx, ctx.id(q), q.shape), _batched(ctx, kt, (b, h, d, s_len))],
+                 (b * h, t, s_len)).id
+    s = _reshape(ctx, s, (b * h, t, s_len), scores)
+    c = float(scale) if scale is not None else 1.0 / math.sqrt(d)
+    s = ctx.emit("scale", [s], scores, " scalar=%r" % c).id
+    if is_causal:
+        causal = torch.ones(t, s_len, dtype=torch.bool).tril().logical_not()
+        s = ctx.emit("masked_fill", [s, ctx.const_input(causal.expand(scores).to(torch.int32).contiguous(),
+                                                        "causal_mask")], scores, " scalar=-inf").id
+    if attn_mask is not None:
+        if isinstance(attn_mask, Const) and attn_mask.tensor.dtype == torch.bool:
+            s = ctx.emit("masked_fill", [s, _mask(ctx, attn_mask, scores, invert=True)], scores, " scalar=-inf").id
+        else:
+            s = _binary(_ScoresCtx(ctx, scores), "add", Live(ctx.body, s, scores), attn_mask).id
+    p = ctx.emit("softmax", [s], scores).id
+    if dropout_p:
+        p = ctx.dropout(p, float(dropout_p), scores).id
+    y = ctx.emit("matmul", [_batched(ctx, p, scores), _batched(ctx, vid, (b, h, s_len, dv))], (b * h, t, dv)).id
+    return [Live(ctx.body, _reshape(ctx, y, (b * h, t, dv), (b, h, t, dv)), (b, h, t, dv)), None]
+
+
+class _ScoresCtx:
+    """ctx with out_shape() the scores' (for a float mask added to them)."""
+
+    def __init__(self, ctx, shape):
+        self._ctx, self._shape = ctx, shape
+
+    def out_shape(self, i=0):
+        return self._shape
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
