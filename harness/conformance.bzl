@@ -23,6 +23,8 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
         data = [
             "//problems/files:keep_mask.npy",
             "//problems/files:llama_rmsnorm.remat",
+            "//problems/files:mobilenet_block.remat",
+            "//problems/files:vit_tokens.remat",
         ],
         # eager is the baseline every engine on its kernels is compared with
         # bit for bit; oracle is the float64 oracle every engine is compared

@@ -76,9 +76,14 @@ void ExpectArgumentsUnwritten(const std::vector<std::string>& before, const Prog
 
 // Program files the suite runs as problems, beside the registered ones:
 // the ops an exporter writes for a model (broadcasting, reductions over
-// axes, where) that no C++ problem uses. Their data (integer inputs) lie
+// axes, where; expand, cat, select, strided slices; grouped and biased
+// convolutions) that no C++ problem uses. Their data (integer inputs) lie
 // beside them (ProgramFileProblem::FixedInput).
-const char* const kProgramFiles[] = {"problems/files/llama_rmsnorm.remat"};
+const char* const kProgramFiles[] = {
+    "problems/files/llama_rmsnorm.remat",
+    "problems/files/vit_tokens.remat",
+    "problems/files/mobilenet_block.remat",
+};
 
 const std::vector<std::unique_ptr<ProgramFileProblem>>& FileProblems() {
   static const auto* files = [] {
