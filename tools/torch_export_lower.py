@@ -58,6 +58,7 @@ class Lowering:
         self.order = []  # every unsupported use's line, in the order met
         self.top = Body(None)
         self.transposed = self._transposed_only()
+        self._judge_aliased_writes()
 
     def fresh(self):
         self.count += 1
@@ -78,6 +79,21 @@ class Lowering:
                     ev.name == "transpose.int" and sorted(a % 2 for a in ev.args[1:3]) == [0, 1]))
                 (t_uses if is_t else other).add(v.index)
         return t_uses - other
+
+    def _judge_aliased_writes(self):
+        """An in-place write whose storage other tensors share (the trace's
+        note ("aliased", their ids)) is refused ("aliased") when one of those
+        tensors is read after it: the trace holds its old contents. Else the
+        write is a plain op."""
+        events = [ev for ev in self.trace.events if hasattr(ev, "func")]
+        for i, ev in enumerate(events):
+            if not (isinstance(ev.note, tuple) and ev.note[0] == "aliased"):
+                continue
+            others = ev.note[1]
+            read_later = any(getattr(v, "tensor_id", None) in others
+                             for later in events[i + 1:]
+                             for v in tree_flatten((later.args, later.kwargs))[0] if isinstance(v, Value))
+            ev.note = "aliased" if read_later else None
 
     def entry(self, v):
         e = self.env.get(v.index)

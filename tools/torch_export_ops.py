@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from torch_export_lower import Const, Live, Random, Src
+from torch_export_program import _ident
 
 TABLE = {}
 
@@ -110,6 +111,22 @@ def _permute(ctx, x, perm):
     if len(perm) in (2, 3) and perm == list(range(len(perm) - 2)) + [len(perm) - 1, len(perm) - 2]:
         return ctx.emit("transpose", [_live(ctx, x)], shape)
     return ctx.emit("permute", [_live(ctx, x)], shape, _ints(perm))
+
+
+@op("as_strided.default")
+def _as_strided(ctx, x, size, stride, storage_offset=None):
+    """as_strided that reads x's elements in order (a contiguous view of
+    them all: adaptive pooling to x's own size) is a reshape; any other
+    reads overlapping or skipped elements and is not supported."""
+    contiguous, step = [], 1
+    for d in reversed(list(size)):
+        contiguous.insert(0, step)
+        step *= int(d)
+    same = [int(st) for st, d in zip(stride, size) if d != 1] == [c for c, d in zip(contiguous, size) if d != 1]
+    if not same or step != int(np.prod(x.shape)) or (storage_offset or 0) != 0:
+        ctx.fail("as_strided(size=%s, stride=%s, storage_offset=%s) of a %s value (remat's: a contiguous view "
+                 "of every element, a reshape)" % (list(size), list(stride), storage_offset, tuple(x.shape)))
+    return _view(ctx, x)
 
 
 @op("t.default", "numpy_T.default")
@@ -318,11 +335,26 @@ def _rsub(ctx, a, b, alpha=1):
 def _mul(ctx, a, b):
     for x, noise in ((a, b), (b, a)):
         if isinstance(noise, Random) and ctx.live(x):
-            if not noise.scaled or tuple(noise.shape) != tuple(x.shape):
+            if not noise.scaled or not _broadcasts(noise.shape, x.shape):
                 ctx.fail("a product with random values that is not dropout's (bernoulli(1-p) / (1-p))")
             p = float("%.12g" % (1.0 - noise.keep))
-            return ctx.dropout(ctx.id(x), p, ctx.out_shape())
+            if tuple(noise.shape) == tuple(x.shape):
+                return ctx.dropout(ctx.id(x), p, ctx.out_shape())
+            # Stochastic depth (torchvision's StochasticDepth, timm's
+            # drop_path): one draw per sample, (N, 1, ...), broadcast over the
+            # rest. The contract's dropout of ones of the noise's shape is that
+            # draw; the product broadcasts it.
+            ones = ctx.const_input(torch.ones(noise.shape), "ones")
+            mask = ctx.dropout(ones, p, noise.shape)
+            return ctx.emit("mul", [ctx.id(x), mask.id], ctx.out_shape())
     return _binary(ctx, "mul", a, b)
+
+
+def _broadcasts(small, big):
+    """Whether `small` broadcasts to `big` (numpy's rule) without growing it."""
+    if len(small) > len(big):
+        return False
+    return all(s in (1, b) for s, b in zip(tuple(small)[::-1], tuple(big)[::-1]))
 
 
 @op("div.Tensor", "div.Scalar")
@@ -378,6 +410,21 @@ def _hardtanh(ctx, x, lo=-1.0, hi=1.0):
     if lo != int(lo) or hi != int(hi):
         ctx.fail("hardtanh(min_val=%r, max_val=%r) (remat's takes integer bounds)" % (lo, hi))
     return ctx.emit("hardtanh", [_live(ctx, x)], x.shape, _ints([lo, hi]))
+
+
+@op("hardsigmoid.default")
+def _hardsigmoid(ctx, x):
+    """relu6(x + 3) / 6, as PyTorch defines it (MobileNetV3's gates)."""
+    shifted = _binary(ctx, "add", x, 3.0)
+    return _binary(ctx, "div", ctx.emit("hardtanh", [shifted.id], x.shape, _ints([0, 6])), 6.0)
+
+
+@op("hardswish.default")
+def _hardswish(ctx, x):
+    """x * relu6(x + 3) / 6, as PyTorch defines it; its gradient is remat's
+    of that composition (PyTorch's hardswish_backward differs only at the
+    kinks x = -3 and x = 3)."""
+    return ctx.emit("mul", [_live(ctx, x), _hardsigmoid(ctx, x).id], x.shape)
 
 
 def _mask(ctx, mask, shape, hint="mask", invert=False):
@@ -532,7 +579,7 @@ def _batch_norm(ctx, x, weight, bias, running_mean, running_var, training, momen
             continue
         sid = ctx.id(stat)
         new = ctx.emit(op_name, [xid, sid], None, " scalar=%r" % float(momentum))
-        ctx.emit("state", [new.id], None, ' name="%s"' % stat.value.name.replace('"', ""), root=True)
+        ctx.emit("state", [new.id], None, ' name="%s"' % _ident(stat.value.name), root=True)
     y = ctx.emit("batch_norm", [xid, ctx.id(weight), ctx.id(bias)], x.shape, " scalar=%r" % float(eps))
     return [y, None, None]
 
@@ -559,9 +606,48 @@ def _max_pool(ctx, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False)
         return int(v[0])
     k = square(kernel, "kernel")
     s = square(stride, "stride") if stride else k
-    if square(dilation, "dilation") != 1 or ceil_mode:
-        ctx.fail("max_pool2d(dilation=%r, ceil_mode=%s) (remat's: dilation 1, floor)" % (dilation, ceil_mode))
-    return [ctx.emit("max_pool2d", [_live(ctx, x)], ctx.out_shape(), _ints([k, s, square(padding, "padding")])), None]
+    p = square(padding, "padding")
+    if square(dilation, "dilation") != 1:
+        ctx.fail("max_pool2d(dilation=%r) (remat's: dilation 1)" % (dilation,))
+    xid, shape = _live(ctx, x), list(x.shape)
+    if ceil_mode:
+        # ceil_mode's last window hangs over the bottom and right edges, its
+        # outside ignored: rows and columns of -inf appended there give the
+        # same windows under floor mode, and -inf never wins a window that
+        # starts inside the input (PyTorch starts every window there).
+        oh, ow = ctx.out_shape()[2:]
+        for axis, out in ((2, oh), (3, ow)):
+            extra = (out - 1) * s + k - (shape[axis] + 2 * p)
+            if extra > 0:
+                pad = list(shape)
+                pad[axis] = extra
+                fill = ctx.const_input(torch.full(pad, float("-inf")), "ceil_mode_pad")
+                shape[axis] += extra
+                xid = ctx.emit("cat", [xid, fill], shape, _ints([axis])).id
+    return [ctx.emit("max_pool2d", [xid], ctx.out_shape(), _ints([k, s, p])), None]
+
+
+@op("avg_pool2d.default")
+def _avg_pool(ctx, x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """Windows that tile the input (stride = kernel, no padding): adaptive
+    average pooling over the rows and columns they cover, which has those
+    windows exactly (DenseNet's transitions)."""
+    def pair(v):
+        v = list(v) if isinstance(v, (list, tuple)) else [v]
+        return [int(v[0]), int(v[-1])]
+    k = pair(kernel)
+    s = pair(stride) if stride else k
+    if s != k or pair(padding) != [0, 0] or ceil_mode or divisor_override is not None or len(x.shape) != 4:
+        ctx.fail("avg_pool2d(kernel=%s, stride=%s, padding=%s, ceil_mode=%s, divisor_override=%s) of a rank-%d "
+                 "value (remat's: windows that tile an NCHW input, stride = kernel, no padding)"
+                 % (k, s, pair(padding), ceil_mode, divisor_override, len(x.shape)))
+    xid, shape = _live(ctx, x), list(x.shape)
+    out = ctx.out_shape()
+    for axis, o, kk in ((2, out[2], k[0]), (3, out[3], k[1])):
+        if shape[axis] != o * kk:  # floor mode drops the rows no window covers
+            xid = _slice(ctx, xid, shape, axis, 0, o * kk).id
+            shape[axis] = o * kk
+    return ctx.emit("adaptive_avg_pool2d", [xid], out, _ints(out[2:]))
 
 
 @op("_adaptive_avg_pool2d.default", "adaptive_avg_pool2d.default")

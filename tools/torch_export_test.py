@@ -770,7 +770,7 @@ class TorchExportTest(unittest.TestCase):
                 self.drop = nn.Softplus()
                 self.act = nn.ELU()
                 self.block = nn.Sequential(nn.LayerNorm((4, 16)), nn.Softmax(dim=0))
-                self.inner = nn.Sequential(nn.Linear(16, 16), nn.Hardswish())
+                self.inner = nn.Sequential(nn.Linear(16, 16), nn.Mish())
 
             def forward(self, x):
                 nn.functional.softsign(x)  # dead: not reported
@@ -785,7 +785,7 @@ class TorchExportTest(unittest.TestCase):
                      "\n  act (aten.elu.default): no mapping",
                      "\n  block.0 (aten.native_layer_norm.default): layer_norm over (4, 16) (remat's: the last axis)",
                      "\n  block.1 (aten._softmax.default): softmax over dim 0",
-                     "\n  inner.1 (aten.hardswish.default): no mapping"):
+                     "\n  inner.1 (aten.mish.default): no mapping"):
             self.assertIn(line, message)
         self.assertNotIn("softsign", message)
 

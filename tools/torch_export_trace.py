@@ -78,7 +78,7 @@ class Trace:
             self.paths.setdefault(id(m), path)
         self.stack = [""]
         self.count = 0
-        self.storages = {}  # storage address -> how many tensors seen use it
+        self.storages = {}  # storage address -> the ids of the tensors seen that use it
         # Parameters and buffers by identity, their first path (a tied weight:
         # one Value), their contents as before the forward.
         for n, t in list(root.named_parameters()) + list(root.named_buffers()):
@@ -96,12 +96,13 @@ class Trace:
 
     def add(self, t, kind, snapshot, name=None, path="", label=""):
         v = Value(self.count, kind, snapshot if snapshot is not None else t, name, path, label)
+        v.tensor_id = id(t)
         if kind == "live":
             v.tensor = None
         self.count += 1
         if id(t) not in self.values:
             ptr = t.untyped_storage().data_ptr() if t.layout == torch.strided else None
-            self.storages[ptr] = self.storages.get(ptr, 0) + 1
+            self.storages.setdefault(ptr, set()).add(id(t))
         self.values[id(t)] = v
         self.keep.append(t)  # alive, so that ids stay unique for the whole trace
         return v
@@ -140,11 +141,17 @@ class _Dispatch(TorchDispatchMode):
         trace = self.trace
         vargs, vkwargs = _to_values(trace, args), {k: _to_values(trace, v) for k, v in kwargs.items()}
         # An in-place write into a tensor whose storage another tensor shares
-        # (a view, .detach(), .data) changes values the trace holds apart.
+        # (a view, .detach(), .data) changes values the trace holds apart:
+        # the others' ids are noted, and the lowering refuses the write only
+        # if one of them is read later (an in-place dropout on a flatten's
+        # view, its base never read again, is a plain write). A write into a
+        # parameter or input that requires grad is always refused.
         written = [a for a, spec in zip(args, func._schema.arguments)
                    if isinstance(a, torch.Tensor) and spec.alias_info is not None and spec.alias_info.is_write]
-        aliased = any(trace.storages.get(a.untyped_storage().data_ptr(), 0) > 1 or
-                      trace.value(a).kind in ("param", "buffer", "input") and a.requires_grad for a in written)
+        sharers = set()
+        for a in written:
+            sharers |= trace.storages.get(a.untyped_storage().data_ptr(), set()) - {id(a)}
+        aliased = any(trace.value(a).kind in ("param", "buffer", "input") and a.requires_grad for a in written)
         out = func(*args, **kwargs)
         inputs = [v for v in tree_flatten((vargs, vkwargs))[0] if isinstance(v, Value)]
         name = func._schema.name.split("::")[-1].rstrip("_")
@@ -175,6 +182,8 @@ class _Dispatch(TorchDispatchMode):
             note = "python"  # a tensor's value read by Python (.item(), if x > 0)
         if aliased and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
             note = "aliased"
+        elif sharers and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
+            note = ("aliased", frozenset(sharers))
         trace.events.append(Call(func, vargs, vkwargs, outs, path, note))
         return out
 

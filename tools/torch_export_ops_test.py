@@ -1,0 +1,166 @@
+"""tools/torch_export_ops.py: ops that vision libraries write and that map to
+a composition of remat's ops, each against PyTorch's autograd (loss and
+every gradient, the input's too), and the refusals that stay:
+
+- stochastic depth (torchvision's StochasticDepth, timm's drop_path): one
+  draw per sample, the contract's dropout of ones broadcast by a product;
+  eager and recompute give the same bits;
+- hardswish and hardsigmoid (MobileNetV3) as relu6(x + 3) / 6;
+- avg_pool2d whose windows tile the input (DenseNet's transitions), as
+  adaptive average pooling, and one that does not tile it refused by name;
+- max_pool2d with ceil_mode (SqueezeNet), by -inf rows and columns;
+- an in-place write into a view whose base is never read again (an
+  in-place dropout on flatten's output) is a plain op; one whose base is
+  read later is refused, naming the module;
+- as_strided that reads every element in order (adaptive pooling to the
+  input's own size) as a reshape;
+- buffers whose names hold characters remat's ids do not (RegNet's
+  "block1-0") keep their BatchNorm state.
+
+Needs PyTorch 2 (skipped, and passed, without it: tools/torch_export_test.py).
+"""
+
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch_export_test as base  # noqa: E402  (its helpers; a module, so its tests do not run here)
+
+if base.HAVE_TORCH:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch_export import ExportError, export
+
+
+def _loss_of(net):
+    class Loss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            return (self.net(x) ** 2).sum()
+    return Loss()
+
+
+@unittest.skipIf(not base.HAVE_TORCH, "PyTorch 2 is not installed: tools/torch_export.py is not tested")
+class OpsTest(unittest.TestCase):
+
+    remat = base.TorchExportTest.remat
+    run_remat = base.TorchExportTest.run_remat
+    check = base.TorchExportTest.check
+
+    def dump(self, d, engine):
+        out = tempfile.mkdtemp()
+        self.remat("run", "--program", os.path.join(d, "program.txt"), "--inputs", d, "--engine", engine,
+                   "--dump", out)
+        return {f: np.load(os.path.join(out, f)).tobytes() for f in os.listdir(out) if f.endswith(".npy")}
+
+    def test_hardswish_and_hardsigmoid(self):
+        torch.manual_seed(3)
+        net = nn.Sequential(nn.Linear(8, 16), nn.Hardswish(), nn.Linear(16, 16), nn.Hardsigmoid())
+        # Values on both sides of -3 and 3, none on a kink.
+        x = torch.randn(6, 8) * 4
+        self.check(_loss_of(net), x, params_only=True)
+
+    def test_avg_pool_that_tiles_and_one_that_drops_a_row(self):
+        torch.manual_seed(4)
+        for size in (8, 9):  # 9: floor mode drops the last row and column
+            net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.AvgPool2d(2, 2), nn.ReLU())
+            self.check(_loss_of(net), torch.randn(2, 3, size, size))
+
+    def test_avg_pool_with_overlapping_windows_is_refused_by_name(self):
+        net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AvgPool2d(3, stride=1))
+        with self.assertRaises(ExportError) as caught:
+            export(_loss_of(net), (torch.randn(1, 3, 8, 8),), tempfile.mkdtemp())
+        self.assertIn("net.1 (aten.avg_pool2d.default): avg_pool2d(kernel=[3, 3], stride=[1, 1]",
+                      str(caught.exception))
+
+    def test_max_pool_ceil_mode(self):
+        torch.manual_seed(5)
+        for size, kernel, stride, padding in ((10, 3, 2, 0), (9, 2, 2, 0), (12, 3, 2, 1)):
+            net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1),
+                                nn.MaxPool2d(kernel, stride, padding=padding, ceil_mode=True))
+            x = torch.randn(2, 3, size, size)
+            self.assertNotEqual(net(x).shape, F.max_pool2d(net[0](x), kernel, stride, padding).shape,
+                                "the case has a window past the edge")
+            self.check(_loss_of(net), x, params_only=True)
+
+    def test_adaptive_pool_to_its_own_size_is_a_reshape(self):
+        torch.manual_seed(6)
+        net = nn.Sequential(nn.Conv2d(3, 4, 4, stride=4), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+        self.check(_loss_of(net), torch.randn(2, 3, 4, 4))
+
+    def test_in_place_dropout_on_a_view(self):
+        # EfficientNet's classifier: Dropout(inplace=True) on flatten's view.
+        class Head(nn.Module):
+            def __init__(self, base_read_later):
+                super().__init__()
+                self.fc = nn.Linear(16, 4)
+                self.drop = nn.Dropout(0.25, inplace=True)
+                self.base_read_later = base_read_later
+
+            def forward(self, x):
+                pooled = x.mean((2, 3), keepdim=True)
+                y = self.fc(self.drop(torch.flatten(pooled, 1))).sum()
+                return y + pooled.sum() if self.base_read_later else y
+
+        x = torch.randn(2, 16, 4, 4)
+        d = tempfile.mkdtemp()
+        text = export(Head(False).train(), (x,), d)
+        self.assertIn(" = dropout(", text)
+        self.assertEqual(self.dump(d, "eager"), self.dump(d, "recompute"))
+        with self.assertRaises(ExportError) as caught:
+            export(Head(True).train(), (x,), tempfile.mkdtemp())
+        self.assertIn("drop (aten.mul.Tensor): an in-place write into a tensor that shares its storage",
+                      str(caught.exception))
+
+    def test_stochastic_depth_is_one_draw_per_sample(self):
+        try:
+            from torchvision.ops import StochasticDepth
+        except ImportError:
+            self.skipTest("torchvision is not installed (tools/python_env.sh pins it)")
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(4, 4, 3, padding=1)
+                self.drop = StochasticDepth(0.5, "row")
+
+            def forward(self, x):
+                return (x + self.drop(self.conv(x))).square().sum()
+
+        torch.manual_seed(7)
+        x = torch.randn(8, 4, 5, 5)
+        d = tempfile.mkdtemp()
+        text = export(Block().train(), (x,), d)
+        self.assertIn("f32[8,1,1,1] = dropout(", text)
+        self.assertEqual(self.dump(d, "eager"), self.dump(d, "recompute"))
+        # One draw per sample: a dropped sample's branch adds nothing, so its
+        # gradient is 2x exactly; a kept one's is not.
+        out = tempfile.mkdtemp()
+        self.remat("run", "--program", os.path.join(d, "program.txt"), "--inputs", d, "--engine", "eager",
+                   "--wrt", "all", "--dump", out)
+        gx = np.load(os.path.join(out, "grad_x.npy"))
+        dropped = [np.array_equal(gx[i], 2 * x[i].numpy()) for i in range(8)]
+        self.assertTrue(any(dropped) and not all(dropped), dropped)
+
+    def test_state_names_with_characters_ids_do_not_hold(self):
+        torch.manual_seed(8)
+        net = nn.Sequential()
+        net.add_module("block1-0", nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)))
+        d = tempfile.mkdtemp()
+        text = export(_loss_of(net).train(), (torch.randn(2, 3, 6, 6),), d)
+        self.assertIn('name="net.block1_0.1.running_mean"', text)
+        self.assertIn("state_net.block1_0.1.running_mean.npy", self.dump(d, "eager"))
+
+
+if __name__ == "__main__":
+    base._reexec_with_torch()
+    unittest.main()
