@@ -33,8 +33,14 @@ output, or raises ctx.fail("what is not supported"). The table:
   native_batch_norm _native_batch_norm_legit (training)  batch_norm, and the new
                             running statistics as state of their buffers
   convolution               conv2d / conv2d_bias ints=[S,P] or [SH,SW,PH,PW,DH,DW,G]
-  max_pool2d_with_indices   max_pool2d       _adaptive_avg_pool2d  global_avg_pool or
-                            adaptive_avg_pool2d
+  max_pool2d_with_indices   max_pool2d (ceil_mode: -inf rows and columns joined by cat)
+  _adaptive_avg_pool2d      global_avg_pool or adaptive_avg_pool2d
+  avg_pool2d                adaptive_avg_pool2d when its windows tile the input
+  as_strided                reshape, when it reads every element in order
+  hardswish hardsigmoid     add 3, hardtanh [0,6], divide by 6 (and mul by x)
+  index.Tensor              embedding (one tensor of constant indices; any axis, by permute)
+  roll constant_pad_nd      slice and cat (a constant's rows for padding)
+  mul by bernoulli(keep)/keep of fewer axes (stochastic depth)  dropout of ones, mul
   embedding                 embedding (ints=[PADDING_IDX])
   native_dropout; bernoulli_ + div_ + mul (CPU dropout)   dropout on dropout_seed
   _scaled_dot_product_flash_attention_for_cpu   its definition: matmul, scale,
@@ -245,6 +251,87 @@ def _stack(ctx, tensors, dim=0):
     shape.insert(axis, 1)
     parts = [Live(ctx.body, _reshape(ctx, ctx.id(t), t.shape, shape), shape) for t in tensors]
     return _cat(ctx, parts, axis)
+
+
+@op("index.Tensor")
+def _index(ctx, x, indices):
+    """x[..., idx, ...] with one tensor of constant integer indices (Swin's
+    relative position bias read from its table): embedding's row gather on
+    that axis moved to the front, so that a row read twice gets both
+    gradients."""
+    axes = [i for i, t in enumerate(indices) if t is not None]
+    if len(axes) != 1 or ctx.live(indices[axes[0]]) or not isinstance(indices[axes[0]], Const) \
+            or indices[axes[0]].tensor.dtype in (torch.bool, torch.uint8):
+        ctx.fail("indexing by %s (remat's: one tensor of integer indices fixed at export)"
+                 % ["%s" % (None if t is None else type(t).__name__) for t in indices])
+    k, idx = axes[0], indices[axes[0]].tensor
+    shape = list(x.shape)
+    n = shape[k]
+    if idx.numel() and (int(idx.min()) < -n or int(idx.max()) >= n):
+        ctx.fail("an index outside [-%d, %d) on axis %d of a %s value" % (n, n, k, tuple(shape)))
+    ids = ctx.const_input((idx % n).to(torch.int32).contiguous(), "index")
+    front = [k] + [i for i in range(len(shape)) if i != k]
+    xid = _live(ctx, x)
+    moved = [shape[i] for i in front]
+    if k:
+        xid = ctx.emit("permute", [xid], moved, _ints(front)).id
+    rest = int(np.prod(moved[1:]))
+    table = _reshape(ctx, xid, moved, (n, rest))
+    rows = tuple(idx.shape) + (rest,)
+    y = ctx.emit("embedding", [table, ids], rows).id
+    gathered = tuple(idx.shape) + tuple(moved[1:])
+    y = _reshape(ctx, y, rows, gathered)
+    out = tuple(ctx.out_shape())
+    if not k:
+        return Live(ctx.body, y, out)
+    # Back to x's order: the index's axes where axis k was.
+    m = len(idx.shape)
+    perm = [m + i for i in range(k)] + list(range(m)) + [m + i for i in range(k, len(shape) - 1)]
+    return ctx.emit("permute", [y], out, _ints(perm))
+
+
+@op("roll.default")
+def _roll(ctx, x, shifts, dims=()):
+    """torch.roll on given axes (Swin's shifted windows): the two slices of
+    each axis in the other order."""
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(dims) != len(shifts) or not dims:
+        ctx.fail("roll(shifts=%s, dims=%s) (remat's: one shift per axis named)" % (shifts, dims))
+    xid, shape = _live(ctx, x), list(x.shape)
+    for shift, dim in zip(shifts, dims):
+        axis = _axis(dim, len(shape))
+        n = shape[axis]
+        s = int(shift) % n
+        if s:
+            tail = _slice(ctx, xid, shape, axis, n - s, s).id
+            head = _slice(ctx, xid, shape, axis, 0, n - s).id
+            xid = ctx.emit("cat", [tail, head], shape, _ints([axis])).id
+    return Live(ctx.body, xid, shape)
+
+
+@op("constant_pad_nd.default")
+def _pad(ctx, x, pad, value=0):
+    """F.pad with a constant (Swin's window padding, TF-style "same"
+    convolutions): constants joined by cat, a negative pad a slice."""
+    v = _scalar(ctx, value)
+    if v is None:
+        ctx.fail("constant_pad_nd with a value %r" % (value,))
+    xid, shape = _live(ctx, x), list(x.shape)
+    for i in range(len(pad) // 2):
+        axis = len(shape) - 1 - i
+        for side, amount in (("before", int(pad[2 * i])), ("after", int(pad[2 * i + 1]))):
+            if amount < 0:
+                start = -amount if side == "before" else 0
+                xid = _slice(ctx, xid, shape, axis, start, shape[axis] + amount).id
+                shape[axis] += amount
+            elif amount > 0:
+                fill = list(shape)
+                fill[axis] = amount
+                cid = ctx.const_input(torch.full(fill, v), "pad")
+                shape[axis] += amount
+                xid = ctx.emit("cat", [cid, xid] if side == "before" else [xid, cid], shape, _ints([axis])).id
+    return Live(ctx.body, xid, shape)
 
 
 @op("embedding.default")

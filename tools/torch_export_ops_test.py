@@ -14,6 +14,8 @@ every gradient, the input's too), and the refusals that stay:
   read later is refused, naming the module;
 - as_strided that reads every element in order (adaptive pooling to the
   input's own size) as a reshape;
+- Swin's: a table read by constant indices (embedding's gather), roll
+  (slices and cat), constant padding and cropping (cat and slice);
 - buffers whose names hold characters remat's ids do not (RegNet's
   "block1-0") keep their BatchNorm state.
 
@@ -150,6 +152,28 @@ class OpsTest(unittest.TestCase):
         gx = np.load(os.path.join(out, "grad_x.npy"))
         dropped = [np.array_equal(gx[i], 2 * x[i].numpy()) for i in range(8)]
         self.assertTrue(any(dropped) and not all(dropped), dropped)
+
+    def test_roll_pad_and_a_table_read_by_constant_indices(self):
+        # Swin's attention: a bias table read by a fixed index (rows read
+        # more than once, a negative index), shifted windows (roll), window
+        # padding (F.pad, and a negative pad that crops).
+        class Window(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.table = nn.Parameter(torch.randn(7, 3))
+                self.register_buffer("index", torch.tensor([[0, 3, 3], [6, -1, 2]]))
+                self.conv = nn.Conv2d(3, 3, 1)
+
+            def forward(self, x):
+                y = torch.roll(self.conv(x), shifts=(2, -1), dims=(2, 3))
+                y = F.pad(y, (1, 2, -1, 0), value=0.5)
+                bias = self.table[self.index]               # (2, 3, 3), axis 0
+                cols = self.table.t()[:, self.index[0]]     # (3, 3), axis 1
+                return (y.square().sum() + (bias * y[:2, :, :3, :3].sum(-1)).sum()
+                        + (cols * bias[0]).sum())
+
+        torch.manual_seed(9)
+        self.check(Window(), torch.randn(2, 3, 5, 4), params_only=True)
 
     def test_state_names_with_characters_ids_do_not_hold(self):
         torch.manual_seed(8)
