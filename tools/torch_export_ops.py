@@ -1,5 +1,8 @@
 """tools/torch_export.py's op table: each ATen op a model reduces to, as
 remat's ops (engines/api/program_text.h's syntax), its attributes checked.
+The entries of vision models' ops (torch_export_ops_vision.py) and of
+attention (torch_export_ops_attention.py) are in files of their own and
+join TABLE when this module is imported.
 
 TABLE maps "op.overload" (an in-place op as its functional one: add_.Tensor
 is add.Tensor) to fn(ctx, *args, **kwargs), called only when an input is
@@ -48,13 +51,10 @@ output, or raises ctx.fail("what is not supported"). The table:
                             matmul; fewer key/value heads by expand
 """
 
-import math
-
 import numpy as np
 import torch
 
 from torch_export_lower import Const, Live, Random, Src
-from torch_export_program import _ident
 
 TABLE = {}
 
@@ -253,87 +253,6 @@ def _stack(ctx, tensors, dim=0):
     return _cat(ctx, parts, axis)
 
 
-@op("index.Tensor")
-def _index(ctx, x, indices):
-    """x[..., idx, ...] with one tensor of constant integer indices (Swin's
-    relative position bias read from its table): embedding's row gather on
-    that axis moved to the front, so that a row read twice gets both
-    gradients."""
-    axes = [i for i, t in enumerate(indices) if t is not None]
-    if len(axes) != 1 or ctx.live(indices[axes[0]]) or not isinstance(indices[axes[0]], Const) \
-            or indices[axes[0]].tensor.dtype in (torch.bool, torch.uint8):
-        ctx.fail("indexing by %s (remat's: one tensor of integer indices fixed at export)"
-                 % ["%s" % (None if t is None else type(t).__name__) for t in indices])
-    k, idx = axes[0], indices[axes[0]].tensor
-    shape = list(x.shape)
-    n = shape[k]
-    if idx.numel() and (int(idx.min()) < -n or int(idx.max()) >= n):
-        ctx.fail("an index outside [-%d, %d) on axis %d of a %s value" % (n, n, k, tuple(shape)))
-    ids = ctx.const_input((idx % n).to(torch.int32).contiguous(), "index")
-    front = [k] + [i for i in range(len(shape)) if i != k]
-    xid = _live(ctx, x)
-    moved = [shape[i] for i in front]
-    if k:
-        xid = ctx.emit("permute", [xid], moved, _ints(front)).id
-    rest = int(np.prod(moved[1:]))
-    table = _reshape(ctx, xid, moved, (n, rest))
-    rows = tuple(idx.shape) + (rest,)
-    y = ctx.emit("embedding", [table, ids], rows).id
-    gathered = tuple(idx.shape) + tuple(moved[1:])
-    y = _reshape(ctx, y, rows, gathered)
-    out = tuple(ctx.out_shape())
-    if not k:
-        return Live(ctx.body, y, out)
-    # Back to x's order: the index's axes where axis k was.
-    m = len(idx.shape)
-    perm = [m + i for i in range(k)] + list(range(m)) + [m + i for i in range(k, len(shape) - 1)]
-    return ctx.emit("permute", [y], out, _ints(perm))
-
-
-@op("roll.default")
-def _roll(ctx, x, shifts, dims=()):
-    """torch.roll on given axes (Swin's shifted windows): the two slices of
-    each axis in the other order."""
-    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
-    dims = [dims] if isinstance(dims, int) else list(dims)
-    if len(dims) != len(shifts) or not dims:
-        ctx.fail("roll(shifts=%s, dims=%s) (remat's: one shift per axis named)" % (shifts, dims))
-    xid, shape = _live(ctx, x), list(x.shape)
-    for shift, dim in zip(shifts, dims):
-        axis = _axis(dim, len(shape))
-        n = shape[axis]
-        s = int(shift) % n
-        if s:
-            tail = _slice(ctx, xid, shape, axis, n - s, s).id
-            head = _slice(ctx, xid, shape, axis, 0, n - s).id
-            xid = ctx.emit("cat", [tail, head], shape, _ints([axis])).id
-    return Live(ctx.body, xid, shape)
-
-
-@op("constant_pad_nd.default")
-def _pad(ctx, x, pad, value=0):
-    """F.pad with a constant (Swin's window padding, TF-style "same"
-    convolutions): constants joined by cat, a negative pad a slice."""
-    v = _scalar(ctx, value)
-    if v is None:
-        ctx.fail("constant_pad_nd with a value %r" % (value,))
-    xid, shape = _live(ctx, x), list(x.shape)
-    for i in range(len(pad) // 2):
-        axis = len(shape) - 1 - i
-        for side, amount in (("before", int(pad[2 * i])), ("after", int(pad[2 * i + 1]))):
-            if amount < 0:
-                start = -amount if side == "before" else 0
-                xid = _slice(ctx, xid, shape, axis, start, shape[axis] + amount).id
-                shape[axis] += amount
-            elif amount > 0:
-                fill = list(shape)
-                fill[axis] = amount
-                cid = ctx.const_input(torch.full(fill, v), "pad")
-                shape[axis] += amount
-                xid = ctx.emit("cat", [cid, xid] if side == "before" else [xid, cid], shape, _ints([axis])).id
-    return Live(ctx.body, xid, shape)
-
-
 @op("embedding.default")
 def _embedding(ctx, weight, ids, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     if ctx.live(ids) or not ctx.live(weight):
@@ -499,21 +418,6 @@ def _hardtanh(ctx, x, lo=-1.0, hi=1.0):
     return ctx.emit("hardtanh", [_live(ctx, x)], x.shape, _ints([lo, hi]))
 
 
-@op("hardsigmoid.default")
-def _hardsigmoid(ctx, x):
-    """relu6(x + 3) / 6, as PyTorch defines it (MobileNetV3's gates)."""
-    shifted = _binary(ctx, "add", x, 3.0)
-    return _binary(ctx, "div", ctx.emit("hardtanh", [shifted.id], x.shape, _ints([0, 6])), 6.0)
-
-
-@op("hardswish.default")
-def _hardswish(ctx, x):
-    """x * relu6(x + 3) / 6, as PyTorch defines it; its gradient is remat's
-    of that composition (PyTorch's hardswish_backward differs only at the
-    kinks x = -3 and x = 3)."""
-    return ctx.emit("mul", [_live(ctx, x), _hardsigmoid(ctx, x).id], x.shape)
-
-
 def _mask(ctx, mask, shape, hint="mask", invert=False):
     """A constant boolean mask, broadcast to `shape`, as an i32 input (1 where true)."""
     if ctx.live(mask) or not isinstance(mask, Const):
@@ -641,7 +545,7 @@ def _addmm(ctx, bias, a, b, beta=1, alpha=1):
     return ctx.emit("bias_add", [y.id, ctx.id(bias)], ctx.out_shape())
 
 
-# Normalisation, convolution, pooling.
+# Normalisation.
 @op("native_layer_norm.default")
 def _layer_norm(ctx, x, shape, weight, bias, eps):
     c = x.shape[-1]
@@ -653,159 +557,7 @@ def _layer_norm(ctx, x, shape, weight, bias, eps):
     return [ctx.emit("layer_norm", [_live(ctx, x), w, b], x.shape, attrs), None, None]
 
 
-@op("native_batch_norm.default", "_native_batch_norm_legit.default", "_native_batch_norm_legit_functional.default")
-def _batch_norm(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
-    if not training:
-        ctx.fail("batch_norm in eval mode (remat's normalizes with the batch's statistics: export in train())")
-    if weight is None or bias is None or len(x.shape) != 4:
-        ctx.fail("batch_norm without affine parameters or of a rank-%d value (remat's: affine, NCHW)"
-                 % len(x.shape))
-    xid = _live(ctx, x)
-    for stat, op_name in ((running_mean, "batch_norm_running_mean"), (running_var, "batch_norm_running_var")):
-        if stat is None:
-            continue
-        sid = ctx.id(stat)
-        new = ctx.emit(op_name, [xid, sid], None, " scalar=%r" % float(momentum))
-        ctx.emit("state", [new.id], None, ' name="%s"' % _ident(stat.value.name), root=True)
-    y = ctx.emit("batch_norm", [xid, ctx.id(weight), ctx.id(bias)], x.shape, " scalar=%r" % float(eps))
-    return [y, None, None]
-
-
-@op("convolution.default")
-def _convolution(ctx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if transposed or len(stride) != 2:
-        ctx.fail("convolution(transposed=%s) of %d spatial axes (remat's: conv2d)" % (transposed, len(stride)))
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    if sh == sw and ph == pw and dh == dw == 1 and groups == 1:
-        ints = [sh, ph]
-    else:
-        ints = [sh, sw, ph, pw, dh, dw, groups]
-    inputs = [_live(ctx, x), ctx.id(w)] + ([ctx.id(bias)] if bias is not None else [])
-    return ctx.emit("conv2d" if bias is None else "conv2d_bias", inputs, ctx.out_shape(), _ints(ints))
-
-
-@op("max_pool2d_with_indices.default")
-def _max_pool(ctx, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
-    def square(v, what):
-        v = list(v) if isinstance(v, (list, tuple)) else [v]
-        if len(v) == 2 and v[0] != v[1]:
-            ctx.fail("max_pool2d with a %s of %s (remat's is square)" % (what, v))
-        return int(v[0])
-    k = square(kernel, "kernel")
-    s = square(stride, "stride") if stride else k
-    p = square(padding, "padding")
-    if square(dilation, "dilation") != 1:
-        ctx.fail("max_pool2d(dilation=%r) (remat's: dilation 1)" % (dilation,))
-    xid, shape = _live(ctx, x), list(x.shape)
-    if ceil_mode:
-        # ceil_mode's last window hangs over the bottom and right edges, its
-        # outside ignored: rows and columns of -inf appended there give the
-        # same windows under floor mode, and -inf never wins a window that
-        # starts inside the input (PyTorch starts every window there).
-        oh, ow = ctx.out_shape()[2:]
-        for axis, out in ((2, oh), (3, ow)):
-            extra = (out - 1) * s + k - (shape[axis] + 2 * p)
-            if extra > 0:
-                pad = list(shape)
-                pad[axis] = extra
-                fill = ctx.const_input(torch.full(pad, float("-inf")), "ceil_mode_pad")
-                shape[axis] += extra
-                xid = ctx.emit("cat", [xid, fill], shape, _ints([axis])).id
-    return [ctx.emit("max_pool2d", [xid], ctx.out_shape(), _ints([k, s, p])), None]
-
-
-@op("avg_pool2d.default")
-def _avg_pool(ctx, x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
-    """Windows that tile the input (stride = kernel, no padding): adaptive
-    average pooling over the rows and columns they cover, which has those
-    windows exactly (DenseNet's transitions)."""
-    def pair(v):
-        v = list(v) if isinstance(v, (list, tuple)) else [v]
-        return [int(v[0]), int(v[-1])]
-    k = pair(kernel)
-    s = pair(stride) if stride else k
-    if s != k or pair(padding) != [0, 0] or ceil_mode or divisor_override is not None or len(x.shape) != 4:
-        ctx.fail("avg_pool2d(kernel=%s, stride=%s, padding=%s, ceil_mode=%s, divisor_override=%s) of a rank-%d "
-                 "value (remat's: windows that tile an NCHW input, stride = kernel, no padding)"
-                 % (k, s, pair(padding), ceil_mode, divisor_override, len(x.shape)))
-    xid, shape = _live(ctx, x), list(x.shape)
-    out = ctx.out_shape()
-    for axis, o, kk in ((2, out[2], k[0]), (3, out[3], k[1])):
-        if shape[axis] != o * kk:  # floor mode drops the rows no window covers
-            xid = _slice(ctx, xid, shape, axis, 0, o * kk).id
-            shape[axis] = o * kk
-    return ctx.emit("adaptive_avg_pool2d", [xid], out, _ints(out[2:]))
-
-
-@op("_adaptive_avg_pool2d.default", "adaptive_avg_pool2d.default")
-def _adaptive_avg_pool(ctx, x, size):
-    out = ctx.out_shape()
-    if tuple(size) == (1, 1):
-        g = ctx.emit("global_avg_pool", [_live(ctx, x)], x.shape[:2])
-        return Live(ctx.body, _reshape(ctx, g.id, x.shape[:2], out), out)
-    return ctx.emit("adaptive_avg_pool2d", [_live(ctx, x)], out, _ints(size))
-
-
-# Attention.
-def _batched(ctx, xid, shape):
-    """(B, H, T, D) as (B*H, T, D)."""
-    return _reshape(ctx, xid, shape, (shape[0] * shape[1],) + tuple(shape[2:]))
-
-
-def _heads(ctx, x, heads):
-    """k or v (B, Hkv, S, D) read by `heads` query heads: each kv head
-    repeated for its group (grouped-query attention), by expand."""
-    b, h, s, d = x.shape
-    xid = ctx.id(x)
-    if h == heads:
-        return xid
-    if heads % h:
-        ctx.fail("attention with %d query heads and %d key/value heads" % (heads, h))
-    g = heads // h
-    y = _reshape(ctx, xid, x.shape, (b, h, 1, s, d))
-    y = ctx.emit("expand", [y], (b, h, g, s, d), _ints((b, h, g, s, d))).id
-    return _reshape(ctx, y, (b, h, g, s, d), (b, heads, s, d))
-
-
-@op("_scaled_dot_product_flash_attention_for_cpu.default")
-def _sdpa(ctx, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
-    """softmax(q k^T * scale + mask) v, as its definition."""
-    if len(q.shape) != 4 or len(k.shape) != 4:
-        ctx.fail("scaled_dot_product_attention of q %s, k %s (remat's: (B, H, T, D))" % (q.shape, k.shape))
-    b, h, t, d = q.shape
-    s_len, dv = k.shape[2], v.shape[3]
-    kid, vid = _heads(ctx, k, h), _heads(ctx, v, h)
-    kt = ctx.emit("permute", [kid], (b, h, d, s_len), _ints([0, 1, 3, 2])).id
-    scores = (b, h, t, s_len)
-    s = ctx.emit("matmul", [_batched(ctx, ctx.id(q), q.shape), _batched(ctx, kt, (b, h, d, s_len))],
-                 (b * h, t, s_len)).id
-    s = _reshape(ctx, s, (b * h, t, s_len), scores)
-    c = float(scale) if scale is not None else 1.0 / math.sqrt(d)
-    s = ctx.emit("scale", [s], scores, " scalar=%r" % c).id
-    if is_causal:
-        causal = torch.ones(t, s_len, dtype=torch.bool).tril().logical_not()
-        s = ctx.emit("masked_fill", [s, ctx.const_input(causal.expand(scores).to(torch.int32).contiguous(),
-                                                        "causal_mask")], scores, " scalar=-inf").id
-    if attn_mask is not None:
-        if isinstance(attn_mask, Const) and attn_mask.tensor.dtype == torch.bool:
-            s = ctx.emit("masked_fill", [s, _mask(ctx, attn_mask, scores, invert=True)], scores, " scalar=-inf").id
-        else:
-            s = _binary(_ScoresCtx(ctx, scores), "add", Live(ctx.body, s, scores), attn_mask).id
-    p = ctx.emit("softmax", [s], scores).id
-    if dropout_p:
-        p = ctx.dropout(p, float(dropout_p), scores).id
-    y = ctx.emit("matmul", [_batched(ctx, p, scores), _batched(ctx, vid, (b, h, s_len, dv))], (b * h, t, dv)).id
-    return [Live(ctx.body, _reshape(ctx, y, (b * h, t, dv), (b, h, t, dv)), (b, h, t, dv)), None]
-
-
-class _ScoresCtx:
-    """ctx with out_shape() the scores' (for a float mask added to them)."""
-
-    def __init__(self, ctx, shape):
-        self._ctx, self._shape = ctx, shape
-
-    def out_shape(self, i=0):
-        return self._shape
-
-    def __getattr__(self, name):
-        return getattr(self._ctx, name)
+# The entries of vision models' ops and of attention, in files of their own,
+# join TABLE when this module is imported (they import its helpers).
+import torch_export_ops_attention  # noqa: E402,F401
+import torch_export_ops_vision  # noqa: E402,F401
