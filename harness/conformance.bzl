@@ -23,7 +23,10 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
         data = [
             "//problems/files:keep_mask.npy",
             "//problems/files:llama_rmsnorm.remat",
+            "//problems/files:head_ids.npy",
+            "//problems/files:head_labels.npy",
             "//problems/files:mobilenet_block.remat",
+            "//problems/files:model_heads.remat",
             "//problems/files:vit_tokens.remat",
         ],
         # eager is the baseline every engine on its kernels is compared with

@@ -77,12 +77,14 @@ void ExpectArgumentsUnwritten(const std::vector<std::string>& before, const Prog
 // Program files the suite runs as problems, beside the registered ones:
 // the ops an exporter writes for a model (broadcasting, reductions over
 // axes, where; expand, cat, select, strided slices; grouped and biased
-// convolutions) that no C++ problem uses. Their data (integer inputs) lie
+// convolutions; adaptive pooling, embedding's padding_idx, cross_entropy's
+// ignore_index) that no C++ problem uses. Their data (integer inputs) lie
 // beside them (ProgramFileProblem::FixedInput).
 const char* const kProgramFiles[] = {
     "problems/files/llama_rmsnorm.remat",
     "problems/files/vit_tokens.remat",
     "problems/files/mobilenet_block.remat",
+    "problems/files/model_heads.remat",
 };
 
 const std::vector<std::unique_ptr<ProgramFileProblem>>& FileProblems() {

@@ -11,7 +11,9 @@
 //   gradcheck      the oracle's gradient agrees with central differences
 // and the contract's fixed choices hold exactly: the order a broadcast
 // cotangent and a sum over axes are summed in, amax's tie rule (the
-// gradient split evenly among ties), hardtanh's bounds, pow by 0; bad input
+// gradient split evenly among ties), hardtanh's bounds, pow by 0,
+// embedding's padding_idx, cross_entropy's ignore_index (K = 0: nan) and
+// adaptive_avg_pool2d's windows ([1, 1]: global_avg_pool's bits); bad input
 // is an error naming the file and line, the op and the shapes.
 #include <cmath>
 #include <limits>
@@ -112,6 +114,34 @@ const ModelOpCase kCases[] = {
   %rs: f32[2,3,1] = rsqrt(%ve)
   %n: f32[2,3,8] = mul(%x, %rs)
   %y: f32[2,3,8] = mul(%w, %n)
+  %m = mul(%y, %r)
+  %s: f32[] = sum(%m)
+  return %s
+})", false},
+    // PyTorch's adaptive windows: 7 -> 3 overlaps (rows 0-2, 2-4, 4-6), 5 -> 2
+    // overlaps too (columns 0-2, 2-4); 4 -> 4 is the identity's windows.
+    {"adaptive_pool_overlapping", R"(program p(x: f32[2,3,7,5], r: f32[2,3,3,2]) {
+  %y: f32[2,3,3,2] = adaptive_avg_pool2d(%x) ints=[3,2]
+  %m = mul(%y, %r)
+  %s: f32[] = sum(%m)
+  return %s
+})", false},
+    {"adaptive_pool_tiles", R"(program p(x: f32[1,2,6,4], r: f32[1,2,2,4]) {
+  %y: f32[1,2,2,4] = adaptive_avg_pool2d(%x) ints=[2,4]
+  %m = mul(%y, %r)
+  %s: f32[] = sum(%m)
+  return %s
+})", false},
+    // Hugging Face's labels: targets 0, 1, 0, 1, ... with 1 ignored, and
+    // -100 (none equal: every row kept).
+    {"cross_entropy_ignore_one", R"(program p(x: f32[6,5], t: i32[6] data, r: f32[]) {
+  %y: f32[] = cross_entropy(%x, %t) ints=[1]
+  %m = mul(%y, %r)
+  %s: f32[] = sum(%m)
+  return %s
+})", false},
+    {"cross_entropy_ignore_minus_100", R"(program p(x: f32[4,3], t: i32[4] data, r: f32[]) {
+  %y: f32[] = cross_entropy(%x, %t) ints=[-100]
   %m = mul(%y, %r)
   %s: f32[] = sum(%m)
   return %s
@@ -259,6 +289,95 @@ TEST(ModelOpsContract, HardtanhBoundsAndPowByZero) {
   }
 }
 
+Tensor I32(const Shape& s, const std::vector<int32_t>& v) {
+  Tensor t = Tensor::Zeros(DType::kI32, s);
+  for (size_t i = 0; i < v.size(); ++i) t.i32()[i] = v[i];
+  return t;
+}
+
+// embedding's padding_idx: that row's gradient is exactly 0 on every table
+// (the forward still reads it), every other row's is the bits of the
+// embedding without it; no padding_idx gives the bits of before.
+TEST(ModelOpsContract, EmbeddingPaddingRowHasNoGradient) {
+  const auto text = [](const char* attrs) {
+    return StrCat("program p(w: f32[4,3], ids: i32[5] data, r: f32[5,3]) {\n"
+                  "  %h: f32[5,3] = embedding(%w, %ids)", attrs,
+                  "\n  %m = mul(%h, %r)\n  %s: f32[] = sum(%m)\n  return %s\n}\n");
+  };
+  const std::vector<Tensor> in = {
+      F32(Shape({4, 3}), {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}), I32(Shape({5}), {2, 0, 2, 3, 0}),
+      F32(Shape({5, 3}), {1, -2, 3, 0.5f, 4, -1, 2, 2, 2, -3, 1, 0.25f, 5, 6, 7})};
+  for (const char* engine : {"eager", "reference", "oracle"}) {
+    const Result plain = RunOne(engine, text("").c_str(), in);
+    const Result padded = RunOne(engine, text(" ints=[2]").c_str(), in);
+    EXPECT_EQ(plain.value.at(0), padded.value.at(0)) << engine;  // the forward reads row 2
+    for (int64_t j = 0; j < 12; ++j) {
+      const double want = j / 3 == 2 ? 0.0 : plain.grads[0].at(j);
+      EXPECT_EQ(padded.grads[0].at(j), want) << engine << " dw[" << j << "]";
+    }
+    EXPECT_NE(plain.grads[0].at(6), 0.0) << engine;
+  }
+  EXPECT_FALSE(FirstBitDifference(RunOne("eager", text(" ints=[2]").c_str(), in),
+                                  RunOne("dtr", text(" ints=[2]").c_str(), in))
+                   .has_value());
+}
+
+// cross_entropy's ignore_index: every row ignored is 0/0, a nan loss, and
+// an all-zero gradient (PyTorch's); some kept, the mean over those only.
+TEST(ModelOpsContract, CrossEntropyIgnoresRowsAndKZeroIsNan) {
+  const char* text = R"(program p(x: f32[3,4], t: i32[3] data) {
+  %y: f32[] = cross_entropy(%x, %t) ints=[-100]
+  return %y
+})";
+  const Tensor x = F32(Shape({3, 4}), {1, 2, 3, 4, -1, 0, 1, 2, 0.5f, 0.25f, 0, 3});
+  for (const char* engine : {"eager", "reference", "oracle"}) {
+    const Result none = RunOne(engine, text, {x, I32(Shape({3}), {-100, -100, -100})});
+    EXPECT_TRUE(std::isnan(none.value.at(0))) << engine;
+    for (int64_t j = 0; j < 12; ++j) EXPECT_EQ(none.grads[0].at(j), 0.0) << engine << " dx[" << j << "]";
+    const Result one = RunOne(engine, text, {x, I32(Shape({3}), {-100, 2, -100})});
+    // Row 1 alone: lse(-1, 0, 1, 2) - 1.
+    const double lse = std::log(std::exp(-1.0) + std::exp(0.0) + std::exp(1.0) + std::exp(2.0));
+    EXPECT_NEAR(one.value.at(0), lse - 1, 1e-6) << engine;
+    for (int64_t j : {0, 1, 2, 3, 8, 9, 10, 11}) EXPECT_EQ(one.grads[0].at(j), 0.0) << engine;
+    EXPECT_NEAR(one.grads[0].at(6), std::exp(1.0 - lse) - 1, 1e-6) << engine;
+  }
+  // A target other than the ignore_index outside [0, C): an error naming it.
+  try {
+    RunOne("eager", text, {x, I32(Shape({3}), {-100, 4, 0})});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index 4 at position 1 is outside [0, 4)"), std::string::npos)
+        << e.what();
+  }
+}
+
+// adaptive_avg_pool2d [1, 1] is global_avg_pool's bits (a reshape away);
+// overlapping windows' gradients add in the stated order.
+TEST(ModelOpsContract, AdaptivePoolOneByOneIsGlobalPool) {
+  const char* adaptive = R"(program p(x: f32[2,3,5,7], r: f32[2,3,1,1]) {
+  %y: f32[2,3,1,1] = adaptive_avg_pool2d(%x) ints=[1,1]
+  %m = mul(%y, %r)
+  %s: f32[] = sum(%m)
+  return %s
+})";
+  const char* global = R"(program p(x: f32[2,3,5,7], r: f32[2,3,1,1]) {
+  %g: f32[2,3] = global_avg_pool(%x)
+  %y: f32[2,3,1,1] = reshape(%g) ints=[2,3,1,1]
+  %m = mul(%y, %r)
+  %s: f32[] = sum(%m)
+  return %s
+})";
+  std::vector<float> xv(210), rv(6);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.37f * static_cast<float>(i)) * 3;
+  for (size_t i = 0; i < rv.size(); ++i) rv[i] = 1.5f - static_cast<float>(i) * 0.7f;
+  const std::vector<Tensor> in = {F32(Shape({2, 3, 5, 7}), xv), F32(Shape({2, 3, 1, 1}), rv)};
+  for (const char* engine : {"eager", "reference"}) {
+    const std::optional<std::string> diff =
+        FirstBitDifference(RunOne(engine, global, in), RunOne(engine, adaptive, in));
+    EXPECT_FALSE(diff.has_value()) << engine << ": " << *diff;
+  }
+}
+
 // Bad input: the file and line, the op, the shapes and what was expected.
 TEST(ModelOpsErrors, NameTheFileLineOpAndShapes) {
   const struct {
@@ -276,6 +395,13 @@ TEST(ModelOpsErrors, NameTheFileLineOpAndShapes) {
       {"%y: f32[2,3] = pow(%a)", "bad.remat:2:18: pow needs its constant: scalar=C"},
       {"%y: f32[2,3] = sqrt(%a) keepdim=1", "bad.remat:2:27: bad attribute: sqrt takes no keepdim="},
       {"%y: f32[3] = sum(%a) ints=[1]", "bad.remat:2:"},
+      {"%y: f32[2,3] = adaptive_avg_pool2d(%a) ints=[1,1]",
+       "bad.remat:2:18: shape mismatch: adaptive_avg_pool2d(f32[2,3]): adaptive_avg_pool2d to [1,1] takes x "
+       "(N, C, H, W)"},
+      {"%y: f32[2,3] = adaptive_avg_pool2d(%a)", "bad.remat:2:18: adaptive_avg_pool2d needs ints=[OH,OW]"},
+      {"%y: f32[2,3] = adaptive_avg_pool2d(%a) ints=[1]",
+       "bad.remat:2:18: shape mismatch: adaptive_avg_pool2d(f32[2,3]): adaptive_avg_pool2d takes 2 integer "
+       "attributes, got 1"},
   };
   for (const auto& c : cases) {
     const std::string text = StrCat("program bad(a: f32[2,3], b: f32[4]) {\n  ", c.line,

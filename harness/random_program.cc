@@ -49,7 +49,7 @@ const std::vector<GenericDraw>& GenericDraws() {
     for (const OpDef& def : OpDefs()) {
       // Integer attributes only as a random op's key (beside a seed input).
       const bool random = def.num_ints == 1 && def.int_inputs != 0;
-      if ((def.num_ints != 0 && !random) || def.kind == OpKind::kName ||
+      if ((def.num_ints != 0 && !random && !def.optional_ints) || def.kind == OpKind::kName ||
           def.kind == OpKind::kState) {
         continue;
       }
@@ -248,7 +248,8 @@ class Generator {
   }
 
   // The image ops on an (n, d) x: one time in three global_avg_pool of x
-  // seen as (n, d, 1, 1); else x seen as a one-channel image (1, 1, n, d),
+  // seen as (n, d, 1, 1) or (half of those times) x seen as (1, 1, n, d)
+  // adaptive-pooled to ((n + 1) / 2, (d + 1) / 2); else x seen as a one-channel image (1, 1, n, d),
   // max-pooled by 3 x 3 windows, stride 1, padding 1 (x's shape again), or,
   // for d odd, convolved with a (d, d) value of the pool as its one kernel,
   // stride 1, padding (d - 1) / 2 (x's shape again), then again with x's
@@ -258,6 +259,12 @@ class Generator {
     if (s.rank() != 2) return sin(x);
     const int64_t n = s.dim(0), d = s.dim(1);
     const int kind = Int(0, 2);
+    if (kind == 0 && (n >= 2 || d >= 2) && Chance(50)) {
+      // Halved by PyTorch's adaptive windows (overlapping for odd sizes).
+      const int64_t oh = (n + 1) / 2, ow = (d + 1) / 2;
+      const Var image = apply("reshape", {x}, {.ints = {1, 1, n, d}});
+      return apply("reshape", {apply("adaptive_avg_pool2d", {image}, {.ints = {oh, ow}})}, {.ints = {oh, ow}});
+    }
     if (kind == 0) {
       return apply("global_avg_pool", {apply("reshape", {x}, {.ints = {n, d, 1, 1}})});
     }
@@ -353,7 +360,8 @@ class Generator {
 
   // The ops that index with the ids (i32 (n), each in [0, d)): embedding of
   // a square (d, d) value of the pool (its rows are ids' range) into (n, d),
-  // or cross_entropy of an (n, d) x against them as targets (a scalar).
+  // sometimes with a padding_idx, or cross_entropy of an (n, d) x against
+  // them as targets (a scalar), sometimes ignoring one target value.
   Var DrawIndexing(const std::vector<Var>& pool, Var x) {
     if (!ints_.ids) return sin(x);
     const int64_t n = ints_.ids->shape().dim(0);
@@ -366,9 +374,23 @@ class Generator {
     const bool logits = s.rank() == 2 && s.dim(0) == n;
     if (table && table->shape().dim(0) >= 1 && (!logits || Chance(50))) {
       // ids < d, the table's rows: the pool's square values are (d, d).
-      if (table->shape().dim(0) == d_) return apply("embedding", {*table, *ints_.ids});
+      // One time in three a random row is the padding_idx.
+      if (table->shape().dim(0) == d_) {
+        OpAttrs attrs;
+        if (Chance(33)) attrs.ints = {Int(0, static_cast<int>(d_) - 1)};
+        return apply("embedding", {*table, *ints_.ids}, attrs);
+      }
     }
-    if (logits && s.dim(1) == d_) return apply("cross_entropy", {x, *ints_.ids});
+    if (logits && s.dim(1) == d_) {
+      // One time in two (d >= 2) the targets equal to d - 1 are ignored;
+      // the first is drawn below d - 1 (MakeRandomCase), so that K >= 1.
+      OpAttrs attrs;
+      if (d_ >= 2 && Chance(50)) {
+        attrs.ints = {d_ - 1};
+        first_id_kept_ = true;
+      }
+      return apply("cross_entropy", {x, *ints_.ids}, attrs);
+    }
     return sin(x);
   }
 
@@ -455,6 +477,7 @@ class Generator {
   }
 
   int64_t d_ = 0;  // the program's last dimension (ids are in [0, d))
+  bool first_id_kept_ = false;  // a cross_entropy ignores d - 1: ids[0] < d - 1
   bool state_slot_free_ = false;  // a `bias` parameter no state op updates yet
   std::map<int64_t, Var> stacked_;
   std::map<int64_t, Var> stacked_seeds_;  // by length: i32[L], one seed per scan step
@@ -533,7 +556,8 @@ RandomCase MakeRandomCase(uint64_t seed, const RandomOptions& options) {
       const std::string& what = c.program.param_names[i];
       Tensor t = Tensor::Zeros(DType::kI32, c.program.shapes[i]);
       for (int64_t j = 0; j < t.num_elements(); ++j) {
-        t.i32()[j] = what == "ids"    ? g.Int(0, static_cast<int>(d) - 1)
+        const int top = static_cast<int>(d) - (j == 0 && g.first_id_kept_ ? 2 : 1);
+        t.i32()[j] = what == "ids"    ? g.Int(0, top)
                      : what == "mask" ? g.Int(0, 1)
                                       : static_cast<int32_t>(g.rng_());
       }

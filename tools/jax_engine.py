@@ -46,14 +46,17 @@ The ops are jnp code that computes each op's forward definition
                engines/api/philox.h, in uint32 jnp arithmetic (16-bit halves
                for the 64-bit products), so that JAX's recomputation of a
                region redraws the forward's mask from the saved seed
-  embedding    jnp.take(table, ids, axis=0) (its gradient JAX's scatter-add)
+  embedding    jnp.take(table, ids, axis=0) (its gradient JAX's scatter-add);
+               ints=[padding_idx]: that row read through stop_gradient
   masked_fill  jnp.where(mask != 0, fill, x)
-  cross_entropy  mean of logsumexp(logits) - logits[target] over rows
+  cross_entropy  mean of logsumexp(logits) - logits[target] over rows;
+               ints=[ignore_index]: jnp.where drops those rows, the mean over the rest
   reshape      jnp.reshape to the op's dims
   conv2d       jax.lax.conv_general_dilated, NCHW/OIHW, precision HIGHEST
   max_pool2d   jax.lax.reduce_window with lax.max, -inf padding (its
                gradient XLA's select-and-scatter, the first of equal values)
   global_avg_pool  jnp.mean over H and W
+  adaptive_avg_pool2d  jnp.mean over each of PyTorch's windows, stacked
   batch_norm   training mode: (x - mean) * rsqrt(biased var + eps) * gamma +
                beta, the statistics per channel over N (H W)
   batch_norm_running_mean, batch_norm_running_var
@@ -182,6 +185,9 @@ _ATTRS = {
     "expand": {"ints"},
     "cat": {"ints"},
     "select": {"ints"},
+    "adaptive_avg_pool2d": {"ints"},
+    "embedding": {"ints"},
+    "cross_entropy": {"ints"},
     "checkpoint": {"name", "policy"},
     "scan": {"name", "schedule", "consts"},
     "chain": {"name", "schedule"},
@@ -200,7 +206,7 @@ _ARITY = {
     "batch_norm_running_mean": 2, "batch_norm_running_var": 2, "state": 1, "slice": 1,
     "div": 2, "rsqrt": 1, "sqrt": 1, "tanh": 1, "sigmoid": 1, "pow": 1, "hardtanh": 1, "where": 3,
     "mean": 1, "amax": 1,
-    "expand": 1, "cat": 2, "select": 1,
+    "expand": 1, "cat": 2, "select": 1, "adaptive_avg_pool2d": 1,
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
@@ -573,8 +579,13 @@ class Builder:
             return jnp.where(keep, v * jnp.float32(1.0 / (1.0 - p)), jnp.float32(0))
         if k == "embedding":
             table, ids = x
+            pad = [int(i) for i in op.attrs.get("ints", [])]
             need(table.ndim == 2 and ids.dtype == jnp.int32, "expected a (V, D) table and i32 ids")
+            need(len(pad) <= 1 and all(0 <= p < table.shape[0] for p in pad),
+                 "embedding's ints=%s: expected [padding_idx] within the table's %d rows" % (pad, table.shape[0]))
             self._check_ids(ids, table.shape[0], at)
+            if pad:  # padding_idx: its row read as a constant, so its gradient is zero
+                table = table.at[pad[0]].set(jax.lax.stop_gradient(table[pad[0]]))
             return jnp.take(table, ids, axis=0)
         if k == "masked_fill":
             v, mask = x
@@ -584,10 +595,21 @@ class Builder:
             logits, targets = x
             need(logits.ndim == 2 and targets.shape == logits.shape[:1] and targets.dtype == jnp.int32,
                  "expected logits (N, C) and i32 targets (N)")
-            self._check_ids(targets, logits.shape[1], at)
+            ignore = [int(i) for i in op.attrs.get("ints", [])]
+            need(len(ignore) <= 1, "cross_entropy's ints=%s: expected [ignore_index] or none" % ignore)
+            if ignore:
+                keep = targets != ignore[0]
+                self._check_ids(jnp.where(keep, targets, 0), logits.shape[1], at)
+                targets = jnp.where(keep, targets, 0)
+            else:
+                self._check_ids(targets, logits.shape[1], at)
             lse = jax.nn.logsumexp(logits, axis=-1)
             picked = jnp.take_along_axis(logits, targets[:, None], axis=-1)[:, 0]
-            return jnp.mean(lse - picked)
+            if not ignore:
+                return jnp.mean(lse - picked)
+            # The mean over the K rows kept (K = 0: 0/0, nan; where's gradient
+            # selects, so the ignored rows' is 0, not 0 * inf).
+            return jnp.sum(jnp.where(keep, lse - picked, 0)) / jnp.sum(keep).astype(jnp.float32)
         if k == "reshape":
             dims = [int(d) for d in op.attrs.get("ints", [])]
             need(all(d >= 0 for d in dims) and math.prod(dims) == x[0].size,
@@ -616,6 +638,15 @@ class Builder:
             kk, s, p = ints
             return jax.lax.reduce_window(x[0], -jnp.inf, jax.lax.max, (1, 1, kk, kk), (1, 1, s, s),
                                          [(0, 0), (0, 0), (p, p), (p, p)])
+        if k == "adaptive_avg_pool2d":
+            ints = [int(i) for i in op.attrs.get("ints", [])]
+            need(len(ints) == 2 and x[0].ndim == 4 and 1 <= ints[0] <= x[0].shape[2] and 1 <= ints[1] <= x[0].shape[3],
+                 "adaptive_avg_pool2d needs ints=[OH,OW], 1 <= OH <= H, 1 <= OW <= W, and x (N,C,H,W)")
+            (h, w), (oh, ow) = x[0].shape[2:], ints
+            # PyTorch's windows: rows floor(i H / OH) .. ceil((i + 1) H / OH) - 1.
+            rows = [jnp.stack([jnp.mean(x[0][:, :, i * h // oh:-(-(i + 1) * h // oh), j * w // ow:-(-(j + 1) * w // ow)],
+                                        axis=(2, 3)) for j in range(ow)], axis=-1) for i in range(oh)]
+            return jnp.stack(rows, axis=-2)
         if k == "global_avg_pool":
             need(x[0].ndim == 4, "global_avg_pool of x (N,C,H,W)")
             return jnp.mean(x[0], axis=(2, 3))

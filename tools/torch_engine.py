@@ -386,11 +386,11 @@ class Interpreter:
             elif k == "cat":
                 y = torch.cat([x[0], x[1]], dim=ints[0])
             elif k == "embedding":
-                y = F.embedding(x[1], x[0])
+                y = F.embedding(x[1], x[0], padding_idx=ints[0] if ints else None)
             elif k == "masked_fill":
                 y = x[0].masked_fill(x[1] != 0, scalar())
             elif k == "cross_entropy":
-                y = F.cross_entropy(x[0], x[1])
+                y = F.cross_entropy(x[0], x[1], ignore_index=ints[0] if ints else -100)
             elif k == "dropout":
                 p = scalar()
                 keep = self.dropout_keep(x[1], ints[0], tuple(x[0].shape), p)
@@ -401,6 +401,8 @@ class Interpreter:
                              padding=(g[2], g[3]), dilation=(g[4], g[5]), groups=g[6])
             elif k == "max_pool2d":
                 y = F.max_pool2d(x[0], ints[0], ints[1], ints[2])
+            elif k == "adaptive_avg_pool2d":
+                y = F.adaptive_avg_pool2d(x[0], ints)
             elif k == "global_avg_pool":
                 y = x[0].mean(dim=(2, 3))
             elif k == "batch_norm":

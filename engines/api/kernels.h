@@ -101,6 +101,8 @@ struct KernelAttrs {
   Shape shape;                                    // Broadcast, reshape: the output's shape
   std::vector<int64_t> perm;                      // permute: output axis i is input axis perm[i]
   std::vector<int64_t> conv;                      // conv2d: Conv2dGeometry's 7 fields, in order
+  std::vector<int64_t> skip;                      // none or one index: scatter_add_rows: the
+                                                  // padding_idx; cross_entropy: the ignore_index
 };
 
 // conv2d's geometry as its kernels read it: KernelAttrs::conv = {stride h,

@@ -16,7 +16,7 @@
 //   loop_kernels_norm.h         rms_norm, batch_norm and its running statistics;
 //                               channel_sum (batch_norm's dbeta, conv2d_bias's dbias)
 //   loop_kernels_layout.h       reshape, permute, slice and select, cat, expand
-//   loop_kernels_pool.h         max_pool2d, global_avg_pool
+//   loop_kernels_pool.h         max_pool2d, global_avg_pool, adaptive_avg_pool2d
 // and REMAT_LOOP_KERNELS, below, registers them all on a backend.
 #ifndef REMAT_ENGINES_API_LOOP_KERNELS_H_
 #define REMAT_ENGINES_API_LOOP_KERNELS_H_
@@ -41,10 +41,10 @@
 // that backend instead.
 #define REMAT_LOOP_KERNELS(Backend, T) \
   REMAT_KERNEL_IMPL(Backend, gather_rows, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GatherRows<T>(*in[0], *in[1], out); }); \
-  REMAT_KERNEL_IMPL(Backend, scatter_add_rows, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ScatterAddRows<T>(*in[0], *in[1], out); }); \
+  REMAT_KERNEL_IMPL(Backend, scatter_add_rows, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::ScatterAddRows<T>(*in[0], *in[1], ::remat::loop_kernels::Skip(a), out); }); \
   REMAT_KERNEL_IMPL(Backend, masked_fill, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::MaskedFill<T>(*in[0], *in[1], a.scalar, out); }); \
-  REMAT_KERNEL_IMPL(Backend, cross_entropy, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::CrossEntropy<T>(*in[0], *in[1], out); }); \
-  REMAT_KERNEL_IMPL(Backend, cross_entropy_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::CrossEntropyBackward<T>(*in[0], *in[1], *in[2], out); }); \
+  REMAT_KERNEL_IMPL(Backend, cross_entropy, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::CrossEntropy<T>(*in[0], *in[1], ::remat::loop_kernels::Skip(a), out); }); \
+  REMAT_KERNEL_IMPL(Backend, cross_entropy_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::CrossEntropyBackward<T>(*in[0], *in[1], *in[2], ::remat::loop_kernels::Skip(a), out); }); \
   REMAT_KERNEL_IMPL(Backend, silu, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::Silu<T>(*in[0], out); }); \
   REMAT_KERNEL_IMPL(Backend, silu_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::SiluBackward<T>(*in[0], *in[1], out); }); \
   REMAT_KERNEL_IMPL(Backend, broadcast_binary, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BroadcastBinary<T>(*in[0], *in[1], a.int_a, out); }); \
@@ -81,6 +81,8 @@
   REMAT_KERNEL_IMPL(Backend, max_pool2d_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::MaxPool2dBackward<T>(*in[0], *in[1], a.int_a, a.int_b, a.int_c, out); }); \
   REMAT_KERNEL_IMPL(Backend, global_avg_pool, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GlobalAvgPool<T>(*in[0], out); }); \
   REMAT_KERNEL_IMPL(Backend, global_avg_pool_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::GlobalAvgPoolBackward<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, adaptive_avg_pool2d, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::AdaptiveAvgPool2d<T>(*in[0], out); }); \
+  REMAT_KERNEL_IMPL(Backend, adaptive_avg_pool2d_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::AdaptiveAvgPool2dBackward<T>(*in[0], out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNorm<T>(*in[0], *in[1], *in[2], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_backward, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormBackward<T>(*in[0], *in[1], *in[2], a.scalar, out); }); \
   REMAT_KERNEL_IMPL(Backend, batch_norm_gamma_grad, [](Backend&, std::span<const ::remat::Tensor* const> in, [[maybe_unused]] const ::remat::KernelAttrs& a, ::remat::Tensor& out) { ::remat::loop_kernels::BatchNormGammaGrad<T>(*in[0], *in[1], a.scalar, out); }); \

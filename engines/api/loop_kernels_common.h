@@ -18,6 +18,7 @@
 #endif
 
 #include "engines/api/error.h"
+#include "engines/api/kernels.h"
 #include "engines/api/lane_blocks.h"
 #include "engines/api/tensor.h"
 
@@ -108,12 +109,20 @@ inline int64_t IndexAt(const char* kernel, const Tensor& ids, int64_t p, int64_t
   return id;
 }
 
+// KernelAttrs::skip's index, or null when it holds none.
+inline const int64_t* Skip(const KernelAttrs& a) { return a.skip.empty() ? nullptr : a.skip.data(); }
+
 // Every position's index, checked before any thread starts (an Error thrown
 // inside an OpenMP loop would end the process).
+// With `skip` given, a position whose index equals *skip (cross_entropy's
+// ignore_index, which may lie outside the bound) is -1 and not checked.
 inline std::vector<int64_t> CheckedIndices(const char* kernel, const Tensor& ids, int64_t count,
-                                           int64_t bound) {
+                                           int64_t bound, const int64_t* skip = nullptr) {
   std::vector<int64_t> out(static_cast<size_t>(count));
-  for (int64_t p = 0; p < count; ++p) out[static_cast<size_t>(p)] = IndexAt(kernel, ids, p, bound);
+  for (int64_t p = 0; p < count; ++p) {
+    out[static_cast<size_t>(p)] =
+        skip != nullptr && ids.i32()[p] == *skip ? -1 : IndexAt(kernel, ids, p, bound);
+  }
   return out;
 }
 

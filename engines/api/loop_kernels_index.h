@@ -28,8 +28,10 @@ void GatherRows(const Tensor& table, const Tensor& ids, Tensor& out) {
                });
 }
 
+// `padding` (null: none) is embedding's padding_idx: its row's gradient
+// stays zero (positions reading it add nothing).
 template <typename T>
-void ScatterAddRows(const Tensor& dy, const Tensor& ids, Tensor& out) {
+void ScatterAddRows(const Tensor& dy, const Tensor& ids, const int64_t* padding, Tensor& out) {
   const T* g = static_cast<const T*>(dy.raw());
   T* o = static_cast<T*>(out.raw());
   const int64_t v = out.shape().dim(0), d = out.shape().dim(1);
@@ -38,6 +40,7 @@ void ScatterAddRows(const Tensor& dy, const Tensor& ids, Tensor& out) {
   const int64_t p_count = ids.num_elements();
   for (int64_t p = 0; p < p_count; ++p) {  // increasing position
     const int64_t id = IndexAt("embedding's backward", ids, p, v);
+    if (padding != nullptr && id == *padding) continue;
     for (int64_t j = 0; j < d; ++j) o[id * d + j] += g[p * d + j];
   }
 }

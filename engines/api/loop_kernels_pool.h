@@ -1,5 +1,5 @@
-// The pooling loop kernels over NCHW images (loop_kernels.h): max_pool2d and
-// global_avg_pool, forward and backward.
+// The pooling loop kernels over NCHW images (loop_kernels.h): max_pool2d,
+// global_avg_pool and adaptive_avg_pool2d, forward and backward.
 #ifndef REMAT_ENGINES_API_LOOP_KERNELS_POOL_H_
 #define REMAT_ENGINES_API_LOOP_KERNELS_POOL_H_
 
@@ -103,6 +103,62 @@ void GlobalAvgPoolBackward(const Tensor& dy, Tensor& out) {
   ForEachIndex(planes, planes * hw, [&](int64_t pl) {
     const T v = g[pl] / static_cast<T>(hw);
     for (int64_t i = 0; i < hw; ++i) o[pl * hw + i] = v;
+  });
+}
+
+// adaptive_avg_pool2d's window on one axis (PyTorch's): output index i of
+// `out` over an axis of `in` spans [floor(i in / out), ceil((i + 1) in / out)).
+inline int64_t AdaptiveBegin(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+inline int64_t AdaptiveEnd(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+// adaptive_avg_pool2d: y[n, c, i, j] = (the window's sum, row-major from +0)
+// / (its element count); out is (N, C, OH, OW).
+template <typename T>
+void AdaptiveAvgPool2d(const Tensor& x, Tensor& out) {
+  const Shape& xs = x.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), h = xs.dim(2), w = xs.dim(3);
+  const int64_t oh = out.shape().dim(2), ow = out.shape().dim(3);
+  const T* a = static_cast<const T*>(x.raw());
+  T* y = static_cast<T*>(out.raw());
+  ForEachIndex(planes, planes * h * w, [&](int64_t pl) {
+    const T* plane = a + pl * h * w;
+    for (int64_t i = 0; i < oh; ++i) {
+      const int64_t r0 = AdaptiveBegin(i, h, oh), r1 = AdaptiveEnd(i, h, oh);
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t c0 = AdaptiveBegin(j, w, ow), c1 = AdaptiveEnd(j, w, ow);
+        T s = 0;
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t c = c0; c < c1; ++c) s += plane[r * w + c];
+        }
+        y[(pl * oh + i) * ow + j] = s / static_cast<T>((r1 - r0) * (c1 - c0));
+      }
+    }
+  });
+}
+
+// Its backward: dx = 0, then for each output (i, j) in increasing
+// row-major position, v = dy / count added to each element of its window
+// (row-major); overlapping windows add in that order. out has x's shape.
+template <typename T>
+void AdaptiveAvgPool2dBackward(const Tensor& dy, Tensor& out) {
+  const Shape& xs = out.shape();
+  const int64_t planes = xs.dim(0) * xs.dim(1), h = xs.dim(2), w = xs.dim(3);
+  const int64_t oh = dy.shape().dim(2), ow = dy.shape().dim(3);
+  const T* g = static_cast<const T*>(dy.raw());
+  T* o = static_cast<T*>(out.raw());
+  ForEachIndex(planes, planes * h * w, [&](int64_t pl) {
+    T* plane = o + pl * h * w;
+    for (int64_t i = 0; i < h * w; ++i) plane[i] = T(0);
+    for (int64_t i = 0; i < oh; ++i) {
+      const int64_t r0 = AdaptiveBegin(i, h, oh), r1 = AdaptiveEnd(i, h, oh);
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t c0 = AdaptiveBegin(j, w, ow), c1 = AdaptiveEnd(j, w, ow);
+        const T v = g[(pl * oh + i) * ow + j] / static_cast<T>((r1 - r0) * (c1 - c0));
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t c = c0; c < c1; ++c) plane[r * w + c] += v;
+        }
+      }
+    }
   });
 }
 

@@ -53,35 +53,50 @@ void RowStats(const T* xr, int64_t cols, T* m, T* s, T* exps = nullptr) {
   }
 }
 
+// `ignore` (null: none) is cross_entropy's ignore_index: rows whose target
+// equals it add nothing and the mean is over the K rows kept (K = 0: 0/0,
+// nan); without it K is every row and the bits are those of before.
 template <typename T>
-void CrossEntropy(const Tensor& logits, const Tensor& targets, Tensor& out) {
+void CrossEntropy(const Tensor& logits, const Tensor& targets, const int64_t* ignore, Tensor& out) {
   const T* x = static_cast<const T*>(logits.raw());
   const int64_t rows = logits.shape().dim(0), cols = logits.shape().dim(1);
-  const std::vector<int64_t> t = CheckedIndices("cross_entropy", targets, rows, cols);
+  const std::vector<int64_t> t = CheckedIndices("cross_entropy", targets, rows, cols, ignore);
   std::vector<T> loss(static_cast<size_t>(rows));
   ForEachIndex(rows, rows * cols, [&](int64_t r) {
+    if (t[static_cast<size_t>(r)] < 0) return;
     const T* xr = x + r * cols;
     T m, s;
     RowStats(xr, cols, &m, &s);
     loss[static_cast<size_t>(r)] = (m + std::log(s)) - xr[t[static_cast<size_t>(r)]];
   });
   T total = 0;
-  for (int64_t r = 0; r < rows; ++r) total += loss[static_cast<size_t>(r)];
-  static_cast<T*>(out.raw())[0] = total / static_cast<T>(rows);
+  int64_t kept = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (t[static_cast<size_t>(r)] < 0) continue;
+    total += loss[static_cast<size_t>(r)];
+    ++kept;
+  }
+  static_cast<T*>(out.raw())[0] = total / static_cast<T>(kept);
 }
 
 template <typename T>
 void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, const Tensor& dy,
-                          Tensor& out) {
+                          const int64_t* ignore, Tensor& out) {
   const T* x = static_cast<const T*>(logits.raw());
   T* o = static_cast<T*>(out.raw());
   const int64_t rows = logits.shape().dim(0), cols = logits.shape().dim(1);
-  const T g = static_cast<const T*>(dy.raw())[0] / static_cast<T>(rows);
-  const std::vector<int64_t> t = CheckedIndices("cross_entropy's backward", targets, rows, cols);
+  const std::vector<int64_t> t =
+      CheckedIndices("cross_entropy's backward", targets, rows, cols, ignore);
+  const int64_t kept = std::count_if(t.begin(), t.end(), [](int64_t i) { return i >= 0; });
+  const T g = static_cast<const T*>(dy.raw())[0] / static_cast<T>(kept);
   ForEachIndex(rows, rows * cols, [&](int64_t r) {
     const T* xr = x + r * cols;
     const int64_t target = t[static_cast<size_t>(r)];
     T* orow = o + r * cols;
+    if (target < 0) {  // an ignored row: no gradient
+      std::fill(orow, orow + cols, T(0));
+      return;
+    }
     T m, s;
     RowStats(xr, cols, &m, &s, /*exps=*/orow);
     // (e / s - [j == target]) * g, the target's element apart: the others'

@@ -135,6 +135,10 @@ struct OpDef {
   // are the axes and may be left out (every axis), and Op::scalar is
   // keepdim, 0 or 1 (program text: `ints=[AXES] keepdim=1`).
   bool reduces_axes = false;
+  // True when ints= may be left out (num_ints kAnyNumberOfInts, the shape
+  // rule checks the count): embedding's padding_idx, cross_entropy's
+  // ignore_index. Left out, the op means what it meant before it took one.
+  bool optional_ints = false;
 };
 
 // The primitive ops, in OpKind order.

@@ -1,6 +1,6 @@
 // The definitions (op_def.h) of the ops on NCHW images: conv2d (with
 // strides, paddings and dilations per axis, and groups), conv2d_bias,
-// max_pool2d and global_avg_pool, one entry each, with the table kernels
+// max_pool2d, global_avg_pool and adaptive_avg_pool2d, one entry each, with the table kernels
 // they call.
 #include "engines/api/op_defs_families.h"
 
@@ -214,6 +214,48 @@ const KernelOp kGlobalAvgPoolBackwardKernel = DefineKernel(
      },
      .flops = [](std::span<const Tensor* const>, const Shape& out) { return out.num_elements(); }});
 
+// adaptive_avg_pool2d (N, C, H, W) -> (N, C, OH, OW) (attrs.int_a = OH,
+// int_b = OW): one FLOP per element of each window plus one per output;
+// its backward (attrs.shape = x's) one per output plus one per element of
+// each window.
+Shape AdaptivePoolShape(const Shape& x, int64_t oh, int64_t ow) {
+  if (x.rank() != 4 || oh < 1 || ow < 1 || oh > x.dim(2) || ow > x.dim(3)) {
+    throw Error(StrCat("adaptive_avg_pool2d to [", oh, ",", ow, "] takes x (N, C, H, W) with 1 <= OH <= H "
+                       "and 1 <= OW <= W; got ", x.ToString()));
+  }
+  return Shape({x.dim(0), x.dim(1), oh, ow});
+}
+// The elements the windows read, all told (overlaps counted each time).
+int64_t AdaptiveTaps(const Shape& x, const Shape& y) {
+  int64_t rows = 0, cols = 0;
+  for (int64_t i = 0; i < y.dim(2); ++i) rows += ((i + 1) * x.dim(2) + y.dim(2) - 1) / y.dim(2) - i * x.dim(2) / y.dim(2);
+  for (int64_t j = 0; j < y.dim(3); ++j) cols += ((j + 1) * x.dim(3) + y.dim(3) - 1) / y.dim(3) - j * x.dim(3) / y.dim(3);
+  return x.dim(0) * x.dim(1) * rows * cols;
+}
+const KernelOp kAdaptiveAvgPoolKernel = DefineKernel(
+    {.name = "adaptive_avg_pool2d",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       return AdaptivePoolShape(in[0]->shape(), a.int_a, a.int_b);
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape& out) {
+       return AdaptiveTaps(in[0]->shape(), out) + out.num_elements();
+     }});
+const KernelOp kAdaptiveAvgPoolBackwardKernel = DefineKernel(
+    {.name = "adaptive_avg_pool2d_backward",
+     .arity = 1,
+     .shape = [](std::span<const Tensor* const> in, const KernelAttrs& a) {
+       const Shape& dy = in[0]->shape();
+       if (dy.rank() != 4 || AdaptivePoolShape(a.shape, dy.dim(2), dy.dim(3)) != dy) {
+         throw Error(StrCat("adaptive_avg_pool2d's backward: dy ", in[0]->TypeString(),
+                            " is not an output of x ", a.shape.ToString()));
+       }
+       return a.shape;
+     },
+     .flops = [](std::span<const Tensor* const> in, const Shape& out) {
+       return AdaptiveTaps(out, in[0]->shape()) + in[0]->num_elements();
+     }});
+
 // clang-format off
 const OpDef kConvOps[] = {
     // conv2d  y = x (*) w: NCHW cross-correlation (PyTorch's nn.Conv2d
@@ -315,6 +357,40 @@ const OpDef kConvOps[] = {
      },
      .backward_depth = [](const DepthArgs&, double dy, std::vector<double>& k) { k[0] = dy + 1; },
      .example = [](Op&) { return Shapes{Shape({2, 3, 4, 5})}; }},
+
+    // adaptive_avg_pool2d  (N, C, H, W) -> (N, C, OH, OW), attr ints =
+    //         {OH, OW} (1 <= OH <= H, 1 <= OW <= W): output (i, j) is the
+    //         mean of rows floor(i H / OH) .. ceil((i + 1) H / OH) - 1 and
+    //         the columns likewise (PyTorch's windows; they overlap where OH
+    //         does not divide H), summed row-major from +0, / the count.
+    //         Saves nothing; dx = 0, then for each output in increasing
+    //         row-major position dy / count added to its window's elements
+    //         (row-major). [1, 1] gives global_avg_pool's bits.
+    {.kind = OpKind::kAdaptiveAvgPool2d, .name = "adaptive_avg_pool2d", .arity = 1, .has_scalar = false,
+     .num_ints = 2,
+     .shape = [](const Op& op, const Shapes& in) { return AdaptivePoolShape(in[0], Int(op, 0), Int(op, 1)); },
+     .saves = SavesNothing,
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kAdaptiveAvgPoolKernel, {&in[0]}, {.int_a = Int(op, 0), .int_b = Int(op, 1)});
+     },
+     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+       if (a.needs[0]) d[0] = k.Call(kAdaptiveAvgPoolBackwardKernel, {&a.dout}, {.shape = a.input_shapes[0]});
+     },
+     .flops = [](const Shapes& in, const Shape& out) { return AdaptiveTaps(in[0], out) + out.num_elements(); },
+     .forward_depth = [](const DepthArgs& a) {
+       // The largest window: ceil(H / OH) + 1 rows by as many columns.
+       const int64_t rows = (a.inputs[0].dim(2) + a.output.dim(2) - 1) / a.output.dim(2) + 1;
+       const int64_t cols = (a.inputs[0].dim(3) + a.output.dim(3) - 1) / a.output.dim(3) + 1;
+       return a.deepest() + static_cast<double>(rows * cols) + 1;
+     },
+     .backward_depth = [](const DepthArgs& a, double dy, std::vector<double>& k) {
+       // One division, then up to as many adds as windows overlap an element (2 by 2).
+       k[0] = dy + 1 + static_cast<double>(a.output.dim(2) < a.inputs[0].dim(2) ? 4 : 1);
+     },
+     .example = [](Op& op) {
+       op.ints = {3, 2};
+       return Shapes{Shape({2, 3, 7, 5})};
+     }},
 };
 // clang-format on
 

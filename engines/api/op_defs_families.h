@@ -36,7 +36,8 @@ std::span<const OpDef> LayoutOpDefs();
 std::span<const OpDef> IndexOpDefs();
 // dropout (op_defs_random.cc).
 std::span<const OpDef> RandomOpDefs();
-// conv2d, conv2d_bias, max_pool2d, global_avg_pool (op_defs_conv.cc).
+// conv2d, conv2d_bias, max_pool2d, global_avg_pool, adaptive_avg_pool2d
+// (op_defs_conv.cc).
 std::span<const OpDef> ConvOpDefs();
 
 }  // namespace op_defs

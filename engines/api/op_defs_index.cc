@@ -32,7 +32,8 @@ const KernelOp kGatherRowsKernel = DefineKernel(
      },
      .flops = [](std::span<const Tensor* const>, const Shape&) { return int64_t{0}; },
      .int_operands = 0b10});
-// attrs.int_a = V, the table's rows.
+// attrs.int_a = V, the table's rows; attrs.skip: the padding_idx, whose
+// row stays zero.
 const KernelOp kScatterAddRowsKernel = DefineKernel(
     {.name = "scatter_add_rows",
      .arity = 2,
@@ -64,11 +65,18 @@ const OpDef kIndexOps[] = {
     //         (i32, any shape, each in [0, V)); y is ids' shape + (D).
     //         Saves the ids; dtable = rows of dy added by id in increasing
     //         position of ids (row-major), so repeated ids sum in a stated
-    //         order. FLOPs 0 (a gather).
+    //         order. FLOPs 0 (a gather). Optional attr `ints` =
+    //         {PADDING_IDX}, 0 <= PADDING_IDX < V: that row's gradient is
+    //         zero (the forward still reads it); left out, none.
     {.kind = OpKind::kEmbedding, .name = "embedding", .arity = 2, .has_scalar = false,
-     .num_ints = 0,
-     .shape = [](const Op&, const Shapes& in) {
+     .num_ints = kAnyNumberOfInts,
+     .shape = [](const Op& op, const Shapes& in) {
        if (in[0].rank() != 2) throw Error(StrCat("the table is ", in[0].ToString(), ", expected (V, D)"));
+       if (op.ints.size() > 1 || (op.ints.size() == 1 && (op.ints[0] < 0 || op.ints[0] >= in[0].dim(0)))) {
+         throw Error(StrCat("embedding's ints=", IntsText(op.ints), " on the table ", in[0].ToString(),
+                            ": expected ints=[PADDING_IDX] with 0 <= PADDING_IDX < ", in[0].dim(0),
+                            ", or no ints"));
+       }
        std::vector<int64_t> dims(in[1].dims().begin(), in[1].dims().end());
        dims.push_back(in[0].dim(1));
        return Shape(dims);
@@ -77,10 +85,10 @@ const OpDef kIndexOps[] = {
      .forward = [](Kernels& k, const Op&, const Tensors& in) {
        return k.Call(kGatherRowsKernel, {&in[0], &in[1]});
      },
-     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
        if (a.needs[0]) {
          d[0] = k.Call(kScatterAddRowsKernel, {&a.dout, &a.saved_inputs[1]},
-                       {.int_a = a.input_shapes[0].dim(0)});
+                       {.int_a = a.input_shapes[0].dim(0), .skip = op.ints});
        }
      },
      .flops = NoFlops,
@@ -90,7 +98,8 @@ const OpDef kIndexOps[] = {
      },
      .example = [](Op&) { return Shapes{Shape({5, 4}), Shape({3})}; },
      .int_inputs = 0b10,
-     .int_bound = [](const Shapes& in, int) { return in[0].dim(0); }},
+     .int_bound = [](const Shapes& in, int) { return in[0].dim(0); },
+     .optional_ints = true},
 
     // masked_fill y = mask ? c : x (attr `scalar` = c, e.g. -1e9 above a
     //         causal diagonal): inputs x and mask (i32, x's shape; nonzero

@@ -24,7 +24,8 @@ namespace {
 // logsumexp(logits[r]) - logits[r, t_r]; per row m = max, s = the sum of
 // exp(x_j - m) (in float32 in lane_blocks::ExpShiftedSum's fixed order,
 // loop_kernels_softmax.h's RowStats), lse = m + log s; rows summed in
-// order, then / N.
+// order, then / N. attrs.skip: the ignore_index (its rows left out, N the
+// rows kept).
 Shape CrossEntropyOperands(std::span<const Tensor* const> in) {
   const Shape& x = in[0]->shape();
   if (x.rank() != 2 || in[1]->shape() != Shape({x.dim(0)})) {
@@ -309,12 +310,20 @@ const OpDef kReduceOps[] = {
     //         inputs logits (N, C) and targets (i32 (N), each in [0, C));
     //         a scalar (kCrossEntropyKernel states the order). Saves both;
     //         dx = (softmax(x) - onehot(t)) dy / N. FLOPs 4 per logit.
+    //         Optional attr `ints` = {IGNORE_INDEX} (any value; Hugging
+    //         Face's -100): rows whose target equals it add nothing, N is
+    //         then K, the rows kept (K = 0: nan loss, zero gradient), and
+    //         the other targets are in [0, C); left out, every row counts.
     {.kind = OpKind::kCrossEntropy, .name = "cross_entropy", .arity = 2, .has_scalar = false,
-     .num_ints = 0,
-     .shape = [](const Op&, const Shapes& in) {
+     .num_ints = kAnyNumberOfInts,
+     .shape = [](const Op& op, const Shapes& in) {
        if (in[0].rank() != 2 || in[1] != Shape({in[0].dim(0)})) {
          throw Error(StrCat("logits ", in[0].ToString(), " and targets ", in[1].ToString(),
                             " do not fit; cross_entropy takes (N, C) and (N)"));
+       }
+       if (op.ints.size() > 1) {
+         throw Error(StrCat("cross_entropy's ints=", IntsText(op.ints),
+                            ": expected ints=[IGNORE_INDEX] or no ints"));
        }
        return Shape();
      },
@@ -322,12 +331,13 @@ const OpDef kReduceOps[] = {
        s.inputs[0] = needs[0];
        s.inputs[1] = needs[0];
      },
-     .forward = [](Kernels& k, const Op&, const Tensors& in) {
-       return k.Call(kCrossEntropyKernel, {&in[0], &in[1]});
+     .forward = [](Kernels& k, const Op& op, const Tensors& in) {
+       return k.Call(kCrossEntropyKernel, {&in[0], &in[1]}, {.skip = op.ints});
      },
-     .backward = [](Kernels& k, const Op&, const BackwardArgs& a, Tensors& d) {
+     .backward = [](Kernels& k, const Op& op, const BackwardArgs& a, Tensors& d) {
        if (a.needs[0]) {
-         d[0] = k.Call(kCrossEntropyBackwardKernel, {&a.saved_inputs[0], &a.saved_inputs[1], &a.dout});
+         d[0] = k.Call(kCrossEntropyBackwardKernel, {&a.saved_inputs[0], &a.saved_inputs[1], &a.dout},
+                       {.skip = op.ints});
        }
      },
      .flops = [](const Shapes& in, const Shape&) { return 4 * in[0].num_elements(); },
@@ -341,7 +351,8 @@ const OpDef kReduceOps[] = {
      },
      .example = [](Op&) { return Shapes{Shape({3, 4}), Shape({3})}; },
      .int_inputs = 0b10,
-     .int_bound = [](const Shapes& in, int) { return LastDim(in[0]); }},
+     .int_bound = [](const Shapes& in, int) { return LastDim(in[0]); },
+     .optional_ints = true},
 
     // log_softmax  y = x - logsumexp(x) over the last axis; saves y;
     //         dx = dy - softmax(x) sum(dy), softmax(x) = e^y

@@ -17,6 +17,12 @@ int64_t Int(const Op& op, size_t i) {
   return op.ints[i];
 }
 
+std::string IntsText(const std::vector<int64_t>& ints) {
+  std::string list;
+  for (int64_t v : ints) list += StrCat(list.empty() ? "" : ",", v);
+  return "[" + list + "]";
+}
+
 Shape SameAsFirst(const Op&, const Shapes& in) { return in[0]; }
 
 Shape SameShapes(const Op& op, const Shapes& in) {

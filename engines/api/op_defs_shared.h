@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engines/api/kernels.h"
@@ -25,6 +26,8 @@ using Needs = std::vector<bool>;
 
 // The integer attribute i of `op`, or an error naming the op.
 int64_t Int(const Op& op, size_t i);
+// An ints list as program text writes it: "[1,2]".
+std::string IntsText(const std::vector<int64_t>& ints);
 
 // The output has the first input's shape.
 Shape SameAsFirst(const Op&, const Shapes& in);

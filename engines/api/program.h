@@ -91,6 +91,7 @@ enum class OpKind {
   kExpand,      // attr `ints` = the output's dims: x broadcast to them (numpy's rule)
   kCat,         // inputs a, b; attr `ints` = {axis}: a then b on it
   kSelect,      // attr `ints` = {axis, index}: x[..., index, ...], the axis dropped
+  kAdaptiveAvgPool2d,  // attr `ints` = {OH, OW}: (N, C, H, W) -> (N, C, OH, OW), PyTorch's windows
   kConv2dBias,  // conv2d plus a bias (O) per output channel; conv2d's `ints`
   kCheckpoint,
   kScan,

@@ -478,7 +478,7 @@ class Parser : private SourceErrors {
       Fail(op_token, StrCat(OpKindName(op->kind), " needs its constant: scalar=C"));
     }
     if (!IsStructural(op->kind) && Def(op->kind).num_ints != 0 && !Def(op->kind).reduces_axes &&
-        !seen.count("ints")) {
+        !Def(op->kind).optional_ints && !seen.count("ints")) {
       const char* what = op->kind == OpKind::kSplitHeads   ? "[BATCH,HEADS]"
                          : op->kind == OpKind::kMergeHeads ? "[BATCH]"
                          : op->kind == OpKind::kReshape    ? "[D0,D1,...] (the output's dims)"
@@ -493,6 +493,7 @@ class Parser : private SourceErrors {
                          : op->kind == OpKind::kExpand     ? "[D0,D1,...] (the output's dims)"
                          : op->kind == OpKind::kCat        ? "[AXIS]"
                          : op->kind == OpKind::kSelect     ? "[AXIS,INDEX]"
+                         : op->kind == OpKind::kAdaptiveAvgPool2d ? "[OH,OW]"
                                                             : "[...]";
       Fail(op_token, StrCat(OpKindName(op->kind), " needs ints=", what));
     }

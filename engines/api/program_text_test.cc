@@ -376,6 +376,30 @@ const ErrorCase kErrorCases[] = {
     {"ExpandDoesNotBroadcast",
      "program p(x: f32[3,2]) {\n  %b = expand(%x) ints=[4,3,5]\n  %s = sum(%b)\n  return %s\n}\n",
      2, 8, "expand: x [3,2] does not broadcast to [4,3,5]"},
+    // adaptive_avg_pool2d, embedding's padding_idx, cross_entropy's
+    // ignore_index: bad ones name the op, the value and the shapes.
+    {"AdaptivePoolLargerThanX",
+     "program p(x: f32[1,2,3,5]) {\n  %b = adaptive_avg_pool2d(%x) ints=[4,2]\n  %s = sum(%b)\n"
+     "  return %s\n}\n",
+     2, 8, "adaptive_avg_pool2d to [4,2] takes x (N, C, H, W) with 1 <= OH <= H and 1 <= OW <= W; got [1,2,3,5]"},
+    {"AdaptivePoolZero",
+     "program p(x: f32[1,2,3,5]) {\n  %b = adaptive_avg_pool2d(%x) ints=[1,0]\n  %s = sum(%b)\n"
+     "  return %s\n}\n",
+     2, 8, "adaptive_avg_pool2d to [1,0] takes x"},
+    {"AdaptivePoolWithoutInts",
+     "program p(x: f32[1,2,3,5]) {\n  %b = adaptive_avg_pool2d(%x)\n  %s = sum(%b)\n  return %s\n}\n",
+     2, 8, "adaptive_avg_pool2d needs ints=[OH,OW]"},
+    {"EmbeddingPaddingOutside",
+     "program p(w: f32[4,3], i: i32[2]) {\n  %b = embedding(%w, %i) ints=[4]\n  %s = sum(%b)\n"
+     "  return %s\n}\n",
+     2, 8, "embedding's ints=[4] on the table [4,3]: expected ints=[PADDING_IDX] with 0 <= PADDING_IDX < 4"},
+    {"EmbeddingPaddingNegative",
+     "program p(w: f32[4,3], i: i32[2]) {\n  %b = embedding(%w, %i) ints=[-1]\n  %s = sum(%b)\n"
+     "  return %s\n}\n",
+     2, 8, "embedding's ints=[-1] on the table [4,3]"},
+    {"CrossEntropyTwoIgnores",
+     "program p(x: f32[2,3], t: i32[2]) {\n  %b = cross_entropy(%x, %t) ints=[-100,0]\n  return %b\n}\n",
+     2, 8, "cross_entropy's ints=[-100,0]: expected ints=[IGNORE_INDEX] or no ints"},
     {"TrailingGarbage1", "program p(a: f32[]) {\n  return %a\n}\nprogram q(b: f32[]) {\n", 4, 1,
      "trailing text after the program's closing '}': 'program'; expected the end of "
      "the file"},
@@ -610,6 +634,34 @@ TEST(ProgramTextTest, LayerNormTakesAnyEps) {
     EXPECT_FALSE(FirstBitDifference(small, MakeEngine(engine)->ValueAndGrad(weighted, in, {0}, {})).has_value())
         << engine;
   }
+}
+
+// The optional ints of embedding (padding_idx) and cross_entropy
+// (ignore_index) and adaptive_avg_pool2d's sizes read and print back; left
+// out, no ints are printed, as before they could be given.
+TEST(ProgramTextTest, NewIndexAndPoolAttributesRoundTrip) {
+  const std::string text =
+      "program p(w: f32[5,4], ids: i32[3], x: f32[3,5], t: i32[3], im: f32[1,2,7,7]) {\n"
+      "  %h: f32[3,4] = embedding(%w, %ids) ints=[0]\n"
+      "  %g: f32[3,4] = embedding(%w, %ids)\n"
+      "  %l: f32[] = cross_entropy(%x, %t) ints=[-100]\n"
+      "  %k: f32[] = cross_entropy(%x, %t)\n"
+      "  %p: f32[1,2,3,3] = adaptive_avg_pool2d(%im) ints=[3,3]\n"
+      "  %a: f32[] = add(%l, %k)\n"
+      "  return %a\n"
+      "}\n";
+  const Program p = ParseProgram(text, "t");
+  EXPECT_EQ(p.ops[0].ints, std::vector<int64_t>({0}));
+  EXPECT_TRUE(p.ops[1].ints.empty());
+  EXPECT_EQ(p.ops[2].ints, std::vector<int64_t>({-100}));
+  EXPECT_TRUE(p.ops[3].ints.empty());
+  EXPECT_EQ(p.shapes[p.ops[4].output], Shape({1, 2, 3, 3}));
+  const std::string printed = PrintProgram(p);
+  EXPECT_EQ(ProgramDifference(p, ParseProgram(printed, "printed")), "") << printed;
+  EXPECT_NE(printed.find("embedding(%w, %ids) ints=[0]"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("cross_entropy(%x, %t) ints=[-100]"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("cross_entropy(%x, %t)\n"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("adaptive_avg_pool2d(%im) ints=[3,3]"), std::string::npos) << printed;
 }
 
 TEST(ProgramTextTest, ReadProgramFileNamesAMissingFile) {

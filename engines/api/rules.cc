@@ -44,7 +44,7 @@ Saves SavesFor(OpKind kind, const std::vector<bool>& needs) {
 bool HasAttributes(OpKind kind) {
   if (!IsPrimitive(kind)) return false;
   const OpDef& def = Def(kind);
-  return def.has_scalar || def.num_ints != 0;
+  return def.has_scalar || (def.num_ints != 0 && !def.optional_ints);
 }
 
 namespace {

@@ -218,6 +218,61 @@ void GlobalAvgPoolVjp(const VjpArgs& a) {
   a.Contribute(0, std::move(dx));
 }
 
+// ---------------------------------------------------------------------------
+// adaptive_avg_pool2d: output (i, j) is the mean of rows floor(i H / OH) to
+// ceil((i + 1) H / OH) - 1 and the columns likewise (PyTorch's windows).
+
+Shape AdaptiveAvgPoolShape(const Op& op, const std::vector<Shape>& in) {
+  WantInputs(op, in, 1);
+  if (in[0].rank() != 4 || op.ints.size() != 2 || op.ints[0] < 1 || op.ints[1] < 1 ||
+      op.ints[0] > in[0].dim(2) || op.ints[1] > in[0].dim(3)) {
+    throw ShapeError(op, in, "takes x (N, C, H, W) and ints=[OH,OW], 1 <= OH <= H, 1 <= OW <= W");
+  }
+  return Shape({in[0].dim(0), in[0].dim(1), op.ints[0], op.ints[1]});
+}
+
+// Calls f(output index, x index, window count) for every window element,
+// outputs in increasing position, each window row-major.
+template <typename F>
+void ForEachWindowTap(const Shape& xs, const Shape& ys, const F& f) {
+  const int64_t h = xs.dim(2), w = xs.dim(3), oh = ys.dim(2), ow = ys.dim(3);
+  for (int64_t pl = 0; pl < xs.dim(0) * xs.dim(1); ++pl) {
+    for (int64_t i = 0; i < oh; ++i) {
+      const int64_t r0 = i * h / oh, r1 = ((i + 1) * h + oh - 1) / oh;
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t c0 = j * w / ow, c1 = ((j + 1) * w + ow - 1) / ow;
+        const double count = static_cast<double>((r1 - r0) * (c1 - c0));
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t c = c0; c < c1; ++c) f((pl * oh + i) * ow + j, (pl * h + r) * w + c, count);
+        }
+      }
+    }
+  }
+}
+
+void AdaptiveAvgPoolForward(const Op&, const std::vector<const Tensor*>& in, const Tensor& out,
+                            int64_t* flops) {
+  const double* x = in[0]->f64();
+  double* y = out.f64();
+  for (int64_t o = 0; o < out.num_elements(); ++o) y[o] = 0;
+  ForEachWindowTap(in[0]->shape(), out.shape(), [&](int64_t o, int64_t at, double count) {
+    y[o] += x[at] / count;
+    ++*flops;
+  });
+  *flops += out.num_elements();
+}
+
+void AdaptiveAvgPoolVjp(const VjpArgs& a) {
+  // Each element gets dy / count from every window holding it.
+  const double* dy = a.dy.f64();
+  Tensor dx = a.NewGradient(a.in[0]->shape());
+  ForEachWindowTap(a.in[0]->shape(), a.dy.shape(), [&](int64_t o, int64_t at, double count) {
+    dx.f64()[at] += dy[o] / count;
+    ++*a.flops;
+  });
+  a.Contribute(0, std::move(dx));
+}
+
 }  // namespace
 
 const std::vector<OpEntry>& ConvPoolRules() {
@@ -230,6 +285,9 @@ const std::vector<OpEntry>& ConvPoolRules() {
        {MaxPool2dShape, MaxPool2dForward, MaxPool2dVjp, SameOpMagnitude, LinearGradMagnitude}},
       {OpKind::kGlobalAvgPool,
        {GlobalAvgPoolShape, GlobalAvgPoolForward, GlobalAvgPoolVjp, MeanPoolMagnitude,
+        LinearGradMagnitude}},
+      {OpKind::kAdaptiveAvgPool2d,
+       {AdaptiveAvgPoolShape, AdaptiveAvgPoolForward, AdaptiveAvgPoolVjp, AdaptivePoolMagnitude,
         LinearGradMagnitude}},
   };
   return rules;

@@ -84,6 +84,9 @@ void SliceVjp(const VjpArgs& a) {
 Shape EmbeddingShape(const Op& op, const std::vector<Shape>& in) {
   WantInputs(op, in, 2);
   if (in[0].rank() != 2) throw ShapeError(op, in, "takes a (V, D) table");
+  if (op.ints.size() > 1 || (op.ints.size() == 1 && (op.ints[0] < 0 || op.ints[0] >= in[0].dim(0)))) {
+    throw ShapeError(op, in, "takes ints=[PADDING_IDX] with 0 <= PADDING_IDX < V, or no ints");
+  }
   std::vector<int64_t> dims(in[1].dims().begin(), in[1].dims().end());
   dims.push_back(in[0].dim(1));
   return Shape(dims);
@@ -102,7 +105,8 @@ void EmbeddingForward(const Op& op, const std::vector<const Tensor*>& in, const 
 }
 
 void EmbeddingVjp(const VjpArgs& a) {
-  // Each position's row of dy goes to its id's row of the table.
+  // Each position's row of dy goes to its id's row of the table, but the
+  // padding_idx's row (op.ints[0], if given), whose gradient is zero.
   const Shape& xs = a.in[0]->shape();
   const double* dy = a.dy.f64();
   const Tensor& ids = *a.in[1];
@@ -110,6 +114,7 @@ void EmbeddingVjp(const VjpArgs& a) {
   Tensor dtable = a.NewGradient(xs);
   for (int64_t p = 0; p < ids.num_elements(); ++p) {
     const int64_t id = Index(a.op, ids, p, v);
+    if (a.op.ints.size() == 1 && id == a.op.ints[0]) continue;
     for (int64_t j = 0; j < d; ++j) dtable.f64()[id * d + j] += dy[p * d + j];
   }
   *a.flops += ids.num_elements() * d;

@@ -134,6 +134,14 @@ Tensor MeanPoolMagnitude(const MagnitudeArgs& a) {
   return SumOfTerms(a, a.op, /*mean=*/true, static_cast<double>(s.dim(2) * s.dim(3)));
 }
 
+// adaptive_avg_pool2d: a mean of at least floor(H / OH) floor(W / OW)
+// terms per output (the smallest window, the largest carried share).
+Tensor AdaptivePoolMagnitude(const MagnitudeArgs& a) {
+  const Shape& s = a.in[0]->shape();
+  const Shape& y = a.out.shape();
+  return SumOfTerms(a, a.op, /*mean=*/true, static_cast<double>((s.dim(2) / y.dim(2)) * (s.dim(3) / y.dim(3))));
+}
+
 // A mean over chosen axes: a mean of the input's elements per output one.
 Tensor MeanMagnitude(const MagnitudeArgs& a) {
   const int64_t n = a.out.num_elements();

@@ -15,11 +15,13 @@
 //   reduce_rules.cc       sum, mean, amax over chosen axes
 //   matmul_rules.cc       matmul, transpose, split_heads, merge_heads
 //   layout_rules.cc       name, state, reshape, permute, expand, cat
-//   indexing_rules.cc     slice, select, embedding, masked_fill
+//   indexing_rules.cc     slice, select, embedding (padding_idx), masked_fill
 //   softmax_rules.cc      softmax, log_softmax, top_k_softmax, cross_entropy
+//                         (ignore_index)
 //   norm_rules.cc         layer_norm, rms_norm, batch_norm and its running
 //                         mean and variance
-//   conv_pool_rules.cc    conv2d, conv2d_bias, max_pool2d, global_avg_pool
+//   conv_pool_rules.cc    conv2d, conv2d_bias, max_pool2d, global_avg_pool,
+//                         adaptive_avg_pool2d
 //   random_rules.cc       dropout
 //   magnitude_rules.cc    the magnitude rules that several families share
 //
@@ -219,6 +221,7 @@ Tensor ProductMagnitude(const MagnitudeArgs& a);
 Tensor SumMagnitude(const MagnitudeArgs& a);
 Tensor SubMagnitude(const MagnitudeArgs& a);
 Tensor MeanPoolMagnitude(const MagnitudeArgs& a);
+Tensor AdaptivePoolMagnitude(const MagnitudeArgs& a);
 // A mean over chosen axes (mean).
 Tensor MeanMagnitude(const MagnitudeArgs& a);
 // The same op on the magnitudes, in absolute value (a copy, a layout, a

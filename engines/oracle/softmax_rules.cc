@@ -268,7 +268,22 @@ Shape CrossEntropyShape(const Op& op, const std::vector<Shape>& in) {
   if (in[0].rank() != 2 || in[1] != Shape({in[0].dim(0)})) {
     throw ShapeError(op, in, "takes logits (N, C) and targets (N)");
   }
+  if (op.ints.size() > 1) throw ShapeError(op, in, "takes ints=[IGNORE_INDEX] or no ints");
   return Shape();
+}
+
+// Row r's target, or -1 where it equals the ignore_index (op.ints[0], if
+// given): that row is left out of the loss and of the mean's count.
+int64_t Target(const Op& op, const Tensor& targets, int64_t r, int64_t cols) {
+  if (op.ints.size() == 1 && targets.at(r) == static_cast<double>(op.ints[0])) return -1;
+  return Index(op, targets, r, cols);
+}
+
+// The rows the mean is over: those not ignored (K; 0 gives a nan loss).
+double KeptRows(const Op& op, const Tensor& targets, int64_t rows, int64_t cols) {
+  int64_t kept = 0;
+  for (int64_t r = 0; r < rows; ++r) kept += Target(op, targets, r, cols) >= 0 ? 1 : 0;
+  return static_cast<double>(kept);
 }
 
 void CrossEntropyForward(const Op& op, const std::vector<const Tensor*>& in, const Tensor& out,
@@ -279,10 +294,10 @@ void CrossEntropyForward(const Op& op, const std::vector<const Tensor*>& in, con
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x + r * cols;
-    const int64_t t = Index(op, *in[1], r, cols);
-    total += RowLogSumExp(xr, cols) - xr[t];
+    const int64_t t = Target(op, *in[1], r, cols);
+    if (t >= 0) total += RowLogSumExp(xr, cols) - xr[t];
   }
-  out.f64()[0] = total / static_cast<double>(rows);
+  out.f64()[0] = total / KeptRows(op, *in[1], rows, cols);
   *flops += 4 * in[0]->num_elements();
 }
 
@@ -294,16 +309,18 @@ void CrossEntropyVjp(const VjpArgs& a) {
   const int64_t cols = LastAxis(xs), rows = Rows(xs);
   const Tensor& targets = *a.in[1];
   Tensor dx = a.NewGradient(xs);
+  const double kept = KeptRows(a.op, targets, rows, cols);
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x + r * cols;
-    const int64_t t = Index(a.op, targets, r, cols);
+    const int64_t t = Target(a.op, targets, r, cols);
+    if (t < 0) continue;  // ignored: no gradient
     double m = xr[0];
     for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
     double s = 0;
     for (int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
     for (int64_t j = 0; j < cols; ++j) {
       const double p = std::exp(xr[j] - m) / s;
-      dx.f64()[r * cols + j] = (p - (j == t ? 1.0 : 0.0)) * dy[0] / static_cast<double>(rows);
+      dx.f64()[r * cols + j] = (p - (j == t ? 1.0 : 0.0)) * dy[0] / kept;
     }
   }
   *a.flops += 4 * xs.num_elements();
@@ -319,10 +336,11 @@ Tensor CrossEntropyMagnitude(const MagnitudeArgs& a) {
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x + r * cols;
-    const int64_t t = Index(a.op, *a.in[1], r, cols);
-    total += std::max(2 * RowMax(mx, r, cols), std::abs(RowLogSumExp(xr, cols) - xr[t]));
+    const int64_t t = Target(a.op, *a.in[1], r, cols);
+    if (t >= 0) total += std::max(2 * RowMax(mx, r, cols), std::abs(RowLogSumExp(xr, cols) - xr[t]));
   }
-  m.f64()[0] = rows > 0 ? total / static_cast<double>(rows) : 0;
+  const double kept = KeptRows(a.op, *a.in[1], rows, cols);
+  m.f64()[0] = kept > 0 ? total / kept : 0;
   return m;
 }
 
@@ -332,13 +350,15 @@ std::vector<Tensor> CrossEntropyGradMagnitude(const GradMagnitudeArgs& a) {
   const Tensor& xv = *a.in[0];
   const int64_t cols = xv.shape().dim(1), rows = xv.shape().dim(0);
   m[0] = MapTensor(xv, a.tracker, [](double, int64_t) { return 0.0; });
+  const double kept = KeptRows(a.op, *a.in[1], rows, cols);
   for (int64_t r = 0; r < rows; ++r) {
     const double* x = xv.f64() + r * cols;
     const double lse = RowLogSumExp(x, cols);
-    const int64_t t = Index(a.op, *a.in[1], r, cols);
+    const int64_t t = Target(a.op, *a.in[1], r, cols);
+    if (t < 0) continue;
     for (int64_t j = 0; j < cols; ++j) {
       m[0].f64()[r * cols + j] =
-          (std::exp(x[j] - lse) + (j == t ? 1.0 : 0.0)) * a.mdy.f64()[0] / static_cast<double>(rows);
+          (std::exp(x[j] - lse) + (j == t ? 1.0 : 0.0)) * a.mdy.f64()[0] / kept;
     }
   }
   return m;
