@@ -119,31 +119,24 @@ const ModelOpCase kCases[] = {
   return %s
 })", false},
     // PyTorch's adaptive windows: 7 -> 3 overlaps (rows 0-2, 2-4, 4-6), 5 -> 2
-    // overlaps too (columns 0-2, 2-4); 4 -> 4 is the identity's windows.
-    {"adaptive_pool_overlapping", R"(program p(x: f32[2,3,7,5], r: f32[2,3,3,2]) {
+    // overlaps too (columns 0-2, 2-4); 6 -> 2 and 4 -> 4 tile.
+    {"adaptive_pool", R"(program p(x: f32[2,3,7,5], r: f32[2,3,3,2], z: f32[1,2,6,4], q: f32[1,2,2,4]) {
   %y: f32[2,3,3,2] = adaptive_avg_pool2d(%x) ints=[3,2]
   %m = mul(%y, %r)
-  %s: f32[] = sum(%m)
-  return %s
-})", false},
-    {"adaptive_pool_tiles", R"(program p(x: f32[1,2,6,4], r: f32[1,2,2,4]) {
-  %y: f32[1,2,2,4] = adaptive_avg_pool2d(%x) ints=[2,4]
-  %m = mul(%y, %r)
-  %s: f32[] = sum(%m)
+  %t: f32[1,2,2,4] = adaptive_avg_pool2d(%z) ints=[2,4]
+  %n = mul(%t, %q)
+  %a: f32[] = sum(%m)
+  %b: f32[] = sum(%n)
+  %s: f32[] = add(%a, %b)
   return %s
 })", false},
     // Hugging Face's labels: targets 0, 1, 0, 1, ... with 1 ignored, and
     // -100 (none equal: every row kept).
-    {"cross_entropy_ignore_one", R"(program p(x: f32[6,5], t: i32[6] data, r: f32[]) {
+    {"cross_entropy_ignore", R"(program p(x: f32[6,5], t: i32[6] data, r: f32[], u: f32[4,3], v: i32[4] data) {
   %y: f32[] = cross_entropy(%x, %t) ints=[1]
   %m = mul(%y, %r)
-  %s: f32[] = sum(%m)
-  return %s
-})", false},
-    {"cross_entropy_ignore_minus_100", R"(program p(x: f32[4,3], t: i32[4] data, r: f32[]) {
-  %y: f32[] = cross_entropy(%x, %t) ints=[-100]
-  %m = mul(%y, %r)
-  %s: f32[] = sum(%m)
+  %k: f32[] = cross_entropy(%u, %v) ints=[-100]
+  %s: f32[] = add(%m, %k)
   return %s
 })", false},
 };

@@ -3,6 +3,7 @@
 #ifndef REMAT_ENGINES_API_LOOP_KERNELS_POOL_H_
 #define REMAT_ENGINES_API_LOOP_KERNELS_POOL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -111,29 +112,39 @@ void GlobalAvgPoolBackward(const Tensor& dy, Tensor& out) {
 inline int64_t AdaptiveBegin(int64_t i, int64_t in, int64_t out) { return i * in / out; }
 inline int64_t AdaptiveEnd(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 
+// Calls f(o, plane, r0, r1, c0, c1) for each output o (flat index into
+// y's shape) of x's shape, planes split between threads and, within one, in
+// increasing position: `plane` is the flat index of its (H, W) plane's
+// first element in x, its window rows [r0, r1) and columns [c0, c1).
+template <typename F>
+void ForEachAdaptiveWindow(const Shape& x, const Shape& y, F&& f) {
+  const int64_t planes = x.dim(0) * x.dim(1), h = x.dim(2), w = x.dim(3);
+  const int64_t oh = y.dim(2), ow = y.dim(3);
+  ForEachIndex(planes, planes * h * w, [&](int64_t pl) {
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        f((pl * oh + i) * ow + j, pl * h * w, AdaptiveBegin(i, h, oh), AdaptiveEnd(i, h, oh),
+          AdaptiveBegin(j, w, ow), AdaptiveEnd(j, w, ow));
+      }
+    }
+  });
+}
+
 // adaptive_avg_pool2d: y[n, c, i, j] = (the window's sum, row-major from +0)
 // / (its element count); out is (N, C, OH, OW).
 template <typename T>
 void AdaptiveAvgPool2d(const Tensor& x, Tensor& out) {
-  const Shape& xs = x.shape();
-  const int64_t planes = xs.dim(0) * xs.dim(1), h = xs.dim(2), w = xs.dim(3);
-  const int64_t oh = out.shape().dim(2), ow = out.shape().dim(3);
+  const int64_t w = x.shape().dim(3);
   const T* a = static_cast<const T*>(x.raw());
   T* y = static_cast<T*>(out.raw());
-  ForEachIndex(planes, planes * h * w, [&](int64_t pl) {
-    const T* plane = a + pl * h * w;
-    for (int64_t i = 0; i < oh; ++i) {
-      const int64_t r0 = AdaptiveBegin(i, h, oh), r1 = AdaptiveEnd(i, h, oh);
-      for (int64_t j = 0; j < ow; ++j) {
-        const int64_t c0 = AdaptiveBegin(j, w, ow), c1 = AdaptiveEnd(j, w, ow);
-        T s = 0;
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t c = c0; c < c1; ++c) s += plane[r * w + c];
-        }
-        y[(pl * oh + i) * ow + j] = s / static_cast<T>((r1 - r0) * (c1 - c0));
-      }
-    }
-  });
+  ForEachAdaptiveWindow(x.shape(), out.shape(),
+                        [&](int64_t o, int64_t plane, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+                          T s = 0;
+                          for (int64_t r = r0; r < r1; ++r) {
+                            for (int64_t c = c0; c < c1; ++c) s += a[plane + r * w + c];
+                          }
+                          y[o] = s / static_cast<T>((r1 - r0) * (c1 - c0));
+                        });
 }
 
 // Its backward: dx = 0, then for each output (i, j) in increasing
@@ -141,25 +152,17 @@ void AdaptiveAvgPool2d(const Tensor& x, Tensor& out) {
 // (row-major); overlapping windows add in that order. out has x's shape.
 template <typename T>
 void AdaptiveAvgPool2dBackward(const Tensor& dy, Tensor& out) {
-  const Shape& xs = out.shape();
-  const int64_t planes = xs.dim(0) * xs.dim(1), h = xs.dim(2), w = xs.dim(3);
-  const int64_t oh = dy.shape().dim(2), ow = dy.shape().dim(3);
+  const int64_t w = out.shape().dim(3);
   const T* g = static_cast<const T*>(dy.raw());
-  T* o = static_cast<T*>(out.raw());
-  ForEachIndex(planes, planes * h * w, [&](int64_t pl) {
-    T* plane = o + pl * h * w;
-    for (int64_t i = 0; i < h * w; ++i) plane[i] = T(0);
-    for (int64_t i = 0; i < oh; ++i) {
-      const int64_t r0 = AdaptiveBegin(i, h, oh), r1 = AdaptiveEnd(i, h, oh);
-      for (int64_t j = 0; j < ow; ++j) {
-        const int64_t c0 = AdaptiveBegin(j, w, ow), c1 = AdaptiveEnd(j, w, ow);
-        const T v = g[(pl * oh + i) * ow + j] / static_cast<T>((r1 - r0) * (c1 - c0));
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t c = c0; c < c1; ++c) plane[r * w + c] += v;
-        }
-      }
-    }
-  });
+  T* dx = static_cast<T*>(out.raw());
+  std::fill(dx, dx + out.num_elements(), T(0));
+  ForEachAdaptiveWindow(out.shape(), dy.shape(),
+                        [&](int64_t o, int64_t plane, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+                          const T v = g[o] / static_cast<T>((r1 - r0) * (c1 - c0));
+                          for (int64_t r = r0; r < r1; ++r) {
+                            for (int64_t c = c0; c < c1; ++c) dx[plane + r * w + c] += v;
+                          }
+                        });
 }
 
 }  // namespace loop_kernels
