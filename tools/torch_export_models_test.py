@@ -20,8 +20,7 @@ set_grad_checkpointing; torchvision has none):
 
 Needs PyTorch 2, torchvision, transformers==5.23.0 and timm==1.0.31 from the
 workspace's environment (tools/python_env.sh); a family whose library is
-missing is skipped with the reason. Tagged manual in tools/BUILD until the
-ops these models need are in remat's op set (docs/exporter.md).
+missing is skipped with the reason.
 """
 
 import os
