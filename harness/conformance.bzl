@@ -15,20 +15,12 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
     """
     cc_test(
         name = name,
-        srcs = ["//harness:conformance_test.cc"],
+        srcs = [
+            "//harness:conformance_test.cc",
+            "//harness:conformance_variants_test.cc",
+        ],
         args = ["--engine=" + engine],
         shard_count = shard_count,
-        # The program files the suite runs beside the problems (and the
-        # integer inputs read beside them).
-        data = [
-            "//problems/files:keep_mask.npy",
-            "//problems/files:llama_rmsnorm.remat",
-            "//problems/files:head_ids.npy",
-            "//problems/files:head_labels.npy",
-            "//problems/files:mobilenet_block.remat",
-            "//problems/files:model_heads.remat",
-            "//problems/files:vit_tokens.remat",
-        ],
         # eager is the baseline every engine on its kernels is compared with
         # bit for bit; oracle is the float64 oracle every engine is compared
         # with within the tolerance.
@@ -37,6 +29,7 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
             "//engines/oracle",
             "//harness:case_spec",
             "//harness:conformance",
+            "//harness:conformance_test_util",
             "//problems",
             "//problems:program_file",
             "//third_party:gtest",

@@ -141,18 +141,15 @@ import os
 import re
 import sys
 
-from program_text import ParseError, parse_program, schedule_count  # tools/program_text.py, beside this file
+# Beside this file in tools/: the program's parser, and this engine's parts.
+from jax_engine_errors import ProgramError, Unsupported
+from jax_engine_policy import CHECKPOINT_EVERY, checkpoint_every, jax_policy
+from jax_engine_stats import peak_stats, residual_stats
+from jax_philox import random_bits
+from program_text import ParseError, parse_program
 
 UNSUPPORTED_EXIT = 77
 ERROR_EXIT = 1
-
-
-class Unsupported(Exception):
-    """What the program asks that this engine cannot express in JAX."""
-
-
-class ProgramError(Exception):
-    """A program or input that is malformed: the message names where."""
 
 
 # The attributes each op may carry besides "site" and "scope" (where it was
@@ -210,18 +207,6 @@ _ARITY = {
 }
 
 LAYER_NORM_EPS = 1e-5  # Kernels::kLayerNormEps
-CHECKPOINT_EVERY = "checkpoint_every:"
-
-
-def checkpoint_every(schedule, where):
-    """K of a "checkpoint_every:K" schedule (K >= 1), as engines/api's
-    CheckpointEvery reads it."""
-    try:
-        return schedule_count(schedule, CHECKPOINT_EVERY[:-1])
-    except ValueError:
-        raise ProgramError("%s: schedule %r: checkpoint_every takes a number of blocks >= 1" % (where, schedule))
-
-
 def configure_runtime(environ):
     """Sets, where the caller has not, what jax reads when it is imported:
     the CPU platform, and one thread for XLA's CPU kernels (remat's CI
@@ -231,99 +216,7 @@ def configure_runtime(environ):
     environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-# ------------------------------------------------------------------- policies
-
-def jax_policy(jax, spec, where):
-    """The jax.checkpoint policy for remat's policy text `spec` (Policy::Parse's
-    forms: "NAME", "NAME:a,b", "save_from_both_policies:P+Q",
-    "save_and_offload_only_these_names:a,b/c,d"). Returns (policy, offloads):
-    offloads is True when the policy moves residuals to the host."""
-    cp = jax.checkpoint_policies
-    head, _, args = spec.partition(":")
-    names = [n for n in args.split(",") if n]  # Policy's SplitNames: empty items dropped
-    plain = {
-        "everything_saveable": cp.everything_saveable,
-        "nothing_saveable": cp.nothing_saveable,
-        "dots_saveable": cp.dots_saveable,
-        "checkpoint_dots": cp.dots_saveable,
-        "dots_with_no_batch_dims_saveable": cp.dots_with_no_batch_dims_saveable,
-        "checkpoint_dots_with_no_batch_dims": cp.dots_with_no_batch_dims_saveable,
-    }
-    if head in plain:
-        if args:
-            raise ProgramError("%s: policy %r: %s takes no names" % (where, spec, head))
-        return plain[head], False
-    if head == "save_only_these_names":
-        return cp.save_only_these_names(*names), False
-    if head == "save_any_names_but_these":
-        return cp.save_any_names_but_these(*names), False
-    if head == "save_anything_except_these_names":
-        return cp.save_anything_except_these_names(*names), False
-    if head == "save_from_both_policies":
-        first, plus, second = args.partition("+")  # Policy::Parse splits at the first '+'
-        if not plus:
-            raise ProgramError("%s: policy %r: expected save_from_both_policies:P+Q" % (where, spec))
-        a, a_offloads = jax_policy(jax, first, where)
-        b, b_offloads = jax_policy(jax, second, where)
-        return cp.save_from_both_policies(a, b), a_offloads or b_offloads
-    if head == "save_and_offload_only_these_names":
-        saved, _, offloaded = args.partition("/")
-        return cp.save_and_offload_only_these_names(
-            names_which_can_be_saved=[n for n in saved.split(",") if n],
-            names_which_can_be_offloaded=[n for n in offloaded.split(",") if n],
-            offload_src="device", offload_dst="pinned_host"), True
-    if head == "offload_dot_with_no_batch_dims":
-        if args:
-            raise ProgramError("%s: policy %r: %s takes no names" % (where, spec, head))
-        return cp.offload_dot_with_no_batch_dims(offload_src="device", offload_dst="pinned_host"), True
-    if head == "memory_budget":
-        raise Unsupported("%s: checkpoint policy %r (remat's own planner; JAX has no memory_budget policy)"
-                          % (where, spec))
-    raise Unsupported("%s: checkpoint policy %r (not one of jax.checkpoint_policies)" % (where, spec))
-
-
 # ------------------------------------------------------------- the program
-
-# ------------------------------------------------------------ randomness
-
-# Philox4x32-10 (engines/api/philox.h): the constants of the paper.
-_PHILOX_MUL = (0xD2511F53, 0xCD9E8D57)
-_PHILOX_WEYL = (0x9E3779B9, 0xBB67AE85)
-
-
-def _mulhilo(jnp, a, b):
-    """(hi, lo) of the 64-bit product of the constant a and uint32 array b,
-    in uint32 arithmetic (JAX runs with x64 off): 16-bit halves."""
-    u = jnp.uint32
-    a_lo, a_hi = u(a & 0xFFFF), u(a >> 16)
-    b_lo, b_hi = b & u(0xFFFF), b >> u(16)
-    ll, lh, hl, hh = b_lo * a_lo, b_hi * a_lo, b_lo * a_hi, b_hi * a_hi
-    mid = (ll >> u(16)) + (lh & u(0xFFFF)) + (hl & u(0xFFFF))
-    hi = hh + (lh >> u(16)) + (hl >> u(16)) + (mid >> u(16))
-    return hi, b * u(a)
-
-
-def random_bits(jax, seed, key, n):
-    """The n words RandomBits(seed, key, i) gives, i = 0..n-1: Philox4x32-10
-    of the counter {i / 4 (64 bits), key (64 bits)} under the key {seed, 0},
-    word i % 4 (engines/api/philox.cc)."""
-    jnp = jax.numpy
-    u = jnp.uint32
-    blocks = (n + 3) // 4
-    c0 = jnp.arange(blocks, dtype=u)
-    c1 = jnp.zeros_like(c0)
-    c2 = jnp.full_like(c0, key & 0xFFFFFFFF)
-    c3 = jnp.full_like(c0, (key >> 32) & 0xFFFFFFFF)
-    k0 = jax.lax.bitcast_convert_type(seed.astype(jnp.int32), u)
-    k1 = u(0)
-    for _ in range(10):
-        hi0, lo0 = _mulhilo(jnp, _PHILOX_MUL[0], c0)
-        hi1, lo1 = _mulhilo(jnp, _PHILOX_MUL[1], c2)
-        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
-        k0 = k0 + u(_PHILOX_WEYL[0])
-        k1 = k1 + u(_PHILOX_WEYL[1])
-    return jnp.stack([c0, c1, c2, c3], axis=1).reshape(-1)[:n]
-
 
 def _scalar_attr(op, at):
     if "scalar" not in op.attrs:
@@ -790,47 +683,6 @@ class Builder:
 
 
 # --------------------------------------------------------------------- main
-
-def residual_stats(jax, f, args, wrt_idx):
-    """(residual_bytes, host_residual_bytes, listing) of saved_residuals for f
-    differentiated with respect to args[i], i in wrt_idx: f as a function of
-    those inputs alone, the others closed over (saved_residuals reports them
-    "from a constant"). Residuals "from the argument" or "from a constant"
-    are inputs: not counted. host_residual_bytes: those in host memory (an
-    offload policy's), counted in residual_bytes too."""
-    try:
-        from jax.ad_checkpoint import saved_residuals
-    except ImportError:  # jax >= 0.8 keeps it private; print_saved_residuals is its public face
-        from jax._src.ad_checkpoint import saved_residuals
-
-    def g(*w):
-        a = list(args)
-        for i, v in zip(wrt_idx, w):
-            a[i] = v
-        return f(*a)
-
-    total, host, listing = 0, 0, []
-    for aval, src in saved_residuals(g, *[args[i] for i in wrt_idx]):
-        listing.append("%s %s" % (aval.str_short(short_dtypes=True), src))
-        if not src.startswith(("from the argument", "from a constant")):
-            nbytes = int(aval.size) * aval.dtype.itemsize
-            total += nbytes
-            if "host" in str(getattr(aval, "memory_space", "")).lower():
-                host += nbytes
-    return total, host, listing
-
-
-def peak_stats(compiled):
-    """(peak_bytes, every field) of a compiled function's memory_analysis()."""
-    m = compiled.memory_analysis()
-    if m is None:
-        raise ProgramError("memory_analysis() returned None for the compiled gradient")
-    fields = {k: int(getattr(m, k)) for k in dir(m)
-              if k.endswith("_in_bytes") and isinstance(getattr(m, k), int)}
-    peak = (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-            - m.alias_size_in_bytes)
-    return int(peak), fields
-
 
 def run(d):
     import numpy as np
