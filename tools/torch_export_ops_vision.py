@@ -84,6 +84,16 @@ def _roll(ctx, x, shifts, dims=()):
     return Live(ctx.body, xid, shape)
 
 
+def _join_constant(ctx, xid, shape, axis, amount, value, before, hint):
+    """x with `amount` rows of `value` joined on `axis` before or after it
+    (a constant input, so no gradient is taken for it); `shape` grows."""
+    fill = list(shape)
+    fill[axis] = amount
+    cid = ctx.const_input(torch.full(fill, float(value)), hint)
+    shape[axis] += amount
+    return ctx.emit("cat", [cid, xid] if before else [xid, cid], shape, _ints([axis])).id
+
+
 @op("constant_pad_nd.default")
 def _pad(ctx, x, pad, value=0):
     """F.pad with a constant (Swin's window padding, TF-style "same"
@@ -94,17 +104,12 @@ def _pad(ctx, x, pad, value=0):
     xid, shape = _live(ctx, x), list(x.shape)
     for i in range(len(pad) // 2):
         axis = len(shape) - 1 - i
-        for side, amount in (("before", int(pad[2 * i])), ("after", int(pad[2 * i + 1]))):
+        for before, amount in ((True, int(pad[2 * i])), (False, int(pad[2 * i + 1]))):
             if amount < 0:
-                start = -amount if side == "before" else 0
-                xid = _slice(ctx, xid, shape, axis, start, shape[axis] + amount).id
+                xid = _slice(ctx, xid, shape, axis, -amount if before else 0, shape[axis] + amount).id
                 shape[axis] += amount
             elif amount > 0:
-                fill = list(shape)
-                fill[axis] = amount
-                cid = ctx.const_input(torch.full(fill, v), "pad")
-                shape[axis] += amount
-                xid = ctx.emit("cat", [cid, xid] if side == "before" else [xid, cid], shape, _ints([axis])).id
+                xid = _join_constant(ctx, xid, shape, axis, amount, v, before, "pad")
     return Live(ctx.body, xid, shape)
 
 
@@ -162,11 +167,7 @@ def _max_pool(ctx, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False)
         for axis, out in ((2, oh), (3, ow)):
             extra = (out - 1) * s + k - (shape[axis] + 2 * p)
             if extra > 0:
-                pad = list(shape)
-                pad[axis] = extra
-                fill = ctx.const_input(torch.full(pad, float("-inf")), "ceil_mode_pad")
-                shape[axis] += extra
-                xid = ctx.emit("cat", [xid, fill], shape, _ints([axis])).id
+                xid = _join_constant(ctx, xid, shape, axis, extra, float("-inf"), False, "ceil_mode_pad")
     return [ctx.emit("max_pool2d", [xid], ctx.out_shape(), _ints([k, s, p])), None]
 
 
