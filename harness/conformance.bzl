@@ -39,11 +39,15 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
 
     # The random-program fuzzer (harness/fuzz_test.cc) on this engine: a few
     # hundred programs over the whole op set, nested regions, scans, chains,
-    # policies and schedules, each against eager's bits or the oracle.
+    # policies and schedules, each against eager's bits or the oracle. Every
+    # uninitialized block is poisoned (NaN): a kernel of any engine that
+    # reads an output element or a scratchpad word before writing it fails
+    # here, on every run, instead of giving a wrong value on some.
     cc_test(
         name = name.replace("_test", "") + "_fuzz_test",
         srcs = ["//harness:fuzz_test.cc"],
         args = ["--engine=" + engine, "--cases=" + str(fuzz_cases)],
+        env = {"REMAT_POISON_UNINITIALIZED": "1"},
         size = "medium",
         deps = deps + [d for d in [
             "//engines/eager",

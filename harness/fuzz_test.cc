@@ -31,6 +31,7 @@
 
 #include "engines/api/error.h"
 #include "engines/api/registry.h"
+#include "engines/api/tensor.h"
 #include "harness/conformance.h"
 #include "harness/random_program.h"
 #include "harness/rounding_depth.h"
@@ -334,6 +335,20 @@ constexpr double kMinInformative = 0.6;    // not mostly-zero, not on a kink
 constexpr double kMinProgramsWithOp = 0.05;
 constexpr double kMinPerSchedule = 0.03;   // of checked cases, each spec
 constexpr double kMinChains = 0.03;        // scheduled cases with a chain
+
+// Where the build asks for poisoned blocks (conformance.bzl sets
+// REMAT_POISON_UNINITIALIZED=1 on every engine's fuzz test), they are: a
+// fresh uninitialized tensor reads NaN, so the programs below ran with it.
+TEST(FuzzTest, UninitializedBlocksArePoisonedWhenAsked) {
+  const char* poison = std::getenv("REMAT_POISON_UNINITIALIZED");
+  if (poison == nullptr || std::strcmp(poison, "1") != 0) {
+    GTEST_SKIP() << "REMAT_POISON_UNINITIALIZED is not 1 in this run";
+  }
+  for (int64_t n : {1, 17, 4096, 1 << 20}) {
+    Tensor t = Tensor::Uninitialized(DType::kF32, Shape({n}), nullptr);
+    EXPECT_TRUE(std::isnan(t.f32()[0]) && std::isnan(t.f32()[n - 1])) << n << " floats";
+  }
+}
 
 TEST(FuzzTest, RandomProgramsAgreeAcrossEngines) {
   const Flags& f = GetFlags();

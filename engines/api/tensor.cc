@@ -47,6 +47,19 @@ void TuneMalloc() {
   (void)tuned;
 }
 
+// REMAT_POISON_UNINITIALIZED=1 fills every uninitialized block with 0xff
+// bytes (a NaN in f32 and f64, -1 in i32) instead of leaving whatever the
+// pool or the heap held: a kernel that reads an output element, or a
+// scratchpad word, before writing it then gives NaN on every run instead of
+// a wrong value on some runs only (the one that reused a block). Read once.
+bool PoisonUninitialized() {
+  static const bool poison = [] {
+    const char* v = std::getenv("REMAT_POISON_UNINITIALIZED");
+    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return poison;
+}
+
 // The storage ledger (TensorStorageBytes).
 std::atomic<int64_t> storage_ledger{0};
 
@@ -237,7 +250,11 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
     data_ = s->Take(bytes_, category_);
     if (data_ != nullptr) {
       owned_ = false;
-      if (zero) std::memset(data_, 0, static_cast<size_t>(bytes_));
+      if (zero) {
+        std::memset(data_, 0, static_cast<size_t>(bytes_));
+      } else if (PoisonUninitialized()) {
+        std::memset(data_, 0xff, static_cast<size_t>(bytes_));
+      }
       return;
     }
   }
@@ -247,7 +264,11 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
     if (tracker_) tracker_->Release(bytes_, category_);
     throw Error(StrCat("out of memory allocating ", bytes_, " bytes"));
   }
-  if (zero) std::memset(data_, 0, rounded);
+  if (zero) {
+    std::memset(data_, 0, rounded);
+  } else if (PoisonUninitialized()) {
+    std::memset(data_, 0xff, rounded);
+  }
   storage_ledger.fetch_add(bytes_, std::memory_order_relaxed);
   if (tracker_) tracker_->AddStorage(bytes_);
 }

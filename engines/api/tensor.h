@@ -58,6 +58,8 @@ class Tensor {
                       const std::shared_ptr<MemoryTracker>& tracker, Category category);
   // A new tensor whose contents are unspecified: for kernel outputs, which
   // write every element (zero-filling them would cost a pass over memory).
+  // Under REMAT_POISON_UNINITIALIZED=1 (read once per process) every byte is
+  // 0xff, a NaN in f32 and f64: a kernel that reads before it writes shows.
   static Tensor Uninitialized(DType dtype, const Shape& shape,
                               const std::shared_ptr<MemoryTracker>& tracker);
   // The same, counted in `category` (a primitive's scratchpad).
