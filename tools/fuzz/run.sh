@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (AddressSanitizer and
-# UndefinedBehaviorSanitizer on) and runs each for a while on the corpus kept
-# in tools/fuzz/corpus/, adding what it finds there.
+# UndefinedBehaviorSanitizer on) and runs each for a while from the corpus
+# kept in tools/fuzz/corpus/ (read only: what a run finds goes to
+# $FUZZ_OUT/corpus/NAME, so the working tree stays clean; copy an input
+# worth keeping into the tracked corpus by hand).
 #   tools/fuzz/run.sh            # 30 s each (what .ci/run does)
 #   tools/fuzz/run.sh 3600       # an hour each
 # Prints one line per fuzzer with its executions; exits non-zero on a finding.
@@ -42,16 +44,46 @@ core=($(sources_of //engines/api:npy))
 text=($(sources_of //engines/api:program_text))
 cli=($(sources_of //tools:remat tools/remat_main.cc))
 
+# Each source is compiled once into $out/obj (the three fuzzers share most
+# of theirs), on every core at once, and again only when it or a header it
+# includes (clang's -MMD list) is newer than its object: one clang++ per
+# fuzzer over all its sources was 10 minutes of one core in CI.
+objects_of() {  # sources... -> prints the objects
+  local src
+  for src in "$@"; do printf '%s\n' "$out/obj/${src//\//__}.o"; done
+}
+compile_one() {  # source
+  local src=$1 obj
+  obj="$out/obj/${src//\//__}.o"
+  if [[ -f $obj && -f ${obj%.o}.d ]] &&
+     [[ -z $(sed -e 's/^[^:]*://' -e 's/\\$//' "${obj%.o}.d" | tr ' ' '\n' | grep -v '^$' |
+             while read -r dep; do [[ ! -e $dep || $dep -nt $obj ]] && echo "$dep"; done) ]]; then
+    return 0
+  fi
+  clang++ "${flags[@]}" -fopenmp -MMD -MF "${obj%.o}.d" -c "$src" -o "$obj"
+}
+export -f compile_one
+export out
+export flags_joined="${flags[*]}"
+mkdir -p "$out/obj"
+compile_all() {  # sources...
+  printf '%s\n' "$@" | sort -u |
+    xargs -P "$(nproc)" -I{} bash -c 'flags=($flags_joined); compile_one "$1"' _ {}
+}
 build() {  # name sources...
   local name=$1
   shift
-  if [[ ! -x $out/$name || -n $(find "$@" tools/fuzz/$name.cc -newer "$out/$name" 2>/dev/null) ]]; then
-    echo "fuzz: building $name" >&2
+  local objs
+  mapfile -t objs < <(objects_of "$@" "tools/fuzz/$name.cc")
+  if [[ ! -x $out/$name || -n $(find "${objs[@]}" -newer "$out/$name" 2>/dev/null) ]]; then
+    echo "fuzz: linking $name" >&2
     # -fopenmp: engines/onednn/platform.cc reads OpenMP's thread count.
-    clang++ "${flags[@]}" -fopenmp tools/fuzz/$name.cc "$@" -o "$out/$name" -ldnnl \
-      -lboost_program_options -lglpk
+    clang++ "${flags[@]}" -fopenmp "${objs[@]}" -o "$out/$name" -ldnnl -lboost_program_options -lglpk
   fi
 }
+echo "fuzz: compiling $(printf '%s\n' "${core[@]}" "${text[@]}" "${cli[@]}" | sort -u | wc -l) sources and 3 fuzzers on $(nproc) cores" >&2
+compile_all "${core[@]}" "${text[@]}" "${cli[@]}" tools/fuzz/npy_fuzzer.cc tools/fuzz/cli_fuzzer.cc \
+  tools/fuzz/program_text_fuzzer.cc || { echo "fuzz: compiling failed" >&2; exit 2; }
 build npy_fuzzer "${core[@]}"
 build cli_fuzzer "${cli[@]}"
 build program_text_fuzzer "${text[@]}"
@@ -60,7 +92,8 @@ status=0
 for name in npy_fuzzer cli_fuzzer program_text_fuzzer; do
   corpus=tools/fuzz/corpus/${name%_fuzzer}
   log=$out/$name.log
-  if ! ASAN_OPTIONS=detect_leaks=1 "$out/$name" "$corpus" -max_total_time="$seconds" \
+  mkdir -p "$out/corpus/$name"
+  if ! ASAN_OPTIONS=detect_leaks=1 "$out/$name" "$out/corpus/$name" "$corpus" -max_total_time="$seconds" \
       -max_len=4096 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 >"$log" 2>&1; then
     echo "fuzz: $name FOUND A FAILURE; see $log" >&2
     tail -40 "$log" >&2
