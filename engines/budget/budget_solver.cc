@@ -120,6 +120,17 @@ struct GlpDeleter {
 // GLPK prints its progress to stdout by default: silenced once, here.
 int SilentTerminal(void*, const char*) { return 1; }
 
+// The greatest common divisor of the bytes of the classes that may be
+// saved under `budget` (1 if none): the MILP's bytes row is written in
+// these units, and its bound can only move by whole units.
+int64_t BytesUnit(const BudgetProblem& p, int64_t budget) {
+  int64_t unit = 0;
+  for (const BudgetProblem::Class& k : p.classes) {
+    if (k.saveable && k.bytes <= budget && k.bytes > 0) unit = std::gcd(unit, k.bytes);
+  }
+  return std::max<int64_t>(unit, 1);
+}
+
 // The MILP of the header (Checkmate's, one recomputation stage).
 std::vector<bool> Milp(const BudgetProblem& p, int64_t budget, double time_limit_seconds,
                        bool* proven) {
@@ -167,13 +178,12 @@ std::vector<bool> Milp(const BudgetProblem& p, int64_t budget, double time_limit
   // relative, and a row of 2 MiB coefficients under a bound of 2 MiB - 1
   // used to come back 1 byte over (found by BudgetFront, which asks for
   // exactly such budgets). SolveBudget also checks, and tightens.
-  int64_t unit = 0;
-  for (const auto& [col, coef] : bytes_row) unit = std::gcd(unit, static_cast<int64_t>(coef));
+  const int64_t unit = BytesUnit(p, budget);
   if (unit > 1) {
     for (auto& [col, coef] : bytes_row) coef /= static_cast<double>(unit);
   }
   if (!bytes_row.empty()) {
-    add_row(bytes_row, GLP_UP, 0, static_cast<double>(budget / std::max<int64_t>(unit, 1)));
+    add_row(bytes_row, GLP_UP, 0, static_cast<double>(budget / unit));
   }
   glp_load_matrix(lp.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
 
@@ -281,7 +291,10 @@ BudgetPlan SolveBudget(const BudgetProblem& p, const BudgetOptions& options) {
     // GLPK's tolerances are relative: a solution may overshoot the bound by
     // a little. Tighten the bound by the overshoot and solve again (the
     // plan then stays within the budget; it is proven optimal for the
-    // tightened bound only, which is said).
+    // tightened bound only, which is said). The bound moves by whole units
+    // of the bytes row: a ResNet-50's whole-program MILP came back 1 byte
+    // (one unit of 4) over its bound, and tightening by the byte left the
+    // row's bound, and the answer, as they were.
     int64_t bound = options.budget_bytes;
     for (int attempt = 0;; ++attempt) {
       plan.saved = Milp(p, bound, options.time_limit_seconds, &plan.proven_optimal);
@@ -290,7 +303,8 @@ BudgetPlan SolveBudget(const BudgetProblem& p, const BudgetOptions& options) {
       }
       const int64_t over = SavedBytes(p, plan.saved) - options.budget_bytes;
       if (over <= 0 || attempt == 8) break;
-      bound = std::max<int64_t>(0, bound - over);
+      const int64_t unit = BytesUnit(p, bound);
+      bound = std::max<int64_t>(0, bound - (over + unit - 1) / unit * unit);
       plan.proven_optimal = false;
     }
     plan.solver = "milp";
