@@ -128,6 +128,19 @@ FAMILIES = [
 ]
 
 
+def export_family(build, dropout):
+    """Builds a family's model (seed 20, training mode) and exports it to a
+    new directory: (model, inputs, loss, loss_inputs, calls, directory,
+    program text, export seconds)."""
+    torch.manual_seed(20)
+    model, inputs, loss, loss_inputs, calls = build(dropout)
+    model.train()
+    d = tempfile.mkdtemp()
+    start = time.time()
+    text = export(model, inputs, d, loss=loss, loss_inputs=loss_inputs)
+    return model, inputs, loss, loss_inputs, calls, d, text, time.time() - start
+
+
 def _loss(model, inputs, loss, loss_inputs):
     if isinstance(inputs, dict):
         return model(**inputs).loss
@@ -162,13 +175,8 @@ class ModelsTest(unittest.TestCase):
     def check_family(self, family, library, build):
         if _library(library) is None:
             self.skipTest("%s is not installed (tools/python_env.sh pins it)" % library)
-        torch.manual_seed(20)
-        model, inputs, loss, loss_inputs, calls = build(False)
-        model.train()
-        d = tempfile.mkdtemp()
-        start = time.time()
-        text = export(model, inputs, d, loss=loss, loss_inputs=loss_inputs)
-        print("%s: exported in %.1f s, %d regions" % (family, time.time() - start, text.count(" = checkpoint(")))
+        model, inputs, loss, loss_inputs, calls, d, text, seconds = export_family(build, False)
+        print("%s: exported in %.1f s, %d regions" % (family, seconds, text.count(" = checkpoint(")))
         self.assertEqual(text.count(" = checkpoint("), calls, "regions found vs checkpoint calls made")
         eager, recompute = self.dump(d, "eager"), self.dump(d, "recompute")
         for f, a in eager.items():
@@ -197,11 +205,7 @@ class ModelsTest(unittest.TestCase):
         for name, s in state64.items():
             close(name, recompute["state_%s.npy" % name], state32[name], s)
         # Dropout on: one mask, the contract's, in every engine.
-        torch.manual_seed(20)
-        model, inputs, loss, loss_inputs, calls = build(True)
-        model.train()
-        d = tempfile.mkdtemp()
-        text = export(model, inputs, d, loss=loss, loss_inputs=loss_inputs)
+        model, inputs, loss, loss_inputs, calls, d, text, _ = export_family(build, True)
         if " = dropout(" in text:
             eager, recompute = self.dump(d, "eager"), self.dump(d, "recompute")
             for f, a in eager.items():

@@ -19,7 +19,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.dirname(HERE)
@@ -29,7 +28,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import torch_export_models_test as models  # noqa: E402
-from torch_export import export  # noqa: E402
 
 REMAT = os.path.join(os.path.dirname(TOOLS), "bazel-bin", "tools", "remat")
 
@@ -95,13 +93,7 @@ def main():
         if models._library(library) is None:
             print("| %s | %s is not installed | | | | | |" % (family, library))
             continue
-        torch.manual_seed(20)
-        model, inputs, loss, loss_inputs, calls = build(False)
-        model.train()
-        d = tempfile.mkdtemp()
-        start = time.time()
-        text = export(model, inputs, d, loss=loss, loss_inputs=loss_inputs)
-        seconds = time.time() - start
+        model, inputs, loss, loss_inputs, calls, d, text, seconds = models.export_family(build, False)
         regions = text.count(" = checkpoint(")
         eager_peak, _, _ = run(d, "--engine", "eager")
         written_peak, written_flops, dumps = run(d, "--engine", "recompute")
