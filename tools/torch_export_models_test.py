@@ -39,6 +39,7 @@ if base.HAVE_TORCH:
     import torch
     import torch.nn.functional as F
     from torch_export import export
+    from torch_export_program import _ident
 
 
 def _library(name):
@@ -128,6 +129,85 @@ FAMILIES = [
 ]
 
 
+# The models of these libraries that the issue did not name, run the same
+# way (REMAT_FULL=1, tools/ci_full.sh: a few minutes more). Their checkpoint
+# calls are not known here: the exporter counts them itself and refuses a
+# program with fewer regions, so `calls` is None and the count is not
+# compared again. Two more export and run, and are left out until a
+# finding is explained (issue 62): torchvision's regnet_y_400mf, where
+# remat's `trunk_output.block4.block4-2.f.b.1.weight` gradient is 3.7e-2 from
+# float64 and PyTorch's float32 1.7e-4 (a ReLU kink like ResNet-18's at
+# 112x112, or not: not yet traced); timm's efficientnet_b0, whose
+# `blocks.1.0.bn1.running_mean` is near 0 in float64, so that both errors
+# relative to it are huge (remat 9.1e8, PyTorch 4.4e7) and their ratio
+# (20.5) says nothing.
+def _hf_more(cls_name, config_name, **config):
+    def build(dropout):
+        import transformers as T
+        cfg = getattr(T, config_name)(**config)
+        for field in ("hidden_dropout_prob", "attention_probs_dropout_prob", "attention_dropout", "dropout",
+                      "resid_pdrop", "embd_pdrop", "attn_pdrop", "hidden_dropout", "attention_probs_dropout"):
+            if hasattr(cfg, field) and isinstance(getattr(cfg, field), float):
+                setattr(cfg, field, 0.1 if dropout else 0.0)
+        m = getattr(T, cls_name)(cfg)
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        ids = torch.randint(0, 64, (2, 8))
+        return m, {"input_ids": ids, "labels": ids.clone()}, None, (), None
+    return build
+
+
+def _vision_more(make, size=64):
+    def build(dropout):
+        m = make()
+        if not dropout:
+            for mod in m.modules():
+                if type(mod).__name__ in ("Dropout", "StochasticDepth"):
+                    mod.p = 0.0
+                elif type(mod).__name__ == "DropPath":
+                    mod.drop_prob = 0.0
+        if hasattr(m, "set_grad_checkpointing"):
+            m.set_grad_checkpointing(True)
+        return m, (torch.randn(2, 3, size, size),), F.cross_entropy, (torch.tensor([3, 7]),), None
+    return build
+
+
+def _tv(name, **kw):
+    return lambda: getattr(__import__("torchvision.models", fromlist=["x"]), name)(num_classes=10, **kw)
+
+
+def _timm(name, **kw):
+    return lambda: __import__("timm").create_model(name, num_classes=10, **kw)
+
+
+_DECODER = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                max_position_embeddings=32)
+MORE_FAMILIES = [
+    ("mistral", "transformers", _hf_more("MistralForCausalLM", "MistralConfig", num_key_value_heads=2, **_DECODER)),
+    ("phi3", "transformers", _hf_more("Phi3ForCausalLM", "Phi3Config", num_key_value_heads=2, pad_token_id=0,
+                                      **_DECODER)),
+    ("gemma", "transformers", _hf_more("GemmaForCausalLM", "GemmaConfig", num_key_value_heads=2, head_dim=8,
+                                       **_DECODER)),
+    ("gpt_neox", "transformers", _hf_more("GPTNeoXForCausalLM", "GPTNeoXConfig", **_DECODER)),
+    ("opt", "transformers", _hf_more("OPTForCausalLM", "OPTConfig", vocab_size=64, hidden_size=32, ffn_dim=64,
+                                     num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=32,
+                                     word_embed_proj_dim=32)),
+    ("roberta", "transformers", _hf_more("RobertaForMaskedLM", "RobertaConfig", vocab_size=64, hidden_size=32,
+                                         intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                         max_position_embeddings=40)),
+    ("distilbert", "transformers", _hf_more("DistilBertForMaskedLM", "DistilBertConfig", vocab_size=64, dim=32,
+                                            hidden_dim=64, n_layers=2, n_heads=4, max_position_embeddings=32)),
+    ("torchvision.efficientnet_b0", "torchvision", _vision_more(_tv("efficientnet_b0"))),
+    ("torchvision.mobilenet_v3_small", "torchvision", _vision_more(_tv("mobilenet_v3_small"))),
+    ("torchvision.shufflenet_v2", "torchvision", _vision_more(_tv("shufflenet_v2_x0_5"))),
+    ("torchvision.squeezenet", "torchvision", _vision_more(_tv("squeezenet1_1"))),
+    ("torchvision.swin_t", "torchvision", _vision_more(_tv("swin_t"))),
+    ("timm.resnet18", "timm", _vision_more(_timm("resnet18"))),
+    ("timm.deit_tiny", "timm", _vision_more(_timm("deit_tiny_patch16_224", img_size=32, patch_size=8), 32)),
+    ("timm.swin", "timm", _vision_more(_timm("swin_tiny_patch4_window7_224", img_size=56), 56)),
+]
+FULL = os.environ.get("REMAT_FULL") == "1"
+
+
 def export_family(build, dropout):
     """Builds a family's model (seed 20, training mode) and exports it to a
     new directory: (model, inputs, loss, loss_inputs, calls, directory,
@@ -147,11 +227,31 @@ def _loss(model, inputs, loss, loss_inputs):
     return loss(model(*inputs), *loss_inputs)
 
 
+def dumped(dumps, kind, name):
+    """`kind` ("grad", "state") of the module path `name` from remat's --dump
+    files: the program names inputs by their module paths, with any
+    character its grammar does not take as "_" (RegNet's `block1-0`); an
+    nn.Linear weight is exported transposed (NAME.T)."""
+    key = "%s_%s" % (kind, _ident(name))
+    if key + ".npy" in dumps:
+        return dumps[key + ".npy"]
+    return dumps[key + ".T.npy"].T
+
+
 def _reference(model, inputs, loss, loss_inputs, dtype):
     """Loss, gradients and buffers after one forward and backward of a copy
-    of `model` in `dtype`."""
+    of `model` in `dtype`, with the library's checkpointing off: PyTorch's
+    checkpoint runs a region's forward again in the backward pass, and a
+    BatchNorm in it updates its running statistics twice (timm's ResNet-18
+    with set_grad_checkpointing: 0.19 m where one update gives 0.1 m);
+    remat's program updates them once, as the model without checkpointing
+    does. Gradients are the same either way."""
     import copy
     m = copy.deepcopy(model).to(dtype)
+    if hasattr(m, "set_grad_checkpointing"):
+        m.set_grad_checkpointing(False)
+    if getattr(m, "is_gradient_checkpointing", False):
+        m.gradient_checkpointing_disable()
     cast = (lambda t: t.to(dtype) if t.is_floating_point() else t)
     ins = {k: cast(v) for k, v in inputs.items()} if isinstance(inputs, dict) else tuple(cast(v) for v in inputs)
     value = _loss(m, ins, loss, loss_inputs)
@@ -177,7 +277,8 @@ class ModelsTest(unittest.TestCase):
             self.skipTest("%s is not installed (tools/python_env.sh pins it)" % library)
         model, inputs, loss, loss_inputs, calls, d, text, seconds = export_family(build, False)
         print("%s: exported in %.1f s, %d regions" % (family, seconds, text.count(" = checkpoint(")))
-        self.assertEqual(text.count(" = checkpoint("), calls, "regions found vs checkpoint calls made")
+        if calls is not None:
+            self.assertEqual(text.count(" = checkpoint("), calls, "regions found vs checkpoint calls made")
         eager, recompute = self.dump(d, "eager"), self.dump(d, "recompute")
         for f, a in eager.items():
             self.assertEqual(a.tobytes(), recompute[f].tobytes(), "%s: eager and recompute differ" % f)
@@ -198,12 +299,9 @@ class ModelsTest(unittest.TestCase):
 
         close("loss", np.array(float(recompute["loss.npy"])), np.array(value32), np.array(value64))
         for name, g in grads64.items():
-            got = recompute.get("grad_%s.npy" % name)
-            if got is None:
-                got = recompute["grad_%s.T.npy" % name].T  # nn.Linear's weight, exported transposed
-            close(name, got, grads32[name], g)
+            close(name, dumped(recompute, "grad", name), grads32[name], g)
         for name, s in state64.items():
-            close(name, recompute["state_%s.npy" % name], state32[name], s)
+            close(name, dumped(recompute, "state", name), state32[name], s)
         # Dropout on: one mask, the contract's, in every engine.
         model, inputs, loss, loss_inputs, calls, d, text, _ = export_family(build, True)
         if " = dropout(" in text:
@@ -220,6 +318,17 @@ def _test(family, library, build):
 
 for _family, _lib, _build in FAMILIES:
     setattr(ModelsTest, "test_" + _family.replace(".", "_"), _test(_family, _lib, _build))
+
+
+def _test_more(family, library, build):
+    @unittest.skipIf(not FULL, "a family the issue did not name: runs with REMAT_FULL=1 (tools/ci_full.sh)")
+    def test(self):
+        self.check_family(family, library, build)
+    return test
+
+
+for _family, _lib, _build in MORE_FAMILIES:
+    setattr(ModelsTest, "test_more_" + _family.replace(".", "_"), _test_more(_family, _lib, _build))
 
 
 if __name__ == "__main__":

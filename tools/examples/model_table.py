@@ -60,12 +60,9 @@ def worst_error(dumps, value64, grads64, state64, value32, grads32, state32):
     remat, torch32, ratio = 0.0, 0.0, 0.0
     pairs = [("loss", np.array(float(dumps["loss.npy"])), np.array(value32), np.array(value64), 1e-30)]
     for name, g in grads64.items():
-        got = dumps.get("grad_%s.npy" % name)
-        if got is None:
-            got = dumps["grad_%s.T.npy" % name].T
-        pairs.append((name, got, grads32[name], g, 1e-4 * largest))
+        pairs.append((name, models.dumped(dumps, "grad", name), grads32[name], g, 1e-4 * largest))
     for name, s in state64.items():
-        pairs.append((name, dumps["state_%s.npy" % name], state32[name], s, 1e-30))
+        pairs.append((name, models.dumped(dumps, "state", name), state32[name], s, 1e-30))
     for _, got, ref32, ref64, floor in pairs:
         scale = max(np.max(np.abs(ref64)), floor)
         mine, theirs = np.max(np.abs(got - ref64)) / scale, np.max(np.abs(ref32 - ref64)) / scale
