@@ -201,6 +201,13 @@ std::vector<bool> Milp(const BudgetProblem& p, int64_t budget, double time_limit
   parm.mir_cuts = GLP_ON;
   parm.cov_cuts = GLP_ON;
   parm.clq_cuts = GLP_ON;
+  // Pseudocost branching and the feasibility pump: with GLPK's defaults
+  // (Driebeck-Tomlin branching, no pump) a torchvision ViT's whole-program
+  // region (120 classes) took 13.1 s over seven budgets of its front, one of
+  // them stopped by the 10 s limit at 124440 FLOPs; with these, 0.85 s, all
+  // seven proven optimal (that one at 123760).
+  parm.br_tech = GLP_BR_PCH;
+  parm.fp_heur = GLP_ON;
   parm.msg_lev = GLP_MSG_OFF;
   parm.tm_lim = std::max(1, static_cast<int>(std::lround(time_limit_seconds * 1000)));
   const int ret = glp_intopt(lp.get(), &parm);

@@ -31,6 +31,12 @@
 //   recomputation re-runs an inner one that may save (f > 0), and the
 //   inner's plan is not in the outer's objective, so the total FLOPs are
 //   neither constant between breakpoints nor monotone in f.
+// - A region of more than kPeakFrontClasses saveable values (a whole model
+//   in one region: its front has a point for nearly every byte size its
+//   values add up to, thousands, one MILP each) adds no breakpoints: its
+//   candidates are the grid's below, and no interval's upper end is tried.
+//   The resolution says how many regions were searched so; the answer is
+//   then exact at the grid's resolution only.
 // - A grid of 1/64 steps joins the candidates, nested or not: besides the
 //   nesting above, two save sets of one interval can recompute the same
 //   measured FLOPs at different peaks (peak_budget_test's seed 53: 44 FLOPs
@@ -105,11 +111,17 @@ bool PeakBudgetNested(const Program& program);
 // memory_budget:F, F written so that it reads back as `fraction` exactly.
 Program WithPeakFraction(const Program& program, double fraction);
 
+// The most saveable values (classes) a region may have for the search to
+// enumerate its front (one MILP per point); a larger region is searched on
+// the grid only.
+inline constexpr int kPeakFrontClasses = 64;
+
 // The candidate fractions of the family, ascending, 0 and 1 included (see
 // above), for `program` differentiated for `wrt` in elements of
-// `dtype_bytes` bytes.
+// `dtype_bytes` bytes. `large_regions`, when given, receives how many
+// distinct regions had more than kPeakFrontClasses saveable values.
 std::vector<double> PeakBudgetCandidates(const Program& program, const std::vector<int>& wrt,
-                                         int64_t dtype_bytes);
+                                         int64_t dtype_bytes, int* large_regions = nullptr);
 
 // A dry run of a program with no peak-mode region left: the engine's Stats
 // of a plan-only run (peak_bytes: the run's peak, every category).
@@ -125,6 +137,7 @@ struct PeakBudgetResolution {
   int64_t recomputed_flops = 0;
   int candidates = 0;         // fractions in the family
   int dry_runs = 0;           // of them dry-run
+  int large_regions = 0;      // searched on the grid only (kPeakFrontClasses)
 };
 
 // Resolves the peak-mode regions of `program` (HasPeakBudget must hold).

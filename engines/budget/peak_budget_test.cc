@@ -380,6 +380,54 @@ TEST(PeakBudgetTest, TransformerStackAtTheBenchSize) {
   EXPECT_FALSE(FirstBitDifference(eager, r).has_value());
 }
 
+// A region of more than kPeakFrontClasses saveable values (a model wrapped
+// whole, as `--policy` does a program without regions) lists no front: its
+// candidates are the 65 fractions of the 1/64 grid, the resolution says so,
+// and peak:min's peak is the least of those fractions' dry runs.
+TEST(PeakBudgetTest, LargeRegionIsSearchedOnTheGrid) {
+  const Problem& problem = FindProblem("mlp_chain");
+  Case c = MakeCase(problem, ResolveParams(problem, {{"L", 48}, {"d", 16}, {"N", 8}}));
+  const Program p = WrapInCheckpoint(InlineCheckpoints(c.program),
+                                     Policy::Parse("memory_budget:peak:min"), "--policy");
+  std::vector<bool> needs(p.num_params(), false);
+  for (int w : c.wrt) needs[w] = true;
+  const Op* region = nullptr;
+  for (const Op& op : p.ops) {
+    if (op.kind == OpKind::kCheckpoint) region = &op;
+  }
+  ASSERT_NE(region, nullptr);
+  const BudgetProblem whole =
+      MakeBudgetProblem(*region->body, needs, 4, [](const Op&) { return true; });
+  int saveable = 0;
+  for (const BudgetProblem::Class& k : whole.classes) saveable += k.saveable && k.bytes > 0;
+  ASSERT_GT(saveable, kPeakFrontClasses) << "the program is too small to test a large region";
+  int large = -1;
+  const std::vector<double> candidates = PeakBudgetCandidates(p, c.wrt, 4, &large);
+  EXPECT_EQ(large, 1);
+  ASSERT_EQ(candidates.size(), 65u);
+  for (int k = 0; k <= 64; ++k) EXPECT_EQ(candidates[k], k / 64.0);
+  std::unique_ptr<Engine> engine = MakeEngine("recompute");
+  const PeakBudgetResolution r = ResolvePeakBudget(p, c.wrt, 4, [&](const Program& q) {
+    RunOptions o;
+    o.plan_only = true;
+    return engine->ValueAndGrad(q, c.inputs, c.wrt, o).stats;
+  });
+  EXPECT_EQ(r.large_regions, 1);
+  EXPECT_EQ(r.dry_runs, 65);
+  int64_t least = std::numeric_limits<int64_t>::max();
+  for (double f : candidates) {
+    RunOptions o;
+    o.plan_only = true;
+    least = std::min(least, engine->ValueAndGrad(WithPeakFraction(p, f), c.inputs, c.wrt, o)
+                                .stats.peak_bytes);
+  }
+  EXPECT_EQ(r.peak_bytes, least);
+  const std::string line = DescribePeakResolution(r);
+  EXPECT_NE(line.find("1 region(s) of over 64 saveable values searched on the 1/64 grid only"),
+            std::string::npos)
+      << line;
+}
+
 // Peak mode on the engines that honour policies: planned resolves as
 // recompute does (the same executor's dry runs), to the same peak and bits.
 TEST(PeakBudgetTest, PlannedResolvesAsRecomputeDoes) {
