@@ -120,6 +120,16 @@ struct GlpDeleter {
 // GLPK prints its progress to stdout by default: silenced once, here.
 int SilentTerminal(void*, const char*) { return 1; }
 
+// GLPK's callback: stops the search once it has made more subproblems than
+// `*info` (an int64_t; 0 or less: no limit). The incumbent stays.
+void StopAfterNodes(glp_tree* tree, void* info) {
+  if (glp_ios_reason(tree) != GLP_ISELECT) return;
+  const int64_t limit = *static_cast<const int64_t*>(info);
+  int active = 0, current = 0, total = 0;
+  glp_ios_tree_size(tree, &active, &current, &total);
+  if (limit > 0 && total > limit) glp_ios_terminate(tree);
+}
+
 // The greatest common divisor of the bytes of the classes that may be
 // saved under `budget` (1 if none): the MILP's bytes row is written in
 // these units, and its bound can only move by whole units.
@@ -132,7 +142,7 @@ int64_t BytesUnit(const BudgetProblem& p, int64_t budget) {
 }
 
 // The MILP of the header (Checkmate's, one recomputation stage).
-std::vector<bool> Milp(const BudgetProblem& p, int64_t budget, double time_limit_seconds,
+std::vector<bool> Milp(const BudgetProblem& p, int64_t budget, const BudgetOptions& options,
                        bool* proven) {
   const int n = static_cast<int>(p.classes.size());
   glp_term_hook(SilentTerminal, nullptr);
@@ -209,7 +219,10 @@ std::vector<bool> Milp(const BudgetProblem& p, int64_t budget, double time_limit
   parm.br_tech = GLP_BR_PCH;
   parm.fp_heur = GLP_ON;
   parm.msg_lev = GLP_MSG_OFF;
-  parm.tm_lim = std::max(1, static_cast<int>(std::lround(time_limit_seconds * 1000)));
+  parm.tm_lim = std::max(1, static_cast<int>(std::lround(options.time_limit_seconds * 1000)));
+  int64_t node_limit = options.node_limit;
+  parm.cb_func = StopAfterNodes;
+  parm.cb_info = &node_limit;
   const int ret = glp_intopt(lp.get(), &parm);
   const int status = glp_mip_status(lp.get());
   std::vector<bool> saved(n, false);
@@ -304,7 +317,7 @@ BudgetPlan SolveBudget(const BudgetProblem& p, const BudgetOptions& options) {
     // row's bound, and the answer, as they were.
     int64_t bound = options.budget_bytes;
     for (int attempt = 0;; ++attempt) {
-      plan.saved = Milp(p, bound, options.time_limit_seconds, &plan.proven_optimal);
+      plan.saved = Milp(p, bound, options, &plan.proven_optimal);
       for (size_t c = 0; c < p.classes.size(); ++c) {
         if (!p.classes[c].saveable) plan.saved[c] = false;
       }
@@ -429,7 +442,7 @@ void DescribeIn(const Program& p, const std::vector<bool>& param_needs, int64_t 
                  " bytes everything_saveable keeps, recomputes ", plan.recomputed_flops, " FLOPs; ",
                  plan.solver, ", ",
                  plan.proven_optimal ? "proven optimal"
-                                     : "NOT proven optimal (the time limit stopped it)");
+                                     : "NOT proven optimal (the node or time limit stopped it)");
       if (std::find(out->begin(), out->end(), line) == out->end()) out->push_back(line);
     }
     if (op.kind == OpKind::kScan) {

@@ -3,8 +3,8 @@
 // finds none with fewer recomputed FLOPs within the budget, for the knapsack,
 // the MILP, and whichever SolveBudget picks; B = 1 recomputes what
 // everything_saveable recomputes with no more bytes; B = 0 keeps nothing;
-// FLOPs fall and bytes rise with B; a time limit too short to prove
-// optimality says so and still returns a plan within the budget.
+// FLOPs fall and bytes rise with B; a time or node limit too short to
+// prove optimality says so and still returns a plan within the budget.
 #include "engines/budget/budget_solver.h"
 
 #include <gtest/gtest.h>
@@ -175,6 +175,40 @@ TEST(BudgetSolverTest, TimeLimitReturnsAValidPlanMarkedNotProven) {
   std::vector<bool> nothing(p.classes.size(), false);
   EXPECT_LE(rushed.recomputed_flops, RecomputedFlops(p, nothing));
   EXPECT_EQ(rushed.recomputed_flops, RecomputedFlops(p, rushed.saved));
+}
+
+// The node limit: random programs, each whole as one region, solved by the
+// MILP stopped after one subproblem with all the time it could want. Where
+// that stop leaves the plan unproven (some must), the plan is within the
+// budget, the same save set on every solve (the limit is work, not the
+// machine's speed), and no better than the unlimited solve's, which is
+// proven.
+TEST(BudgetSolverTest, NodeLimitReturnsTheSamePlanEveryTimeMarkedNotProven) {
+  int stopped = 0;
+  for (uint64_t seed = 0; seed < 200 && stopped < 5; ++seed) {
+    const RandomCase c = MakeRandomCase(seed);
+    const Program body = InlineCheckpoints(c.program);
+    const std::vector<bool> needs = AllTrue(body);
+    const BudgetProblem p = MakeBudgetProblem(body, needs, 4, MaySave);
+    const int64_t all = EverythingSaveableBytes(body, needs, p);
+    for (double f : {0.3, 0.5, 0.7}) {
+      BudgetOptions o;
+      o.budget_bytes = static_cast<int64_t>(f * static_cast<double>(all));
+      o.force_milp = true;
+      o.node_limit = 1;
+      o.time_limit_seconds = 600;
+      const BudgetPlan first = SolveBudget(p, o);
+      if (first.proven_optimal) continue;
+      ++stopped;
+      EXPECT_LE(first.saved_bytes, o.budget_bytes) << "seed " << seed;
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(SolveBudget(p, o).saved, first.saved) << "seed " << seed;
+      o.node_limit = 0;
+      const BudgetPlan unlimited = SolveBudget(p, o);
+      EXPECT_TRUE(unlimited.proven_optimal) << "seed " << seed;
+      EXPECT_LE(unlimited.recomputed_flops, first.recomputed_flops) << "seed " << seed;
+    }
+  }
+  EXPECT_GT(stopped, 0) << "no random program needed more than one node";
 }
 
 TEST(BudgetSolverTest, NegativeBudgetIsAnError) {

@@ -75,8 +75,8 @@
 //   express. engines/budget/peak_budget_test.cc counts how often the family
 //   is globally optimal on tiny programs (exhaustive search over all save
 //   sets).
-// - The MILP's time limit: a region the MILP cannot prove optimal in its
-//   limit gives a feasible plan, as in the first mode; BudgetFront then
+// - The MILP's node and time limits: a region the MILP cannot prove optimal
+//   within them gives a feasible plan, as in the first mode; BudgetFront then
 //   lists that plan's bytes, and a front of unproven plans may miss a
 //   breakpoint: the answer is then exact over the candidates only.
 // - The cache's key is the program's text, wrt and the element size, not how
