@@ -47,17 +47,14 @@ void TuneMalloc() {
   (void)tuned;
 }
 
-// REMAT_POISON_UNINITIALIZED=1 fills every uninitialized block with 0xff
-// bytes (a NaN in f32 and f64, -1 in i32) instead of leaving whatever the
-// pool or the heap held: a kernel that reads an output element, or a
-// scratchpad word, before writing it then gives NaN on every run instead of
-// a wrong value on some runs only (the one that reused a block). Read once.
-bool PoisonUninitialized() {
-  static const bool poison = [] {
-    const char* v = std::getenv("REMAT_POISON_UNINITIALIZED");
-    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-  }();
-  return poison;
+// A new block's first bytes: zeros when asked, else poison when the
+// process asks for it (PoisonUninitialized), else left as they were.
+void FillNew(char* data, size_t bytes, bool zero) {
+  if (zero) {
+    std::memset(data, 0, bytes);
+  } else if (PoisonUninitialized()) {
+    std::memset(data, 0xff, bytes);
+  }
 }
 
 // The storage ledger (TensorStorageBytes).
@@ -235,6 +232,18 @@ void GiveData(void* data, int64_t bytes) {
 
 int64_t TensorStorageBytes() { return storage_ledger.load(std::memory_order_relaxed); }
 
+// Poison is 0xff bytes (a NaN in f32 and f64, -1 in i32) instead of
+// whatever the pool or the heap held: a kernel that reads an output element,
+// or a scratchpad word, before writing it then gives NaN on every run
+// instead of a wrong value on some runs only (the one that reused a block).
+bool PoisonUninitialized() {
+  static const bool poison = [] {
+    const char* v = std::getenv("REMAT_POISON_UNINITIALIZED");
+    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return poison;
+}
+
 Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category category,
                bool zero)
     : bytes_(bytes), tracker_(std::move(tracker)), category_(category) {
@@ -250,11 +259,7 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
     data_ = s->Take(bytes_, category_);
     if (data_ != nullptr) {
       owned_ = false;
-      if (zero) {
-        std::memset(data_, 0, static_cast<size_t>(bytes_));
-      } else if (PoisonUninitialized()) {
-        std::memset(data_, 0xff, static_cast<size_t>(bytes_));
-      }
+      FillNew(static_cast<char*>(data_), static_cast<size_t>(bytes_), zero);
       return;
     }
   }
@@ -264,11 +269,7 @@ Buffer::Buffer(int64_t bytes, std::shared_ptr<MemoryTracker> tracker, Category c
     if (tracker_) tracker_->Release(bytes_, category_);
     throw Error(StrCat("out of memory allocating ", bytes_, " bytes"));
   }
-  if (zero) {
-    std::memset(data_, 0, rounded);
-  } else if (PoisonUninitialized()) {
-    std::memset(data_, 0xff, rounded);
-  }
+  FillNew(static_cast<char*>(data_), rounded, zero);
   storage_ledger.fetch_add(bytes_, std::memory_order_relaxed);
   if (tracker_) tracker_->AddStorage(bytes_);
 }

@@ -113,6 +113,11 @@ class Tensor {
 // storage_bytes), or the run allocated storage outside them.
 int64_t TensorStorageBytes();
 
+// Whether this process fills every uninitialized tensor with poison (0xff
+// bytes, a NaN in f32 and f64): REMAT_POISON_UNINITIALIZED set to anything
+// but "" or "0", read once per process.
+bool PoisonUninitialized();
+
 // A copy of `t` converted to `dtype`, counted by `tracker` (may be null).
 Tensor Cast(const Tensor& t, DType dtype,
             const std::shared_ptr<MemoryTracker>& tracker = nullptr);
