@@ -10,6 +10,7 @@ memory_budget:peak:min, with the FLOPs each recomputes.
     .venv/bin/python tools/examples/model_table.py              # every family
     .venv/bin/python tools/examples/model_table.py gpt2 timm.vit
     .venv/bin/python tools/examples/model_table.py --timeout 900 torchvision.mobilenet_v2
+    .venv/bin/python tools/examples/model_table.py --image-size 112 --batch 4 torchvision.resnet18
 
 A `remat run` past --timeout seconds (default 120) is shown as "over N s".
 
@@ -89,8 +90,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("families", nargs="*", help="families to run (default: every one)")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per remat run")
+    parser.add_argument("--image-size", type=int, help="the torchvision ResNets' and MobileNetV2's image side "
+                        "(default 64; the ViTs' is in their configs)")
+    parser.add_argument("--batch", type=int, help="those models' batch (default 2, ResNet-50 8)")
     args = parser.parse_args()
     TIMEOUT_S = args.timeout
+    for flag, value in (("--image-size", args.image_size), ("--batch", args.batch)):
+        if value is not None and value < 1:
+            parser.error("%s must be at least 1, not %d" % (flag, value))
+    models.CONVNET_SIZE.update(image=args.image_size, batch=args.batch)
     wanted = args.families
     known = [family for family, _, _ in models.FAMILIES]
     for family in wanted:
