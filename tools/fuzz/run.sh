@@ -45,23 +45,36 @@ text=($(sources_of //engines/api:program_text))
 cli=($(sources_of //tools:remat tools/remat_main.cc))
 
 # Each source is compiled once into $out/obj (the three fuzzers share most
-# of theirs), on every core at once, and again only when it or a header it
-# includes (clang's -MMD list) is newer than its object: one clang++ per
-# fuzzer over all its sources was 10 minutes of one core in CI.
+# of theirs), on every core at once, and again only when the contents of it
+# or of a header it includes (clang's -MMD list), or the flags, changed: an
+# object is keyed by a hash of those, not by times, so a new clone of the
+# same sources (CI's) reuses $out's objects instead of compiling all of
+# them again (every file of a fresh checkout is newer than any object).
+# One clang++ per fuzzer over all its sources was 10 minutes of one core.
 objects_of() {  # sources... -> prints the objects
   local src
   for src in "$@"; do printf '%s\n' "$out/obj/${src//\//__}.o"; done
 }
+content_key() {  # depfile -> prints the hash of the flags and every file it lists
+  { printf '%s\n' "$flags_joined"
+    sed -e 's/^[^:]*://' -e 's/\\$//' "$1" | tr ' ' '\n' | grep -v '^$' |
+      while read -r dep; do
+        printf '%s\n' "$dep"
+        cat "$dep" 2>/dev/null || echo "(missing)"
+      done
+  } | sha256sum | cut -d' ' -f1
+}
 compile_one() {  # source
   local src=$1 obj
   obj="$out/obj/${src//\//__}.o"
-  if [[ -f $obj && -f ${obj%.o}.d ]] &&
-     [[ -z $(sed -e 's/^[^:]*://' -e 's/\\$//' "${obj%.o}.d" | tr ' ' '\n' | grep -v '^$' |
-             while read -r dep; do [[ ! -e $dep || $dep -nt $obj ]] && echo "$dep"; done) ]]; then
+  if [[ -f $obj && -f ${obj%.o}.d && -f ${obj%.o}.key ]] &&
+     [[ $(content_key "${obj%.o}.d") == "$(cat "${obj%.o}.key")" ]]; then
     return 0
   fi
   clang++ "${flags[@]}" -fopenmp -MMD -MF "${obj%.o}.d" -c "$src" -o "$obj"
+  content_key "${obj%.o}.d" >"${obj%.o}.key"
 }
+export -f content_key
 export -f compile_one
 export out
 export flags_joined="${flags[*]}"
