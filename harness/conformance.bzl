@@ -1,4 +1,10 @@
-"""engine_conformance_test: the whole conformance suite for one engine."""
+"""engine_conformance_test: the whole conformance suite for one engine.
+
+Usable from any package of this workspace and from another workspace that
+has remat-bench as a repository (examples/outside_engine/): the labels
+below are Label()s, resolved in remat-bench's repository whoever loads
+this file, and name the root package's public, testonly libraries.
+"""
 
 load("@rules_cc//cc:defs.bzl", "cc_test")
 
@@ -13,27 +19,16 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
       fuzz_cases: random programs for the engine's fuzz test (<name>_fuzz_test).
       **kwargs: passed to cc_test.
     """
+
+    # The suite is compiled once (//harness:conformance_suite, with eager,
+    # the baseline every engine on its kernels is compared with bit for bit,
+    # and the float64 oracle every engine is compared with within the
+    # tolerance); a test per engine links it with the engine.
     cc_test(
         name = name,
-        srcs = [
-            "//harness:conformance_test.cc",
-            "//harness:conformance_variants_test.cc",
-        ],
         args = ["--engine=" + engine],
         shard_count = shard_count,
-        # eager is the baseline every engine on its kernels is compared with
-        # bit for bit; oracle is the float64 oracle every engine is compared
-        # with within the tolerance.
-        deps = deps + [d for d in [
-            "//engines/eager",
-            "//engines/oracle",
-            "//harness:case_spec",
-            "//harness:conformance",
-            "//harness:conformance_test_util",
-            "//problems",
-            "//problems:program_file",
-            "//third_party:gtest",
-        ] if d not in deps],
+        deps = deps + [Label("//:conformance_suite")],
         **kwargs
     )
 
@@ -45,15 +40,8 @@ def engine_conformance_test(name, engine, deps, shard_count = 2, fuzz_cases = 50
     # here, on every run, instead of giving a wrong value on some.
     cc_test(
         name = name.replace("_test", "") + "_fuzz_test",
-        srcs = ["//harness:fuzz_test.cc"],
         args = ["--engine=" + engine, "--cases=" + str(fuzz_cases)],
         env = {"REMAT_POISON_UNINITIALIZED": "1"},
         size = "medium",
-        deps = deps + [d for d in [
-            "//engines/eager",
-            "//engines/oracle",
-            "//harness:conformance",
-            "//harness:random_program",
-            "//third_party:gtest",
-        ] if d not in deps],
+        deps = deps + [Label("//:fuzz_suite")],
     )

@@ -663,6 +663,15 @@ TEST_P(ConformanceTest, MemoryLimitIsAnErrorAndLeaksNothing) {
     for (const auto& t : trackers) {
       EXPECT_EQ(t->live_bytes(), 0) << EngineUnderTest() << ": a failed run leaked";
       EXPECT_EQ(t->live_bytes(Category::kHost), 0);
+      // The limit is hard (R4.8): the allocation that would pass it throws,
+      // so no moment of the refused run held more. A dry run's counts are a
+      // prediction, which may pass the limit: that is how it refuses.
+      if (!t->dry_run()) {
+        EXPECT_LE(t->peak_bytes(), options.max_memory_bytes)
+            << EngineUnderTest() << " held " << t->peak_bytes() << " bytes in a run refused for "
+            << "--max-memory " << options.max_memory_bytes
+            << ": the limit was checked after it was passed, not at the allocation that passed it";
+      }
       if (predict && predicts) {
         EXPECT_EQ(t->storage_bytes(), 0)
             << EngineUnderTest() << " reports a predicted peak (" << r.stats.predicted_peak_bytes
@@ -690,8 +699,22 @@ TEST_P(ConformanceTest, StaysUnderAMemoryCapWithTheSameBits) {
   }
   const Result uncapped = Run();
   const int64_t peak = uncapped.stats.peak_bytes;
+  // A run the cap stops gives every byte back as it throws, the engine's own
+  // pools included (R4.9, R4.3): nothing is left live for a later call to
+  // free.
+  std::vector<std::shared_ptr<MemoryTracker>> stopped;
+  const auto nothing_left = [&](const std::string& what) {
+    for (const auto& t : stopped) {
+      EXPECT_EQ(t->live_bytes(), 0) << EngineUnderTest() << " on " << case_.ToString() << ", "
+                                    << what << ": " << t->live_bytes()
+                                    << " bytes still live after the run threw";
+      EXPECT_EQ(t->live_bytes(Category::kHost), 0) << what;
+    }
+    stopped.clear();
+  };
   RunOptions one_byte;
   one_byte.memory_cap_bytes = 1;
+  one_byte.on_tracker = [&](const std::shared_ptr<MemoryTracker>& t) { stopped.push_back(t); };
   int64_t smallest = -1;
   try {
     Run(one_byte);
@@ -702,6 +725,7 @@ TEST_P(ConformanceTest, StaysUnderAMemoryCapWithTheSameBits) {
                            << e.what();
     EXPECT_NE(std::string(e.what()).find("--memory-cap"), std::string::npos) << e.what();
   }
+  nothing_left("stopped by a 1-byte cap");
   ASSERT_GT(smallest, 0);
   EXPECT_LE(smallest, peak) << "the uncapped run is a run under a cap of its own peak";
   for (const double fraction : {0.5, 0.7, 0.9}) {
@@ -726,6 +750,7 @@ TEST_P(ConformanceTest, StaysUnderAMemoryCapWithTheSameBits) {
   }
   RunOptions below;
   below.memory_cap_bytes = smallest - 1;
+  below.on_tracker = one_byte.on_tracker;
   try {
     Run(below);
     ADD_FAILURE() << EngineUnderTest() << " ran under " << smallest - 1
@@ -733,6 +758,7 @@ TEST_P(ConformanceTest, StaysUnderAMemoryCapWithTheSameBits) {
   } catch (const Error& e) {
     EXPECT_EQ(SmallestCapIn(e), smallest) << e.what();
   }
+  nothing_left("stopped by a cap one byte below the smallest that worked");
 }
 
 INSTANTIATE_TEST_SUITE_P(Problems, ConformanceTest, ::testing::ValuesIn(ProblemNames()),

@@ -178,6 +178,7 @@ const std::vector<std::unique_ptr<Problem>>& AllProblems() {
     v->push_back(MakeMoe());
     v->push_back(MakeResNet());
     v->push_back(MakeUnreached());
+    v->push_back(MakeBoundaries());
     return v;
   }();
   return *problems;

@@ -21,6 +21,7 @@ std::unique_ptr<Problem> MakeGptScan();       // the same, its blocks one scan o
 std::unique_ptr<Problem> MakeMoe();           // top-2 mixture of experts, a router built to tie
 std::unique_ptr<Problem> MakeResNet();        // torchvision ResNet: conv, batch norm, max pooling
 std::unique_ptr<Problem> MakeUnreached();     // gradients no cotangent reaches
+std::unique_ptr<Problem> MakeBoundaries();    // max-pool ties and dropout's threshold, reached
 
 }  // namespace remat
 

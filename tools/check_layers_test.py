@@ -58,6 +58,29 @@ class CheckLayersTest(unittest.TestCase):
         finally:
             shutil.rmtree(root)
 
+    def test_outside_code_may_use_the_project_but_not_be_used_by_it(self):
+        root = tempfile.mkdtemp()
+        try:
+            # An engine author's package: no layer_visibility(), includes
+            # whatever its deps (the SDK) give it.
+            write(root, "engines/mine/BUILD", 'cc_library(name = "mine", deps = ["//:engine_sdk"])\n')
+            write(root, "engines/mine/mine.h", "#include \"engines/api/engine.h\"\n")
+            write(root, "engines/api/engine.h", "#include <vector>\n")
+            problems, _ = check_layers.check(root)
+            self.assertEqual(problems, [])
+            write(root, "engines/api/registry.cc", "#include \"engines/mine/mine.h\"\n")
+            problems, _ = check_layers.check(root)
+            self.assertEqual(len(problems), 1, problems)
+            self.assertIn("engines/api/registry.cc:1: includes engines/mine/mine.h of folder "
+                          "engines/mine, which has no layer", problems[0])
+            # A project package that forgot its layer is not outside code.
+            write(root, "engines/mine/BUILD", 'package(default_visibility = layer_visibility())\n')
+            problems, _ = check_layers.check(root)
+            self.assertTrue(any("engines/mine has C++ code but no layer" in p for p in problems),
+                            problems)
+        finally:
+            shutil.rmtree(root)
+
     def test_a_package_open_to_all_is_named(self):
         root = tempfile.mkdtemp()
         try:

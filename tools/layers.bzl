@@ -10,7 +10,14 @@ Tests sit beside the code they test and may reach up (a test of the
 executor runs the reference problems through the conformance suite): they
 depend on the `testonly` aliases named `*_for_tests` that the upper
 packages export, which Bazel lets only test targets use.
-A new package states its layer here.
+A new package of the project states its layer here.
+
+A package the table does not name is outside code (an engine author's, in
+this workspace or another): it may use the root package's public targets
+(`//:engine_sdk`, the suite's `engine_conformance_test` from
+//harness:conformance.bzl) and nothing else, which Bazel's visibility
+enforces; no package of the project may depend on it. engines/example is
+one, written the way an author outside the project would.
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
@@ -33,7 +40,7 @@ LAYERS = [
     ("executor", ["engines/autodiff"]),
     # the engines
     ("engines", ["engines/eager", "engines/recompute", "engines/planned", "engines/dtr",
-                 "engines/oracle", "engines/example"]),
+                 "engines/oracle"]),
     # the list of them all (//engines:all), which the registry finds by name
     ("every engine", ["engines"]),
     # the conformance suite, the bench and their sweeps

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engines/api/loop_kernels.h"
+#include "engines/api/philox.h"
 
 namespace remat {
 namespace {
@@ -126,6 +127,47 @@ void FaultyKernels::TopKSoftmaxHigherIndexFirst(const Tensor& x, int64_t k, Tens
   }
 }
 
+template <typename Replaces>
+void FaultyKernels::MaxPoolBackwardChoosing(const Tensor& x, const Tensor& dy,
+                                            const KernelAttrs& attrs, Replaces replaces,
+                                            Tensor& out) const {
+  const int64_t k = attrs.int_a, stride = attrs.int_b, pad = attrs.int_c;
+  const int64_t planes = x.shape().dim(0) * x.shape().dim(1);
+  const int64_t h = x.shape().dim(2), w = x.shape().dim(3);
+  const int64_t oh = dy.shape().dim(2), ow = dy.shape().dim(3);
+  float* o = out.f32();
+  for (int64_t i = 0; i < out.num_elements(); ++i) o[i] = 0.0f;
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* plane = x.f32() + pl * h * w;
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        int64_t best = -1;
+        for (int64_t p = 0; p < k; ++p) {
+          const int64_t r = i * stride + p - pad;
+          if (r < 0 || r >= h) continue;
+          for (int64_t q = 0; q < k; ++q) {
+            const int64_t c = j * stride + q - pad;
+            if (c < 0 || c >= w) continue;
+            if (best < 0 || replaces(plane[best], plane[r * w + c])) {
+              best = r * w + c;
+            }
+          }
+        }
+        if (best >= 0) o[pl * h * w + best] += dy.f32()[(pl * oh + i) * ow + j];
+      }
+    }
+  }
+}
+
+void FaultyKernels::DropAtThreshold(const Tensor& seed, const KernelAttrs& attrs,
+                                    Tensor& out) const {
+  const uint32_t threshold = DropThreshold(attrs.scalar);
+  float* o = out.f32();
+  for (int64_t i = 0; i < out.num_elements(); ++i) {
+    if (RandomBits(seed.i32()[0], attrs.key, i) == threshold) o[i] = 0.0f;
+  }
+}
+
 namespace {
 
 // FNV-1a over bytes.
@@ -234,6 +276,24 @@ void FaultyKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> i
       }
       break;
     }
+    case KernelFault::kMaxPoolTiesToLastTap:
+      if (std::string_view(TableKernel(op).name) == "max_pool2d_backward") {
+        // An equal value later in the window replaces the choice.
+        MaxPoolBackwardChoosing(
+            *in[0], *in[1], attrs,
+            [](float chosen, float tap) { return !loop_kernels::ChosenBefore(chosen, tap); }, out);
+      }
+      break;
+    case KernelFault::kMaxPoolLastNaN:
+      if (std::string_view(TableKernel(op).name) == "max_pool2d_backward") {
+        MaxPoolBackwardChoosing(
+            *in[0], *in[1], attrs,
+            [](float chosen, float tap) { return tap > chosen || std::isnan(tap); }, out);
+      }
+      break;
+    case KernelFault::kDropoutStrictThreshold:
+      if (std::string_view(TableKernel(op).name) == "dropout") DropAtThreshold(*in[1], attrs, out);
+      break;
     case KernelFault::kReluGradAtZeroIsOne:
       if (op == KernelOp::kReluBackward) ReluGradAtZeroIsOne(*in[0], *in[1], out);
       break;

@@ -58,6 +58,19 @@ enum class KernelFault {
   // mean, the unbiased variance) as the new running one: the batch's
   // statistics confused with the running ones (momentum 1 where it is m).
   kRunningStatIsBatchStat,
+  // max_pool2d's backward gives an output's cotangent to the last of a
+  // window's equal largest taps, not the first (CONTRACT.md R2.8): a pool
+  // that scans with `>=`. The forward values are the same.
+  kMaxPoolTiesToLastTap,
+  // max_pool2d's backward lets a NaN replace the choice so far, another NaN
+  // included (PyTorch's CPU kernel: `val > max || isnan(val)`): the
+  // cotangent of a window with several NaNs goes to the last of them, not
+  // the first (CONTRACT.md R2.8). Equal numbers still go to the first.
+  kMaxPoolLastNaN,
+  // dropout keeps an element when its bits are strictly above
+  // DropThreshold(p), not at or above it (CONTRACT.md R2.6): the element
+  // whose bits equal the threshold is dropped, forward and backward alike.
+  kDropoutStrictThreshold,
 };
 
 class FaultyKernels : public OneDnnKernels {
@@ -102,6 +115,14 @@ class FaultyKernels : public OneDnnKernels {
   // kTopKTiesToHigherIndexOnRecompute: top_k_softmax with the higher index
   // first among equal values, the kernel's arithmetic otherwise.
   void TopKSoftmaxHigherIndexFirst(const Tensor& x, int64_t k, Tensor& out) const;
+  // kMaxPoolTiesToLastTap, kMaxPoolLastNaN: max_pool2d_backward with a
+  // later tap replacing the choice when `replaces(chosen, tap)`.
+  template <typename Replaces>
+  void MaxPoolBackwardChoosing(const Tensor& x, const Tensor& dy, const KernelAttrs& attrs,
+                               Replaces replaces, Tensor& out) const;
+  // kDropoutStrictThreshold: zeroes the elements whose bits equal the
+  // threshold.
+  void DropAtThreshold(const Tensor& seed, const KernelAttrs& attrs, Tensor& out) const;
   // Resets the per-run state when the bound tracker (the run) changed.
   void StartRunIfNew();
 };

@@ -10,6 +10,7 @@
 #include "engines/api/registry.h"
 #include "engines/autodiff/planners.h"
 #include "engines/autodiff/reverse_mode_engine.h"
+#include "engines/dtr/dtr_engine.h"
 #include "engines/onednn/onednn_kernels.h"
 #include "harness/gallery/decorator.h"
 #include "harness/gallery/faulty_executor_rules.h"
@@ -166,6 +167,39 @@ class NameKeyedPlanCacheEngine : public Decorator {
   std::map<std::string, Program> cache_;
 };
 
+// dtr with a pool of its own: a run its memory cap stops keeps a block of
+// the run's memory (here 4 KiB, counted by the run's last tracker) until the
+// engine's next call frees it, as an allocator that returns blocks to its
+// pool only when the next run starts. Runs that succeed are dtr's.
+class CapPoolKeepingEngine : public Decorator {
+ public:
+  explicit CapPoolKeepingEngine(const std::string& name)
+      : Decorator(name, std::make_unique<DtrEngine>()) {}
+  Result ValueAndGrad(const Program& program, const std::vector<Tensor>& args,
+                      const std::vector<int>& wrt, const RunOptions& options) override {
+    pool_ = Tensor();  // the previous stopped run's block, freed only now
+    std::shared_ptr<MemoryTracker> last;
+    RunOptions seen = options;
+    seen.on_tracker = [&last, user = options.on_tracker](const std::shared_ptr<MemoryTracker>& t) {
+      last = t;
+      if (user) user(t);
+    };
+    try {
+      return inner().ValueAndGrad(program, args, wrt, seen);
+    } catch (const Error&) {
+      if (options.memory_cap_bytes > 0 && last) {
+        last->set_soft_cap_bytes(0);
+        last->set_limit_bytes(0);
+        pool_ = Tensor::Zeros(DType::kF32, Shape({1024}), last);
+      }
+      throw;
+    }
+  }
+
+ private:
+  Tensor pool_;
+};
+
 template <typename T>
 EngineFactory Around(const std::string& name) {
   return [name] { return std::make_unique<T>(name); };
@@ -269,6 +303,22 @@ const std::vector<Entry>& Entries() {
         {"differs from eager"}},
        InKernels("faulty_tie_last_index_on_recompute",
                  KernelFault::kTopKTiesToHigherIndexOnRecompute, "onednn")},
+      {{"faulty_max_pool_tie_last_tap",
+        "max_pool2d's backward gives a window's cotangent to the last of its equal largest taps, "
+        "not the first (CONTRACT.md's tie rule)",
+        {"differs from eager"}},
+       InKernels("faulty_max_pool_tie_last_tap", KernelFault::kMaxPoolTiesToLastTap, "onednn")},
+      {{"faulty_max_pool_last_nan",
+        "max_pool2d's backward lets a later NaN replace an earlier one (PyTorch's CPU kernel): a "
+        "window's cotangent goes to its last NaN, not its first (CONTRACT.md's tie rule)",
+        {"want"}},
+       InKernels("faulty_max_pool_last_nan", KernelFault::kMaxPoolLastNaN, "onednn")},
+      {{"faulty_dropout_strict_threshold",
+        "dropout keeps an element only when its bits are above the threshold, not at or above "
+        "it (CONTRACT.md's randomness rule)",
+        {"differs from eager"}},
+       InKernels("faulty_dropout_strict_threshold", KernelFault::kDropoutStrictThreshold,
+                 "onednn")},
       {{"faulty_batch_stats_as_running",
         "batch norm's running statistics replaced by the batch's (the mean and unbiased "
         "variance given as the new running ones, the momentum ignored)",
@@ -298,6 +348,11 @@ const std::vector<Entry>& Entries() {
         "the arguments left out of the peak, measured and predicted alike",
         {"not the tracker's high-water mark"}},
        Around<UnderReportingEngine>("faulty_underreported_peak")},
+      {{"faulty_capped_run_keeps_pool",
+        "dtr, whose run stopped by its memory cap keeps 4 KiB of that run's memory live in a "
+        "pool of its own until its next call",
+        {"still live after the run threw"}},
+       Around<CapPoolKeepingEngine>("faulty_capped_run_keeps_pool")},
       {{"faulty_invented_prediction",
         "no plan: the measured peak reported as the predicted one",
         {"the prediction is not a plan"}},

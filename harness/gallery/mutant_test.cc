@@ -8,7 +8,8 @@
 // Two sizes. With REMAT_FULL=1 in the environment (tools/ci_full.sh) every
 // mutant runs the whole suite. Otherwise (`bazel test //...`, .ci/run) a
 // mutant that CONTRACT.md's rule table names runs only the checks of its
-// rows (which is what the table claims: one of them catches it), and any
+// rows (which is what the table claims: one of them catches it; until the
+// first failure when one row names it), and any
 // other mutant the whole suite until its first failing test
 // (--gtest_fail_fast); an allowed mutant always runs the whole suite, which
 // it must pass. Either size fails on the same mutants; the full one also
@@ -44,9 +45,21 @@ std::string& OnlyMutant() {
 // The suite's arguments for `m` beyond its engine (see the top of the file):
 // none in the full size or for an allowed mutant; the checks of the rule
 // table's rows that name `m` as a --gtest_filter; else --gtest_fail_fast.
+// A mutant one row names stops at its first failure too: one failing check
+// of that row is all the test asks (every check of a row runs every
+// problem and variant, and a caught mutant fails most of them).
 std::string SuiteFilter(const Mutant& m, const std::vector<RuleRow>& rows) {
   if (FullSize() || !m.allowed_by.empty()) return "";
-  return RowChecksArguments(rows, m.engine);
+  const std::string arguments = RowChecksArguments(rows, m.engine);
+  int naming = 0;
+  for (const RuleRow& row : rows) {
+    naming += !row.allowed && !row.planted_in &&
+              std::find(row.faults.begin(), row.faults.end(), m.engine) != row.faults.end();
+  }
+  if (naming == 1 && arguments.find("--gtest_fail_fast") == std::string::npos) {
+    return arguments + " --gtest_fail_fast";
+  }
+  return arguments;
 }
 
 class MutantTest : public ::testing::TestWithParam<size_t> {};

@@ -534,6 +534,29 @@ std::vector<Rule> Rules() {
                    })});
   rules.push_back({"max_memory_bytes_ignored", "max_memory_bytes ignored", "",
                    Calling([](RunOptions& o, const std::vector<Tensor>&) { o.max_memory_bytes = 0; })});
+  rules.push_back({"max_memory_bytes_checked_after_run",
+                   "max_memory_bytes checked when the run is over, not at the allocation that "
+                   "would pass it (unless predicting): the run made without the limit, then its "
+                   "peak compared with it and the error thrown, every byte given back",
+                   "",
+                   [](Engine& inner, Memory&, const Program& program,
+                      const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                      const RunOptions& options) {
+                     if (options.max_memory_bytes <= 0 || options.predict_memory) {
+                       return inner.ValueAndGrad(program, args, wrt, options);
+                     }
+                     RunOptions unlimited = options;
+                     unlimited.max_memory_bytes = 0;
+                     int64_t peak = 0;
+                     {
+                       Result r = inner.ValueAndGrad(program, args, wrt, unlimited);
+                       if (r.stats.peak_bytes <= options.max_memory_bytes) return r;
+                       peak = r.stats.peak_bytes;
+                     }
+                     throw Error(StrCat("program ", program.name, ": the run's peak, ", peak,
+                                        " bytes, is past --max-memory ",
+                                        options.max_memory_bytes, " bytes"));
+                   }});
   rules.push_back({"on_tracker_ignored", "on_tracker never called", "",
                    Calling([](RunOptions& o, const std::vector<Tensor>&) { o.on_tracker = nullptr; })});
   rules.push_back({"record_schedule_ignored", "record_schedule ignored: no schedule", "",
