@@ -641,6 +641,37 @@ std::vector<Rule> Rules() {
                      r.grads = std::move(grads);
                      return r;
                    }});
+  rules.push_back({"out_of_range_ids_clamped",
+                   "an id or target outside [0, B) clamped into it and the run made again (JAX's "
+                   "gathers' default), not an error",
+                   "",
+                   [](Engine& inner, Memory&, const Program& program,
+                      const std::vector<Tensor>& args, const std::vector<int>& wrt,
+                      const RunOptions& options) {
+                     try {
+                       return inner.ValueAndGrad(program, args, wrt, options);
+                     } catch (const Error& e) {
+                       // "...: index 11 at position 3 is outside [0, 11)"
+                       const std::string text = e.what();
+                       const size_t at = text.find("is outside [0, ");
+                       if (at == std::string::npos) throw;
+                       const int64_t bound = std::stoll(text.substr(at + 15));
+                       std::vector<Tensor> clamped;
+                       for (const Tensor& a : args) {
+                         if (a.dtype() != DType::kI32 || !a.defined() || a.dry()) {
+                           clamped.push_back(a);
+                           continue;
+                         }
+                         Tensor c = Copy(a);
+                         for (int64_t i = 0; i < c.num_elements(); ++i) {
+                           c.i32()[i] = static_cast<int32_t>(
+                               std::clamp<int64_t>(c.i32()[i], 0, bound - 1));
+                         }
+                         clamped.push_back(c);
+                       }
+                       return inner.ValueAndGrad(program, clamped, wrt, options);
+                     }
+                   }});
   rules.push_back({"error_without_names",
                    "every remat::Error rethrown as \"bad input\": the program, op and argument "
                    "left out (typed facts kept)",
