@@ -1,9 +1,11 @@
 """engine_conformance_test: the whole conformance suite for one engine.
 
-Usable from any package of this workspace and from another workspace that
-has remat-bench as a repository (examples/outside_engine/): the labels
-below are Label()s, resolved in remat-bench's repository whoever loads
-this file, and name the root package's public, testonly libraries.
+Usable from any package of this workspace, one outside tools/layers.bzl's
+table included (engines/example): the labels below are Label()s, resolved
+in remat-bench's repository whoever loads this file, and name the root
+package's public, testonly libraries. (From another workspace that has
+remat-bench as a repository the same labels would resolve; that is not yet
+built or tested.)
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_test")
