@@ -13,14 +13,14 @@
 namespace remat {
 namespace loop_kernels {
 
-// max_pool2d's choice in window (i, j) of one (H, W) plane: the window's
-// taps in row-major order (increasing index), the first valid one chosen,
-// then replaced only by a value ChosenBefore it (greater, or NaN over a
-// number): among equal values the lowest index (CONTRACT.md's tie rule).
-// Padding taps are skipped (never chosen); -1 for a window with none valid.
-template <typename T>
-int64_t PoolChoice(const T* plane, int64_t h, int64_t w, int64_t i, int64_t j, int64_t k,
-                   int64_t stride, int64_t pad) {
+// The choice in window (i, j) of one (H, W) plane under the order
+// `replaces(chosen, tap)`: the window's taps in row-major order (increasing
+// index), the first valid one chosen, then replaced by each later tap for
+// which `replaces` is true. Padding taps are skipped (never chosen); -1 for
+// a window with none valid.
+template <typename T, typename Replaces>
+int64_t PoolChoiceBy(const T* plane, int64_t h, int64_t w, int64_t i, int64_t j, int64_t k,
+                     int64_t stride, int64_t pad, Replaces replaces) {
   int64_t best = -1;
   for (int64_t p = 0; p < k; ++p) {
     const int64_t r = i * stride + p - pad;
@@ -29,10 +29,20 @@ int64_t PoolChoice(const T* plane, int64_t h, int64_t w, int64_t i, int64_t j, i
       const int64_t s = j * stride + q - pad;
       if (s < 0 || s >= w) continue;
       const int64_t at = r * w + s;
-      if (best < 0 || ChosenBefore(plane[at], plane[best])) best = at;
+      if (best < 0 || replaces(plane[best], plane[at])) best = at;
     }
   }
   return best;
+}
+
+// max_pool2d's choice: replaced only by a value ChosenBefore it (greater,
+// or NaN over a number): among equal values the lowest index
+// (CONTRACT.md's tie rule).
+template <typename T>
+int64_t PoolChoice(const T* plane, int64_t h, int64_t w, int64_t i, int64_t j, int64_t k,
+                   int64_t stride, int64_t pad) {
+  return PoolChoiceBy(plane, h, w, i, j, k, stride, pad,
+                      [](T chosen, T tap) { return ChosenBefore(tap, chosen); });
 }
 
 // max_pool2d: y = x at each window's choice (attrs: int_a = k, int_b =

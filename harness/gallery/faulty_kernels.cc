@@ -141,18 +141,8 @@ void FaultyKernels::MaxPoolBackwardChoosing(const Tensor& x, const Tensor& dy,
     const float* plane = x.f32() + pl * h * w;
     for (int64_t i = 0; i < oh; ++i) {
       for (int64_t j = 0; j < ow; ++j) {
-        int64_t best = -1;
-        for (int64_t p = 0; p < k; ++p) {
-          const int64_t r = i * stride + p - pad;
-          if (r < 0 || r >= h) continue;
-          for (int64_t q = 0; q < k; ++q) {
-            const int64_t c = j * stride + q - pad;
-            if (c < 0 || c >= w) continue;
-            if (best < 0 || replaces(plane[best], plane[r * w + c])) {
-              best = r * w + c;
-            }
-          }
-        }
+        const int64_t best =
+            loop_kernels::PoolChoiceBy(plane, h, w, i, j, k, stride, pad, replaces);
         if (best >= 0) o[pl * h * w + best] += dy.f32()[(pl * oh + i) * ow + j];
       }
     }
