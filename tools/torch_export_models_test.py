@@ -9,12 +9,14 @@ set_grad_checkpointing; torchvision has none):
 - the export has one region per checkpoint call the model makes (the number
   of layers or blocks its config gives);
 - dropout off: remat's loss, every gradient and every new BatchNorm
-  statistic (recompute engine) against PyTorch autograd's, judged against a
+  statistic (recompute engine) judged by tools/model_judge.py against a
   float64 run of the same model: remat's error relative to float64 is at
-  most 20 times PyTorch's own float32 error, or 64 * 2^-24 where PyTorch's
-  is smaller (deep BatchNorm nets are far from float64 in PyTorch itself:
-  ResNet-50's float32 gradients here are 0.2% from float64 in PyTorch,
-  2.9% in remat, the same roundoff amplified along another path);
+  most 20 times PyTorch's own float32 error, or 20 * 64 * 2^-24 where
+  PyTorch's is smaller (deep BatchNorm nets are far from float64 in PyTorch
+  itself: ResNet-50's float32 gradients here are 0.2% from float64 in
+  PyTorch, 2.9% in remat, the same roundoff amplified along another path),
+  each run against the float64 gradient nearest it among those that a
+  ReLU-family kink within roundoff allows;
 - remat's eager and recompute engines give the same bits, with dropout on
   where the model has it (the contract's mask, one key per site).
 
@@ -38,6 +40,7 @@ if base.HAVE_TORCH:
     import numpy as np
     import torch
     import torch.nn.functional as F
+    import model_judge
     from torch_export import export
     from torch_export_program import _ident
 
@@ -86,7 +89,9 @@ def _hf(kind):
 CONVNET_SIZE = {"image": None, "batch": None}
 
 
-def _vision(kind):
+def _vision(kind, image=None, batch=None):
+    """A torchvision or timm family; `image` and `batch` fix a convnet's
+    size (else CONVNET_SIZE's, else the test's)."""
     def build(dropout):
         p = 0.1 if dropout else 0.0
         calls = 0
@@ -114,12 +119,12 @@ def _vision(kind):
                 calls = 5
             m.set_grad_checkpointing(True)
         convnet = "resnet" in kind or "mobilenet" in kind
-        size = (CONVNET_SIZE["image"] or 64) if convnet else 32
+        size = (image or CONVNET_SIZE["image"] or 64) if convnet else 32
         # ResNet-50's BatchNorms at a batch of 2 make its float32 gradients
         # too ill-conditioned to compare (tens of percent from float64): 8.
-        batch = CONVNET_SIZE["batch"] if convnet and CONVNET_SIZE["batch"] else 8 if "resnet50" in kind else 2
-        targets = torch.tensor(([3, 7, 1, 0, 9, 2, 5, 4] * (batch // 8 + 1))[:batch])
-        return m, (torch.randn(batch, 3, size, size),), F.cross_entropy, (targets,), calls
+        n = batch or (CONVNET_SIZE["batch"] if convnet and CONVNET_SIZE["batch"] else 8 if "resnet50" in kind else 2)
+        targets = torch.tensor(([3, 7, 1, 0, 9, 2, 5, 4] * (n // 8 + 1))[:n])
+        return m, (torch.randn(n, 3, size, size),), F.cross_entropy, (targets,), calls
     return build
 
 
@@ -129,6 +134,10 @@ FAMILIES = [
     ("bert", "transformers", _hf("bert")),
     ("qwen2", "transformers", _hf("qwen2")),
     ("torchvision.resnet18", "torchvision", _vision("torchvision.resnet18")),
+    # At batch 4 and 112x112 one ReLU input of these seeds sits within
+    # roundoff of 0: remat on AVX-512 and PyTorch on AVX2 each land on its
+    # other side (model_judge.py's kinks).
+    ("torchvision.resnet18@112", "torchvision", _vision("torchvision.resnet18", image=112, batch=4)),
     ("torchvision.resnet50", "torchvision", _vision("torchvision.resnet50")),
     ("torchvision.mobilenet_v2", "torchvision", _vision("torchvision.mobilenet_v2")),
     ("torchvision.vit", "torchvision", _vision("torchvision.vit")),
@@ -141,14 +150,11 @@ FAMILIES = [
 # way (REMAT_FULL=1, tools/ci_full.sh: a few minutes more). Their checkpoint
 # calls are not known here: the exporter counts them itself and refuses a
 # program with fewer regions, so `calls` is None and the count is not
-# compared again. Two more export and run, and are left out until a
-# finding is explained (issue 62): torchvision's regnet_y_400mf, where
-# remat's `trunk_output.block4.block4-2.f.b.1.weight` gradient is 3.7e-2 from
-# float64 and PyTorch's float32 1.7e-4 (a ReLU kink like ResNet-18's at
-# 112x112, or not: not yet traced); timm's efficientnet_b0, whose
-# `blocks.1.0.bn1.running_mean` is near 0 in float64, so that both errors
-# relative to it are huge (remat 9.1e8, PyTorch 4.4e7) and their ratio
-# (20.5) says nothing.
+# compared again. Two of them waited on findings, now explained (issue 62):
+# torchvision's regnet_y_400mf (a BatchNorm weight's gradient 3.7e-2 from
+# float64: ReLU kinks, remat's float32 on the other side of 4 elements
+# within roundoff of 0) and timm's efficientnet_b0 (a running mean near 0 in
+# float64: judged against the scale of what it averages, model_judge.py).
 def _hf_more(cls_name, config_name, **config):
     def build(dropout):
         import transformers as T
@@ -209,7 +215,9 @@ MORE_FAMILIES = [
     ("torchvision.shufflenet_v2", "torchvision", _vision_more(_tv("shufflenet_v2_x0_5"))),
     ("torchvision.squeezenet", "torchvision", _vision_more(_tv("squeezenet1_1"))),
     ("torchvision.swin_t", "torchvision", _vision_more(_tv("swin_t"))),
+    ("torchvision.regnet_y_400mf", "torchvision", _vision_more(_tv("regnet_y_400mf"))),
     ("timm.resnet18", "timm", _vision_more(_timm("resnet18"))),
+    ("timm.efficientnet_b0", "timm", _vision_more(_timm("efficientnet_b0"))),
     ("timm.deit_tiny", "timm", _vision_more(_timm("deit_tiny_patch16_224", img_size=32, patch_size=8), 32)),
     ("timm.swin", "timm", _vision_more(_timm("swin_tiny_patch4_window7_224", img_size=56), 56)),
 ]
@@ -229,12 +237,6 @@ def export_family(build, dropout):
     return model, inputs, loss, loss_inputs, calls, d, text, time.time() - start
 
 
-def _loss(model, inputs, loss, loss_inputs):
-    if isinstance(inputs, dict):
-        return model(**inputs).loss
-    return loss(model(*inputs), *loss_inputs)
-
-
 def dumped(dumps, kind, name):
     """`kind` ("grad", "state") of the module path `name` from remat's --dump
     files: the program names inputs by their module paths, with any
@@ -246,27 +248,11 @@ def dumped(dumps, kind, name):
     return dumps[key + ".T.npy"].T
 
 
-def _reference(model, inputs, loss, loss_inputs, dtype):
-    """Loss, gradients and buffers after one forward and backward of a copy
-    of `model` in `dtype`, with the library's checkpointing off: PyTorch's
-    checkpoint runs a region's forward again in the backward pass, and a
-    BatchNorm in it updates its running statistics twice (timm's ResNet-18
-    with set_grad_checkpointing: 0.19 m where one update gives 0.1 m);
-    remat's program updates them once, as the model without checkpointing
-    does. Gradients are the same either way."""
-    import copy
-    m = copy.deepcopy(model).to(dtype)
-    if hasattr(m, "set_grad_checkpointing"):
-        m.set_grad_checkpointing(False)
-    if getattr(m, "is_gradient_checkpointing", False):
-        m.gradient_checkpointing_disable()
-    cast = (lambda t: t.to(dtype) if t.is_floating_point() else t)
-    ins = {k: cast(v) for k, v in inputs.items()} if isinstance(inputs, dict) else tuple(cast(v) for v in inputs)
-    value = _loss(m, ins, loss, loss_inputs)
-    value.backward()
-    grads = {n: p.grad.double().numpy() for n, p in m.named_parameters() if p.grad is not None}
-    state = {n: b.double().numpy() for n, b in m.named_buffers() if "running" in n}
-    return value.item(), grads, state
+def judged(ref, dumps):
+    """model_judge.judge on remat's --dump files of one run."""
+    return model_judge.judge(ref, float(dumps["loss.npy"]),
+                             {n: dumped(dumps, "grad", n) for n in ref.grads64},
+                             {n: dumped(dumps, "state", n) for n in ref.state64})
 
 
 @unittest.skipIf(not base.HAVE_TORCH, "PyTorch is not installed: the exporter's models are not tested")
@@ -290,26 +276,25 @@ class ModelsTest(unittest.TestCase):
         eager, recompute = self.dump(d, "eager"), self.dump(d, "recompute")
         for f, a in eager.items():
             self.assertEqual(a.tobytes(), recompute[f].tobytes(), "%s: eager and recompute differ" % f)
-        value32, grads32, state32 = _reference(model, inputs, loss, loss_inputs, torch.float32)
-        value64, grads64, state64 = _reference(model, inputs, loss, loss_inputs, torch.float64)
-        floor = 64 * 2.0 ** -24
-        # A gradient that is zero in exact arithmetic (a key bias under
-        # softmax, a bias that a BatchNorm removes) is rounding noise on both
-        # sides: errors are relative to at least 1e-4 of the model's largest.
-        largest = max(np.max(np.abs(g)) for g in grads64.values())
-
-        def close(name, got, ref32, ref64):
-            scale = max(np.max(np.abs(ref64)), 1e-4 * largest if name in grads64 else 1e-30)
-            torch_err = np.max(np.abs(ref32 - ref64)) / scale
-            remat_err = np.max(np.abs(got - ref64)) / scale
-            self.assertLessEqual(remat_err, 20 * max(torch_err, floor),
-                                 "%s: remat %.3g from float64, PyTorch float32 %.3g" % (name, remat_err, torch_err))
-
-        close("loss", np.array(float(recompute["loss.npy"])), np.array(value32), np.array(value64))
-        for name, g in grads64.items():
-            close(name, dumped(recompute, "grad", name), grads32[name], g)
-        for name, s in state64.items():
-            close(name, dumped(recompute, "state", name), state32[name], s)
+        ref = model_judge.Reference(model, inputs, loss, loss_inputs)
+        rows, (mine, theirs, near) = judged(ref, recompute)
+        print("%s: %d elements within roundoff of a kink; flips taken: remat %d, PyTorch float32 %d"
+              % (family, near, mine, theirs))
+        for name, remat_err, torch_err, ok in rows:
+            self.assertTrue(ok, "%s: remat %.3g from float64, PyTorch float32 %.3g (at most %d times that or %.3g)"
+                            % (name, remat_err, torch_err, model_judge.RATIO, model_judge.RATIO * model_judge.FLOOR))
+        # The judgement has teeth here: remat's own run with one element of
+        # its largest gradient moved by twice what that tensor allows fails
+        # (no flip at a kink moves one element alone).
+        name = max(ref.grads64, key=lambda n: ref.grads64[n].size)
+        allowed = model_judge.RATIO * max([r[2] for r in rows if r[0] == name][0], model_judge.FLOOR)
+        grads = {n: dumped(recompute, "grad", n) for n in ref.grads64}
+        moved = grads[name].copy()
+        moved.reshape(-1)[int(np.argmax(np.abs(ref.grads64[name])))] += 2 * allowed * ref.scale(name)
+        grads[name] = moved
+        rows, _ = model_judge.judge(ref, float(recompute["loss.npy"]), grads,
+                                    {n: dumped(recompute, "state", n) for n in ref.state64})
+        self.assertFalse(all(ok for _, _, _, ok in rows), "%s moved by %.3g of its scale passed" % (name, 2 * allowed))
         # Dropout on: one mask, the contract's, in every engine.
         model, inputs, loss, loss_inputs, calls, d, text, _ = export_family(build, True)
         if " = dropout(" in text:
@@ -325,7 +310,7 @@ def _test(family, library, build):
 
 
 for _family, _lib, _build in FAMILIES:
-    setattr(ModelsTest, "test_" + _family.replace(".", "_"), _test(_family, _lib, _build))
+    setattr(ModelsTest, "test_" + _family.replace(".", "_").replace("@", "_at_"), _test(_family, _lib, _build))
 
 
 def _test_more(family, library, build):

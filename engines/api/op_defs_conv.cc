@@ -94,7 +94,8 @@ const KernelOp kConv2dBiasKernel = DefineKernel(
        return ConvFlops(in[1]->shape(), out) + out.num_elements();
      }});
 // dy (N, O, OH, OW) -> dbias (O): each channel's sum over N, then OH OW in
-// index order (loop_kernels_norm.h's ChannelSum, batch_norm's dbeta).
+// index order, accumulated in double (loop_kernels_norm.h's ChannelSum,
+// batch_norm's dbeta).
 const KernelOp kConv2dBiasGradKernel = DefineKernel(
     {.name = "conv2d_bias_grad",
      .arity = 1,

@@ -2,8 +2,10 @@
 tools/torch_export_models_test.py's families (the same builders, configs
 and seed), the export time, the regions found against the checkpoint calls
 made, remat's largest error against a float64 PyTorch run beside PyTorch's
-own float32 error (loss, every gradient, every BatchNorm statistic; each
-relative to that tensor's largest float64 element), and the peaks of eager
+own float32 error (loss, every gradient, every BatchNorm statistic; as
+tools/model_judge.py judges them, each run against the float64 gradient
+nearest it among those its ReLU-family kinks allow), the kink flips each
+took, and the peaks of eager
 (nothing recomputed), the model as written (recompute) and
 memory_budget:peak:min, with the FLOPs each recomputes.
 
@@ -31,8 +33,8 @@ TOOLS = os.path.dirname(HERE)
 sys.path.insert(0, TOOLS)
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
+import model_judge  # noqa: E402
 import torch_export_models_test as models  # noqa: E402
 
 REMAT = os.path.join(os.path.dirname(TOOLS), "bazel-bin", "tools", "remat")
@@ -58,23 +60,16 @@ def run(d, *flags):
     return peak, recomputed, dumps
 
 
-def worst_error(dumps, value64, grads64, state64, value32, grads32, state32):
-    """(remat's, PyTorch float32's) largest error relative to float64, and
-    the largest ratio of remat's to PyTorch's on one tensor (PyTorch's at
-    least 64 * 2^-24), which the models test holds to 20 at most."""
-    largest = max(np.max(np.abs(g)) for g in grads64.values())
-    remat, torch32, ratio = 0.0, 0.0, 0.0
-    pairs = [("loss", np.array(float(dumps["loss.npy"])), np.array(value32), np.array(value64), 1e-30)]
-    for name, g in grads64.items():
-        pairs.append((name, models.dumped(dumps, "grad", name), grads32[name], g, 1e-4 * largest))
-    for name, s in state64.items():
-        pairs.append((name, models.dumped(dumps, "state", name), state32[name], s, 1e-30))
-    for _, got, ref32, ref64, floor in pairs:
-        scale = max(np.max(np.abs(ref64)), floor)
-        mine, theirs = np.max(np.abs(got - ref64)) / scale, np.max(np.abs(ref32 - ref64)) / scale
-        remat, torch32 = max(remat, mine), max(torch32, theirs)
-        ratio = max(ratio, mine / max(theirs, 64 * 2.0 ** -24))
-    return remat, torch32, ratio
+def worst_error(ref, dumps):
+    """(remat's, PyTorch float32's) largest error relative to float64, the
+    largest ratio of remat's to PyTorch's on one tensor (PyTorch's at least
+    model_judge.FLOOR), which the models test holds to model_judge.RATIO
+    at most, and the flips each took at ReLU-family kinks."""
+    rows, (mine, theirs, near) = models.judged(ref, dumps)
+    remat = max(r[1] for r in rows)
+    torch32 = max(r[2] for r in rows)
+    ratio = max(r[1] / max(r[2], model_judge.FLOOR) for r in rows)
+    return remat, torch32, ratio, mine, theirs, near
 
 
 def mib(b):
@@ -105,14 +100,14 @@ def main():
         if family not in known:
             parser.error("no family %r; the families are %s" % (family, ", ".join(known)))
     print("| family | export s | regions / calls | max error vs f64: remat (PyTorch f32) "
-          "| worst ratio | peak MiB: eager / as written / peak:min | recomputed MFLOP: as written / peak:min "
+          "| worst ratio | kink flips: remat (PyTorch) / near | peak MiB: eager / as written / peak:min | recomputed MFLOP: as written / peak:min "
           "| peak:min s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for family, library, build in models.FAMILIES:
         if wanted and family not in wanted:
             continue
         if models._library(library) is None:
-            print("| %s | %s is not installed | | | | | | |" % (family, library))
+            print("| %s | %s is not installed | | | | | | | |" % (family, library))
             continue
         model, inputs, loss, loss_inputs, calls, d, text, seconds = models.export_family(build, False)
         regions = text.count(" = checkpoint(")
@@ -122,12 +117,12 @@ def main():
         budget = run(d, "--engine", "recompute", "--policy", "memory_budget:peak:min")
         budget_s = time.time() - start
         min_peak, min_flops = budget[:2] if budget else (None, None)
-        value32, grads32, state32 = models._reference(model, inputs, loss, loss_inputs, torch.float32)
-        value64, grads64, state64 = models._reference(model, inputs, loss, loss_inputs, torch.float64)
-        remat_err, torch_err, ratio = worst_error(dumps, value64, grads64, state64, value32, grads32, state32)
-        print("| %s | %.1f | %d / %d | %.2g (%.2g) | %.2g | %s / %s / %s | %s / %s | %.0f |"
-              % (family, seconds, regions, calls, remat_err, torch_err, ratio, mib(eager_peak), mib(written_peak),
-                 mib(min_peak), mflop(written_flops), mflop(min_flops), budget_s), flush=True)
+        ref = model_judge.Reference(model, inputs, loss, loss_inputs)
+        remat_err, torch_err, ratio, flips, torch_flips, near = worst_error(ref, dumps)
+        print("| %s | %.1f | %d / %d | %.2g (%.2g) | %.2g | %d (%d) / %d | %s / %s / %s | %s / %s | %.0f |"
+              % (family, seconds, regions, calls, remat_err, torch_err, ratio, flips, torch_flips, near,
+                 mib(eager_peak), mib(written_peak), mib(min_peak), mflop(written_flops), mflop(min_flops),
+                 budget_s), flush=True)
 
 
 if __name__ == "__main__":
