@@ -80,6 +80,15 @@ _KINKED = {
 }
 
 
+# hardsigmoid's and hardswish's backward kernels have no derivative of their
+# own, which the fit's screen (a backward of the backward) needs: in
+# float64 they run as PyTorch defines them, through hardtanh.
+_TWICE_DIFFERENTIABLE = {
+    F.hardsigmoid: lambda t: F.hardtanh(t + 3, 0.0, 6.0) / 6,
+    F.hardswish: lambda t: t * F.hardtanh(t + 3, 0.0, 6.0) / 6,
+}
+
+
 class _Site:
     """One call of a kinked activation: its input (float64: still in the
     autograd graph), the function and its kinks."""
@@ -122,6 +131,8 @@ class _Trace(TorchFunctionMode):
         pure = {F.relu_: F.relu, torch.relu_: torch.relu, torch.Tensor.relu_: torch.relu,
                 torch.Tensor.relu: torch.relu}.get(func, func)
         fn = (lambda t: pure(t, *positional, **rest))
+        if self.graph and func in _TWICE_DIFFERENTIABLE:
+            fn = _TWICE_DIFFERENTIABLE[func]
         if not self.graph:
             self.sites.append(_Site(fn, kinks, x.detach().clone()))
             return func(*args, **kwargs)
@@ -274,7 +285,10 @@ class Reference:
         for _ in range(FIT_ROUNDS if self._candidates else 0):
             change = self._change(taken)
             residual = {n: grads[n] - self.grads64[n] - change[n] for n in self.grads64}
-            score = self._screen(residual)
+            try:
+                score = self._screen(residual)
+            except RuntimeError:  # an op of the model without a second derivative
+                score = [abs(v) for _, _, v in self._candidates]
             chosen = {(id(s), i) for s, i, _ in taken}
             order = sorted(range(len(score)), key=lambda j: -score[j])
             ranked = [self._candidates[j] for j in order

@@ -84,6 +84,28 @@ class KinkTest(unittest.TestCase):
         wrong_v["v"][1] *= 1 + 1e-3
         self.assertFalse(self.verdict(ref, wrong_v)[0], "a gradient 1e-3 off")
 
+    def test_the_fit_finds_a_flip_pytorch_did_not_take(self):
+        # A second element near the kink, 3 * 2^-24 in float64 and 2^-23 in
+        # float32: within roundoff, but PyTorch's float32 stays on its side.
+        # A run that flips it (and not the first) is found by the fit.
+        class TwoNear(OnAKink):
+            def __init__(self):
+                super().__init__(False)
+                self.w = nn.Parameter(torch.tensor([1 + 2.0 ** -12, 1 + 2.0 ** -12, 2.0]))
+                self.b = nn.Parameter(torch.tensor([-(1 + 2.0 ** -11), -(1 + 2.0 ** -11) + 2.0 ** -23, -1.0]))
+                self.v = nn.Parameter(torch.tensor([3.0, 7.0, 5.0]))
+        x = (torch.tensor([1 + 2.0 ** -12, 1 + 2.0 ** -12, 1.0]),)
+        ref = model_judge.Reference(TwoNear(), x, sum_loss, ())
+        self.assertEqual((ref.near, ref.torch_flips), (2, 1))
+        second = [c for c in ref._candidates if c[1] == 1]
+        grads = {n: g + ref._change(second)[n] for n, g in ref.grads64.items()}
+        self.assertEqual(grads["b"][1], 0.0)
+        ok, rows, (mine, theirs, near) = self.verdict(ref, grads)
+        self.assertTrue(ok, rows)
+        self.assertEqual((mine, theirs, near), (1, 1, 2))
+        grads["b"][1] = 1.0  # neither side of the kink
+        self.assertFalse(self.verdict(ref, grads)[0])
+
     def test_tracing_changes_nothing(self):
         for inplace in (False, True):
             ref = self.reference(inplace)
