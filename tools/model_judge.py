@@ -267,12 +267,14 @@ class Reference:
         return [v * by_site[id(s)][i].item() if by_site[id(s)] is not None else 0.0
                 for s, i, v in self._candidates]
 
-    def nearest(self, grads):
+    def nearest(self, grads, mixed=True):
         """The flips (cotangents) whose reference g64 + their change is
         nearest `grads` in the least-squares sense, each gradient relative
-        to its scale, found in rounds (at most FIT_ROUNDS): the MAX_FITTED
-        candidates whose change points most along the residual left
-        (_screen) are fitted on a sample of every gradient (up to SAMPLE
+        to its scale, found in rounds (at most FIT_ROUNDS): the flips taken
+        so far and the MAX_FITTED candidates whose change points most along
+        the residual they leave (_screen: half by the inner product's size,
+        either sign, half by it per unit of cotangent) are fitted on a
+        sample of every gradient (up to SAMPLE
         elements of each; a flip's change is dense upstream of its
         activation, so the sample sees it): every subset for up to
         EXHAUSTIVE_FLIPS of them, else least squares rounded to 0/1 and
@@ -282,6 +284,9 @@ class Reference:
         taken = []
         rng = np.random.default_rng(0)
         sample = {n: rng.choice(p.numel(), min(p.numel(), SAMPLE), replace=False) for n, p in self._params}
+        r0 = np.concatenate([((grads[n] - self.grads64[n]).ravel()[sample[n]]) / self._grad_scale(n)
+                             for n, _ in self._params])
+        columns = {}  # (site, index) -> the flip's change on the sample
         for _ in range(FIT_ROUNDS if self._candidates else 0):
             change = self._change(taken)
             residual = {n: grads[n] - self.grads64[n] - change[n] for n in self.grads64}
@@ -290,46 +295,71 @@ class Reference:
             except RuntimeError:  # an op of the model without a second derivative
                 score = [abs(v) for _, _, v in self._candidates]
             chosen = {(id(s), i) for s, i, _ in taken}
-            order = sorted(range(len(score)), key=lambda j: -score[j])
-            ranked = [self._candidates[j] for j in order
-                      if score[j] > 0 and (id(self._candidates[j][0]), self._candidates[j][1]) not in chosen]
-            ranked = ranked[:MAX_FITTED]
-            picked = self._fit(ranked, residual, sample)
-            if not picked:
+            # By the size of the inner product, either sign: flips at one
+            # element that several layers read (DenseNet's concatenated
+            # features, every BatchNorm at gamma 1 and beta 0) overlap, and
+            # some of those a run took point against the residual the
+            # others leave.
+            # Half the pool by that size, half by it per unit of the flip's
+            # cotangent (how well the element's backward matches what is
+            # left, whatever the flip's size): a small flip that several
+            # layers' flips overshadow is found by the second.
+            pool, seen = list(taken), set(chosen)
+            keys = ((lambda j: -abs(score[j]), lambda j: -abs(score[j] / self._candidates[j][2])) if mixed
+                    else (lambda j: -score[j],))
+            for key in keys:
+                added = 0
+                for j in sorted(range(len(score)), key=key):
+                    site, i, _ = self._candidates[j]
+                    if added == MAX_FITTED // len(keys):
+                        break
+                    if (score[j] != 0 if mixed else score[j] > 0) and (id(site), i) not in seen:
+                        pool.append(self._candidates[j])
+                        seen.add((id(site), i))
+                        added += 1
+            for site, i, v in pool:
+                if (id(site), i) not in columns:
+                    c = self._change([(site, i, v)])
+                    columns[(id(site), i)] = np.concatenate(
+                        [c[n].ravel()[sample[n]] / self._grad_scale(n) for n, _ in self._params])
+            picked = self._fit(pool, len(taken), [columns[(id(s), i)] for s, i, _ in pool], r0, mixed)
+            if {(id(s), i) for s, i, _ in picked} == chosen:
                 break
-            taken += picked
+            taken = picked
         return taken
 
-    def _fit(self, ranked, residual, sample):
-        """The subset of the flips `ranked` nearest `residual` on the
-        sample (see nearest)."""
-        if not ranked:
+    def _fit(self, pool, kept, columns, r, refit):
+        """The subset of the flips `pool` (its first `kept` taken so far,
+        which stay unless `refit`) whose summed columns are nearest r (see
+        nearest)."""
+        if not pool:
             return []
-        columns = []
-        for flip in ranked:
-            change = self._change([flip])
-            columns.append(np.concatenate([change[n].ravel()[sample[n]] / self._grad_scale(n)
-                                           for n, _ in self._params]))
         cols = np.stack(columns, axis=1)
-        r = np.concatenate([residual[n].ravel()[sample[n]] / self._grad_scale(n) for n, _ in self._params])
         gram, dot = cols.T @ cols, cols.T @ r
 
         def cost(t):
             t = np.asarray(t, dtype=float)
             return t @ gram @ t - 2 * t @ dot
-        k = len(ranked)
-        if k <= EXHAUSTIVE_FLIPS:
-            t = min(itertools.product((0, 1), repeat=k), key=cost)
+        k = len(pool)
+        free = range(0 if refit else kept, k)
+        if len(free) <= EXHAUSTIVE_FLIPS:
+            fixed = [] if refit else [1] * kept
+            t = fixed + list(min(itertools.product((0, 1), repeat=len(free)), key=lambda x: cost(fixed + list(x))))
         else:
-            t = list(np.clip(np.round(np.linalg.lstsq(gram, dot, rcond=None)[0]), 0, 1).astype(int))
+            # The flips taken stay; the new ones start from least squares on
+            # what those leave; then single flips in or out while they help.
+            new = slice(kept, k)
+            rest = dot[new] - gram[new, :kept] @ np.ones(kept)
+            start = np.linalg.lstsq(gram[new, new], rest, rcond=None)[0]
+            t = [1] * kept + list(np.clip(np.round(start), 0, 1).astype(int))
             improved = True
             while improved:
                 improved = False
-                for a in range(k):
+                for a in free:
                     other = t[:a] + [1 - t[a]] + t[a + 1:]
                     if cost(other) < cost(t):
                         t, improved = other, True
-        return [f for f, bit in zip(ranked, t) if bit]
+        return [f for f, bit in zip(pool, t) if bit]
 
     def _grad_scale(self, name):
         return max(np.max(np.abs(self.grads64[name])), self.grad_floor)
@@ -391,14 +421,16 @@ def judge(ref, value, grads, state):
     near a kink). PyTorch's error is against g64 shifted by the flips it
     took (known exactly: its float32 activations' inputs are traced). The
     run is tried against g64 as it is, then with PyTorch's flips, then
-    with the fitted flips nearest it (Reference.nearest); its first passing
-    verdict counts, else the last."""
+    with the fitted flips nearest it (Reference.nearest, in its two
+    searches); its first passing verdict counts, else the last."""
     theirs = ref.errors(ref.value32, ref.grads32, ref.state32, ref.torch_shift)
     tries = [(0, lambda: ref._change([])), (ref.torch_flips, lambda: ref.torch_shift)]
-    tries.append((None, lambda: None))  # the fit, computed only when the others fail
+    # The fits, computed only when the others fail: flips added round by
+    # round along the residual, then a search that may also drop them.
+    tries += [(False, None), (True, None)]
     for took, shift in tries:
-        if took is None:
-            flips = ref.nearest(grads)
+        if shift is None:
+            flips = ref.nearest(grads, mixed=took)
             took, change = len(flips), ref._change(flips)
         else:
             change = shift()
