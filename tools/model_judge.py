@@ -3,7 +3,7 @@ every new BatchNorm statistic) against a float64 run of the same model.
 
 The rule. A tensor's error is its largest absolute difference from the
 float64 run over the tensor's scale (its largest float64 element; see
-_scale for the two exceptions). A run passes when, on every tensor, its
+Reference.scale for the two exceptions). A run passes when, on every tensor, its
 error is at most RATIO times PyTorch's own float32 error there, or RATIO *
 FLOOR where PyTorch's is smaller.
 
@@ -27,7 +27,7 @@ inputs are traced). Another run is judged against g64, then the member
 with PyTorch's flips, then the member nearest it: the candidate flips
 that point most along its residual are found for all at once by a
 backward of the backward, and the nearest subset of those is fitted
-(least squares). A run that is right up to flips at elements within
+(least squares, in two searches: Reference.nearest). A run that is right up to flips at elements within
 roundoff of a kink passes, and nothing else is forgiven: a flip the fit
 misses makes a run look worse, never better.
 
@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 RATIO = 20                # a run's error may be this many times PyTorch's own
-BAND = RATIO             # an element is near a kink within this many times PyTorch's error there
+BAND = RATIO              # near a kink: within this many times PyTorch's error there
 FLOOR = 64 * 2.0 ** -24   # PyTorch's error counts as at least this
 GRAD_FLOOR = 1e-4         # a gradient's scale is at least this of the model's largest
 EXHAUSTIVE_FLIPS = 12     # up to this many flips that matter, every subset is tried
