@@ -40,6 +40,7 @@ Needs PyTorch 2 (torch.overrides.TorchFunctionMode).
 
 import copy
 import itertools
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -62,21 +63,29 @@ def _arg(args, kwargs, index, name, default):
     return args[index] if len(args) > index else default
 
 
-# The activations with kinks, as the model calls them: func -> (kink points,
-# in place?) from its arguments.
+class _Kind(NamedTuple):
+    """A kinked activation as the model calls it."""
+    pure: Callable   # the out-of-place function, called with the arguments before `inplace`
+    inplace_at: int  # where its `inplace` argument is; ALWAYS or NEVER in place
+    kinks: Callable  # (args, kwargs) -> its kink points
+
+
+ALWAYS, NEVER = 0, -1
+_AT_0 = (lambda a, k: (0.0,))
+_AT_3 = (lambda a, k: (-3.0, 3.0))
 _KINKED = {
-    F.relu: lambda a, k: ((0.0,), _arg(a, k, 1, "inplace", False)),
-    F.relu_: lambda a, k: ((0.0,), True),
-    torch.relu: lambda a, k: ((0.0,), False),
-    torch.relu_: lambda a, k: ((0.0,), True),
-    torch.Tensor.relu: lambda a, k: ((0.0,), False),
-    torch.Tensor.relu_: lambda a, k: ((0.0,), True),
-    F.relu6: lambda a, k: ((0.0, 6.0), _arg(a, k, 1, "inplace", False)),
-    F.hardtanh: lambda a, k: ((float(_arg(a, k, 1, "min_val", -1.0)), float(_arg(a, k, 2, "max_val", 1.0))),
-                              _arg(a, k, 3, "inplace", False)),
-    F.hardswish: lambda a, k: ((-3.0, 3.0), _arg(a, k, 1, "inplace", False)),
-    F.hardsigmoid: lambda a, k: ((-3.0, 3.0), _arg(a, k, 1, "inplace", False)),
-    F.leaky_relu: lambda a, k: ((0.0,), _arg(a, k, 2, "inplace", False)),
+    F.relu: _Kind(F.relu, 1, _AT_0),
+    F.relu_: _Kind(F.relu, ALWAYS, _AT_0),
+    torch.relu: _Kind(torch.relu, NEVER, _AT_0),
+    torch.relu_: _Kind(torch.relu, ALWAYS, _AT_0),
+    torch.Tensor.relu: _Kind(torch.relu, NEVER, _AT_0),
+    torch.Tensor.relu_: _Kind(torch.relu, ALWAYS, _AT_0),
+    F.relu6: _Kind(F.relu6, 1, lambda a, k: (0.0, 6.0)),
+    F.hardtanh: _Kind(F.hardtanh, 3, lambda a, k: (float(_arg(a, k, 1, "min_val", -1.0)),
+                                                   float(_arg(a, k, 2, "max_val", 1.0)))),
+    F.hardswish: _Kind(F.hardswish, 1, _AT_3),
+    F.hardsigmoid: _Kind(F.hardsigmoid, 1, _AT_3),
+    F.leaky_relu: _Kind(F.leaky_relu, 2, _AT_0),
 }
 
 
@@ -115,22 +124,15 @@ class _Trace(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        spec = _KINKED.get(func)
-        if spec is None or not isinstance(args[0], torch.Tensor):
+        kind = _KINKED.get(func)
+        if kind is None or not isinstance(args[0], torch.Tensor):
             return func(*args, **kwargs)
-        kinks, inplace = spec(args, kwargs)
-        x = args[0]
+        kinks, x = kind.kinks(args, kwargs), args[0]
+        at = kind.inplace_at
+        inplace = at == ALWAYS or (at != NEVER and _arg(args, kwargs, at, "inplace", False))
+        positional = tuple(args[1:at]) if at > 0 else tuple(args[1:])
         rest = {k: v for k, v in kwargs.items() if k != "inplace"}
-        positional = tuple(args[1:])
-        if func in (F.relu, F.relu6, F.hardswish, F.hardsigmoid):
-            positional = ()  # their only other argument is `inplace`
-        elif func is F.hardtanh:
-            positional = positional[:2]
-        elif func is F.leaky_relu:
-            positional = positional[:1]
-        pure = {F.relu_: F.relu, torch.relu_: torch.relu, torch.Tensor.relu_: torch.relu,
-                torch.Tensor.relu: torch.relu}.get(func, func)
-        fn = (lambda t: pure(t, *positional, **rest))
+        fn = (lambda t: kind.pure(t, *positional, **rest))
         if self.graph and func in _TWICE_DIFFERENTIABLE:
             fn = _TWICE_DIFFERENTIABLE[func]
         if not self.graph:
@@ -424,18 +426,20 @@ def judge(ref, value, grads, state):
     with the fitted flips nearest it (Reference.nearest, in its two
     searches); its first passing verdict counts, else the last."""
     theirs = ref.errors(ref.value32, ref.grads32, ref.state32, ref.torch_shift)
-    tries = [(0, lambda: ref._change([])), (ref.torch_flips, lambda: ref.torch_shift)]
+    def verdict(change):
+        mine = ref.errors(value, grads, state, change)
+        return [(n, mine[n], theirs[n], mine[n] <= RATIO * max(theirs[n], FLOOR)) for n in mine]
+
+    def passes(rows):
+        return all(ok for _, _, _, ok in rows)
+    took, rows = 0, verdict(ref._change([]))
+    if not passes(rows):
+        took, rows = ref.torch_flips, verdict(ref.torch_shift)
     # The fits, computed only when the others fail: flips added round by
     # round along the residual, then a search that may also drop them.
-    tries += [(False, None), (True, None)]
-    for took, shift in tries:
-        if shift is None:
-            flips = ref.nearest(grads, mixed=took)
-            took, change = len(flips), ref._change(flips)
-        else:
-            change = shift()
-        mine = ref.errors(value, grads, state, change)
-        rows = [(n, mine[n], theirs[n], mine[n] <= RATIO * max(theirs[n], FLOOR)) for n in mine]
-        if all(ok for _, _, _, ok in rows):
+    for mixed in (False, True):
+        if passes(rows):
             break
+        flips = ref.nearest(grads, mixed=mixed)
+        took, rows = len(flips), verdict(ref._change(flips))
     return rows, (took, ref.torch_flips, ref.near)
