@@ -119,15 +119,21 @@ const ModelOpCase kCases[] = {
   return %s
 })", false},
     // PyTorch's adaptive windows: 7 -> 3 overlaps (rows 0-2, 2-4, 4-6), 5 -> 2
-    // overlaps too (columns 0-2, 2-4); 6 -> 2 and 4 -> 4 tile.
-    {"adaptive_pool", R"(program p(x: f32[2,3,7,5], r: f32[2,3,3,2], z: f32[1,2,6,4], q: f32[1,2,2,4]) {
+    // overlaps too (columns 0-2, 2-4); 6 -> 2 and 4 -> 4 tile; 2 -> 7 and
+    // 3 -> 5 repeat rows and columns (VGG's head on a small image: each
+    // element's gradient gathers every window that repeats it).
+    {"adaptive_pool", R"(program p(x: f32[2,3,7,5], r: f32[2,3,3,2], z: f32[1,2,6,4], q: f32[1,2,2,4], u: f32[2,2,2,3], v: f32[2,2,7,5]) {
   %y: f32[2,3,3,2] = adaptive_avg_pool2d(%x) ints=[3,2]
   %m = mul(%y, %r)
   %t: f32[1,2,2,4] = adaptive_avg_pool2d(%z) ints=[2,4]
   %n = mul(%t, %q)
+  %w: f32[2,2,7,5] = adaptive_avg_pool2d(%u) ints=[7,5]
+  %k = mul(%w, %v)
   %a: f32[] = sum(%m)
   %b: f32[] = sum(%n)
-  %s: f32[] = add(%a, %b)
+  %c: f32[] = sum(%k)
+  %ab: f32[] = add(%a, %b)
+  %s: f32[] = add(%ab, %c)
   return %s
 })", false},
     // Hugging Face's labels: targets 0, 1, 0, 1, ... with 1 ignored, and

@@ -533,10 +533,11 @@ class Builder:
                                          [(0, 0), (0, 0), (p, p), (p, p)])
         if k == "adaptive_avg_pool2d":
             ints = [int(i) for i in op.attrs.get("ints", [])]
-            need(len(ints) == 2 and x[0].ndim == 4 and 1 <= ints[0] <= x[0].shape[2] and 1 <= ints[1] <= x[0].shape[3],
-                 "adaptive_avg_pool2d needs ints=[OH,OW], 1 <= OH <= H, 1 <= OW <= W, and x (N,C,H,W)")
+            need(len(ints) == 2 and x[0].ndim == 4 and min(ints) >= 1 and min(x[0].shape[2:]) >= 1,
+                 "adaptive_avg_pool2d needs ints=[OH,OW], OH, OW >= 1, and x (N,C,H,W), H, W >= 1")
             (h, w), (oh, ow) = x[0].shape[2:], ints
-            # PyTorch's windows: rows floor(i H / OH) .. ceil((i + 1) H / OH) - 1.
+            # PyTorch's windows: rows floor(i H / OH) .. ceil((i + 1) H / OH) - 1
+            # (OH > H repeats rows).
             rows = [jnp.stack([jnp.mean(x[0][:, :, i * h // oh:-(-(i + 1) * h // oh), j * w // ow:-(-(j + 1) * w // ow)],
                                         axis=(2, 3)) for j in range(ow)], axis=-1) for i in range(oh)]
             return jnp.stack(rows, axis=-2)

@@ -134,7 +134,7 @@ def export(module, example_inputs, out_dir, loss=None, name=None, output=None, l
         return out
 
     regions = Regions()
-    trace, result = run_traced(module, named, forward, regions)
+    trace, result = run_traced(module, named, forward, regions, frozenset(TABLE))
     try:
         return _write(module, name, out_dir, named, trace, result, regions)
     except ExportError:

@@ -288,6 +288,11 @@ class Ctx:
             self.fail("random values (torch.rand, bernoulli) other than dropout's mask")
         self.fail("a %s where a tensor is expected" % type(x).__name__)
 
+    def constant(self, tensor, hint):
+        """A tensor made here whose contents do not depend on the model's
+        values (x.zero_() of a live x) as a constant entry."""
+        return Const(Value(-1, "const", tensor, path=self.path, label=hint))
+
     def const_input(self, tensor, hint):
         """A tensor made here (an expanded mask) as an input of the program."""
         v = Value(-1, "const", tensor, path=self.path, label=hint)

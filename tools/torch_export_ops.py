@@ -161,6 +161,51 @@ def _expand(ctx, x, size, implicit=False):
     return ctx.emit("expand", [_live(ctx, x)], out, _ints(out))
 
 
+@op("copy.default")
+def _copy(ctx, x, src, non_blocking=False):
+    """x.copy_(src) (out[:, :d] = y): src, broadcast to x's shape."""
+    out = tuple(ctx.out_shape())
+    if isinstance(src, Const):
+        return ctx.constant(src.tensor.to(torch.float32).expand(out).clone(), "copy")
+    if tuple(src.shape) == out:
+        return src
+    return ctx.emit("expand", [_live(ctx, src)], out, _ints(out))
+
+
+@op("zero.default", "fill.Scalar", "fill.Tensor")
+def _fill(ctx, x, value=0):
+    """x.zero_(), x.fill_(c), out[1] = c: a constant of x's shape (no
+    gradient reaches x)."""
+    c = _scalar(ctx, value)
+    if c is None:
+        ctx.fail("fill_ with a value computed from the model's values (remat's: a number)")
+    return ctx.constant(torch.full(tuple(x.shape), c), "fill")
+
+
+@op("repeat.default")
+def _repeat(ctx, x, repeats):
+    """x.repeat(r0, r1, ...): each axis d with r > 1 seen as (1, d),
+    expanded to (r, d) and merged back (an axis of size 1 just expands), so
+    the rank stays within remat's 6 where few axes repeat."""
+    reps = [int(r) for r in repeats]
+    shape = [1] * (len(reps) - len(x.shape)) + list(x.shape)
+    split, wide = [], []
+    for r, d in zip(reps, shape):
+        if r > 1 and d > 1:
+            split += [1, d]
+            wide += [r, d]
+        else:
+            split.append(d)
+            wide.append(r * d)
+    out = tuple(ctx.out_shape())
+    if len(split) > 6:
+        ctx.fail("repeat(%s) of a %s value: more than 6 axes when each repeated one is split" % (reps, tuple(x.shape)))
+    xid = _reshape(ctx, _live(ctx, x), x.shape, split)
+    if wide != split:
+        xid = ctx.emit("expand", [xid], wide, _ints(wide)).id
+    return Live(ctx.body, _reshape(ctx, xid, wide, out), out)
+
+
 @op("clone.default", "alias.default", "lift_fresh.default", "contiguous.default")
 def _identity(ctx, x, *rest, **kw):
     return x
@@ -211,6 +256,46 @@ def _select(ctx, x, dim, index):
     axis = _axis(dim, len(x.shape))
     index = _axis(index, x.shape[axis])
     return ctx.emit("select", [_live(ctx, x)], ctx.out_shape(), _ints([axis, index]))
+
+
+def _scatter_rows(ctx, base, src_id, axis, start, length):
+    """base with rows [start, start + length) of axis replaced by src (of
+    that shape): base's rows before, src and base's rows after, joined two
+    at a time (remat's cat takes two)."""
+    n, bid = base.shape[axis], ctx.id(base)
+    parts = [(src_id, length)]
+    if start > 0:
+        parts.insert(0, (_slice(ctx, bid, base.shape, axis, 0, start).id, start))
+    if start + length < n:
+        rest = n - start - length
+        parts.append((_slice(ctx, bid, base.shape, axis, start + length, rest).id, rest))
+    (joined, rows), shape = parts[0], list(base.shape)
+    for pid, more in parts[1:]:
+        rows += more
+        shape[axis] = rows
+        joined = ctx.emit("cat", [joined, pid], tuple(shape), _ints([axis])).id
+    return Live(ctx.body, joined, tuple(ctx.out_shape()))
+
+
+@op("slice_scatter.default")
+def _slice_scatter(ctx, base, src, dim=0, start=None, end=None, step=1):
+    """A write into base[start:end] on dim (the trace's write-back of an
+    in-place op on a slice)."""
+    axis = _axis(dim, len(base.shape))
+    start, stop, step = slice(start, end, step).indices(base.shape[axis])
+    if step != 1:
+        ctx.fail("a write into a slice with step %d (remat's: step 1)" % step)
+    return _scatter_rows(ctx, base, ctx.id(src), axis, start, max(stop - start, 0))
+
+
+@op("select_scatter.default")
+def _select_scatter(ctx, base, src, dim, index):
+    """A write into base.select(dim, index) (x[:, 0] = ...)."""
+    axis = _axis(dim, len(base.shape))
+    index = _axis(index, base.shape[axis])
+    row = list(base.shape)
+    row[axis] = 1
+    return _scatter_rows(ctx, base, _reshape(ctx, ctx.id(src), src.shape, row), axis, index, 1)
 
 
 @op("split.Tensor", "split_with_sizes.default", "split.sizes")
@@ -411,6 +496,43 @@ def _pow(ctx, x, p):
     return ctx.emit("pow", [_live(ctx, x)], x.shape, " scalar=%r" % float(p))
 
 
+def _clamped(ctx, x, lo, hi):
+    """x clamped to [lo, hi] (either None): hardtanh for integer bounds,
+    else max(x, lo) = relu(x - lo) + lo and min(x, hi) = hi - relu(hi - x)
+    (F.normalize's clamp_min(1e-12)); those equal x where it is inside up
+    to the rounding of x - lo + lo, and at x == lo their gradient is 0
+    (PyTorch's clamp passes it: a kink, as relu's)."""
+    for b in (lo, hi):
+        if b is not None and _scalar(ctx, b) is None:
+            ctx.fail("clamp by a tensor (remat's: numbers)")
+    lo, hi = (None if b is None else _scalar(ctx, b) for b in (lo, hi))
+    if lo is not None and hi is not None and lo == int(lo) and hi == int(hi):
+        return ctx.emit("hardtanh", [_live(ctx, x)], x.shape, _ints([lo, hi]))
+    y = x
+    if lo is not None:
+        r = ctx.emit("relu", [_binary(ctx, "sub", y, lo).id if lo else _live(ctx, y)], x.shape)
+        y = _binary(ctx, "add", r, lo) if lo else r
+    if hi is not None:
+        r = ctx.emit("relu", [_binary(ctx, "sub", hi, y).id], x.shape)
+        y = _binary(ctx, "sub", hi, r)
+    return y
+
+
+@op("clamp.default")
+def _clamp(ctx, x, lo=None, hi=None):
+    return _clamped(ctx, x, lo, hi)
+
+
+@op("clamp_min.default")
+def _clamp_min(ctx, x, lo):
+    return _clamped(ctx, x, lo, None)
+
+
+@op("clamp_max.default")
+def _clamp_max(ctx, x, hi):
+    return _clamped(ctx, x, None, hi)
+
+
 @op("hardtanh.default")
 def _hardtanh(ctx, x, lo=-1.0, hi=1.0):
     if lo != int(lo) or hi != int(hi):
@@ -528,6 +650,90 @@ def _mean(ctx, x, dtype=None):
 @op("amax.default")
 def _amax(ctx, x, dims=(), keepdim=False):
     return _reduce(ctx, "amax", x, dims, keepdim)
+
+
+# Variances and norms: their definitions over remat's mean, sub, square,
+# scale and sqrt (user-written layer norms, group_norm's and F.normalize's
+# decompositions).
+def _axes_of(x, dims):
+    rank = len(x.shape)
+    return sorted({_axis(d, rank) for d in dims}) if dims else list(range(rank))
+
+
+def _var(ctx, x, dims, correction, keepdim):
+    """(mean of (x - mean(x))^2 over dims) n / (n - correction), and the mean
+    (keepdim as asked); ids."""
+    axes = _axes_of(x, dims)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    c = 1.0 if correction is None else float(correction)
+    if n - c <= 0:
+        ctx.fail("var over %d elements with correction %r (no degrees of freedom left)" % (n, c))
+    kept = tuple(1 if a in axes else d for a, d in enumerate(x.shape))
+    xid = _live(ctx, x)
+    m = ctx.emit("mean", [xid], kept, _ints(axes) + " keepdim=1")
+    dev = ctx.emit("sub", [xid, m.id], x.shape)
+    sq = ctx.emit("square", [dev.id], x.shape)
+    out = tuple(d for a, d in enumerate(x.shape) if a not in axes) if not keepdim else kept
+    v = ctx.emit("mean", [sq.id], out, _ints(axes) + (" keepdim=1" if keepdim else ""))
+    if c != 0:
+        v = ctx.emit("scale", [v.id], out, " scalar=%r" % (n / (n - c)))
+    return v, Live(ctx.body, _reshape(ctx, m.id, kept, out), out)
+
+
+@op("var.correction", "var.dim")
+def _var_op(ctx, x, dims=None, unbiased=None, keepdim=False, correction=None):
+    if isinstance(unbiased, bool):  # var.dim(x, dims, unbiased, keepdim)
+        correction = 1 if unbiased else 0
+    return _var(ctx, x, dims, correction, keepdim)[0]
+
+
+@op("var_mean.correction")
+def _var_mean(ctx, x, dims=None, correction=None, keepdim=False):
+    return list(_var(ctx, x, dims, correction, keepdim))
+
+
+@op("std.correction", "std.dim")
+def _std(ctx, x, dims=None, unbiased=None, keepdim=False, correction=None):
+    v = _var_op(ctx, x, dims, unbiased, keepdim, correction)
+    return ctx.emit("sqrt", [v.id], v.shape)
+
+
+@op("linalg_vector_norm.default")
+def _vector_norm(ctx, x, ord=2, dim=None, keepdim=False, dtype=None):
+    """The 2-norm (F.normalize's): sqrt(sum of squares + 1e-30). The add
+    rounds away wherever the norm is above about 4e-12 (F.normalize clamps
+    below 1e-12 anyway); at an all-zero vector (Swin V2's keys of padded
+    tokens) the norm is 1e-15 and its gradient 0, as PyTorch's, where
+    sqrt's own would be 0 * inf = NaN."""
+    if float(ord) != 2.0:
+        ctx.fail("linalg_vector_norm(ord=%r) (remat's: ord=2)" % (ord,))
+    axes = _axes_of(x, dim)
+    out = tuple(ctx.out_shape())
+    sq = ctx.emit("square", [_live(ctx, x)], x.shape)
+    if axes == list(range(len(x.shape))) and not keepdim:
+        total = ctx.emit("sum", [sq.id], ())
+    else:
+        total = ctx.emit("sum", [sq.id], out, _ints(axes) + (" keepdim=1" if keepdim else ""))
+    return ctx.emit("sqrt", [_binary(ctx, "add", total, 1e-30).id], out)
+
+
+@op("native_group_norm.default")
+def _group_norm(ctx, x, weight, bias, n, c, hw, groups, eps):
+    """GroupNorm: each (sample, group) normalized by layer_norm over its
+    C/G * HW elements (no affine), then the per-channel weight and bias;
+    mean and rstd (autograd's) are not mapped."""
+    shape = tuple(x.shape)
+    per = (c // groups) * hw
+    rows = ctx.emit("reshape", [_live(ctx, x)], (n * groups, per), _ints((n * groups, per)))
+    attrs = "" if eps == 1e-5 else " scalar=%r" % float(eps)
+    y = ctx.emit("layer_norm", [rows.id, ctx.const_input(torch.ones(per), "ones"),
+                                ctx.const_input(torch.zeros(per), "zeros")], (n * groups, per), attrs)
+    chan = (n, c, hw)
+    y = ctx.emit("reshape", [y.id], chan, _ints(chan))
+    for p, name in ((weight, "mul"), (bias, "add")):
+        if p is not None:
+            y = ctx.emit(name, [y.id, _reshape(ctx, ctx.id(p), (c,), (1, c, 1))], chan)
+    return [Live(ctx.body, _reshape(ctx, y.id, chan, shape), shape), None, None]
 
 
 # Matrix products.

@@ -7,7 +7,12 @@ every gradient, the input's too), and the refusals that stay:
   eager and recompute give the same bits;
 - hardswish and hardsigmoid (MobileNetV3) as relu6(x + 3) / 6;
 - avg_pool2d whose windows tile the input (DenseNet's transitions), as
-  adaptive average pooling, and one that does not tile it refused by name;
+  adaptive average pooling; any other (PoolFormer's, NFNet's ceil_mode) as
+  a depthwise conv of ones and a divisor; adaptive pooling to a larger size;
+- group_norm, var and std, F.normalize and clamps, repeat, baddbmm, a conv
+  of a constant, batch norm over rank 2 and 3 and without affine;
+- writes into a slice or a row of a live value (Swin V2's zeroed bias, a
+  buffer filled by assignments), written back into its base;
 - max_pool2d with ceil_mode (SqueezeNet), by -inf rows and columns;
 - an in-place write into a view whose base is never read again (an
   in-place dropout on flatten's output) is a plain op; one whose base is
@@ -77,12 +82,135 @@ class OpsTest(unittest.TestCase):
             net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.AvgPool2d(2, 2), nn.ReLU())
             self.check(_loss_of(net), torch.randn(2, 3, size, size))
 
-    def test_avg_pool_with_overlapping_windows_is_refused_by_name(self):
-        net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AvgPool2d(3, stride=1))
+    def test_avg_pool_with_overlapping_padded_and_ceil_mode_windows(self):
+        # PoolFormer's token mixer (3x3, stride 1, padded, the padding not
+        # counted), a padded stride-2 pool that counts it, NFNet's
+        # ceil_mode downsampling on an odd size, and a divisor override.
+        class PoolFormerMixer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3, padding=1)
+                self.pool = nn.AvgPool2d(3, 1, padding=1, count_include_pad=False)
+
+            def forward(self, x):
+                y = self.conv(x)
+                return self.pool(y) - 0.5 * y  # - y: a bias that cancels, its gradient 0 up to rounding
+
+        torch.manual_seed(10)
+        for pool, size in ((None, 7), (nn.AvgPool2d(3, 2, padding=1), 8),
+                           (nn.AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False), 9),
+                           (nn.AvgPool2d(3, 2, padding=1, ceil_mode=True, divisor_override=3), 8)):
+            net = PoolFormerMixer() if pool is None else nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), pool)
+            self.check(_loss_of(net), torch.randn(2, 3, size, size), params_only=True)
+
+    def test_adaptive_pool_to_a_larger_size(self):
+        # VGG's and AlexNet's heads on a small image: 2x3 pooled to 7x5.
+        torch.manual_seed(11)
+        net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.AdaptiveAvgPool2d((7, 5)), nn.Flatten(),
+                            nn.Linear(140, 3))
+        self.check(_loss_of(net), torch.randn(2, 3, 2, 3), params_only=True)
+
+    def test_group_norm_and_variances_written_by_hand(self):
+        # PoolFormer's GroupNorm(1, C), GroupNorm with 2 groups and no
+        # affine, and a layer norm as users write it (var, std).
+        class Norms(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3, padding=1)
+                self.g1, self.g2 = nn.GroupNorm(1, 4), nn.GroupNorm(2, 4, affine=False)
+                self.w = nn.Parameter(torch.randn(5))
+
+            def forward(self, x):
+                y = self.g2(self.g1(self.conv(x)))
+                z = y.flatten(2)[..., :5]
+                ln = (z - z.mean(-1, keepdim=True)) / torch.sqrt(z.var(-1, keepdim=True, unbiased=False) + 1e-6)
+                return ln * self.w + z.std(dim=(0, 1)) * y.var()
+
+        torch.manual_seed(12)
+        self.check(_loss_of(Norms()), torch.randn(2, 3, 5, 5), params_only=True)
+
+    def test_normalize_clamp_repeat_and_a_learned_conv_of_a_constant(self):
+        # Swin V2's and XCiT's cosine attention (F.normalize: a 2-norm and
+        # clamp_min), clamps by numbers, XCiT's Fourier features through a
+        # learned conv repeated over the batch, BLOOM's baddbmm.
+        class Parts(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(6, 6)
+                self.pos = nn.Conv2d(4, 6, 1)
+                self.register_buffer("alibi", torch.linspace(-1, 1, 3).reshape(1, 1, 3))
+                self.register_buffer("zero_row", torch.tensor([1.0, 0.0, 1.0]).reshape(1, 3, 1))
+
+            def forward(self, x):
+                q = F.normalize(self.proj(x) * self.zero_row, dim=-1)  # an all-zero row: its gradient is 0
+                scores = torch.baddbmm(self.alibi.expand(2, 3, 3), q, q.transpose(1, 2), alpha=0.5)
+                feats = torch.linspace(0, 1, 36).reshape(1, 4, 3, 3)
+                pos = self.pos(feats).repeat(2, 1, 1, 1).flatten(2).transpose(1, 2)[:, :3]  # (2, 3, 6)
+                y = scores @ (q + pos)
+                return y.clamp(min=-0.4, max=0.9) + y.clamp_min(0.1) * y.clamp_max(-0.2) + y.clamp(-1, 1)
+
+        torch.manual_seed(13)
+        self.check(_loss_of(Parts()), torch.randn(2, 3, 6), params_only=True)
+        class OneNorm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 3)
+
+            def forward(self, x):
+                return torch.linalg.vector_norm(self.fc(x), ord=1)
+
         with self.assertRaises(ExportError) as caught:
-            export(_loss_of(net), (torch.randn(1, 3, 8, 8),), tempfile.mkdtemp())
-        self.assertIn("net.1 (aten.avg_pool2d.default): avg_pool2d(kernel=[3, 3], stride=[1, 1]",
-                      str(caught.exception))
+            export(OneNorm(), (torch.randn(2, 3),), tempfile.mkdtemp())
+        self.assertIn("<root> (aten.linalg_vector_norm.default): linalg_vector_norm(ord=1)", str(caught.exception))
+
+    def test_batch_norm_over_rank_2_and_3_and_without_affine(self):
+        # LeViT's BatchNorm1d on (N, C) rows, a BatchNorm1d over a sequence,
+        # one without affine parameters, and NFNet's weight standardization
+        # (F.batch_norm of a conv's weight, no running statistics).
+        class Norms(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(5, 4, bias=False)  # a bias before batch norm cancels
+                self.b2, self.b3 = nn.BatchNorm1d(4), nn.BatchNorm1d(3, affine=False)
+                self.conv = nn.Conv2d(2, 4, 3, bias=False)
+                self.gain = nn.Parameter(torch.rand(4) + 0.5)
+
+            def forward(self, x):
+                rows = self.b2(self.fc(x.flatten(0, 1)))     # (6, 4)
+                seq = self.b3(rows.reshape(2, 3, 4))         # (2, 3, 4): 3 channels, 4 steps
+                w = F.batch_norm(self.conv.weight.reshape(1, 4, -1), None, None, weight=self.gain,
+                                 training=True, momentum=0.0, eps=1e-5).reshape_as(self.conv.weight)
+                img = F.conv2d(seq[:, :2].reshape(2, 2, 4, 1).expand(2, 2, 4, 3), w)
+                return torch.cat([seq.flatten(1), img.flatten(1)], 1)
+
+        torch.manual_seed(14)
+        net = Norms().train()
+        d = tempfile.mkdtemp()
+        text = export(_loss_of(net), (torch.randn(2, 3, 5),), d)
+        self.assertIn('name="net.b2.running_var"', text)
+        self.assertIn('name="net.b3.running_mean"', text)
+        self.check(_loss_of(Norms().train()), torch.randn(2, 3, 5), params_only=True)
+
+    def test_writes_into_a_slice_or_a_row_of_a_value(self):
+        # Swin V2's qkv_bias.clone() with its middle third zeroed, and a
+        # buffer filled by slice and row assignments (out[:, :d] = y).
+        class Writes(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 6)
+
+            def forward(self, x):
+                b = self.fc.bias.clone()
+                b[2:4].zero_()
+                y = F.linear(x, self.fc.weight, b)
+                out = x.new_zeros(3, 8)
+                out[:, :6] = y.tanh()
+                out[:, 7] = y[:, 0] * 2
+                out[1] = 0.5
+                return out
+
+        torch.manual_seed(15)
+        self.check(_loss_of(Writes()), torch.randn(3, 4), params_only=True)
 
     def test_max_pool_ceil_mode(self):
         torch.manual_seed(5)

@@ -114,22 +114,40 @@ def _pad(ctx, x, pad, value=0):
 
 
 # Batch normalisation, convolution, pooling.
-@op("native_batch_norm.default", "_native_batch_norm_legit.default", "_native_batch_norm_legit_functional.default")
-def _batch_norm(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+@op("native_batch_norm.default", "_native_batch_norm_legit.default", "_native_batch_norm_legit_functional.default",
+    "_native_batch_norm_legit.no_stats")
+def _batch_norm(ctx, x, weight, bias, *rest):
+    """Training-mode batch norm of x (N, C, ...): rank 2 and 4 as they are,
+    rank 3 (BatchNorm1d over a sequence, timm's weight standardization of
+    a conv's weight) and 5 seen as (N, C, L, 1) and (N, C, D H, W); a
+    missing weight or bias is a constant 1 or 0 (an input of the program)."""
+    if len(rest) == 5:
+        running_mean, running_var, training, momentum, eps = rest
+    else:  # _native_batch_norm_legit.no_stats
+        (training, momentum, eps), running_mean, running_var = rest, None, None
     if not training:
         ctx.fail("batch_norm in eval mode (remat's normalizes with the batch's statistics: export in train())")
-    if weight is None or bias is None or len(x.shape) != 4:
-        ctx.fail("batch_norm without affine parameters or of a rank-%d value (remat's: affine, NCHW)"
-                 % len(x.shape))
-    xid = _live(ctx, x)
+    shape = tuple(x.shape)
+    if len(shape) < 2 or len(shape) > 5 or 0 in shape:
+        ctx.fail("batch_norm of a %s value (remat's: (N, C) or (N, C, H, W); rank 3 and 5 are reshaped to 4)"
+                 % (shape,))
+    if momentum is None and (running_mean is not None or running_var is not None):
+        ctx.fail("batch_norm with momentum=None (a cumulative average; remat's running statistics take a momentum)")
+    seen = shape if len(shape) in (2, 4) else shape + (1,) if len(shape) == 3 else \
+        (shape[0], shape[1], shape[2] * shape[3], shape[4])
+    xid = _reshape(ctx, _live(ctx, x), shape, seen)
+    channels = shape[1]
     for stat, op_name in ((running_mean, "batch_norm_running_mean"), (running_var, "batch_norm_running_var")):
         if stat is None:
             continue
         sid = ctx.id(stat)
         new = ctx.emit(op_name, [xid, sid], None, " scalar=%r" % float(momentum))
         ctx.emit("state", [new.id], None, ' name="%s"' % _ident(stat.value.name), root=True)
-    y = ctx.emit("batch_norm", [xid, ctx.id(weight), ctx.id(bias)], x.shape, " scalar=%r" % float(eps))
-    return [y, None, None]
+    gamma = ctx.id(weight) if weight is not None else ctx.const_input(torch.ones(channels), "ones")
+    beta = ctx.id(bias) if bias is not None else ctx.const_input(torch.zeros(channels), "zeros")
+    y = ctx.emit("batch_norm", [xid, gamma, beta], seen, " scalar=%r" % float(eps))
+    out = Live(ctx.body, _reshape(ctx, y.id, seen, shape), shape) if seen != shape else y
+    return [out, None, None]
 
 
 @op("convolution.default")
@@ -141,7 +159,9 @@ def _convolution(ctx, x, w, bias, stride, padding, dilation, transposed, output_
         ints = [sh, ph]
     else:
         ints = [sh, sw, ph, pw, dh, dw, groups]
-    inputs = [_live(ctx, x), ctx.id(w)] + ([ctx.id(bias)] if bias is not None else [])
+    # x may be a constant (XCiT's Fourier position features through a
+    # learned conv): an input of the program, the weight's gradient reads it.
+    inputs = [ctx.id(x), ctx.id(w)] + ([ctx.id(bias)] if bias is not None else [])
     return ctx.emit("conv2d" if bias is None else "conv2d_bias", inputs, ctx.out_shape(), _ints(ints))
 
 
@@ -173,25 +193,54 @@ def _max_pool(ctx, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False)
 
 @op("avg_pool2d.default")
 def _avg_pool(ctx, x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
-    """Windows that tile the input (stride = kernel, no padding): adaptive
-    average pooling over the rows and columns they cover, which has those
-    windows exactly (DenseNet's transitions)."""
+    """Windows that tile the input (stride = kernel, no padding, as many as
+    fit): adaptive average pooling over the rows and columns they cover,
+    which has those windows exactly (DenseNet's transitions). Any other
+    (PoolFormer's 3x3 stride 1 padded, NFNet's ceil_mode): the windows'
+    sums as a depthwise conv2d with a constant kernel of ones (zero padding,
+    zero rows joined where ceil_mode adds a window), divided by a constant
+    of each window's divisor, the one PyTorch's avg_pool2d uses (found by
+    pooling ones with the same arguments)."""
     def pair(v):
         v = list(v) if isinstance(v, (list, tuple)) else [v]
         return [int(v[0]), int(v[-1])]
     k = pair(kernel)
     s = pair(stride) if stride else k
-    if s != k or pair(padding) != [0, 0] or ceil_mode or divisor_override is not None or len(x.shape) != 4:
-        ctx.fail("avg_pool2d(kernel=%s, stride=%s, padding=%s, ceil_mode=%s, divisor_override=%s) of a rank-%d "
-                 "value (remat's: windows that tile an NCHW input, stride = kernel, no padding)"
-                 % (k, s, pair(padding), ceil_mode, divisor_override, len(x.shape)))
+    p = pair(padding)
+    if len(x.shape) != 4:
+        ctx.fail("avg_pool2d of a rank-%d value (remat's: NCHW)" % len(x.shape))
     xid, shape = _live(ctx, x), list(x.shape)
     out = ctx.out_shape()
-    for axis, o, kk in ((2, out[2], k[0]), (3, out[3], k[1])):
-        if shape[axis] != o * kk:  # floor mode drops the rows no window covers
-            xid = _slice(ctx, xid, shape, axis, 0, o * kk).id
-            shape[axis] = o * kk
-    return ctx.emit("adaptive_avg_pool2d", [xid], out, _ints(out[2:]))
+    if s == k and p == [0, 0] and divisor_override is None and all(o * kk <= d for o, kk, d in zip(out[2:], k, shape[2:])):
+        for axis, o, kk in ((2, out[2], k[0]), (3, out[3], k[1])):
+            if shape[axis] != o * kk:  # floor mode drops the rows no window covers
+                xid = _slice(ctx, xid, shape, axis, 0, o * kk).id
+                shape[axis] = o * kk
+        return ctx.emit("adaptive_avg_pool2d", [xid], out, _ints(out[2:]))
+    n, c, h, w = shape
+    for axis, o, kk, ss, pp in ((2, out[2], k[0], s[0], p[0]), (3, out[3], k[1], s[1], p[1])):
+        if pp:
+            xid = _join_constant(ctx, xid, shape, axis, pp, 0.0, True, "pad")
+            xid = _join_constant(ctx, xid, shape, axis, pp, 0.0, False, "pad")
+        reach = (o - 1) * ss + kk  # the rows the last window ends at
+        if reach > shape[axis]:  # ceil_mode: a last window that runs past the input
+            xid = _join_constant(ctx, xid, shape, axis, reach - shape[axis], 0.0, False, "ceil_mode_pad")
+        elif reach < shape[axis]:  # rows no window reads
+            xid = _slice(ctx, xid, shape, axis, 0, reach).id
+            shape[axis] = reach
+    ones = ctx.const_input(torch.ones(c, 1, k[0], k[1]), "window")
+    sums = ctx.emit("conv2d", [xid, ones], out, _ints([s[0], s[1], 0, 0, 1, 1, c]))
+    with torch.no_grad():
+        plane = torch.ones(1, 1, h, w, dtype=torch.float64)
+        args = dict(kernel_size=k, stride=s, padding=p, ceil_mode=ceil_mode)
+        mean = torch.nn.functional.avg_pool2d(plane, count_include_pad=count_include_pad,
+                                              divisor_override=divisor_override, **args)
+        count = torch.nn.functional.avg_pool2d(plane, divisor_override=1, **args)
+    if tuple(mean.shape[2:]) != tuple(out[2:]) or not bool((mean > 0).all()):
+        ctx.fail("avg_pool2d(kernel=%s, stride=%s, padding=%s, ceil_mode=%s) of %s to %s: a window with no "
+                 "element of the input" % (k, s, p, ceil_mode, (h, w), tuple(out[2:])))
+    divisor = torch.round(count / mean).to(torch.float32)
+    return ctx.emit("div", [sums.id, ctx.const_input(divisor, "divisor")], out)
 
 
 @op("_adaptive_avg_pool2d.default", "adaptive_avg_pool2d.default")

@@ -16,6 +16,7 @@ random."""
 import torch
 import torch.nn as nn
 from torch.nn.modules import module as module_hooks
+from torch._decomp import decomposition_table
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -63,8 +64,7 @@ class Call:
     @property
     def name(self):
         """"add.Tensor": the op without a trailing _ (in place) and its overload."""
-        s = self.func._schema
-        return "%s.%s" % (s.name.split("::")[-1].rstrip("_"), s.overload_name or "default")
+        return op_key(self.func)
 
 
 class Trace:
@@ -79,6 +79,10 @@ class Trace:
         self.stack = [""]
         self.count = 0
         self.storages = {}  # storage address -> the ids of the tensors seen that use it
+        # A slice or select's output tensor id -> (its base tensor, the
+        # functional op that writes the view back into the base, its args
+        # after (base, src)): a write into the view is followed by that op.
+        self.views = {}
         # Parameters and buffers by identity, their first path (a tied weight:
         # one Value), their contents as before the forward.
         for n, t in list(root.named_parameters()) + list(root.named_buffers()):
@@ -131,15 +135,45 @@ def _to_values(trace, x):
     return x
 
 
+def op_key(func):
+    """"add.Tensor": an ATen op's name without a trailing _ (in place) and
+    its overload, as the op table (torch_export_ops.TABLE) is keyed."""
+    s = func._schema
+    return "%s.%s" % (s.name.split("::")[-1].rstrip("_"), s.overload_name or "default")
+
+
+def _writes(func):
+    return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+
 class _Dispatch(TorchDispatchMode):
-    def __init__(self, trace):
+    def __init__(self, trace, mapped):
         super().__init__()
-        self.trace = trace
+        self.trace, self.mapped = trace, mapped
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         trace = self.trace
         vargs, vkwargs = _to_values(trace, args), {k: _to_values(trace, v) for k, v in kwargs.items()}
+        if (self.mapped is not None and op_key(func) not in self.mapped and func in decomposition_table
+                and not _writes(func) and torch.Tag.nondeterministic_seeded not in func.tags
+                and any(v.live for v in tree_flatten((vargs, vkwargs))[0] if isinstance(v, Value))):
+            # An op the table does not map (baddbmm, upsampling, addcmul) is
+            # run as PyTorch's own decomposition of it, under this mode
+            # again, so the ops it reduces to are what is recorded: one
+            # definition, PyTorch's, instead of a second one here. Outputs
+            # equal the op's up to float32 rounding; the judgement is against
+            # float64 anyway. Where the decomposition reaches an op on the
+            # model's values that the table does not map either (softplus's
+            # log1p and a mask from the values), it is taken back and the op
+            # itself recorded, so that an error names the op the model ran.
+            mark = len(trace.events)
+            with self:
+                result = decomposition_table[func](*args, **kwargs)
+            if all(op_key(c.func) in self.mapped or not any(o is not None and o.kind == "live" for o in c.outs)
+                   for c in trace.events[mark:]):
+                return result
+            del trace.events[mark:]
         # An in-place write into a tensor whose storage another tensor shares
         # (a view, .detach(), .data) changes values the trace holds apart:
         # the others' ids are noted, and the lowering refuses the write only
@@ -152,6 +186,13 @@ class _Dispatch(TorchDispatchMode):
         for a in written:
             sharers |= trace.storages.get(a.untyped_storage().data_ptr(), set()) - {id(a)}
         aliased = any(trace.value(a).kind in ("param", "buffer", "input") and a.requires_grad for a in written)
+        # A write into a slice or select of a base whose other views are
+        # not read again (Swin V2's qkv_bias[l:2l].zero_(), a buffer filled
+        # by out[:, :d] = x): the base is written back with slice_scatter or
+        # select_scatter after it, so the base's readers see the write.
+        scatter = trace.views.get(id(written[0])) if len(written) == 1 else None
+        if scatter is not None:
+            sharers.discard(id(scatter[0]))
         out = func(*args, **kwargs)
         inputs = [v for v in tree_flatten((vargs, vkwargs))[0] if isinstance(v, Value)]
         name = func._schema.name.split("::")[-1].rstrip("_")
@@ -185,6 +226,15 @@ class _Dispatch(TorchDispatchMode):
         elif sharers and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
             note = ("aliased", frozenset(sharers))
         trace.events.append(Call(func, vargs, vkwargs, outs, path, note))
+        if name in ("slice", "select") and isinstance(out, torch.Tensor) and args[0].layout == torch.strided:
+            rest = list(args[1:]) + [kwargs[k] for k in ("dim", "start", "end", "step", "index") if k in kwargs]
+            trace.views[id(out)] = (args[0], "slice_scatter" if name == "slice" else "select_scatter", rest)
+        if scatter is not None and outs and outs[0] is not None and outs[0].kind == "live":
+            base, op_name, rest = scatter
+            old_base = trace.value(base)
+            new_base = trace.add(base, "live", None, path=path, label=op_name)
+            trace.events.append(Call(getattr(torch.ops.aten, op_name).default, (old_base, outs[0], *rest), {},
+                                     [new_base], path))
         return out
 
 
@@ -204,15 +254,18 @@ class _Hooks:
             h.remove()
 
 
-def run_traced(root, inputs, fn, regions):
+def run_traced(root, inputs, fn, regions, mapped=None):
     """Runs fn() (the model's forward and loss) under the trace; returns
     (trace, fn's result). inputs: (name, tensor) of the example inputs.
-    regions: a torch_export_regions.Regions, entered around the run. The
-    model's buffers and PyTorch's random state are as they were after it."""
+    regions: a torch_export_regions.Regions, entered around the run.
+    mapped: the op keys (op_key) the lowering maps, or None; an op on live
+    values outside it that PyTorch can decompose (torch._decomp) is traced
+    as its decomposition. The model's buffers and PyTorch's random state are
+    as they were after it."""
     trace = Trace(root, inputs)
     buffers = [(b, b.detach().clone()) for b in root.buffers()]
     try:
-        with torch.random.fork_rng(), regions.recording(trace), _Hooks(trace), _Dispatch(trace):
+        with torch.random.fork_rng(), regions.recording(trace), _Hooks(trace), _Dispatch(trace, mapped):
             result = fn()
     except ExportError:
         raise

@@ -218,11 +218,13 @@ const KernelOp kGlobalAvgPoolBackwardKernel = DefineKernel(
 // adaptive_avg_pool2d (N, C, H, W) -> (N, C, OH, OW) (attrs.int_a = OH,
 // int_b = OW): one FLOP per element of each window plus one per output;
 // its backward (attrs.shape = x's) one per output plus one per element of
-// each window.
+// each window. Any OH, OW >= 1: above H (W) PyTorch's windows repeat rows
+// (columns), each of at least one element (VGG's and AlexNet's 7x7 and 6x6
+// heads on small images).
 Shape AdaptivePoolShape(const Shape& x, int64_t oh, int64_t ow) {
-  if (x.rank() != 4 || oh < 1 || ow < 1 || oh > x.dim(2) || ow > x.dim(3)) {
-    throw Error(StrCat("adaptive_avg_pool2d to [", oh, ",", ow, "] takes x (N, C, H, W) with 1 <= OH <= H "
-                       "and 1 <= OW <= W; got ", x.ToString()));
+  if (x.rank() != 4 || oh < 1 || ow < 1 || x.dim(2) < 1 || x.dim(3) < 1) {
+    throw Error(StrCat("adaptive_avg_pool2d to [", oh, ",", ow, "] takes x (N, C, H, W) with H, W >= 1 "
+                       "and OH, OW >= 1; got ", x.ToString()));
   }
   return Shape({x.dim(0), x.dim(1), oh, ow});
 }
@@ -360,10 +362,11 @@ const OpDef kConvOps[] = {
      .example = [](Op&) { return Shapes{Shape({2, 3, 4, 5})}; }},
 
     // adaptive_avg_pool2d  (N, C, H, W) -> (N, C, OH, OW), attr ints =
-    //         {OH, OW} (1 <= OH <= H, 1 <= OW <= W): output (i, j) is the
+    //         {OH, OW} (OH, OW >= 1; H, W >= 1): output (i, j) is the
     //         mean of rows floor(i H / OH) .. ceil((i + 1) H / OH) - 1 and
     //         the columns likewise (PyTorch's windows; they overlap where OH
-    //         does not divide H), summed row-major from +0, / the count.
+    //         does not divide H, repeat rows where OH > H), summed
+    //         row-major from +0, / the count.
     //         Saves nothing; dx = 0, then for each output in increasing
     //         row-major position dy / count added to its window's elements
     //         (row-major). [1, 1] gives global_avg_pool's bits.

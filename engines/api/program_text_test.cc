@@ -378,10 +378,10 @@ const ErrorCase kErrorCases[] = {
      2, 8, "expand: x [3,2] does not broadcast to [4,3,5]"},
     // adaptive_avg_pool2d, embedding's padding_idx, cross_entropy's
     // ignore_index: bad ones name the op, the value and the shapes.
-    {"AdaptivePoolLargerThanX",
-     "program p(x: f32[1,2,3,5]) {\n  %b = adaptive_avg_pool2d(%x) ints=[4,2]\n  %s = sum(%b)\n"
+    {"AdaptivePoolOfAnEmptyPlane",
+     "program p(x: f32[1,2,0,5]) {\n  %b = adaptive_avg_pool2d(%x) ints=[4,2]\n  %s = sum(%b)\n"
      "  return %s\n}\n",
-     2, 8, "adaptive_avg_pool2d to [4,2] takes x (N, C, H, W) with 1 <= OH <= H and 1 <= OW <= W; got [1,2,3,5]"},
+     2, 8, "adaptive_avg_pool2d to [4,2] takes x (N, C, H, W) with H, W >= 1 and OH, OW >= 1; got [1,2,0,5]"},
     {"AdaptivePoolZero",
      "program p(x: f32[1,2,3,5]) {\n  %b = adaptive_avg_pool2d(%x) ints=[1,0]\n  %s = sum(%b)\n"
      "  return %s\n}\n",

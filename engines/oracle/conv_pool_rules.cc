@@ -220,13 +220,14 @@ void GlobalAvgPoolVjp(const VjpArgs& a) {
 
 // ---------------------------------------------------------------------------
 // adaptive_avg_pool2d: output (i, j) is the mean of rows floor(i H / OH) to
-// ceil((i + 1) H / OH) - 1 and the columns likewise (PyTorch's windows).
+// ceil((i + 1) H / OH) - 1 and the columns likewise (PyTorch's windows;
+// OH > H repeats rows, each window at least one element).
 
 Shape AdaptiveAvgPoolShape(const Op& op, const std::vector<Shape>& in) {
   WantInputs(op, in, 1);
-  if (in[0].rank() != 4 || op.ints.size() != 2 || op.ints[0] < 1 || op.ints[1] < 1 ||
-      op.ints[0] > in[0].dim(2) || op.ints[1] > in[0].dim(3)) {
-    throw ShapeError(op, in, "takes x (N, C, H, W) and ints=[OH,OW], 1 <= OH <= H, 1 <= OW <= W");
+  if (in[0].rank() != 4 || op.ints.size() != 2 || op.ints[0] < 1 || op.ints[1] < 1 || in[0].dim(2) < 1 ||
+      in[0].dim(3) < 1) {
+    throw ShapeError(op, in, "takes x (N, C, H, W), H, W >= 1, and ints=[OH,OW], OH, OW >= 1");
   }
   return Shape({in[0].dim(0), in[0].dim(1), op.ints[0], op.ints[1]});
 }

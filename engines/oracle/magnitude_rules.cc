@@ -134,12 +134,24 @@ Tensor MeanPoolMagnitude(const MagnitudeArgs& a) {
   return SumOfTerms(a, a.op, /*mean=*/true, static_cast<double>(s.dim(2) * s.dim(3)));
 }
 
-// adaptive_avg_pool2d: a mean of at least floor(H / OH) floor(W / OW)
-// terms per output (the smallest window, the largest carried share).
+namespace {
+// The fewest elements of PyTorch's adaptive windows over an axis of `in`
+// elements to `out` outputs: [floor(i in / out), ceil((i + 1) in / out)).
+int64_t SmallestAdaptiveWindow(int64_t in, int64_t out) {
+  int64_t least = in;
+  for (int64_t i = 0; i < out; ++i) least = std::min(least, ((i + 1) * in + out - 1) / out - i * in / out);
+  return least;
+}
+}  // namespace
+
+// adaptive_avg_pool2d: a mean of at least the smallest window's terms per
+// output (the largest carried share); one term where OH > H repeats rows.
 Tensor AdaptivePoolMagnitude(const MagnitudeArgs& a) {
   const Shape& s = a.in[0]->shape();
   const Shape& y = a.out.shape();
-  return SumOfTerms(a, a.op, /*mean=*/true, static_cast<double>((s.dim(2) / y.dim(2)) * (s.dim(3) / y.dim(3))));
+  return SumOfTerms(a, a.op, /*mean=*/true,
+                    static_cast<double>(SmallestAdaptiveWindow(s.dim(2), y.dim(2)) *
+                                        SmallestAdaptiveWindow(s.dim(3), y.dim(3))));
 }
 
 // A mean over chosen axes: a mean of the input's elements per output one.
