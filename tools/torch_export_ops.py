@@ -33,12 +33,26 @@ output, or raises ctx.fail("what is not supported"). The table:
                             (H, W) of a rank-4 value as global_avg_pool
   mm bmm addmm              matmul (+ bias_add)
   native_layer_norm         layer_norm (scalar=EPS unless 1e-5)
-  native_batch_norm _native_batch_norm_legit (training)  batch_norm, and the new
-                            running statistics as state of their buffers
+  native_batch_norm _native_batch_norm_legit (training)  batch_norm (rank 3 and 5
+                            reshaped to 4; no affine: constant ones and zeros), and the
+                            new running statistics as state of their buffers
   convolution               conv2d / conv2d_bias ints=[S,P] or [SH,SW,PH,PW,DH,DW,G]
+                            (x may be a constant: XCiT's position features)
   max_pool2d_with_indices   max_pool2d (ceil_mode: -inf rows and columns joined by cat)
   _adaptive_avg_pool2d      global_avg_pool or adaptive_avg_pool2d
-  avg_pool2d                adaptive_avg_pool2d when its windows tile the input
+  avg_pool2d                adaptive_avg_pool2d when its windows tile the input, else
+                            a depthwise conv2d of ones (zero rows for padding and
+                            ceil_mode) divided by PyTorch's divisor of each window
+  native_group_norm         layer_norm of each (sample, group), then weight and bias
+  var std var_mean          mean, sub, square, mean (and scale, sqrt)
+  linalg_vector_norm        sqrt(sum(square) + 1e-30) (ord 2; 0 gradient at 0)
+  clamp clamp_min clamp_max hardtanh (integer bounds) or relu(x - lo) + lo, hi - relu(hi - x)
+  repeat                    reshape, expand, reshape
+  copy_ zero_ fill_         the source (expanded), or a constant
+  slice_scatter select_scatter  cat of the base's slices and the source (the trace's
+                            write-back of an in-place op on a slice or a row)
+  any other op on the model's values: PyTorch's decomposition of it (torch._decomp),
+                            when every op that reaches is in this table (baddbmm)
   as_strided                reshape, when it reads every element in order
   hardswish hardsigmoid     add 3, hardtanh [0,6], divide by 6 (and mul by x)
   index.Tensor              embedding (one tensor of constant indices; any axis, by permute)
