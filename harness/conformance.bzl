@@ -1,11 +1,12 @@
 """engine_conformance_test: the whole conformance suite for one engine.
 
 Usable from any package of this workspace, one outside tools/layers.bzl's
-table included (engines/example): the labels below are Label()s, resolved
-in remat-bench's repository whoever loads this file, and name the root
-package's public, testonly libraries. (From another workspace that has
-remat-bench as a repository the same labels would resolve; that is not yet
-built or tested.)
+table included (engines/example), and from another workspace that has
+remat-bench as a repository named remat_bench (examples/outside_workspace,
+which .ci/run builds and tests from there): the labels below are Label()s,
+resolved in remat-bench's repository whoever loads this file, and name the
+root package's public, testonly libraries. The suite reads its program
+files through harness/runfiles.h, which finds them in either runfiles tree.
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_test")

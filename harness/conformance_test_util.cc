@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/runfiles.h"
 #include "problems/problem.h"
 
 namespace remat {
@@ -55,7 +56,9 @@ void ExpectArgumentsUnwritten(const std::vector<std::string>& before, const Prog
 // axes, where; expand, cat, select, strided slices; grouped and biased
 // convolutions; adaptive pooling, embedding's padding_idx, cross_entropy's
 // ignore_index) that no C++ problem uses. Their data (integer inputs) lie
-// beside them (ProgramFileProblem::FixedInput).
+// beside them (ProgramFileProblem::FixedInput), so each is read through
+// RematBenchFile: the suite also runs in another workspace's runfiles, where
+// remat-bench lies beside the working directory, not in it.
 namespace {
 
 const char* const kProgramFiles[] = {
@@ -70,7 +73,9 @@ const char* const kProgramFiles[] = {
 const std::vector<std::unique_ptr<ProgramFileProblem>>& FileProblems() {
   static const auto* files = [] {
     auto* v = new std::vector<std::unique_ptr<ProgramFileProblem>>;
-    for (const char* path : kProgramFiles) v->push_back(ProgramFileProblem::Read(path));
+    for (const char* path : kProgramFiles) {
+      v->push_back(ProgramFileProblem::Read(RematBenchFile(path)));
+    }
     return v;
   }();
   return *files;

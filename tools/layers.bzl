@@ -17,7 +17,8 @@ this workspace or another): it may use the root package's public targets
 (`//:engine_sdk`, the suite's `engine_conformance_test` from
 //harness:conformance.bzl) and nothing else, which Bazel's visibility
 enforces; no package of the project may depend on it. engines/example is
-one, written the way an author outside the project would.
+one, written the way an author outside the project would;
+examples/outside_workspace is one in a workspace of its own.
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
