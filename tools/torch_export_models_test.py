@@ -221,6 +221,19 @@ MORE_FAMILIES = [
     ("timm.efficientnet_b0", "timm", _vision_more(_timm("efficientnet_b0"))),
     ("timm.deit_tiny", "timm", _vision_more(_timm("deit_tiny_patch16_224", img_size=32, patch_size=8), 32)),
     ("timm.swin", "timm", _vision_more(_timm("swin_tiny_patch4_window7_224", img_size=56), 56)),
+    # Refused by name until their ops mapped (issue 62): GroupNorm and
+    # PoolFormer's padded pooling, LeViT's BatchNorm1d, NFNet's standardized
+    # weights and ceil_mode pooling, XCiT's F.normalize and repeat, Swin V2's
+    # cosine attention and zeroed key bias, BLOOM's baddbmm, VGG's 7x7 head
+    # on a 2x2 map.
+    ("torchvision.vgg11_bn", "torchvision", _vision_more(_tv("vgg11_bn"))),
+    ("torchvision.swin_v2_t", "torchvision", _vision_more(_tv("swin_v2_t"))),
+    ("timm.poolformer_s12", "timm", _vision_more(_timm("poolformer_s12"))),
+    ("timm.levit_128s", "timm", _vision_more(_timm("levit_128s", img_size=64), 64)),
+    ("timm.nfnet_f0", "timm", _vision_more(_timm("dm_nfnet_f0"))),
+    ("timm.xcit_nano", "timm", _vision_more(_timm("xcit_nano_12_p8_224", img_size=32, depth=2), 32)),
+    ("bloom", "transformers", _hf_more("BloomForCausalLM", "BloomConfig", vocab_size=64, hidden_size=32, n_layer=2,
+                                       n_head=4)),
 ]
 FULL = os.environ.get("REMAT_FULL") == "1"
 
