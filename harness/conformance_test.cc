@@ -169,15 +169,52 @@ TEST_P(ConformanceTest, EveryReportedFieldFollowsItsDefinition) {
   }
   std::vector<const Tensor*> outputs = {&dry.value};
   for (const Tensor& g : dry.grads) outputs.push_back(&g);
+  for (const auto& [name, t] : dry.state) outputs.push_back(&t);
   for (const Tensor* t : outputs) {
     EXPECT_TRUE(!t->defined() || t->dry())
         << what << ": under RunOptions::plan_only a tensor of the Result holds data (plan_only "
         << "returns a dry run's Result: CONTRACT.md section 5)";
   }
+  // The dry Result's state is the real one's, names and shapes, without data
+  // (R5.1): a planner sizes what a run returns, state included.
+  ASSERT_EQ(dry.state.size(), got.state.size())
+      << what << ": plan_only's Result has " << dry.state.size() << " state entries, the run "
+      << got.state.size() << " (R5.1: one dry tensor per state op)";
+  for (const auto& [name, t] : got.state) {
+    const auto found = dry.state.find(name);
+    ASSERT_NE(found, dry.state.end()) << what << ": plan_only's Result has no state " << name;
+    EXPECT_EQ(found->second.shape(), t.shape()) << what << ": plan_only's state " << name;
+  }
   if (got.stats.predicted_peak_bytes >= 0) {
     EXPECT_EQ(dry.stats.predicted_peak_bytes, got.stats.peak_bytes)
         << what << ": plan_only's predicted peak is not the peak the run measures";
   }
+}
+
+// Section 4's inputs: the arguments are live for the whole run, each
+// counted once: an argument already in the engine's dtype (its gradients'
+// dtype, R1.2) and every integer argument in place, at its own size (an
+// i32 is never converted), a float argument in another dtype as a tracked
+// copy in the engine's. So at the peak the inputs category holds exactly
+// that sum: an engine that copies ids into floats, or leaves integers
+// uncounted, reports other bytes.
+TEST_P(ConformanceTest, ArgumentsAreCountedOnceIntegersAtTheirOwnSize) {
+  if (engine_->kernels().empty()) {
+    GTEST_SKIP() << EngineUnderTest() << " runs on no kernel table: a reference whose rules read "
+                    "every value in float64, integers as float64 copies (section 4's exception)";
+  }
+  const Result r = Run(RunOptions());
+  if (r.grads.empty()) GTEST_SKIP() << "no gradient gives the engine's dtype";
+  const DType engine_dtype = r.grads[0].dtype();
+  int64_t want = 0;
+  for (int j = 0; j < case_.program.num_params(); ++j) {
+    const Tensor& a = case_.inputs[j];
+    want += a.dtype() == DType::kI32 ? a.bytes() : a.num_elements() * DTypeSize(engine_dtype);
+  }
+  EXPECT_EQ(r.stats.peak_bytes_by_category[static_cast<int>(Category::kInputs)], want)
+      << EngineUnderTest() << " on " << case_.ToString()
+      << ": the inputs category at the peak is not the arguments' bytes, integers in place "
+         "(CONTRACT.md section 4)";
 }
 
 TEST_P(ConformanceTest, TrackerReturnsToZeroLiveBytes) {

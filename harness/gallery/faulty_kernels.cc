@@ -66,6 +66,29 @@ void FaultyKernels::SumInFloat64(const Tensor& x, Tensor& out) const {
   out.f32()[0] = static_cast<float>(sum);
 }
 
+void FaultyKernels::SumToInFloat64(const Tensor& dy, Tensor& out) const {
+  // dy's element at multi-index i goes to out's at i aligned on the right,
+  // an axis where out has size 1 at 0.
+  const Shape& from = dy.shape();
+  const Shape& to = out.shape();
+  const int extra = from.rank() - to.rank();
+  std::vector<double> acc(static_cast<size_t>(out.num_elements()), 0.0);
+  std::vector<int64_t> index(static_cast<size_t>(from.rank()), 0);
+  for (int64_t i = 0; i < dy.num_elements(); ++i) {
+    int64_t rest = i, at = 0, stride = 1;
+    for (int d = from.rank() - 1; d >= 0; --d) {
+      index[d] = rest % from.dim(d);
+      rest /= from.dim(d);
+    }
+    for (int d = to.rank() - 1; d >= 0; --d) {
+      at += (to.dim(d) == 1 ? 0 : index[d + extra]) * stride;
+      stride *= to.dim(d);
+    }
+    acc[at] += dy.f32()[i];
+  }
+  for (int64_t j = 0; j < out.num_elements(); ++j) out.f32()[j] = static_cast<float>(acc[j]);
+}
+
 void FaultyKernels::LayerNormWrongEpsilon(const Tensor& x, const Tensor& gamma,
                                           const Tensor& beta, Tensor& out) const {
   const int64_t c = LastDim(x), rows = NumRows(x);
@@ -289,6 +312,9 @@ void FaultyKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> i
       break;
     case KernelFault::kSumInFloat64:
       if (op == KernelOp::kSum) SumInFloat64(*in[0], out);
+      break;
+    case KernelFault::kBroadcastSumInFloat64:
+      if (std::string_view(TableKernel(op).name) == "sum_to") SumToInFloat64(*in[0], out);
       break;
     case KernelFault::kLayerNormEpsilon1e6:
       if (op == KernelOp::kLayerNorm) LayerNormWrongEpsilon(*in[0], *in[1], *in[2], out);

@@ -173,6 +173,20 @@ TEST(RuleTable, EveryRowNamesChecksAndFaultsThatExist) {
               rows.size(), checked, allowed, outside);
 }
 
+// Section 2's rules (what each op computes, on which kernels) are each
+// enforced by two checks or more, independent ones (issue 64): a fault that
+// one check alone catches is one edit of that check from passing.
+TEST(RuleTable, EverySectionTwoRuleHasTwoChecksOrMore) {
+  int rules = 0;
+  for (const RuleRow& r : ReadRuleTable(Contract())) {
+    if (r.entry.rfind("R2.", 0) != 0) continue;
+    ++rules;
+    EXPECT_GE(r.checks.size(), 2u) << "CONTRACT.md:" << r.line << ": " << r.entry << " has "
+                                   << r.checks.size() << " check(s); section 2's rules need two";
+  }
+  EXPECT_GE(rules, 10) << "CONTRACT.md section 9: the R2 rows read wrong";
+}
+
 // The default sizes of mutant_test and gallery_test run a fault through the
 // checks of the rows that name it: the filter selects those checks under
 // any instantiation prefix and parameter, and no other row's.
