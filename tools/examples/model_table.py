@@ -13,6 +13,7 @@ memory_budget:peak:min, with the FLOPs each recomputes.
     .venv/bin/python tools/examples/model_table.py gpt2 timm.vit
     .venv/bin/python tools/examples/model_table.py --timeout 900 torchvision.mobilenet_v2
     .venv/bin/python tools/examples/model_table.py --image-size 112 --batch 4 torchvision.resnet18
+    .venv/bin/python tools/examples/model_table.py --more timm.nfnet_f0 bloom   # the models test's full set
 
 A `remat run` past --timeout seconds (default 120) is shown as "over N s".
 
@@ -88,6 +89,8 @@ def main():
     parser.add_argument("--image-size", type=int, help="the torchvision ResNets' and MobileNetV2's image side "
                         "(default 64; the ViTs' is in their configs)")
     parser.add_argument("--batch", type=int, help="those models' batch (default 2, ResNet-50 8)")
+    parser.add_argument("--more", action="store_true",
+                        help="the families of the models test's full set (REMAT_FULL=1) as well")
     args = parser.parse_args()
     TIMEOUT_S = args.timeout
     for flag, value in (("--image-size", args.image_size), ("--batch", args.batch)):
@@ -95,7 +98,8 @@ def main():
             parser.error("%s must be at least 1, not %d" % (flag, value))
     models.CONVNET_SIZE.update(image=args.image_size, batch=args.batch)
     wanted = args.families
-    known = [family for family, _, _ in models.FAMILIES]
+    families = models.FAMILIES + (models.MORE_FAMILIES if args.more else [])
+    known = [family for family, _, _ in families]
     for family in wanted:
         if family not in known:
             parser.error("no family %r; the families are %s" % (family, ", ".join(known)))
@@ -103,7 +107,7 @@ def main():
           "| worst ratio | kink flips: remat (PyTorch) / near | peak MiB: eager / as written / peak:min | recomputed MFLOP: as written / peak:min "
           "| peak:min s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for family, library, build in models.FAMILIES:
+    for family, library, build in families:
         if wanted and family not in wanted:
             continue
         if models._library(library) is None:
@@ -119,8 +123,8 @@ def main():
         min_peak, min_flops = budget[:2] if budget else (None, None)
         ref = model_judge.Reference(model, inputs, loss, loss_inputs)
         remat_err, torch_err, ratio, flips, torch_flips, near = worst_error(ref, dumps)
-        print("| %s | %.1f | %d / %d | %.2g (%.2g) | %.2g | %d (%d) / %d | %s / %s / %s | %s / %s | %.0f |"
-              % (family, seconds, regions, calls, remat_err, torch_err, ratio, flips, torch_flips, near,
+        print("| %s | %.1f | %d / %s | %.2g (%.2g) | %.2g | %d (%d) / %d | %s / %s / %s | %s / %s | %.0f |"
+              % (family, seconds, regions, "?" if calls is None else calls, remat_err, torch_err, ratio, flips, torch_flips, near,
                  mib(eager_peak), mib(written_peak), mib(min_peak), mflop(written_flops), mflop(min_flops),
                  budget_s), flush=True)
 
