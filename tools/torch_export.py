@@ -155,7 +155,7 @@ def _write(module, name, out_dir, named, trace, result, regions):
     if lines:
         raise ExportError(_message(lines))
     lost = []
-    lowering.top.prune([lowering.top.out], lost)
+    lowering.top.prune([lowering.top.out], lost, lowering.fresh)
     _check_regions(regions, lowering.top, lost)
     return write_program(out_dir, name or type(module).__name__, lowering.top, inputs)
 

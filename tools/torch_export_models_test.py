@@ -171,6 +171,19 @@ def _hf_more(cls_name, config_name, **config):
     return build
 
 
+def _whisper(dropout):
+    import transformers as T
+    p = 0.1 if dropout else 0.0
+    cfg = T.WhisperConfig(vocab_size=64, num_mel_bins=8, encoder_layers=2, decoder_layers=2,
+                          encoder_attention_heads=4, decoder_attention_heads=4, d_model=32, encoder_ffn_dim=64,
+                          decoder_ffn_dim=64, max_source_positions=8, max_target_positions=16, pad_token_id=0,
+                          decoder_start_token_id=1, dropout=p, attention_dropout=p, activation_dropout=p)
+    m = T.WhisperForConditionalGeneration(cfg)
+    m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    # 8 mel bins, 16 frames (twice max_source_positions, as Whisper's conv stride 2 needs).
+    return m, {"input_features": torch.randn(2, 8, 16), "labels": torch.randint(2, 64, (2, 6))}, None, (), None
+
+
 def _vision_more(make, size=64):
     def build(dropout):
         m = make()
@@ -234,6 +247,21 @@ MORE_FAMILIES = [
     ("timm.xcit_nano", "timm", _vision_more(_timm("xcit_nano_12_p8_224", img_size=32, depth=2), 32)),
     ("bloom", "transformers", _hf_more("BloomForCausalLM", "BloomConfig", vocab_size=64, hidden_size=32, n_layer=2,
                                        n_head=4)),
+    # Encoder-decoders, an audio model and newer vision models: T5's first
+    # block returns two values (a region packed), Whisper's conv1d front end.
+    ("t5", "transformers", _hf_more("T5ForConditionalGeneration", "T5Config", vocab_size=64, d_model=32, d_kv=8,
+                                    d_ff=64, num_layers=2, num_heads=4, decoder_start_token_id=0)),
+    ("bart", "transformers", _hf_more("BartForConditionalGeneration", "BartConfig", vocab_size=64, d_model=32,
+                                      encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                                      decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                                      max_position_embeddings=32)),
+    ("whisper", "transformers", _whisper),
+    ("qwen3", "transformers", _hf_more("Qwen3ForCausalLM", "Qwen3Config", num_key_value_heads=2, head_dim=8,
+                                       **_DECODER)),
+    ("torchvision.googlenet", "torchvision", _vision_more(_tv("googlenet", aux_logits=False, init_weights=True))),
+    ("timm.convnextv2", "timm", _vision_more(_timm("convnextv2_atto"))),
+    ("timm.mobilenetv4", "timm", _vision_more(_timm("mobilenetv4_conv_small"))),
+    ("timm.maxvit", "timm", _vision_more(_timm("maxvit_nano_rw_256", img_size=64), 64)),
 ]
 FULL = os.environ.get("REMAT_FULL") == "1"
 

@@ -103,6 +103,23 @@ class OpsTest(unittest.TestCase):
             net = PoolFormerMixer() if pool is None else nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), pool)
             self.check(_loss_of(net), torch.randn(2, 3, size, size), params_only=True)
 
+    def test_conv1d(self):
+        # Whisper's front end (two conv1d, the second strided), a depthwise
+        # causal conv1d as Mamba's (padding, groups = channels, cropped).
+        class Audio(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv1 = nn.Conv1d(3, 6, 3, padding=1)
+                self.conv2 = nn.Conv1d(6, 6, 3, stride=2, padding=1)
+                self.dw = nn.Conv1d(6, 6, 4, groups=6, padding=3, bias=False)
+
+            def forward(self, x):
+                y = F.gelu(self.conv2(F.gelu(self.conv1(x))))
+                return self.dw(y)[..., :y.shape[-1]]
+
+        torch.manual_seed(16)
+        self.check(_loss_of(Audio()), torch.randn(2, 3, 10), params_only=True)
+
     def test_adaptive_pool_to_a_larger_size(self):
         # VGG's and AlexNet's heads on a small image: 2x3 pooled to 7x5.
         torch.manual_seed(11)

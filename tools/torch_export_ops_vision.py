@@ -152,8 +152,21 @@ def _batch_norm(ctx, x, weight, bias, *rest):
 
 @op("convolution.default")
 def _convolution(ctx, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if transposed or len(stride) != 2:
-        ctx.fail("convolution(transposed=%s) of %d spatial axes (remat's: conv2d)" % (transposed, len(stride)))
+    if transposed or len(stride) not in (1, 2):
+        ctx.fail("convolution(transposed=%s) of %d spatial axes (remat's: conv2d, and conv1d as conv2d of "
+                 "height 1)" % (transposed, len(stride)))
+    if len(stride) == 1:
+        # conv1d (Whisper's and wav2vec2's front ends, Mamba's causal conv):
+        # conv2d over (N, C, 1, L) with a (O, C/G, 1, K) kernel.
+        n, c, length = x.shape
+        o, cg, k = w.shape
+        out = tuple(ctx.out_shape())
+        xid = _reshape(ctx, ctx.id(x), x.shape, (n, c, 1, length))
+        wid = _reshape(ctx, ctx.id(w), w.shape, (o, cg, 1, k))
+        ints = [1, int(stride[0]), 0, int(padding[0]), 1, int(dilation[0]), int(groups)]
+        inputs = [xid, wid] + ([ctx.id(bias)] if bias is not None else [])
+        y = ctx.emit("conv2d" if bias is None else "conv2d_bias", inputs, (n, o, 1, out[2]), _ints(ints))
+        return Live(ctx.body, _reshape(ctx, y.id, (n, o, 1, out[2]), out), out)
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     if sh == sw and ph == pw and dh == dw == 1 and groups == 1:
         ints = [sh, ph]

@@ -89,11 +89,16 @@ class Body:
             yield b
             b = b.parent
 
-    def prune(self, roots, lost):
+    def prune(self, roots, lost, fresh):
         """Removes the statements no root needs (a backward walk: every use
         comes after its definition); a region whose value is read becomes its
-        checkpoint statement, one read value or an entry in `lost`. Returns
-        the ids of params used."""
+        checkpoint statement, or an entry in `lost` when none is. A region
+        several of whose values are read after it (T5's first block: its
+        hidden states and the position bias the later blocks reuse) returns
+        them packed, as remat's checkpoint returns one value: each flattened
+        and joined by cat at the end of its body, sliced and reshaped back
+        after it (copies: values and gradients are exact). fresh() makes
+        new ids. Returns the ids of params used."""
         need = set(roots) | {s.id for s in self.stmts if s.root}
         kept, reads = [], {}
         for s in reversed(self.stmts):
@@ -103,24 +108,75 @@ class Body:
                 continue
             if s.op == "@region":
                 region, projections = reads.get(id(s.region), (s.region, []))
-                inner = list(dict.fromkeys(p.inner for p in projections))
-                if len(inner) != 1:
-                    lost.append((region.begin, "its output does not reach the loss" if not inner else
-                                 "%d of its values are used after it (remat's checkpoint returns one)" % len(inner)))
+                if not projections:
+                    lost.append((region.begin, "its output does not reach the loss"))
                     continue
-                region.out = inner[0]
-                used = region.prune([inner[0]], lost)
+                # One read per (region, value): Body.read caches it.
+                projections.sort(key=lambda p: region.order(p.inner))
+                if len(projections) == 1:
+                    region.out, s.id, s.shape = projections[0].inner, projections[0].id, projections[0].shape
+                else:
+                    region.out, s.id, unpack = region.pack(projections, fresh)
+                    s.shape = (sum(_count(p.shape) for p in projections),)
+                    for u in reversed(unpack):
+                        need.update(u.inputs)
+                        kept.append(u)
+                used = region.prune([region.out], lost, fresh)
                 region.params = [p for p in region.params if p[0] in used]
                 region.kept = True
-                # One read per (region, value): Body.read caches it.
-                s.op, s.id, s.inputs = "checkpoint", projections[0].id, [p[1] for p in region.params]
-                s.shape = projections[0].shape
+                s.op, s.inputs = "checkpoint", [p[1] for p in region.params]
             elif s.id not in need and not s.root:
                 continue
             need.update(s.inputs)
             kept.append(s)
         self.stmts = kept[::-1]
         return need
+
+    def order(self, sid):
+        """Where statement `sid` stands in this body (its values in program
+        order)."""
+        for i, s in enumerate(self.stmts):
+            if s.id == sid:
+                return i
+        return len(self.stmts)
+
+    def pack(self, projections, fresh):
+        """Appends to this region's body the flattened values the
+        projections read, joined two at a time by cat; returns the packed
+        id, the id of the checkpoint's (packed) value outside, and the
+        statements after the checkpoint that slice and reshape each value
+        back under its projection's id."""
+        joined, total, site = None, 0, self.site
+        for p in projections:
+            n = _count(p.shape)
+            flat = p.inner
+            if tuple(p.shape) != (n,):
+                flat = fresh()
+                self.stmts.append(Stmt(flat, "reshape", [p.inner], (n,), " ints=[%d]" % n, site))
+            if joined is None:
+                joined = flat
+            else:
+                cid = fresh()
+                self.stmts.append(Stmt(cid, "cat", [joined, flat], (total + n,), " ints=[0]", site))
+                joined = cid
+            total += n
+        outside, unpack, start = fresh(), [], 0
+        for p in projections:
+            n = _count(p.shape)
+            piece = fresh() if tuple(p.shape) != (n,) else p.id
+            unpack.append(Stmt(piece, "slice", [outside], (n,), " ints=[0,%d,%d]" % (start, n), site))
+            if piece != p.id:
+                dims = ",".join(str(d) for d in p.shape)
+                unpack.append(Stmt(p.id, "reshape", [piece], tuple(p.shape), " ints=[%s]" % dims, site))
+            start += n
+        return joined, outside, unpack
+
+
+def _count(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def _lines(body, indent):

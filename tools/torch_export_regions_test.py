@@ -135,18 +135,29 @@ class RegionsTest(unittest.TestCase):
                                     r"torch_export_regions_test.py:\d+\): its output does not reach the loss"):
             export(Unused(), (torch.randn(2, 4),), tempfile.mkdtemp())
 
+    def test_a_region_with_several_values_used_after_it_returns_them_packed(self):
+        # T5's first block returns its hidden states and the position bias
+        # the later blocks reuse: one region, its values flattened and
+        # joined by cat, sliced and reshaped back after it.
         class Pair(nn.Linear):
             def both(self, x):
-                y = super().forward(x)
-                return y, y * 2
+                y = torch.tanh(super().forward(x))
+                return y, (y * 2).reshape(2, 2, 2), x.sum(0)
 
             def forward(self, x):
-                y, z = checkpoint(self.both, x, use_reentrant=False)
-                return (y + z).sum()
+                y, z, s = checkpoint(self.both, x, use_reentrant=False)
+                return (y.square().sum() + z[:, 0].sum() * y.sum() + (s * y).sum())
 
-        with self.assertRaisesRegex(ExportError, r"checkpoint region both \(called at .*\): 2 of its values are "
-                                    r"used after it \(remat's checkpoint returns one\)"):
-            export(Pair(4, 4), (torch.randn(2, 4),), tempfile.mkdtemp())
+        torch.manual_seed(13)
+        model, x = Pair(4, 4), torch.randn(2, 4)
+        d, out = tempfile.mkdtemp(), tempfile.mkdtemp()
+        text = export(model, (x,), d)
+        self.assertEqual(text.count(" = checkpoint("), 1, text)
+        self.assertIn("f32[20] = checkpoint(", text)
+        self.remat("run", "--program", os.path.join(d, "program.txt"), "--inputs", d, "--engine", "recompute",
+                   "--dump", out)
+        model(x).backward()
+        self.grads_match(out, model)
 
     def test_none_and_non_tensor_arguments(self):
         # Hugging Face passes None and Python values through checkpoint.
