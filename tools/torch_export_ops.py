@@ -37,7 +37,8 @@ output, or raises ctx.fail("what is not supported"). The table:
                             reshaped to 4; no affine: constant ones and zeros), and the
                             new running statistics as state of their buffers
   convolution               conv2d / conv2d_bias ints=[S,P] or [SH,SW,PH,PW,DH,DW,G]
-                            (x may be a constant: XCiT's position features)
+                            (x may be a constant: XCiT's position features); conv1d as
+                            conv2d over (N, C, 1, L)
   max_pool2d_with_indices   max_pool2d (ceil_mode: -inf rows and columns joined by cat)
   _adaptive_avg_pool2d      global_avg_pool or adaptive_avg_pool2d
   avg_pool2d                adaptive_avg_pool2d when its windows tile the input, else
