@@ -32,6 +32,13 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 RTOL = 2 * 4 * 64 * 2.0 ** -24
 
+# Every tempfile.mkdtemp() of the exporter's tests and of the scripts that
+# use their helpers (tools/examples/model_table.py) goes under one folder,
+# removed when the process exits: an exported model and its dumps are up
+# to a GiB (VGG-11's classifier), and a full run made thousands of them.
+_SCRATCH = tempfile.TemporaryDirectory(prefix="remat-export-")
+tempfile.tempdir = _SCRATCH.name
+
 try:
     import numpy as np
     import torch
