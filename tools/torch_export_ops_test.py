@@ -12,7 +12,8 @@ every gradient, the input's too), and the refusals that stay:
 - group_norm, var and std, F.normalize and clamps, repeat, baddbmm, a conv
   of a constant, batch norm over rank 2 and 3 and without affine;
 - writes into a slice or a row of a live value (Swin V2's zeroed bias, a
-  buffer filled by assignments), written back into its base;
+  buffer filled by assignments), written back into its base, and a
+  constant mask built by such writes, read as written;
 - max_pool2d with ceil_mode (SqueezeNet), by -inf rows and columns;
 - an in-place write into a view whose base is never read again (an
   in-place dropout on flatten's output) is a plain op; one whose base is
@@ -224,7 +225,14 @@ class OpsTest(unittest.TestCase):
                 out[:, :6] = y.tanh()
                 out[:, 7] = y[:, 0] * 2
                 out[1] = 0.5
-                return out
+                # A constant built by writes into its views (Swin's shifted-
+                # window mask): read with its contents after them, not as
+                # made (a silent zeros before).
+                mask = torch.zeros(3, 8)
+                mask[:, 2:5] = 1.0
+                mask[0] = 3.0
+                mask[1:, 6:][0, 1] = -2.0
+                return out * mask + out
 
         torch.manual_seed(15)
         self.check(_loss_of(Writes()), torch.randn(3, 4), params_only=True)

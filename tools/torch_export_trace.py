@@ -72,7 +72,7 @@ class Trace:
     begin and end (torch_export_regions.py appends those)."""
 
     def __init__(self, root, inputs):
-        self.events, self.values, self.keep = [], {}, []
+        self.events, self.values, self.tensors = [], {}, {}
         self.paths = {}
         for path, m in root.named_modules():
             self.paths.setdefault(id(m), path)
@@ -108,7 +108,7 @@ class Trace:
             ptr = t.untyped_storage().data_ptr() if t.layout == torch.strided else None
             self.storages.setdefault(ptr, set()).add(id(t))
         self.values[id(t)] = v
-        self.keep.append(t)  # alive, so that ids stay unique for the whole trace
+        self.tensors[id(t)] = t  # alive, so that ids stay unique for the whole trace
         return v
 
     def value(self, t):
@@ -191,8 +191,7 @@ class _Dispatch(TorchDispatchMode):
         # by out[:, :d] = x): the base is written back with slice_scatter or
         # select_scatter after it, so the base's readers see the write.
         scatter = trace.views.get(id(written[0])) if len(written) == 1 else None
-        if scatter is not None:
-            sharers.discard(id(scatter[0]))
+        stale = sharers - {id(scatter[0])} if scatter is not None else sharers  # read later: refused
         out = func(*args, **kwargs)
         inputs = [v for v in tree_flatten((vargs, vkwargs))[0] if isinstance(v, Value)]
         name = func._schema.name.split("::")[-1].rstrip("_")
@@ -223,12 +222,22 @@ class _Dispatch(TorchDispatchMode):
             note = "python"  # a tensor's value read by Python (.item(), if x > 0)
         if aliased and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
             note = "aliased"
-        elif sharers and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
-            note = ("aliased", frozenset(sharers))
+        elif stale and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
+            note = ("aliased", frozenset(stale))
         trace.events.append(Call(func, vargs, vkwargs, outs, path, note))
         if name in ("slice", "select") and isinstance(out, torch.Tensor) and args[0].layout == torch.strided:
             rest = list(args[1:]) + [kwargs[k] for k in ("dim", "start", "end", "step", "index") if k in kwargs]
             trace.views[id(out)] = (args[0], "slice_scatter" if name == "slice" else "select_scatter", rest)
+        if kind == "const" and written:
+            # A constant written in place (a mask built by m[1:3] = 1): every
+            # constant that shares its storage (the base of the view written,
+            # other views of it) gets a new Value with its contents now, so
+            # that a later read sees the write, not the contents at creation.
+            for sid in sharers:
+                v = trace.values.get(sid)
+                if v is not None and v.kind == "const":
+                    t = trace.tensors[sid]
+                    trace.add(t, "const", t.detach().clone(), path=v.path, label=v.label)
         if scatter is not None and outs and outs[0] is not None and outs[0].kind == "live":
             base, op_name, rest = scatter
             old_base = trace.value(base)
