@@ -521,6 +521,11 @@ def _clamped(ctx, x, lo, hi):
         if b is not None and _scalar(ctx, b) is None:
             ctx.fail("clamp by a tensor (remat's: numbers)")
     lo, hi = (None if b is None else _scalar(ctx, b) for b in (lo, hi))
+    for b in (lo, hi):
+        if b is not None and abs(b) >= 2.0 ** 31:
+            # x - lo + lo would round x away, and hardtanh's integer bounds
+            # stop at 2^31 (finfo.min as a bound: XGLM's attention guard).
+            ctx.fail("clamp to %r (remat's: bounds below 2^31 in magnitude)" % b)
     if lo is not None and hi is not None and lo == int(lo) and hi == int(hi):
         return ctx.emit("hardtanh", [_live(ctx, x)], x.shape, _ints([lo, hi]))
     y = x
@@ -588,24 +593,32 @@ def _where(ctx, cond, a, b):
 
 
 # Softmax and the loss.
-def _last_axis(ctx, x, dim, what):
-    if _axis(dim, len(x.shape)) != len(x.shape) - 1:
-        ctx.fail("%s over dim %r (remat's is over the last axis)" % (what, dim))
+def _over_axis(ctx, name, x, dim):
+    """remat's `name` (softmax, log_softmax: over the last axis) over `dim`:
+    any other axis is swapped to the last and back (SKNet's and ResNeSt's
+    softmax over the branches, dim 1), copies that change no value."""
+    n = len(x.shape)
+    a = _axis(dim, n)
+    if a == n - 1:
+        return ctx.emit(name, [_live(ctx, x)], x.shape)
+    swap = list(range(n))
+    swap[a], swap[-1] = swap[-1], swap[a]
+    y = _permute(ctx, x, swap)
+    return _permute(ctx, ctx.emit(name, [_live(ctx, y)], y.shape), swap)  # a swap is its own inverse
 
 
 @op("_softmax.default", "_safe_softmax.default")
 def _softmax(ctx, x, dim, *rest):
-    _last_axis(ctx, x, dim, "softmax")
     if ctx.call.note is True:
         ctx.fail("softmax of a row that is -inf everywhere (PyTorch's safe softmax gives 0, remat's nan)")
-    return ctx.emit("softmax", [_live(ctx, x)], x.shape)
+    return _over_axis(ctx, "softmax", x, dim)
 
 
 @op("_log_softmax.default")
 def _log_softmax(ctx, x, dim, half_to_float=False):
-    _last_axis(ctx, x, dim, "log_softmax")
-    y = ctx.emit("log_softmax", [_live(ctx, x)], x.shape)
-    y.origin = ("log_softmax", x)
+    y = _over_axis(ctx, "log_softmax", x, dim)
+    if _axis(dim, len(x.shape)) == len(x.shape) - 1:
+        y.origin = ("log_softmax", x)  # cross_entropy's logits (nll_loss reads them)
     return y
 
 

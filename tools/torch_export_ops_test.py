@@ -14,12 +14,16 @@ every gradient, the input's too), and the refusals that stay:
 - writes into a slice or a row of a live value (Swin V2's zeroed bias, a
   buffer filled by assignments), written back into its base, and a
   constant mask built by such writes, read as written;
+- softmax and log_softmax over an axis other than the last (SKNet's and
+  ResNeSt's over their branches);
 - max_pool2d with ceil_mode (SqueezeNet), by -inf rows and columns;
 - an in-place write into a view whose base is never read again (an
   in-place dropout on flatten's output) is a plain op; one whose base is
   read later is refused, naming the module;
 - as_strided that reads every element in order (adaptive pooling to the
   input's own size) as a reshape;
+- nearest upsampling (F.interpolate) and indices on adjacent axes that
+  form an outer product, one gather per axis; a diagonal stays an error;
 - Swin's: a table read by constant indices (embedding's gather), roll
   (slices and cat), constant padding and cropping (cat and slice);
 - buffers whose names hold characters remat's ids do not (RegNet's
@@ -247,6 +251,22 @@ class OpsTest(unittest.TestCase):
                                 "the case has a window past the edge")
             self.check(_loss_of(net), x, params_only=True)
 
+    def test_softmax_and_log_softmax_over_any_axis(self):
+        # SKNet's and ResNeSt's attention over their branches is a softmax
+        # over dim 1: swapped to the last axis and back.
+        class Branches(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 6, 3, padding=1)
+
+            def forward(self, x):
+                y = self.conv(x).reshape(2, 2, 3, 4, 4)
+                a = torch.softmax(y, dim=1)
+                return (a * y).sum(1) + F.log_softmax(y.mean((3, 4)), dim=0).sum()
+
+        torch.manual_seed(16)
+        self.check(_loss_of(Branches()), torch.randn(2, 3, 4, 4))
+
     def test_adaptive_pool_to_its_own_size_is_a_reshape(self):
         torch.manual_seed(6)
         net = nn.Sequential(nn.Conv2d(3, 4, 4, stride=4), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
@@ -327,6 +347,40 @@ class OpsTest(unittest.TestCase):
 
         torch.manual_seed(9)
         self.check(Window(), torch.randn(2, 3, 5, 4), params_only=True)
+
+    def test_nearest_upsampling_and_indices_on_adjacent_axes(self):
+        # GhostNetV2's gate, FPNs' top-down path: F.interpolate(mode=
+        # "nearest") runs as x[:, :, h[:, None], w], one gather per axis.
+        class Up(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+
+            def forward(self, x):
+                y = self.conv(x)                                          # (2, 4, 3, 3)
+                up = F.interpolate(y, scale_factor=2, mode="nearest")     # (2, 4, 6, 6)
+                odd = F.interpolate(y, size=(5, 7), mode="nearest")
+                h, w = torch.tensor([2, 0, 0]), torch.tensor([1, 2])
+                return up * x[:, :1, :6, :6] + odd.mean() + y[:, :, h[:, None], w].sum(1, keepdim=True)[..., :1, :1]
+
+        torch.manual_seed(17)
+        self.check(_loss_of(Up()), torch.randn(2, 3, 6, 6))
+
+        # Index tensors that are not one vector per axis (a diagonal) stay
+        # an error that names the op.
+        class Diagonal(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 1)
+
+            def forward(self, x):
+                i = torch.arange(3)
+                return self.conv(x)[:, :, i, i].sum()
+
+        with self.assertRaises(ExportError) as caught:
+            export(Diagonal(), (torch.randn(2, 3, 3, 3),), tempfile.mkdtemp())
+        self.assertIn("(aten.index.Tensor): indexing by ['None', 'None', 'Const', 'Const'] whose index tensors are "
+                      "not one vector per adjacent axis", str(caught.exception))
 
     def test_state_names_with_characters_ids_do_not_hold(self):
         torch.manual_seed(8)

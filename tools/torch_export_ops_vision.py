@@ -29,16 +29,55 @@ def _hardswish(ctx, x):
 
 @op("index.Tensor")
 def _index(ctx, x, indices):
-    """x[..., idx, ...] with one tensor of constant integer indices (Swin's
-    relative position bias read from its table): embedding's row gather on
-    that axis moved to the front, so that a row read twice gets both
-    gradients."""
+    """x[..., idx, ...] by tensors of constant integer indices: one (Swin's
+    relative position bias read from its table), or several on adjacent
+    axes whose broadcast is an outer product, each varying along one axis
+    of it in order (nearest upsampling: x[:, :, h[:, None], w]), read as
+    one gather per axis."""
     axes = [i for i, t in enumerate(indices) if t is not None]
-    if len(axes) != 1 or ctx.live(indices[axes[0]]) or not isinstance(indices[axes[0]], Const) \
-            or indices[axes[0]].tensor.dtype in (torch.bool, torch.uint8):
-        ctx.fail("indexing by %s (remat's: one tensor of integer indices fixed at export)"
-                 % ["%s" % (None if t is None else type(t).__name__) for t in indices])
-    k, idx = axes[0], indices[axes[0]].tensor
+    described = ["%s" % (None if t is None else type(t).__name__) for t in indices]
+    if not axes or any(ctx.live(indices[a]) or not isinstance(indices[a], Const)
+                       or indices[a].tensor.dtype in (torch.bool, torch.uint8) for a in axes):
+        ctx.fail("indexing by %s (remat's: tensors of integer indices fixed at export)" % described)
+    if len(axes) == 1:
+        return _gather_axis(ctx, x, axes[0], indices[axes[0]].tensor, tuple(ctx.out_shape()))
+    vectors = _outer_factors([indices[a].tensor for a in axes])
+    if vectors is None or axes != list(range(axes[0], axes[0] + len(axes))):
+        ctx.fail("indexing by %s whose index tensors are not one vector per adjacent axis, broadcast as an "
+                 "outer product (remat's: one gather per axis)" % described)
+    y = x
+    for a, v in zip(axes, vectors):
+        shape = list(y.shape)
+        shape[a] = v.numel()
+        y = _gather_axis(ctx, y, a, v, tuple(shape))
+    return y
+
+
+def _outer_factors(tensors):
+    """The vectors v_j with tensors broadcast equal to v_0[:, None, ...],
+    v_1[None, :, ...], ... (each index tensor varies along its own axis of
+    the broadcast only, in order), or None."""
+    try:
+        b = torch.broadcast_tensors(*tensors)
+    except RuntimeError:
+        return None
+    if b[0].dim() != len(tensors):
+        return None
+    vectors = []
+    for j, t in enumerate(b):
+        v = t[tuple(slice(None) if i == j else 0 for i in range(t.dim()))]
+        view = [1] * t.dim()
+        view[j] = -1
+        if not torch.equal(t, v.reshape(view).expand(t.shape)):
+            return None
+        vectors.append(v)
+    return vectors
+
+
+def _gather_axis(ctx, x, k, idx, out):
+    """x's axis k read at the integer indices idx (any shape, its axes where
+    axis k was): embedding's row gather on that axis moved to the front, so
+    that a row read twice gets both gradients."""
     shape = list(x.shape)
     n = shape[k]
     if idx.numel() and (int(idx.min()) < -n or int(idx.max()) >= n):
@@ -55,7 +94,6 @@ def _index(ctx, x, indices):
     y = ctx.emit("embedding", [table, ids], rows).id
     gathered = tuple(idx.shape) + tuple(moved[1:])
     y = _reshape(ctx, y, rows, gathered)
-    out = tuple(ctx.out_shape())
     if not k:
         return Live(ctx.body, y, out)
     # Back to x's order: the index's axes where axis k was.
