@@ -22,6 +22,7 @@ every gradient, the input's too), and the refusals that stay:
   read later is refused, naming the module;
 - as_strided that reads every element in order (adaptive pooling to the
   input's own size) as a reshape;
+- F.unfold (TNT) as a depthwise conv of one-hot kernels;
 - nearest upsampling (F.interpolate) and indices on adjacent axes that
   form an outer product, one gather per axis; a diagonal stays an error;
 - Swin's: a table read by constant indices (embedding's gather), roll
@@ -381,6 +382,22 @@ class OpsTest(unittest.TestCase):
             export(Diagonal(), (torch.randn(2, 3, 3, 3),), tempfile.mkdtemp())
         self.assertIn("(aten.index.Tensor): indexing by ['None', 'None', 'Const', 'Const'] whose index tensors are "
                       "not one vector per adjacent axis", str(caught.exception))
+
+    def test_unfold(self):
+        # TNT's pixel embedding: F.unfold's windows as channels.
+        class Unfold(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 2, 1)
+
+            def forward(self, x):
+                y = self.conv(x)
+                a = F.unfold(y, kernel_size=3, padding=1, stride=2)                      # (2, 18, 9)
+                b = F.unfold(y, kernel_size=(2, 3), dilation=(2, 1), stride=(1, 2))      # (2, 12, L)
+                return a.tanh().sum(-1) + b[:, :, :3].sum((1, 2))[:, None]
+
+        torch.manual_seed(18)
+        self.check(_loss_of(Unfold()), torch.randn(2, 3, 6, 5), params_only=True)  # the taps are inputs too
 
     def test_state_names_with_characters_ids_do_not_hold(self):
         torch.manual_seed(8)

@@ -216,6 +216,29 @@ def _convolution(ctx, x, w, bias, stride, padding, dilation, transposed, output_
     return ctx.emit("conv2d" if bias is None else "conv2d_bias", inputs, ctx.out_shape(), _ints(ints))
 
 
+@op("im2col.default")
+def _im2col(ctx, x, kernel, dilation, padding, stride):
+    """F.unfold (TNT's pixel embedding): each window's taps as channels,
+    (N, C*kh*kw, L), as a depthwise conv2d of one-hot kernels, one output
+    channel per tap in unfold's order (c, i, j); each output is one input
+    element times 1 plus zeros, so values and gradients are unfold's."""
+    if len(x.shape) != 4:
+        ctx.fail("im2col of a rank-%d value (remat's: NCHW)" % len(x.shape))
+    n, c = x.shape[:2]
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = kernel, dilation, padding, stride
+    taps = torch.zeros(c * kh * kw, 1, kh, kw)
+    for ch in range(c):
+        for m in range(kh * kw):
+            taps[ch * kh * kw + m, 0, m // kw, m % kw] = 1.0
+    oh = (x.shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (x.shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    spatial = (n, c * kh * kw, oh, ow)
+    y = ctx.emit("conv2d", [_live(ctx, x), ctx.const_input(taps, "taps")], spatial,
+                 _ints([sh, sw, ph, pw, dh, dw, c]))
+    out = tuple(ctx.out_shape())
+    return Live(ctx.body, _reshape(ctx, y.id, spatial, out), out)
+
+
 @op("max_pool2d_with_indices.default")
 def _max_pool(ctx, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
     def square(v, what):
