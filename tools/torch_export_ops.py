@@ -440,7 +440,8 @@ def _rsub(ctx, a, b, alpha=1):
 @op("mul.Tensor", "mul.Scalar")
 def _mul(ctx, a, b):
     for x, noise in ((a, b), (b, a)):
-        if isinstance(noise, Random) and ctx.live(x):
+        if isinstance(noise, Random) and not isinstance(x, Random) and hasattr(x, "shape"):
+            # x may be a constant (Funnel's dropout of its sinusoid tables).
             if not noise.scaled or not _broadcasts(noise.shape, x.shape):
                 ctx.fail("a product with random values that is not dropout's (bernoulli(1-p) / (1-p))")
             p = float("%.12g" % (1.0 - noise.keep))

@@ -5,6 +5,7 @@ every gradient, the input's too), and the refusals that stay:
 - stochastic depth (torchvision's StochasticDepth, timm's drop_path): one
   draw per sample, the contract's dropout of ones broadcast by a product;
   eager and recompute give the same bits;
+- dropout of a constant (Funnel's sinusoid tables): the contract's mask;
 - hardswish and hardsigmoid (MobileNetV3) as relu6(x + 3) / 6;
 - avg_pool2d whose windows tile the input (DenseNet's transitions), as
   adaptive average pooling; any other (PoolFormer's, NFNet's ceil_mode) as
@@ -24,7 +25,8 @@ every gradient, the input's too), and the refusals that stay:
   input's own size) as a reshape;
 - F.unfold (TNT) as a depthwise conv of one-hot kernels;
 - nearest upsampling (F.interpolate) and indices on adjacent axes that
-  form an outer product, one gather per axis; a diagonal stays an error;
+  form an outer product, one gather per axis; any other constant indices
+  and torch.gather (Funnel) as a gather of single elements;
 - Swin's: a table read by constant indices (embedding's gather), roll
   (slices and cat), constant padding and cropping (cat and slice);
 - buffers whose names hold characters remat's ids do not (RegNet's
@@ -297,6 +299,23 @@ class OpsTest(unittest.TestCase):
         self.assertIn("drop (aten.mul.Tensor): an in-place write into a tensor that shares its storage",
                       str(caught.exception))
 
+    def test_dropout_of_a_constant(self):
+        # Funnel's sinusoid tables, made in forward, go through dropout.
+        class Table(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+                self.drop = nn.Dropout(0.25)
+
+            def forward(self, x):
+                table = torch.sin(torch.arange(8.0) / 3)
+                return (self.fc(x) * self.drop(table)).sum()
+
+        d = tempfile.mkdtemp()
+        text = export(Table().train(), (torch.randn(2, 8),), d)
+        self.assertIn(" = dropout(", text)
+        self.assertEqual(self.dump(d, "eager"), self.dump(d, "recompute"))
+
     def test_stochastic_depth_is_one_draw_per_sample(self):
         try:
             from torchvision.ops import StochasticDepth
@@ -367,21 +386,24 @@ class OpsTest(unittest.TestCase):
         torch.manual_seed(17)
         self.check(_loss_of(Up()), torch.randn(2, 3, 6, 6))
 
-        # Index tensors that are not one vector per axis (a diagonal) stay
-        # an error that names the op.
-        class Diagonal(nn.Module):
+        # Index tensors that are not one vector per axis (a diagonal, axes
+        # apart) and torch.gather (Funnel's relative shift) by constant
+        # indices: single elements, as PyTorch's indexing picks them.
+        class Picks(nn.Module):
             def __init__(self):
                 super().__init__()
                 self.conv = nn.Conv2d(3, 4, 1)
 
             def forward(self, x):
+                y = self.conv(x)                                          # (2, 4, 3, 3)
                 i = torch.arange(3)
-                return self.conv(x)[:, :, i, i].sum()
+                diagonal = y[:, :, i, i]                                  # (2, 4, 3)
+                apart = y[:, torch.tensor([3, 0]), :, torch.tensor([1, 1])]  # (2, 2, 3): axes 1 and 3
+                shift = torch.gather(y, 3, torch.tensor([2, 0, 0]).expand(2, 4, 3, 3))
+                return diagonal.exp().sum() + (apart * apart).sum() + (shift * y).sum()
 
-        with self.assertRaises(ExportError) as caught:
-            export(Diagonal(), (torch.randn(2, 3, 3, 3),), tempfile.mkdtemp())
-        self.assertIn("(aten.index.Tensor): indexing by ['None', 'None', 'Const', 'Const'] whose index tensors are "
-                      "not one vector per adjacent axis", str(caught.exception))
+        torch.manual_seed(19)
+        self.check(_loss_of(Picks()), torch.randn(2, 3, 3, 3), params_only=True)
 
     def test_unfold(self):
         # TNT's pixel embedding: F.unfold's windows as channels.

@@ -33,7 +33,7 @@ def _index(ctx, x, indices):
     relative position bias read from its table), or several on adjacent
     axes whose broadcast is an outer product, each varying along one axis
     of it in order (nearest upsampling: x[:, :, h[:, None], w]), read as
-    one gather per axis."""
+    one gather per axis; any other pattern as a gather of single elements."""
     axes = [i for i, t in enumerate(indices) if t is not None]
     described = ["%s" % (None if t is None else type(t).__name__) for t in indices]
     if not axes or any(ctx.live(indices[a]) or not isinstance(indices[a], Const)
@@ -43,14 +43,44 @@ def _index(ctx, x, indices):
         return _gather_axis(ctx, x, axes[0], indices[axes[0]].tensor, tuple(ctx.out_shape()))
     vectors = _outer_factors([indices[a].tensor for a in axes])
     if vectors is None or axes != list(range(axes[0], axes[0] + len(axes))):
-        ctx.fail("indexing by %s whose index tensors are not one vector per adjacent axis, broadcast as an "
-                 "outer product (remat's: one gather per axis)" % described)
+        # Any other pattern (a diagonal, axes apart): PyTorch's own indexing
+        # of x's element numbers says which element each output reads.
+        with torch.no_grad():
+            flat = torch.arange(int(np.prod(x.shape))).reshape(x.shape)[tuple(
+                slice(None) if t is None else t.tensor for t in indices)]
+        return _flat_gather(ctx, x, flat, tuple(ctx.out_shape()))
     y = x
     for a, v in zip(axes, vectors):
         shape = list(y.shape)
         shape[a] = v.numel()
         y = _gather_axis(ctx, y, a, v, tuple(shape))
     return y
+
+
+@op("gather.default")
+def _gather(ctx, x, dim, index, sparse_grad=False):
+    """torch.gather by constant indices (Funnel's relative shift): the
+    elements torch.gather itself picks from x's element numbers."""
+    if ctx.live(index) or not isinstance(index, Const):
+        ctx.fail("gather by indices computed from the model's values (remat's: indices fixed at export)")
+    n = x.shape[_axis(dim, len(x.shape))] if x.shape else 1
+    if index.tensor.numel() and (int(index.tensor.min()) < -n or int(index.tensor.max()) >= n):
+        ctx.fail("gather(dim=%r) by an index outside [-%d, %d) of a %s value" % (dim, n, n, tuple(x.shape)))
+    with torch.no_grad():
+        flat = torch.gather(torch.arange(int(np.prod(x.shape))).reshape(x.shape), dim, index.tensor)
+    return _flat_gather(ctx, x, flat, tuple(ctx.out_shape()))
+
+
+def _flat_gather(ctx, x, flat, out):
+    """out[i] = x.flatten()[flat[i]]: embedding's gather of rows of one
+    element (a row read twice gets both gradients, in position order)."""
+    numel = int(np.prod(x.shape))
+    if numel >= 2 ** 31:
+        ctx.fail("indexing a value of %d elements (remat's ids are 32-bit)" % numel)
+    table = _reshape(ctx, _live(ctx, x), x.shape, (numel, 1))
+    ids = ctx.const_input(flat.reshape(-1).to(torch.int32).contiguous(), "index")
+    rows = ctx.emit("embedding", [table, ids], (flat.numel(), 1)).id
+    return Live(ctx.body, _reshape(ctx, rows, (flat.numel(), 1), out), out)
 
 
 def _outer_factors(tensors):
