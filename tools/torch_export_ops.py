@@ -498,6 +498,37 @@ for _name in ("neg", "exp", "log", "sin", "cos", "relu", "silu", "tanh", "sigmoi
     TABLE["%s.default" % _name] = _unary(_name)
 
 
+@op("softplus.default")
+def _softplus(ctx, x, beta=1, threshold=20):
+    """PyTorch's softplus, log1p(exp(beta x)) / beta, x where beta x >
+    threshold, from remat's exp and log: with p = relu(beta x - threshold)
+    and a = beta x - p (beta x up to the threshold, the threshold past it),
+    softplus = (log1p(exp(a)) + p) / beta. log1p(u) = log(w) - ((w - 1) -
+    u) / w with w = 1 + u corrects w's rounding, accurate where u is below
+    float's epsilon (a plain log(1 + u) is 0 there; Mamba's step sizes sit
+    near exp(-7)). The gradient is sigmoid(beta x) up to the threshold, the
+    threshold included, as PyTorch's, and 1 past it: a's gradient is 1 - 0
+    below (no 1 - 1 that would cancel sigmoid's tail) and at it."""
+    if beta <= 0 or threshold != int(threshold) or abs(threshold) >= 2 ** 31:
+        ctx.fail("softplus(beta=%r, threshold=%r) (remat's: beta > 0, an integer threshold)" % (beta, threshold))
+    z = x if beta == 1 else _binary(ctx, "mul", x, float(beta))
+    past = ctx.emit("relu", [_binary(ctx, "sub", z, float(threshold)).id], x.shape)
+    a = _binary(ctx, "sub", z, past)
+    u = ctx.emit("exp", [a.id], x.shape)
+    w = _binary(ctx, "add", u, 1.0)
+    rounding = _binary(ctx, "sub", _binary(ctx, "sub", w, 1.0), u)
+    log1p = _binary(ctx, "sub", ctx.emit("log", [w.id], x.shape), _binary(ctx, "div", rounding, w))
+    y = _binary(ctx, "add", log1p, past)
+    return y if beta == 1 else _binary(ctx, "div", y, float(beta))
+
+
+@op("log_sigmoid_forward.default")
+def _log_sigmoid(ctx, x):
+    """log(sigmoid(x)) = -softplus(-x) (nn.LogSigmoid, preference losses)."""
+    neg = ctx.emit("neg", [_live(ctx, x)], x.shape)
+    return [ctx.emit("neg", [_softplus(ctx, neg).id], x.shape), None]
+
+
 @op("gelu.default")
 def _gelu(ctx, x, approximate="none"):
     return ctx.emit("gelu" if approximate == "tanh" else "gelu_erf", [_live(ctx, x)], x.shape)

@@ -24,6 +24,8 @@ every gradient, the input's too), and the refusals that stay:
 - as_strided that reads every element in order (adaptive pooling to the
   input's own size) as a reshape;
 - F.unfold (TNT) as a depthwise conv of one-hot kernels;
+- softplus (Mamba) from exp and log, accurate where exp(x) is below
+  epsilon, and mish by PyTorch's decomposition over it;
 - nearest upsampling (F.interpolate) and indices on adjacent axes that
   form an outer product, one gather per axis; any other constant indices
   and torch.gather (Funnel) as a gather of single elements;
@@ -51,6 +53,15 @@ if base.HAVE_TORCH:
     import torch.nn as nn
     import torch.nn.functional as F
     from torch_export import ExportError, export
+
+
+class _Pointwise(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+
+    def forward(self, x):
+        return self.f(x).sum()
 
 
 def _loss_of(net):
@@ -404,6 +415,36 @@ class OpsTest(unittest.TestCase):
 
         torch.manual_seed(19)
         self.check(_loss_of(Picks()), torch.randn(2, 3, 3, 3), params_only=True)
+
+    def test_softplus_and_mish(self):
+        # Mamba's step sizes (softplus), CSPDarknet's mish (its own
+        # decomposition, x * tanh(softplus(x))): inputs from -30 to 30, past
+        # the threshold (20) and where exp(x) is below float's epsilon.
+        class Soft(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 64)
+
+            def forward(self, x):
+                y = self.fc(x) * 10
+                return F.softplus(y) + F.softplus(y, beta=2) * y + F.mish(y) + F.logsigmoid(y)
+
+        torch.manual_seed(20)
+        net = Soft()
+        self.check(_loss_of(net), torch.randn(3, 4), params_only=True)  # a constant 1 is an input too
+        x = torch.linspace(-30, 30, 61).reshape(1, 61)
+        d = tempfile.mkdtemp()
+        export(_Pointwise(F.softplus), (x,), d)
+        out = tempfile.mkdtemp()
+        self.remat("run", "--program", os.path.join(d, "program.txt"), "--inputs", d, "--wrt", "all",
+                   "--engine", "eager", "--dump", out)
+        xr = x.clone().requires_grad_(True)
+        F.softplus(xr).sum().backward()
+        want = F.softplus(x.double()).sum().item()
+        self.assertLess(abs(float(np.load(os.path.join(out, "loss.npy"))) - want), 4e-6 * want)
+        got = np.load(os.path.join(out, "grad_x.npy"))
+        # Each element's gradient is sigmoid(x) to float's rounding, as PyTorch's.
+        np.testing.assert_allclose(got, xr.grad.numpy(), rtol=2e-7, atol=1e-30)
 
     def test_unfold(self):
         # TNT's pixel embedding: F.unfold's windows as channels.

@@ -774,10 +774,10 @@ class TorchExportTest(unittest.TestCase):
             def __init__(self):
                 super().__init__()
                 self.fc = nn.Linear(16, 16)
-                self.drop = nn.Softplus()
+                self.drop = nn.Softshrink()
                 self.act = nn.ELU()
                 self.block = nn.Sequential(nn.LayerNorm((4, 16)), nn.Hardshrink())
-                self.inner = nn.Sequential(nn.Linear(16, 16), nn.Mish())
+                self.inner = nn.Sequential(nn.Linear(16, 16), nn.CELU())
 
             def forward(self, x):
                 nn.functional.softsign(x)  # dead: not reported
@@ -788,11 +788,11 @@ class TorchExportTest(unittest.TestCase):
             export(Many(), (torch.randn(4, 16),), tempfile.mkdtemp())
         message = str(caught.exception)
         self.assertTrue(message.startswith("5 uses in the model are not supported"), message)
-        for line in ("\n  drop (aten.softplus.default): no mapping to remat's ops",
+        for line in ("\n  drop (aten.softshrink.default): no mapping to remat's ops",
                      "\n  act (aten.elu.default): no mapping",
                      "\n  block.0 (aten.native_layer_norm.default): layer_norm over (4, 16) (remat's: the last axis)",
                      "\n  block.1 (aten.hardshrink.default): ",
-                     "\n  inner.1 (aten.mish.default): no mapping"):
+                     "\n  inner.1 (aten.celu.default): no mapping"):
             self.assertIn(line, message)
         self.assertNotIn("softsign", message)
 
@@ -843,8 +843,8 @@ class TorchExportTest(unittest.TestCase):
 
     def test_unsupported_is_an_error_naming_the_module(self):
         torch.manual_seed(4)
-        with self.assertRaisesRegex(ExportError, r"\n  1\.0 \(aten\.softplus\.default\): no mapping"):
-            export(nn.Sequential(nn.Linear(16, 16), nn.Sequential(nn.Softplus())), (torch.randn(2, 16),),
+        with self.assertRaisesRegex(ExportError, r"\n  1\.0 \(aten\.softshrink\.default\): no mapping"):
+            export(nn.Sequential(nn.Linear(16, 16), nn.Sequential(nn.Softshrink())), (torch.randn(2, 16),),
                    tempfile.mkdtemp(), loss="sum")
         with self.assertRaisesRegex(ExportError, r"\n  0 \(aten\.embedding_renorm\.default\)"):
             export(nn.Sequential(nn.Embedding(8, 4, max_norm=1.0)), (torch.tensor([1, 2]),),

@@ -164,8 +164,8 @@ class _Dispatch(TorchDispatchMode):
             # definition, PyTorch's, instead of a second one here. Outputs
             # equal the op's up to float32 rounding; the judgement is against
             # float64 anyway. Where the decomposition reaches an op on the
-            # model's values that the table does not map either (softplus's
-            # log1p and a mask from the values), it is taken back and the op
+            # model's values that the table does not map either (softshrink's
+            # mask from the values), it is taken back and the op
             # itself recorded, so that an error names the op the model ran.
             mark = len(trace.events)
             with self:
