@@ -61,6 +61,7 @@ output, or raises ctx.fail("what is not supported"). The table:
   mul by bernoulli(keep)/keep of fewer axes (stochastic depth)  dropout of ones, mul
   embedding                 embedding (ints=[PADDING_IDX])
   native_dropout; bernoulli_ + div_ + mul (CPU dropout)   dropout on dropout_seed
+  floor(keep + rand), rand < keep (dropout written by hand)  as bernoulli(keep)
   _scaled_dot_product_flash_attention_for_cpu   its definition: matmul, scale,
                             masked_fill (causal) or the mask, softmax, dropout,
                             matmul; fewer key/value heads by expand
@@ -442,9 +443,17 @@ def _mul(ctx, a, b):
     for x, noise in ((a, b), (b, a)):
         if isinstance(noise, Random) and not isinstance(x, Random) and hasattr(x, "shape"):
             # x may be a constant (Funnel's dropout of its sinusoid tables).
-            if not noise.scaled or not _broadcasts(noise.shape, x.shape):
+            if not _broadcasts(noise.shape, x.shape):
                 ctx.fail("a product with random values that is not dropout's (bernoulli(1-p) / (1-p))")
             p = float("%.12g" % (1.0 - noise.keep))
+            if not noise.scaled:
+                # bernoulli(keep) unscaled (Hugging Face's drop path divides x
+                # by keep first): the contract's mask of ones, 0 or 1/keep,
+                # times keep, 1 up to its rounding.
+                ones = ctx.const_input(torch.ones(noise.shape), "ones")
+                mask = ctx.emit("scale", [ctx.dropout(ones, p, noise.shape).id], noise.shape,
+                                " scalar=%r" % float(noise.keep))
+                return ctx.emit("mul", [ctx.id(x), mask.id], ctx.out_shape())
             if tuple(noise.shape) == tuple(x.shape):
                 return ctx.dropout(ctx.id(x), p, ctx.out_shape())
             # Stochastic depth (torchvision's StochasticDepth, timm's
@@ -826,4 +835,5 @@ def _layer_norm(ctx, x, shape, weight, bias, eps):
 # The entries of vision models' ops and of attention, in files of their own,
 # join TABLE when this module is imported (they import its helpers).
 import torch_export_ops_attention  # noqa: E402,F401
+import torch_export_ops_random  # noqa: E402,F401
 import torch_export_ops_vision  # noqa: E402,F401

@@ -6,6 +6,8 @@ every gradient, the input's too), and the refusals that stay:
   draw per sample, the contract's dropout of ones broadcast by a product;
   eager and recompute give the same bits;
 - dropout of a constant (Funnel's sinusoid tables): the contract's mask;
+- dropout written by hand from torch.rand (Hugging Face's drop path,
+  floor(keep + rand); rand() > p), the contract's mask; other noise refused;
 - hardswish and hardsigmoid (MobileNetV3) as relu6(x + 3) / 6;
 - avg_pool2d whose windows tile the input (DenseNet's transitions), as
   adaptive average pooling; any other (PoolFormer's, NFNet's ceil_mode) as
@@ -326,6 +328,37 @@ class OpsTest(unittest.TestCase):
         text = export(Table().train(), (torch.randn(2, 8),), d)
         self.assertIn(" = dropout(", text)
         self.assertEqual(self.dump(d, "eager"), self.dump(d, "recompute"))
+
+    def test_dropout_written_by_hand_from_uniform_values(self):
+        # Hugging Face's drop path (Swin, ConvNeXt, BEiT, DINOv2, SegFormer)
+        # and a mask drawn as rand() > p: bernoulli(keep), the contract's
+        # dropout; noise used any other way stays an error naming it.
+        class ByHand(nn.Module):
+            def __init__(self, noise):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+                self.noise = noise
+
+            def forward(self, x):
+                y = self.fc(x)
+                if self.noise == "drop_path":
+                    keep = 0.75
+                    r = torch.floor(torch.rand((y.shape[0], 1), dtype=y.dtype) + keep)
+                    return (y.div(keep) * r).sum()
+                if self.noise == "mask":
+                    return (y * (torch.rand(y.shape) > 0.25).float() / 0.75).sum()
+                return (y + torch.rand(y.shape)).sum()
+
+        x = torch.randn(4, 8)
+        for noise in ("drop_path", "mask"):
+            d = tempfile.mkdtemp()
+            text = export(ByHand(noise).train(), (x,), d)
+            self.assertIn(" = dropout(", text, noise)
+            self.assertNotIn("rand", text, noise)
+            self.assertEqual(self.dump(d, "eager"), self.dump(d, "recompute"), noise)
+        with self.assertRaises(ExportError) as caught:
+            export(ByHand("additive").train(), (x,), tempfile.mkdtemp())
+        self.assertIn("(aten.add.Tensor): uniform random values (torch.rand) added to a tensor", str(caught.exception))
 
     def test_stochastic_depth_is_one_draw_per_sample(self):
         try:
