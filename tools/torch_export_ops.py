@@ -594,6 +594,16 @@ def _clamp_max(ctx, x, hi):
     return _clamped(ctx, x, None, hi)
 
 
+@op("leaky_relu.default")
+def _leaky_relu(ctx, x, slope=0.01):
+    """relu(x) - slope * relu(-x) (CSPDarknet's, YOLO's): x above 0 and
+    slope * x below, each exact; like relu's, its gradient at exactly 0 is 0
+    (PyTorch's is slope there)."""
+    pos = ctx.emit("relu", [_live(ctx, x)], x.shape)
+    neg = ctx.emit("relu", [ctx.emit("neg", [_live(ctx, x)], x.shape).id], x.shape)
+    return ctx.emit("sub", [pos.id, ctx.emit("scale", [neg.id], x.shape, " scalar=%r" % float(slope)).id], x.shape)
+
+
 @op("hardtanh.default")
 def _hardtanh(ctx, x, lo=-1.0, hi=1.0):
     if lo != int(lo) or hi != int(hi):

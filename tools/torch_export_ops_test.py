@@ -27,7 +27,7 @@ every gradient, the input's too), and the refusals that stay:
   input's own size) as a reshape;
 - F.unfold (TNT) as a depthwise conv of one-hot kernels;
 - softplus (Mamba) from exp and log, accurate where exp(x) is below
-  epsilon, and mish by PyTorch's decomposition over it;
+  epsilon, and mish by PyTorch's decomposition over it; leaky_relu;
 - nearest upsampling (F.interpolate) and indices on adjacent axes that
   form an outer product, one gather per axis; any other constant indices
   and torch.gather (Funnel) as a gather of single elements;
@@ -449,7 +449,7 @@ class OpsTest(unittest.TestCase):
         torch.manual_seed(19)
         self.check(_loss_of(Picks()), torch.randn(2, 3, 3, 3), params_only=True)
 
-    def test_softplus_and_mish(self):
+    def test_softplus_mish_and_leaky_relu(self):
         # Mamba's step sizes (softplus), CSPDarknet's mish (its own
         # decomposition, x * tanh(softplus(x))): inputs from -30 to 30, past
         # the threshold (20) and where exp(x) is below float's epsilon.
@@ -460,7 +460,8 @@ class OpsTest(unittest.TestCase):
 
             def forward(self, x):
                 y = self.fc(x) * 10
-                return F.softplus(y) + F.softplus(y, beta=2) * y + F.mish(y) + F.logsigmoid(y)
+                return (F.softplus(y) + F.softplus(y, beta=2) * y + F.mish(y) + F.logsigmoid(y)
+                        + F.leaky_relu(y, 0.1) * y)
 
         torch.manual_seed(20)
         net = Soft()
