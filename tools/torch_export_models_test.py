@@ -165,7 +165,8 @@ def _hf_more(cls_name, config_name, **config):
             if hasattr(cfg, field) and isinstance(getattr(cfg, field), float):
                 setattr(cfg, field, 0.1 if dropout else 0.0)
         m = getattr(T, cls_name)(cfg)
-        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if m.supports_gradient_checkpointing:  # Funnel has no switch
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         ids = torch.randint(0, 64, (2, 8))
         return m, {"input_ids": ids, "labels": ids.clone()}, None, (), None
     return build
@@ -182,6 +183,23 @@ def _whisper(dropout):
     m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     # 8 mel bins, 16 frames (twice max_source_positions, as Whisper's conv stride 2 needs).
     return m, {"input_features": torch.randn(2, 8, 16), "labels": torch.randint(2, 64, (2, 6))}, None, (), None
+
+
+def _hf_vision(cls_name, config_name, size, **config):
+    """A Hugging Face image classifier from its config, its drop path (Hugging
+    Face's own, floor(keep + rand)) at 0.1 with dropout on."""
+    def build(dropout):
+        import transformers as T
+        cfg = getattr(T, config_name)(**config)
+        for field in ("hidden_dropout_prob", "attention_probs_dropout_prob", "drop_path_rate",
+                      "classifier_dropout_prob"):
+            if hasattr(cfg, field):
+                setattr(cfg, field, 0.1 if dropout else 0.0)
+        m = getattr(T, cls_name)(cfg)
+        if m.supports_gradient_checkpointing:
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return m, {"pixel_values": torch.randn(2, 3, size, size), "labels": torch.tensor([1, 0])}, None, (), None
+    return build
 
 
 def _vision_more(make, size=64):
@@ -262,6 +280,36 @@ MORE_FAMILIES = [
     ("timm.convnextv2", "timm", _vision_more(_timm("convnextv2_atto"))),
     ("timm.mobilenetv4", "timm", _vision_more(_timm("mobilenetv4_conv_small"))),
     ("timm.maxvit", "timm", _vision_more(_timm("maxvit_nano_rw_256", img_size=64), 64)),
+    # Tried as a user would after the issue's families (issue 62's later
+    # round): Mamba's softplus and scan loop, Funnel's gather and dropout of
+    # a constant, TNT's unfold, ResNeSt's and SKNet's softmax over branches,
+    # Hugging Face's drop path (floor(keep + rand)) in its vision models.
+    ("mamba", "transformers", _hf_more("MambaForCausalLM", "MambaConfig", vocab_size=64, hidden_size=32,
+                                       num_hidden_layers=2, state_size=4)),
+    ("funnel", "transformers", _hf_more("FunnelForMaskedLM", "FunnelConfig", vocab_size=64, d_model=32, n_head=4,
+                                        d_head=8, d_inner=64, block_sizes=[1, 1], num_decoder_layers=1)),
+    ("gptj", "transformers", _hf_more("GPTJForCausalLM", "GPTJConfig", vocab_size=64, n_embd=32, n_layer=2, n_head=4,
+                                      n_positions=32, rotary_dim=4)),
+    ("falcon", "transformers", _hf_more("FalconForCausalLM", "FalconConfig", vocab_size=64, hidden_size=32,
+                                        num_hidden_layers=2, num_attention_heads=4)),
+    ("gemma3", "transformers", _hf_more("Gemma3ForCausalLM", "Gemma3TextConfig", num_key_value_heads=2, head_dim=8,
+                                        **_DECODER)),
+    ("olmo2", "transformers", _hf_more("Olmo2ForCausalLM", "Olmo2Config", **_DECODER)),
+    ("deberta_v2", "transformers", _hf_more("DebertaV2ForMaskedLM", "DebertaV2Config", vocab_size=64, hidden_size=32,
+                                            num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                            max_position_embeddings=32)),
+    ("hf.swin", "transformers", _hf_vision("SwinForImageClassification", "SwinConfig", 32, image_size=32,
+                                           patch_size=2, embed_dim=16, depths=[1, 1], num_heads=[2, 4],
+                                           window_size=4, num_labels=3)),
+    ("hf.convnext", "transformers", _hf_vision("ConvNextForImageClassification", "ConvNextConfig", 64,
+                                               hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 2, 1], num_labels=3)),
+    ("hf.dinov2", "transformers", _hf_vision("Dinov2ForImageClassification", "Dinov2Config", 32, image_size=32,
+                                             patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                             num_labels=3)),
+    ("timm.tnt", "timm", _vision_more(_timm("tnt_s_patch16_224", img_size=64))),
+    ("timm.resnest14d", "timm", _vision_more(_timm("resnest14d"))),
+    ("timm.sknet", "timm", _vision_more(_timm("skresnet18"))),
+    ("torchvision.resnext50", "torchvision", _vision_more(_tv("resnext50_32x4d"))),
 ]
 FULL = os.environ.get("REMAT_FULL") == "1"
 
