@@ -596,12 +596,16 @@ def _clamp_max(ctx, x, hi):
 
 @op("leaky_relu.default")
 def _leaky_relu(ctx, x, slope=0.01):
-    """relu(x) - slope * relu(-x) (CSPDarknet's, YOLO's): x above 0 and
-    slope * x below, each exact; like relu's, its gradient at exactly 0 is 0
-    (PyTorch's is slope there)."""
-    pos = ctx.emit("relu", [_live(ctx, x)], x.shape)
-    neg = ctx.emit("relu", [ctx.emit("neg", [_live(ctx, x)], x.shape).id], x.shape)
-    return ctx.emit("sub", [pos.id, ctx.emit("scale", [neg.id], x.shape, " scalar=%r" % float(slope)).id], x.shape)
+    """relu(x) + slope * (x - relu(x)) (CSPDarknet's, YOLO's): x above 0 and
+    slope * x below, each exact, and the gradient PyTorch's on both sides
+    and at exactly 0, slope: x - relu(x)'s gradient there is 1 - 0. That
+    point matters: timm zero-initialises a block's last BatchNorm weight, so
+    every input of the activation after it is exactly 0 (relu(x) - slope *
+    relu(-x), the same values, gave 0 there: CSPDarknet-53's BatchNorm
+    weight gradients were 100% off)."""
+    r = ctx.emit("relu", [_live(ctx, x)], x.shape)
+    below = ctx.emit("sub", [_live(ctx, x), r.id], x.shape)
+    return ctx.emit("add", [r.id, ctx.emit("scale", [below.id], x.shape, " scalar=%r" % float(slope)).id], x.shape)
 
 
 @op("hardtanh.default")

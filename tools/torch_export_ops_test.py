@@ -480,6 +480,25 @@ class OpsTest(unittest.TestCase):
         # Each element's gradient is sigmoid(x) to float's rounding, as PyTorch's.
         np.testing.assert_allclose(got, xr.grad.numpy(), rtol=2e-7, atol=1e-30)
 
+    def test_leaky_relu_at_exactly_zero(self):
+        # timm's CSP blocks zero their last BatchNorm's weight: every input
+        # of the leaky_relu after it is exactly 0, where PyTorch's gradient
+        # is the slope (the BatchNorm weight's gradient reads it).
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3, padding=1)
+                self.bn = nn.BatchNorm2d(4)
+                nn.init.zeros_(self.bn.weight)
+                self.act = nn.LeakyReLU(0.1)
+
+            def forward(self, x):
+                y = self.conv(x)
+                return self.act(self.bn(y)) + y  # the loss's cotangent, 2y, varies: the weight's gradient is not 0
+
+        torch.manual_seed(21)
+        self.check(_loss_of(Block()), torch.randn(2, 3, 5, 5), params_only=True)
+
     def test_unfold(self):
         # TNT's pixel embedding: F.unfold's windows as channels.
         class Unfold(nn.Module):
