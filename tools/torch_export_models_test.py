@@ -193,7 +193,7 @@ def _hf_vision(cls_name, config_name, size, **config):
         cfg = getattr(T, config_name)(**config)
         for field in ("hidden_dropout_prob", "attention_probs_dropout_prob", "drop_path_rate",
                       "classifier_dropout_prob"):
-            if hasattr(cfg, field):
+            if isinstance(getattr(cfg, field, None), float):  # LeViT's drop_path_rate is an int 0: none
                 setattr(cfg, field, 0.1 if dropout else 0.0)
         m = getattr(T, cls_name)(cfg)
         if m.supports_gradient_checkpointing:
