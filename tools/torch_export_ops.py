@@ -553,11 +553,15 @@ def _pow(ctx, x, p):
 
 
 def _clamped(ctx, x, lo, hi):
-    """x clamped to [lo, hi] (either None): hardtanh for integer bounds,
-    else max(x, lo) = relu(x - lo) + lo and min(x, hi) = hi - relu(hi - x)
-    (F.normalize's clamp_min(1e-12)); those equal x where it is inside up
-    to the rounding of x - lo + lo, and at x == lo their gradient is 0
-    (PyTorch's clamp passes it: a kink, as relu's)."""
+    """x clamped to [lo, hi] (either None) with PyTorch's clamp gradient, 1
+    on [lo, hi], the bounds included: a zero-initialised BatchNorm before
+    x.clamp(min=0) puts every element on the bound. The values, c: hardtanh
+    for integer bounds, else max(x, lo) = relu(x - lo) + lo and min(x, hi)
+    = hi - relu(hi - x) (F.normalize's clamp_min(1e-12): x up to the
+    rounding of x - lo + lo); c's gradient is 0 at a bound, as relu's. So
+    the result is c + s(e), e = x - c, s(e) = e - relu(e) + relu(-e): s is
+    exactly 0, and its gradient, 1 where e is exactly 0 and 0 elsewhere,
+    adds 1 - c' where c equals x: 1 at a bound, 0 inside."""
     for b in (lo, hi):
         if b is not None and _scalar(ctx, b) is None:
             ctx.fail("clamp by a tensor (remat's: numbers)")
@@ -568,15 +572,20 @@ def _clamped(ctx, x, lo, hi):
             # stop at 2^31 (finfo.min as a bound: XGLM's attention guard).
             ctx.fail("clamp to %r (remat's: bounds below 2^31 in magnitude)" % b)
     if lo is not None and hi is not None and lo == int(lo) and hi == int(hi):
-        return ctx.emit("hardtanh", [_live(ctx, x)], x.shape, _ints([lo, hi]))
-    y = x
-    if lo is not None:
-        r = ctx.emit("relu", [_binary(ctx, "sub", y, lo).id if lo else _live(ctx, y)], x.shape)
-        y = _binary(ctx, "add", r, lo) if lo else r
-    if hi is not None:
-        r = ctx.emit("relu", [_binary(ctx, "sub", hi, y).id], x.shape)
-        y = _binary(ctx, "sub", hi, r)
-    return y
+        c = ctx.emit("hardtanh", [_live(ctx, x)], x.shape, _ints([lo, hi]))
+    else:
+        c = x
+        if lo is not None:
+            r = ctx.emit("relu", [_binary(ctx, "sub", c, lo).id if lo else _live(ctx, c)], x.shape)
+            c = _binary(ctx, "add", r, lo) if lo else r
+        if hi is not None:
+            r = ctx.emit("relu", [_binary(ctx, "sub", hi, c).id], x.shape)
+            c = _binary(ctx, "sub", hi, r)
+    e = ctx.emit("sub", [_live(ctx, x), c.id], x.shape).id
+    above = ctx.emit("relu", [e], x.shape).id
+    below = ctx.emit("relu", [ctx.emit("neg", [e], x.shape).id], x.shape).id
+    s = ctx.emit("add", [ctx.emit("sub", [e, above], x.shape).id, below], x.shape).id
+    return ctx.emit("add", [c.id, s], x.shape)
 
 
 @op("clamp.default")

@@ -27,7 +27,9 @@ every gradient, the input's too), and the refusals that stay:
   input's own size) as a reshape;
 - F.unfold (TNT) as a depthwise conv of one-hot kernels;
 - softplus (Mamba) from exp and log, accurate where exp(x) is below
-  epsilon, and mish by PyTorch's decomposition over it; leaky_relu;
+  epsilon, and mish by PyTorch's decomposition over it; leaky_relu and
+  clamps with PyTorch's gradient exactly at the kink (zero-initialised
+  BatchNorms put every element there);
 - nearest upsampling (F.interpolate) and indices on adjacent axes that
   form an outer product, one gather per axis; any other constant indices
   and torch.gather (Funnel) as a gather of single elements;
@@ -475,24 +477,31 @@ class OpsTest(unittest.TestCase):
         # Each element's gradient is sigmoid(x) to float's rounding, as PyTorch's.
         np.testing.assert_allclose(got, xr.grad.numpy(), rtol=2e-7, atol=1e-30)
 
-    def test_leaky_relu_at_exactly_zero(self):
+    def test_activations_and_clamps_exactly_at_their_kink(self):
         # timm's CSP blocks zero their last BatchNorm's weight: every input
-        # of the leaky_relu after it is exactly 0, where PyTorch's gradient
-        # is the slope (the BatchNorm weight's gradient reads it).
-        class Block(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.conv = nn.Conv2d(3, 4, 3, padding=1)
-                self.bn = nn.BatchNorm2d(4)
-                nn.init.zeros_(self.bn.weight)
-                self.act = nn.LeakyReLU(0.1)
+        # of the activation after it is exactly the BatchNorm's bias, here
+        # on the kink, where PyTorch's gradient is leaky_relu's slope and
+        # clamp's 1 (bounds included), and relu6's 0 (the BatchNorm
+        # weight's gradient reads it).
+        cases = [(lambda z: F.leaky_relu(z, 0.1), 0.0), (lambda z: z.clamp(min=0), 0.0),
+                 (lambda z: z.clamp(max=0), 0.0), (lambda z: z.clamp(0, 6), 0.0), (lambda z: z.clamp(0, 6), 6.0),
+                 (lambda z: z.clamp(min=1), 1.0), (lambda z: z.clamp(max=-2), -2.0), (F.relu6, 0.0)]
+        for i, (act, at) in enumerate(cases):
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = nn.Conv2d(3, 4, 3, padding=1)
+                    self.bn = nn.BatchNorm2d(4)
+                    nn.init.zeros_(self.bn.weight)
+                    nn.init.constant_(self.bn.bias, at)
 
-            def forward(self, x):
-                y = self.conv(x)
-                return self.act(self.bn(y)) + y  # the loss's cotangent, 2y, varies: the weight's gradient is not 0
+                def forward(self, x):
+                    y = self.conv(x)
+                    return act(self.bn(y)) + y  # the loss's cotangent, 2y, varies: the weight's gradient is not 0
 
-        torch.manual_seed(21)
-        self.check(_loss_of(Block()), torch.randn(2, 3, 5, 5), params_only=True)
+            torch.manual_seed(21)
+            with self.subTest(case=i):
+                self.check(_loss_of(Block()), torch.randn(2, 3, 5, 5), params_only=True)
 
     def test_unfold(self):
         # TNT's pixel embedding: F.unfold's windows as channels.
