@@ -25,7 +25,8 @@ every gradient, the input's too), and the refusals that stay:
   read later is refused, naming the module;
 - as_strided that reads every element in order (adaptive pooling to the
   input's own size) as a reshape;
-- F.unfold (TNT) as a depthwise conv of one-hot kernels;
+- F.unfold (TNT) as a depthwise conv of one-hot kernels, F.fold (VOLO) as
+  its taps spread and added;
 - softplus (Mamba) from exp and log, accurate where exp(x) is below
   epsilon, and mish by PyTorch's decomposition over it; leaky_relu and
   clamps with PyTorch's gradient exactly at the kink (zero-initialised
@@ -503,7 +504,7 @@ class OpsTest(unittest.TestCase):
             with self.subTest(case=i):
                 self.check(_loss_of(Block()), torch.randn(2, 3, 5, 5), params_only=True)
 
-    def test_unfold(self):
+    def test_unfold_and_fold(self):
         # TNT's pixel embedding: F.unfold's windows as channels.
         class Unfold(nn.Module):
             def __init__(self):
@@ -518,6 +519,24 @@ class OpsTest(unittest.TestCase):
 
         torch.manual_seed(18)
         self.check(_loss_of(Unfold()), torch.randn(2, 3, 6, 5), params_only=True)  # the taps are inputs too
+
+        # F.fold, unfold's adjoint (VOLO's outlook attention): overlapping
+        # windows added back, padded, strided and dilated.
+        class Fold(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 18, 1)
+                self.conv2 = nn.Conv2d(3, 12, 1)
+
+            def forward(self, x):
+                a = self.conv(x).flatten(2)  # (2, 18, 9): 3x3 windows of 2 channels
+                b = F.fold(a, (5, 6), kernel_size=3, padding=1, stride=2)  # (2, 2, 5, 6)
+                c = F.fold(self.conv2(x)[:, :, :2].flatten(2), (4, 8), kernel_size=(2, 3), dilation=(2, 1),
+                           stride=(1, 2))  # (2, 2, 4, 8) from 6 blocks
+                return b.tanh().sum((2, 3)) + c.square().sum((2, 3))
+
+        torch.manual_seed(22)
+        self.check(_loss_of(Fold()), torch.randn(2, 3, 3, 3), params_only=True)
 
     def test_state_names_with_characters_ids_do_not_hold(self):
         torch.manual_seed(8)

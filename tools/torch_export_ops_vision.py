@@ -269,6 +269,58 @@ def _im2col(ctx, x, kernel, dilation, padding, stride):
     return Live(ctx.body, _reshape(ctx, y.id, spatial, out), out)
 
 
+@op("col2im.default")
+def _col2im(ctx, x, output_size, kernel, dilation, padding, stride):
+    """F.fold (VOLO's outlook attention), F.unfold's adjoint: each window's
+    taps added back where they came from. Tap (i, j)'s (N, C, OH, OW)
+    values are spread to rows i*dh + sh*oh and columns j*dw + sw*ow of the
+    padded (N, C, H + 2ph, W + 2pw) canvas (zeros joined between, before
+    and after), the taps' canvases added in tap order, the padding cut."""
+    if len(x.shape) != 3:
+        ctx.fail("col2im of a rank-%d value (remat's: (N, C*kh*kw, L))" % len(x.shape))
+    (h, w), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = output_size, kernel, dilation, padding, stride
+    n, ck, length = x.shape
+    k = kh * kw
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if ck % k or oh * ow != length:
+        ctx.fail("col2im of %s to %s with a %dx%d kernel (the blocks do not tile it)"
+                 % (tuple(x.shape), (h, w), kh, kw))
+    c = ck // k
+    taps = _reshape(ctx, _live(ctx, x), x.shape, (n, c, k, oh, ow))
+    total = None
+    for m in range(k):
+        i, j = divmod(m, kw)
+        tap = _reshape(ctx, _slice(ctx, taps, (n, c, k, oh, ow), 2, m, 1).id, (n, c, 1, oh, ow), (n, c, oh, ow))
+        shape = [n, c, oh, ow]
+        tap = _spread(ctx, tap, shape, 2, sh, i * dh, h + 2 * ph)
+        tap = _spread(ctx, tap, shape, 3, sw, j * dw, w + 2 * pw)
+        total = tap if total is None else ctx.emit("add", [total, tap], tuple(shape)).id
+    for axis, pad, size in ((2, ph, h), (3, pw, w)):
+        if pad:
+            total = _slice(ctx, total, shape, axis, pad, size).id
+            shape[axis] = size
+    return Live(ctx.body, total, tuple(shape))
+
+
+def _spread(ctx, xid, shape, axis, step, offset, size):
+    """x's rows on `axis` put at rows offset, offset + step, ... of `size`
+    rows, zeros elsewhere; `shape` becomes x's new shape."""
+    rows = shape[axis]
+    if step > 1 and rows > 1:
+        wide = shape[:axis + 1] + [1] + shape[axis + 1:]
+        xid = _join_constant(ctx, _reshape(ctx, xid, shape, wide), wide, axis + 1, step - 1, 0.0, False, "gap")
+        shape[axis] = rows * step
+        xid = _reshape(ctx, xid, wide, shape)
+        xid = _slice(ctx, xid, shape, axis, 0, (rows - 1) * step + 1).id
+        shape[axis] = (rows - 1) * step + 1
+    if offset:
+        xid = _join_constant(ctx, xid, shape, axis, offset, 0.0, True, "gap")
+    if size > shape[axis]:
+        xid = _join_constant(ctx, xid, shape, axis, size - shape[axis], 0.0, False, "gap")
+    return xid
+
+
 @op("max_pool2d_with_indices.default")
 def _max_pool(ctx, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
     def square(v, what):
