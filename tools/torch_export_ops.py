@@ -446,22 +446,18 @@ def _mul(ctx, a, b):
             if not _broadcasts(noise.shape, x.shape):
                 ctx.fail("a product with random values that is not dropout's (bernoulli(1-p) / (1-p))")
             p = float("%.12g" % (1.0 - noise.keep))
-            if not noise.scaled:
-                # bernoulli(keep) unscaled (Hugging Face's drop path divides x
-                # by keep first): the contract's mask of ones, 0 or 1/keep,
-                # times keep, 1 up to its rounding.
-                ones = ctx.const_input(torch.ones(noise.shape), "ones")
-                mask = ctx.emit("scale", [ctx.dropout(ones, p, noise.shape).id], noise.shape,
-                                " scalar=%r" % float(noise.keep))
-                return ctx.emit("mul", [ctx.id(x), mask.id], ctx.out_shape())
-            if tuple(noise.shape) == tuple(x.shape):
+            if noise.scaled and tuple(noise.shape) == tuple(x.shape):
                 return ctx.dropout(ctx.id(x), p, ctx.out_shape())
-            # Stochastic depth (torchvision's StochasticDepth, timm's
-            # drop_path): one draw per sample, (N, 1, ...), broadcast over the
-            # rest. The contract's dropout of ones of the noise's shape is that
-            # draw; the product broadcasts it.
+            # Otherwise the contract's dropout of ones of the noise's shape is
+            # the draw, and the product broadcasts it: stochastic depth
+            # (torchvision's StochasticDepth, timm's drop_path), one draw per
+            # sample, (N, 1, ...). Unscaled bernoulli(keep) (Hugging Face's
+            # drop path divides x by keep first) is that mask, 0 or 1/keep,
+            # times keep: 1 up to its rounding.
             ones = ctx.const_input(torch.ones(noise.shape), "ones")
             mask = ctx.dropout(ones, p, noise.shape)
+            if not noise.scaled:
+                mask = ctx.emit("scale", [mask.id], noise.shape, " scalar=%r" % float(noise.keep))
             return ctx.emit("mul", [ctx.id(x), mask.id], ctx.out_shape())
     return _binary(ctx, "mul", a, b)
 
