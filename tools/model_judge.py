@@ -38,6 +38,7 @@ allowance the rule gives a run on its outputs).
 Needs PyTorch 2 (torch.overrides.TorchFunctionMode).
 """
 
+import contextlib
 import copy
 import itertools
 from typing import Callable, NamedTuple
@@ -164,6 +165,19 @@ def _without_checkpointing(model, dtype):
     return m
 
 
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    """Tensors the model makes without a dtype in `dtype`: XGLM's
+    torch.full((), torch.finfo(attn.dtype).min) overflows float32 in a
+    float64 run."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def _cast(inputs, dtype):
     cast = (lambda t: t.to(dtype) if t.is_floating_point() else t)
     return {k: cast(v) for k, v in inputs.items()} if isinstance(inputs, dict) else tuple(cast(v) for v in inputs)
@@ -193,7 +207,7 @@ class Reference:
         value32.backward()
         m64 = _without_checkpointing(model, torch.float64)
         trace64 = _Trace(graph=True)
-        with trace64:
+        with trace64, _default_dtype(torch.float64):
             value64 = model_loss(m64, _cast(inputs, torch.float64), loss, loss_inputs)
         value64.backward(retain_graph=True)
         if len(trace32.sites) != len(trace64.sites):
@@ -217,15 +231,19 @@ class Reference:
             for k in s64.kinks:
                 idx = torch.nonzero(((x64 - k).abs() < band).flatten()).flatten()
                 self.near += len(idx)
-                for i in idx.tolist():
-                    c = 0.0 if s64.cotangent is None else s64.cotangent.flatten()[i].item()
-                    here = _slope(s64, x64.flatten()[i])
-                    jump = _slope(s64, k - 1e-9 if here == _slope(s64, k + 1e-9) else k + 1e-9) - here
-                    if c * jump != 0.0:
-                        self._candidates.append((s64, i, c * jump))
-                    taken = _slope(s64, x32.flatten()[i]) - here
-                    if c * taken != 0.0:
-                        torch_took.append((s64, i, c * taken))
+                if not len(idx):
+                    continue
+                cot = (torch.zeros(len(idx), dtype=torch.float64) if s64.cotangent is None
+                       else s64.cotangent.flatten()[idx].double())
+                here = _slope(s64, x64.flatten()[idx])
+                right, left = (_slope(s64, torch.tensor([k + d], dtype=torch.float64)) for d in (1e-9, -1e-9))
+                jump = torch.where(here == right, left, right) - here
+                taken = _slope(s64, x32.flatten()[idx]) - here
+                for i, c, j, t in zip(idx.tolist(), cot.tolist(), jump.tolist(), taken.tolist()):
+                    if c * j != 0.0:
+                        self._candidates.append((s64, i, c * j))
+                    if c * t != 0.0:
+                        torch_took.append((s64, i, c * t))
         self.torch_flips = len(torch_took)
         self.torch_shift = self._change(torch_took)
 
@@ -389,10 +407,12 @@ class Reference:
 
 
 def _slope(site, x):
-    """The activation's derivative at x (float64), with its convention at
-    a kink (relu'(0) = 0)."""
-    v = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
-    return torch.autograd.grad(site.fn(v.view(1)).sum(), v)[0].item()
+    """The activation's derivative at each element of x (a float64 vector),
+    with its convention at a kink (relu'(0) = 0): one backward for them all
+    (the activations are element-wise; HaloNet has thousands of elements
+    near a kink, one backward each took minutes)."""
+    v = x.detach().to(torch.float64).clone().requires_grad_(True)
+    return torch.autograd.grad(site.fn(v).sum(), v)[0].detach()
 
 
 def _state_scale(model, m64, name):

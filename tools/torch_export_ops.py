@@ -1,8 +1,9 @@
 """tools/torch_export.py's op table: each ATen op a model reduces to, as
 remat's ops (engines/api/program_text.h's syntax), its attributes checked.
-The entries of vision models' ops (torch_export_ops_vision.py) and of
-attention (torch_export_ops_attention.py) are in files of their own and
-join TABLE when this module is imported.
+The entries of vision models' ops (torch_export_ops_vision.py), attention
+(_attention.py), random noise (_random.py), extrema (_extrema.py) and
+recurrent layers (_rnn.py) are in files of their own and join TABLE when
+this module is imported.
 
 TABLE maps "op.overload" (an in-place op as its functional one: add_.Tensor
 is add.Tensor) to fn(ctx, *args, **kwargs), called only when an input is
@@ -31,6 +32,8 @@ output, or raises ctx.fail("what is not supported"). The table:
                             when the targets hold ignore_index)
   sum mean amax (.default, .dim)   sum, mean, amax ints=[AXES] keepdim=1; mean over
                             (H, W) of a rank-4 value as global_avg_pool
+  maximum minimum amin max min (.default, .dim)  amax (of the two side by side; of the
+                            negated for a minimum); max.dim's values where no row ties
   mm bmm addmm              matmul (+ bias_add)
   native_layer_norm         layer_norm (scalar=EPS unless 1e-5)
   native_batch_norm _native_batch_norm_legit (training)  batch_norm (rank 3 and 5
@@ -54,7 +57,8 @@ output, or raises ctx.fail("what is not supported"). The table:
                             write-back of an in-place op on a slice or a row)
   any other op on the model's values: PyTorch's decomposition of it (torch._decomp),
                             when every op that reaches is in this table (baddbmm)
-  as_strided                reshape, when it reads every element in order
+  as_strided unfold         reshape, when it reads every element in order; else a
+                            gather of the elements it reads (HaloNet's overlapping windows)
   hardswish hardsigmoid     add 3, hardtanh [0,6], divide by 6 (and mul by x)
   index.Tensor              embedding (one tensor of constant indices; any axis, by permute)
   roll constant_pad_nd      slice and cat (a constant's rows for padding)
@@ -62,6 +66,8 @@ output, or raises ctx.fail("what is not supported"). The table:
   embedding                 embedding (ints=[PADDING_IDX])
   native_dropout; bernoulli_ + div_ + mul (CPU dropout)   dropout on dropout_seed
   floor(keep + rand), rand < keep (dropout written by hand)  as bernoulli(keep)
+  mkldnn_rnn_layer (nn.LSTM)  unrolled: one matmul for every step's input, then each
+                            step's matmul, sigmoid, tanh, mul and add
   _scaled_dot_product_flash_attention_for_cpu   its definition: matmul, scale,
                             masked_fill (causal) or the mask, softmax, dropout,
                             matmul; fewer key/value heads by expand
@@ -135,28 +141,12 @@ def _permute(ctx, x, perm):
     return ctx.emit("permute", [_live(ctx, x)], shape, _ints(perm))
 
 
-@op("as_strided.default")
-def _as_strided(ctx, x, size, stride, storage_offset=None):
-    """as_strided that reads x's elements in order (a contiguous view of
-    them all: adaptive pooling to x's own size) is a reshape; any other
-    reads overlapping or skipped elements and is not supported."""
-    contiguous, step = [], 1
-    for d in reversed(list(size)):
-        contiguous.insert(0, step)
-        step *= int(d)
-    same = [int(st) for st, d in zip(stride, size) if d != 1] == [c for c, d in zip(contiguous, size) if d != 1]
-    if not same or step != int(np.prod(x.shape)) or (storage_offset or 0) != 0:
-        ctx.fail("as_strided(size=%s, stride=%s, storage_offset=%s) of a %s value (remat's: a contiguous view "
-                 "of every element, a reshape)" % (list(size), list(stride), storage_offset, tuple(x.shape)))
-    return _view(ctx, x)
-
-
 @op("t.default", "numpy_T.default")
 def _t(ctx, x):
     return _permute(ctx, x, list(range(len(x.shape)))[::-1])
 
 
-@op("transpose.int")
+@op("transpose.int", "transpose.default")  # .default: in place, x.transpose_(0, 1) (nn.GRU batch first)
 def _transpose(ctx, x, d0, d1):
     perm = list(range(len(x.shape)))
     a, b = _axis(d0, len(perm)), _axis(d1, len(perm))
@@ -854,5 +844,7 @@ def _layer_norm(ctx, x, shape, weight, bias, eps):
 # The entries of vision models' ops and of attention, in files of their own,
 # join TABLE when this module is imported (they import its helpers).
 import torch_export_ops_attention  # noqa: E402,F401
+import torch_export_ops_extrema  # noqa: E402,F401
 import torch_export_ops_random  # noqa: E402,F401
+import torch_export_ops_rnn  # noqa: E402,F401
 import torch_export_ops_vision  # noqa: E402,F401

@@ -24,7 +24,9 @@ every gradient, the input's too), and the refusals that stay:
   in-place dropout on flatten's output) is a plain op; one whose base is
   read later is refused, naming the module;
 - as_strided that reads every element in order (adaptive pooling to the
-  input's own size) as a reshape;
+  input's own size) as a reshape; any other (HaloNet's overlapping
+  windows, a transposed input's storage order) and Tensor.unfold as a
+  gather of the elements each reads;
 - F.unfold (TNT) as a depthwise conv of one-hot kernels, F.fold (VOLO) as
   its taps spread and added;
 - softplus (Mamba) from exp and log, accurate where exp(x) is below
@@ -281,6 +283,26 @@ class OpsTest(unittest.TestCase):
         torch.manual_seed(6)
         net = nn.Sequential(nn.Conv2d(3, 4, 4, stride=4), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
         self.check(_loss_of(net), torch.randn(2, 3, 4, 4))
+
+    def test_overlapping_strided_windows_and_tensor_unfold(self):
+        # HaloNet's key/value windows: as_strided over a padded map, each
+        # element read by up to four windows; here over a transposed
+        # (non-contiguous) value, whose storage order is not its own.
+        class Windows(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 2, 1)
+
+            def forward(self, x):
+                y = F.pad(self.conv(x), (1, 1, 1, 1))  # (2, 2, 6, 7)
+                win = y.as_strided((2, 2, 2, 3, 4, 3), (84, 42, 14, 2, 7, 1))  # 2x3 grid of 4x3 windows
+                t = self.conv(x).transpose(2, 3)  # (2, 2, 5, 4), strides (40, 20, 1, 5)
+                diag = t.as_strided((2, 2, 4), (40, 20, 6))  # t[:, :, i, i]: storage steps of 6
+                rows = y.unfold(2, 3, 2).unfold(3, 2, 3)  # Tensor.unfold: (2, 2, 2, 2, 3, 2)
+                return win.tanh().sum((3, 4, 5)).sum(-1) + diag.square().sum(-1) + rows.sin().sum((2, 3, 4, 5))
+
+        torch.manual_seed(6)
+        self.check(_loss_of(Windows()), torch.randn(2, 3, 4, 5), params_only=True)
 
     def test_in_place_dropout_on_a_view(self):
         # EfficientNet's classifier: Dropout(inplace=True) on flatten's view.

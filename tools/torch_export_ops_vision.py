@@ -71,6 +71,34 @@ def _gather(ctx, x, dim, index, sparse_grad=False):
     return _flat_gather(ctx, x, flat, tuple(ctx.out_shape()))
 
 
+@op("as_strided.default")
+def _as_strided(ctx, x, size, stride, storage_offset=None):
+    """x.as_strided(...) as the trace saw it run: the element of x each
+    output element reads is noted from x's real strides and storage offset
+    (torch_export_trace.py). Every element in order is a reshape (adaptive
+    pooling to x's own size); any other pattern, overlapping windows
+    included (HaloNet's), a gather of those elements, whose gradient adds
+    every read of an element."""
+    index = ctx.call.note
+    if not isinstance(index, torch.Tensor):
+        ctx.fail("as_strided(size=%s, stride=%s, storage_offset=%s) of a %s value that reads storage outside "
+                 "the value's own elements" % (list(size), list(stride), storage_offset, tuple(x.shape)))
+    numel = int(np.prod(x.shape))
+    if index.numel() == numel and torch.equal(index.reshape(-1), torch.arange(numel)):
+        out = tuple(ctx.out_shape())
+        return x if out == tuple(x.shape) else ctx.emit("reshape", [_live(ctx, x)], out, _ints(out))
+    return _flat_gather(ctx, x, index, tuple(ctx.out_shape()))
+
+
+@op("unfold.default")
+def _unfold(ctx, x, dim, size, step):
+    """x.unfold(dim, size, step) (sliding windows): a gather of the elements
+    each window reads."""
+    with torch.no_grad():
+        flat = torch.arange(int(np.prod(x.shape))).reshape(x.shape).unfold(dim, size, step)
+    return _flat_gather(ctx, x, flat, tuple(ctx.out_shape()))
+
+
 def _flat_gather(ctx, x, flat, out):
     """out[i] = x.flatten()[flat[i]]: embedding's gather of rows of one
     element (a row read twice gets both gradients, in position order)."""

@@ -142,6 +142,57 @@ def op_key(func):
     return "%s.%s" % (s.name.split("::")[-1].rstrip("_"), s.overload_name or "default")
 
 
+def _has_ties(x, values, dim, keepdim):
+    """Whether a row of x along dim holds its extremum `values` more than once."""
+    if x.dim() == 0:
+        return False
+    with torch.no_grad():
+        v = values if keepdim else values.unsqueeze(dim)
+        return bool(((x == v).sum(dim) > 1).any())
+
+
+def _strided_index(x, size, stride, storage_offset=None):
+    """The element of x (its number in x's own order) that each element of
+    x.as_strided(size, stride, storage_offset) reads, from x's storage as it
+    is (the trace sees its real strides); None where one reads storage
+    outside x's elements, or where x itself reads a storage element twice."""
+    with torch.no_grad():
+        n = x.untyped_storage().nbytes() // max(x.element_size(), 1)
+        pos = torch.full((n,), -1, dtype=torch.int64)
+        numbers = torch.arange(x.numel(), dtype=torch.int64).reshape(x.shape)
+        try:
+            own = pos.as_strided(x.shape, x.stride(), x.storage_offset())
+            own.copy_(numbers)
+            if not torch.equal(own, numbers):
+                return None
+            offset = x.storage_offset() if storage_offset is None else storage_offset
+            index = pos.as_strided(size, stride, offset).clone()
+        except RuntimeError:
+            return None
+        return None if index.numel() and int(index.min()) < 0 else index
+
+
+def _positions(t):
+    """The storage element each element of t reads."""
+    index = torch.full(tuple(t.shape), t.storage_offset(), dtype=torch.int64)
+    for d, (n, step) in enumerate(zip(t.shape, t.stride())):
+        index += (torch.arange(n, dtype=torch.int64) * step).reshape([-1 if i == d else 1 for i in range(t.dim())])
+    return index.flatten()
+
+
+def _overlaps(a, b):
+    """Whether a and b, views of one storage, read a common element of it.
+    Disjoint views of one storage are common (GRU's gates: an in-place
+    sigmoid on one chunk of a row while the others are read later); assumed
+    to overlap where the dtypes differ or the views are large."""
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    if a.dtype != b.dtype or a.numel() + b.numel() > 1 << 22:
+        return True
+    with torch.no_grad():
+        return bool(torch.isin(_positions(a), _positions(b)).any())
+
+
 def _writes(func):
     return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
 
@@ -184,14 +235,20 @@ class _Dispatch(TorchDispatchMode):
                    if isinstance(a, torch.Tensor) and spec.alias_info is not None and spec.alias_info.is_write]
         sharers = set()
         for a in written:
-            sharers |= trace.storages.get(a.untyped_storage().data_ptr(), set()) - {id(a)}
+            sharers |= {sid for sid in trace.storages.get(a.untyped_storage().data_ptr(), set()) - {id(a)}
+                        if sid not in trace.tensors or _overlaps(trace.tensors[sid], a)}
         aliased = any(trace.value(a).kind in ("param", "buffer", "input") and a.requires_grad for a in written)
         # A write into a slice or select of a base whose other views are
         # not read again (Swin V2's qkv_bias[l:2l].zero_(), a buffer filled
         # by out[:, :d] = x): the base is written back with slice_scatter or
         # select_scatter after it, so the base's readers see the write.
-        scatter = trace.views.get(id(written[0])) if len(written) == 1 else None
-        stale = sharers - {id(scatter[0])} if scatter is not None else sharers  # read later: refused
+        # A view of a view (out[i][j:k] = x; pad_packed_sequence's copies
+        # into out[:n][t]) is written back level by level, to the root.
+        chain, view = [], written[0] if len(written) == 1 else None
+        while view is not None and id(view) in trace.views:
+            chain.append(trace.views[id(view)])
+            view = chain[-1][0]
+        stale = sharers - {id(base) for base, _, _ in chain}  # read later: refused
         out = func(*args, **kwargs)
         inputs = [v for v in tree_flatten((vargs, vkwargs))[0] if isinstance(v, Value)]
         name = func._schema.name.split("::")[-1].rstrip("_")
@@ -218,6 +275,14 @@ class _Dispatch(TorchDispatchMode):
             # PyTorch's safe softmax gives 0 on a row that is -inf everywhere:
             # remat's softmax gives nan there. Noted for the op table.
             note = bool((out == 0).all(-1).any())
+        if name in ("max", "min") and kind == "live" and isinstance(out, tuple):
+            # torch.max(x, dim) gives the gradient to the element its index
+            # names, remat's amax splits it among ties: whether a row of this
+            # input has several elements equal to its extremum.
+            note = _has_ties(args[0], out[0], args[1] if len(args) > 1 else kwargs["dim"],
+                             args[2] if len(args) > 2 else kwargs.get("keepdim", False))
+        if name == "as_strided" and kind == "live":
+            note = _strided_index(*args, **kwargs)
         if kind == "live" and not isinstance(out, (torch.Tensor, list, tuple)):
             note = "python"  # a tensor's value read by Python (.item(), if x > 0)
         if aliased and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
@@ -238,12 +303,14 @@ class _Dispatch(TorchDispatchMode):
                 if v is not None and v.kind == "const":
                     t = trace.tensors[sid]
                     trace.add(t, "const", t.detach().clone(), path=v.path, label=v.label)
-        if scatter is not None and outs and outs[0] is not None and outs[0].kind == "live":
-            base, op_name, rest = scatter
-            old_base = trace.value(base)
-            new_base = trace.add(base, "live", None, path=path, label=op_name)
-            trace.events.append(Call(getattr(torch.ops.aten, op_name).default, (old_base, outs[0], *rest), {},
-                                     [new_base], path))
+        if chain and outs and outs[0] is not None and outs[0].kind == "live":
+            part = outs[0]
+            for base, op_name, rest in chain:
+                old_base = trace.value(base)
+                new_base = trace.add(base, "live", None, path=path, label=op_name)
+                trace.events.append(Call(getattr(torch.ops.aten, op_name).default, (old_base, part, *rest), {},
+                                         [new_base], path))
+                part = new_base
         return out
 
 
