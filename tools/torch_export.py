@@ -101,7 +101,8 @@ def _named_inputs(module, example_inputs):
     return example_inputs, {}, list(zip(names, example_inputs))
 
 
-def export(module, example_inputs, out_dir, loss=None, name=None, output=None, loss_inputs=()):
+def export(module, example_inputs, out_dir, loss=None, name=None, output=None, loss_inputs=(),
+           fixed_decisions=False):
     """Writes out_dir/program.txt and out_dir/<input>.npy; returns the program's text.
 
     loss: None (the module's output is the loss), "sum", "sum_of_squares", or
@@ -109,7 +110,15 @@ def export(module, example_inputs, out_dir, loss=None, name=None, output=None, l
     (x,), d, loss=F.cross_entropy, loss_inputs=(targets,))), traced with the
     model; its inputs are named targets (one) or target0, target1, ...
     output: which element of a returned tuple is the loss (nanoGPT's
-    (logits, loss): by default the one float scalar)."""
+    (logits, loss): by default the one float scalar).
+    fixed_decisions: integer and boolean results computed from the model's
+    values (a mixture of experts' topk routing, sort's permutation, argmax,
+    a comparison's mask) become constants, this example's, so that the
+    program is this training step: the tokens each expert gets as in this
+    run, the gradient through the values kept (topk's and sort's values,
+    max(x, dim)'s, are gathers at the fixed indices, PyTorch's own
+    gradient). The program then holds for these inputs and parameters
+    only. Without it such a result is an error naming it."""
     args, kwargs, named = _named_inputs(module, example_inputs)
     loss_inputs = tuple(loss_inputs)
     if loss_inputs and not callable(loss):
@@ -134,7 +143,7 @@ def export(module, example_inputs, out_dir, loss=None, name=None, output=None, l
         return out
 
     regions = Regions()
-    trace, result = run_traced(module, named, forward, regions, frozenset(TABLE))
+    trace, result = run_traced(module, named, forward, regions, frozenset(TABLE), fixed_decisions)
     try:
         return _write(module, name, out_dir, named, trace, result, regions)
     except ExportError:
@@ -153,7 +162,13 @@ def _write(module, name, out_dir, named, trace, result, regions):
     lowering = Lowering(trace, inputs, integer_inputs, TABLE)
     lines = lowering.hard + (lowering.run(trace.value(result)) or [])
     if lines:
-        raise ExportError(_message(lines))
+        hint = ""
+        if trace.decisions and not trace.fixed_decisions:
+            path, op = trace.decisions[0]
+            hint = ("\n%d integer or boolean results were computed from the model's values, the first at %s "
+                    "(aten.%s): export(..., fixed_decisions=True) takes this run's as constants (a mixture of "
+                    "experts' routing)" % (len(trace.decisions), path or "<root>", op))
+        raise ExportError(_message(lines) + hint)
     lost = []
     lowering.top.prune([lowering.top.out], lost, lowering.fresh)
     _check_regions(regions, lowering.top, lost)

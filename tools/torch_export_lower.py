@@ -244,6 +244,9 @@ class Lowering:
         for i, o in enumerate(c.outs):
             if o is None:
                 continue
+            if o.kind == "const":  # a decision fixed at export (topk's indices): its contents as traced
+                self.env[o.index] = Const(o)
+                continue
             r = results[i] if i < len(results) else None
             errs = set(inherited)
             if result is not None and r is None:

@@ -156,7 +156,9 @@ FAMILIES = [
 # float64: ReLU kinks, remat's float32 on the other side of 4 elements
 # within roundoff of 0) and timm's efficientnet_b0 (a running mean near 0 in
 # float64: judged against the scale of what it averages, model_judge.py).
-def _hf_more(cls_name, config_name, **config):
+def _hf_more(cls_name, config_name, export_options=None, **config):
+    """A Hugging Face language model from its config; export_options go to
+    export (fixed_decisions for a mixture of experts' routing)."""
     def build(dropout):
         import transformers as T
         cfg = getattr(T, config_name)(**config)
@@ -168,7 +170,7 @@ def _hf_more(cls_name, config_name, **config):
         if m.supports_gradient_checkpointing:  # Funnel has no switch
             m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         ids = torch.randint(0, 64, (2, 8))
-        return m, {"input_ids": ids, "labels": ids.clone()}, None, (), None
+        return m, {"input_ids": ids, "labels": ids.clone()}, None, (), None, export_options or {}
     return build
 
 
@@ -322,11 +324,12 @@ def export_family(build, dropout):
     new directory: (model, inputs, loss, loss_inputs, calls, directory,
     program text, export seconds)."""
     torch.manual_seed(20)
-    model, inputs, loss, loss_inputs, calls = build(dropout)
+    built = build(dropout)  # and export's options, where a family has any
+    model, inputs, loss, loss_inputs, calls = built[:5]
     model.train()
     d = tempfile.mkdtemp()
     start = time.time()
-    text = export(model, inputs, d, loss=loss, loss_inputs=loss_inputs)
+    text = export(model, inputs, d, loss=loss, loss_inputs=loss_inputs, **(built[5] if len(built) > 5 else {}))
     return model, inputs, loss, loss_inputs, calls, d, text, time.time() - start
 
 

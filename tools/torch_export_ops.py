@@ -1,9 +1,9 @@
 """tools/torch_export.py's op table: each ATen op a model reduces to, as
 remat's ops (engines/api/program_text.h's syntax), its attributes checked.
 The entries of vision models' ops (torch_export_ops_vision.py), attention
-(_attention.py), random noise (_random.py), extrema (_extrema.py) and
-recurrent layers (_rnn.py) are in files of their own and join TABLE when
-this module is imported.
+(_attention.py), random noise (_random.py), extrema, topk and sort
+(_extrema.py), experts' dispatch (_moe.py) and recurrent layers (_rnn.py)
+are in files of their own and join TABLE when this module is imported.
 
 TABLE maps "op.overload" (an in-place op as its functional one: add_.Tensor
 is add.Tensor) to fn(ctx, *args, **kwargs), called only when an input is
@@ -66,6 +66,9 @@ output, or raises ctx.fail("what is not supported"). The table:
   embedding                 embedding (ints=[PADDING_IDX])
   native_dropout; bernoulli_ + div_ + mul (CPU dropout)   dropout on dropout_seed
   floor(keep + rand), rand < keep (dropout written by hand)  as bernoulli(keep)
+  topk sort                 a gather at the indices, fixed at export (fixed_decisions)
+  _grouped_mm index_add     by fixed groups and indices: slices, matmuls and cat; a
+                            matmul by the indices' one-hot matrix
   mkldnn_rnn_layer (nn.LSTM)  unrolled: one matmul for every step's input, then each
                             step's matmul, sigmoid, tanh, mul and add
   _scaled_dot_product_flash_attention_for_cpu   its definition: matmul, scale,
@@ -845,6 +848,7 @@ def _layer_norm(ctx, x, shape, weight, bias, eps):
 # join TABLE when this module is imported (they import its helpers).
 import torch_export_ops_attention  # noqa: E402,F401
 import torch_export_ops_extrema  # noqa: E402,F401
+import torch_export_ops_moe  # noqa: E402,F401
 import torch_export_ops_random  # noqa: E402,F401
 import torch_export_ops_rnn  # noqa: E402,F401
 import torch_export_ops_vision  # noqa: E402,F401

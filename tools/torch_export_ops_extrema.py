@@ -1,7 +1,8 @@
 """torch_export_ops.py's entries for extrema: the larger or smaller of two
 tensors (torch.maximum / torch.minimum, torch.max(a, b): XGLM's guard
 max(attn, finfo.min)), the max or min over every element, amin, and
-max / min over one axis with its index (torch.max(x, dim): VOLO's head).
+max / min over one axis with its index (torch.max(x, dim): VOLO's head);
+topk and sort, whose indices export fixes (fixed_decisions).
 
 Each is remat's amax, whose values are exact (one of its inputs, never a
 rounded sum) and whose gradient is split evenly among ties, as PyTorch
@@ -13,6 +14,7 @@ import torch
 
 from torch_export_lower import Live
 from torch_export_ops import _axis, _ints, _live, _reduce, _reshape, op
+from torch_export_ops_vision import _flat_gather
 
 
 def _column(ctx, x, out, n, negate):
@@ -86,6 +88,8 @@ def _over_dim(ctx, x, dim, keepdim, smallest):
     the model's input had a row with ties, where amax would split it. The
     indices are not mapped: a model that reads them fails naming this op's
     output 1."""
+    if ctx.call.outs[1] is not None and ctx.call.outs[1].kind == "const":
+        return [_at_indices(ctx, x, dim, "max" if not smallest else "min"), None]
     if ctx.call.note is not False:
         ctx.fail("%s(dim=%d) where a row's %s is held by several elements (PyTorch gives the gradient to the one "
                  "its index names; remat's amax splits it among them)"
@@ -103,3 +107,37 @@ def _max_dim(ctx, x, dim, keepdim=False):
 @op("min.dim")
 def _min_dim(ctx, x, dim, keepdim=False):
     return _over_dim(ctx, x, dim, keepdim, True)
+
+
+# Selections whose indices are fixed at export (export's fixed_decisions:
+# the trace keeps an index computed from the model's values as a constant):
+# the values are a gather at those indices, PyTorch's own gradient, ties
+# and all.
+def _at_indices(ctx, x, dim, what):
+    """x's elements at the call's output 1, the indices along dim (keepdim's
+    shape or without dim), as a gather; an error when they are not fixed."""
+    idx = ctx.call.outs[1]
+    if idx is None or idx.kind != "const":
+        ctx.fail("%s's indices computed from the model's values (export(..., fixed_decisions=True) takes this "
+                 "run's)" % what)
+    rank = len(x.shape)
+    d = _axis(dim, rank) if rank else 0
+    index = idx.tensor if idx.tensor.dim() == rank else idx.tensor.unsqueeze(d)
+    with torch.no_grad():
+        flat = torch.gather(torch.arange(int(np.prod(x.shape))).reshape(x.shape), d, index) if rank else index
+    return _flat_gather(ctx, x, flat, tuple(ctx.out_shape()))
+
+
+@op("topk.default")
+def _topk(ctx, x, k, dim=-1, largest=True, sorted=True):
+    """torch.topk (a mixture of experts' router): its values at its indices."""
+    return [_at_indices(ctx, x, dim, "topk"), None]
+
+
+@op("sort.default", "sort.stable")
+def _sort(ctx, x, *args, dim=-1, **kwargs):
+    """torch.sort: its values at its permutation (sort.default's dim is its
+    second argument; sort.stable's a keyword)."""
+    if args and not isinstance(args[0], bool):
+        dim = args[0]
+    return [_at_indices(ctx, x, dim, "sort"), None]

@@ -259,10 +259,11 @@ class TorchExportTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout
 
-    def run_remat(self, model, x, policy=None):
-        """Exports, runs remat (recompute engine), returns (loss, grads by name, residual bytes)."""
+    def run_remat(self, model, x, policy=None, **options):
+        """Exports (export's options), runs remat (recompute engine), returns
+        (loss, grads by name, residual bytes)."""
         d = tempfile.mkdtemp()
-        export(model, (x,), d)
+        export(model, (x,), d, **options)
         out = tempfile.mkdtemp()
         args = ["run", "--program", os.path.join(d, "program.txt"), "--inputs", d, "--wrt", "all",
                 "--engine", "recompute", "--dump", out]
@@ -275,14 +276,14 @@ class TorchExportTest(unittest.TestCase):
         grads = {f[5:-4]: np.load(os.path.join(out, f)) for f in os.listdir(out) if f.startswith("grad_")}
         return float(np.load(os.path.join(out, "loss.npy"))), grads, residual
 
-    def check(self, model, x, policy=None, params_only=False):
+    def check(self, model, x, policy=None, params_only=False, **options):
         """params_only: compare the gradients of parameters and x, not the
         number of gradients (buffers are differentiated by --wrt all too)."""
         torch.manual_seed(0)
         model.zero_grad()
         xr = x.clone().requires_grad_(True)
         torch_bytes, loss = torch_saved_bytes(model, xr)
-        r_loss, r_grads, r_bytes = self.run_remat(model, x, policy)
+        r_loss, r_grads, r_bytes = self.run_remat(model, x, policy, **options)
         self.assertLessEqual(abs(r_loss - loss.item()), RTOL * max(abs(loss.item()), 1e-30) * 4,
                              "loss: remat %r, PyTorch %r" % (r_loss, loss.item()))
         expected = {n: p.grad.numpy() for n, p in model.named_parameters()}

@@ -71,8 +71,13 @@ class Trace:
     """The events of one forward pass: Calls, and the checkpoint regions'
     begin and end (torch_export_regions.py appends those)."""
 
-    def __init__(self, root, inputs):
+    def __init__(self, root, inputs, fixed_decisions=False):
         self.events, self.values, self.tensors = [], {}, {}
+        # Integer and boolean results computed from the model's values
+        # (topk's and sort's indices, argmax, a comparison's mask): with
+        # fixed_decisions, constants as this run made them (export's
+        # docstring); the (module path, op) of each either way.
+        self.fixed_decisions, self.decisions = fixed_decisions, []
         self.paths = {}
         for path, m in root.named_modules():
             self.paths.setdefault(id(m), path)
@@ -268,8 +273,13 @@ class _Dispatch(TorchDispatchMode):
             if not isinstance(t, torch.Tensor):
                 outs.append(None)
                 continue
-            snapshot = t.detach().clone() if kind == "const" else t.detach() if kind == "random" else None
-            outs.append(trace.add(t, kind, snapshot, path=path, label=label))
+            k = kind
+            if kind == "live" and not (t.is_floating_point() or t.is_complex()):
+                trace.decisions.append((path, name))
+                if trace.fixed_decisions:
+                    k = "const"
+            snapshot = t.detach().clone() if k == "const" else t.detach() if k == "random" else None
+            outs.append(trace.add(t, k, snapshot, path=path, label=label))
         note = None
         if name == "_safe_softmax" and kind == "live":
             # PyTorch's safe softmax gives 0 on a row that is -inf everywhere:
@@ -330,15 +340,15 @@ class _Hooks:
             h.remove()
 
 
-def run_traced(root, inputs, fn, regions, mapped=None):
+def run_traced(root, inputs, fn, regions, mapped=None, fixed_decisions=False):
     """Runs fn() (the model's forward and loss) under the trace; returns
     (trace, fn's result). inputs: (name, tensor) of the example inputs.
     regions: a torch_export_regions.Regions, entered around the run.
     mapped: the op keys (op_key) the lowering maps, or None; an op on live
     values outside it that PyTorch can decompose (torch._decomp) is traced
     as its decomposition. The model's buffers and PyTorch's random state are
-    as they were after it."""
-    trace = Trace(root, inputs)
+    as they were after it. fixed_decisions: Trace's."""
+    trace = Trace(root, inputs, fixed_decisions)
     buffers = [(b, b.detach().clone()) for b in root.buffers()]
     try:
         with torch.random.fork_rng(), regions.recording(trace), _Hooks(trace), _Dispatch(trace, mapped):

@@ -85,8 +85,12 @@ MODELS = {
                  state_size=4),
     "xglm": _hf("XGLMForCausalLM", "XGLMConfig", vocab_size=64, d_model=32, ffn_dim=64, num_layers=2,
                 attention_heads=4, max_position_embeddings=32),
+    # Mixtures of experts: the routing fixed at export (export's fixed_decisions).
     "qwen2_moe": _hf("Qwen2MoeForCausalLM", "Qwen2MoeConfig", num_key_value_heads=2, num_experts=4,
-                     num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=32, **_DEC),
+                     num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=32,
+                     export_options={"fixed_decisions": True}, **_DEC),
+    "mixtral": _hf("MixtralForCausalLM", "MixtralConfig", num_key_value_heads=2, num_local_experts=4,
+                   num_experts_per_tok=2, export_options={"fixed_decisions": True}, **_DEC),
     # transformers, encoders and encoder-decoders
     "albert": _hf("AlbertForMaskedLM", "AlbertConfig", embedding_size=16, **_LM),
     "electra": _hf("ElectraForMaskedLM", "ElectraConfig", embedding_size=16, **_LM),
