@@ -187,9 +187,10 @@ def _whisper(dropout):
     return m, {"input_features": torch.randn(2, 8, 16), "labels": torch.randint(2, 64, (2, 6))}, None, (), None
 
 
-def _hf_vision(cls_name, config_name, size, **config):
+def _hf_vision(cls_name, config_name, size, batch=2, **config):
     """A Hugging Face image classifier from its config, its drop path (Hugging
-    Face's own, floor(keep + rand)) at 0.1 with dropout on."""
+    Face's own, floor(keep + rand)) at 0.1 with dropout on; `batch` images
+    (even)."""
     def build(dropout):
         import transformers as T
         cfg = getattr(T, config_name)(**config)
@@ -200,11 +201,13 @@ def _hf_vision(cls_name, config_name, size, **config):
         m = getattr(T, cls_name)(cfg)
         if m.supports_gradient_checkpointing:
             m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        return m, {"pixel_values": torch.randn(2, 3, size, size), "labels": torch.tensor([1, 0])}, None, (), None
+        return (m, {"pixel_values": torch.randn(batch, 3, size, size), "labels": torch.tensor([1, 0] * (batch // 2))},
+                None, (), None)
     return build
 
 
-def _vision_more(make, size=64):
+def _vision_more(make, size=64, batch=2):
+    """A torchvision or timm classifier, `batch` images (even) of size x size."""
     def build(dropout):
         m = make()
         if not dropout:
@@ -218,7 +221,7 @@ def _vision_more(make, size=64):
                 m.set_grad_checkpointing(True)
             except AssertionError:  # timm's models without it (SE-ResNet, DLA, CSPNet) say so
                 pass
-        return m, (torch.randn(2, 3, size, size),), F.cross_entropy, (torch.tensor([3, 7]),), None
+        return m, (torch.randn(batch, 3, size, size),), F.cross_entropy, (torch.tensor([3, 7] * (batch // 2)),), None
     return build
 
 

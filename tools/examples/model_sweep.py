@@ -44,8 +44,22 @@ def _tv(name, size=64, **kw):
     return "torchvision", models._vision_more(models._tv(name, **kw), size)
 
 
-def _tm(name, size=64, **kw):
-    return "timm", models._vision_more(models._timm(name, **kw), size)
+def _tm(name, size=64, batch=2, **kw):
+    return "timm", models._vision_more(models._timm(name, **kw), size, batch)
+
+
+def _vit_mae(dropout):
+    """ViT-MAE pretraining: its random masking's noise passed in, as
+    transformers lets a caller control it, so that the float32 and float64
+    runs mask the same patches; the patches kept (argsort of the noise)
+    fixed at export."""
+    import torch
+    build = models._hf_vision("ViTMAEForPreTraining", "ViTMAEConfig", 32, decoder_hidden_size=32,
+                              decoder_num_hidden_layers=1, decoder_num_attention_heads=4,
+                              decoder_intermediate_size=64, **{k: v for k, v in _VIT.items() if k != "num_labels"})
+    m, inputs, loss, loss_inputs, calls = build(dropout)
+    inputs = {"pixel_values": inputs["pixel_values"], "noise": torch.rand(2, (32 // 8) ** 2)}
+    return m, inputs, loss, loss_inputs, calls, {"fixed_decisions": True}
 
 
 _DEC = models._DECODER
@@ -111,9 +125,7 @@ MODELS = {
     "hf.data2vec_vision": _hfv("Data2VecVisionForImageClassification", "Data2VecVisionConfig", **_VIT),
     "hf.dinov2": _hfv("Dinov2ForImageClassification", "Dinov2Config", image_size=32, patch_size=8, hidden_size=32,
                       num_hidden_layers=2, num_attention_heads=4, num_labels=3),
-    "hf.vit_mae": _hfv("ViTMAEForPreTraining", "ViTMAEConfig", decoder_hidden_size=32, decoder_num_hidden_layers=1,
-                       decoder_num_attention_heads=4, decoder_intermediate_size=64,
-                       **{k: v for k, v in _VIT.items() if k != "num_labels"}),
+    "hf.vit_mae": ("transformers", _vit_mae),
     "hf.convnext": _hfv("ConvNextForImageClassification", "ConvNextConfig", 64, hidden_sizes=[8, 16, 32, 64],
                         depths=[1, 1, 2, 1], num_labels=3),
     "hf.convnextv2": _hfv("ConvNextV2ForImageClassification", "ConvNextV2Config", 64, hidden_sizes=[8, 16, 32, 64],
@@ -129,7 +141,10 @@ MODELS = {
     "hf.poolformer": _hfv("PoolFormerForImageClassification", "PoolFormerConfig", 64, num_labels=3),
     "hf.mobilenet_v2": _hfv("MobileNetV2ForImageClassification", "MobileNetV2Config", 64, image_size=64,
                             num_labels=3, depth_multiplier=0.35),
-    "hf.levit": _hfv("LevitForImageClassification", "LevitConfig", 128, image_size=128, num_labels=3),
+    # Its classifier is a BatchNorm1d over the batch: over 2 samples near
+    # sqrt(eps) apart it amplifies any float32 error (PyTorch's too) about
+    # 300 times and the judgement is noise; 8 images.
+    "hf.levit": _hfv("LevitForImageClassification", "LevitConfig", 128, batch=8, image_size=128, num_labels=3),
     # torchvision
     "tv.resnet34": _tv("resnet34"),
     "tv.resnext50": _tv("resnext50_32x4d"),
@@ -170,6 +185,9 @@ for _name, _size, _kw in (
         ("convit_tiny", 64, {"img_size": 64}), ("pit_ti_224", 64, {"img_size": 64}),
         ("mvitv2_tiny", 64, {"img_size": 64})):
     MODELS["timm." + _name] = _tm(_name, _size, **_kw)
+# ReXNet's squeeze-excite modules hold a BatchNorm over (N, C, 1, 1): over 2
+# samples the same ill-conditioned head as LeViT's; 8 images.
+MODELS["timm.rexnet_100"] = _tm("rexnet_100", 64, batch=8)
 
 
 def one(name):
