@@ -1,9 +1,39 @@
 #include "harness/bench_collect.h"
 
 #include <optional>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace remat::bench {
+
+std::string WithoutDebugBanner(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line, kept;
+  while (std::getline(lines, line)) {
+    if (line.find("Library was built as DEBUG") != std::string::npos) continue;
+    kept += line + "\n";
+  }
+  return kept;
+}
+
+bool CollectingReporter::ReportContext(const Context& context) {
+  // The library prints its context (and the warning) on the display
+  // reporter's error stream: caught here, and passed on without the warning.
+  std::ostream& err = display_->GetErrorStream();
+  std::ostringstream caught;
+  display_->SetErrorStream(&caught);
+  bool ok = false;
+  try {
+    ok = display_->ReportContext(context);
+  } catch (...) {
+    display_->SetErrorStream(&err);
+    throw;
+  }
+  display_->SetErrorStream(&err);
+  err << WithoutDebugBanner(caught.str()) << kTimingLine << std::endl;
+  return ok;
+}
 
 RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) {
   RowResult r;

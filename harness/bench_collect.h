@@ -30,7 +30,13 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
 
   explicit CollectingReporter(benchmark::BenchmarkReporter* display) : display_(display) {}
 
-  bool ReportContext(const Context& context) override { return display_->ReportContext(context); }
+  // The display reporter's context lines, less Google Benchmark's
+  // "***WARNING*** Library was built as DEBUG. Timings may be affected."
+  // (Debian's libbenchmark is built without NDEBUG), and a line that says
+  // what times a run: the bench's own clock around its samples, whose
+  // times it hands to the library (manual time), so the library's build
+  // touches no reported time.
+  bool ReportContext(const Context& context) override;
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) Collect(run);
     display_->ReportRuns(runs);
@@ -73,6 +79,14 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
   benchmark::BenchmarkReporter* display_;
   std::map<std::string, Collected> collected_;
 };
+
+// `text` without its lines that hold Google Benchmark's DEBUG build warning.
+std::string WithoutDebugBanner(const std::string& text);
+
+// The line a run's context ends with: what times the rows.
+inline constexpr char kTimingLine[] =
+    "bench: rows are timed by the bench's own clock (std::chrono::steady_clock around each sample), "
+    "handed to Google Benchmark as manual time; how the library was built does not change them";
 
 // A row's RowResult: its samples' numbers (RowEstimate), its stats and what
 // Google Benchmark collected of it.

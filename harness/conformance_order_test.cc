@@ -26,6 +26,7 @@ namespace remat {
 namespace {
 
 constexpr float kBig = 16777216.0f;  // 2^24: kBig + 1 rounds back to kBig in float32
+constexpr float kHuge = 1152921504606846976.0f;  // 2^60: kHuge + 2 rounds back to kHuge in float64
 
 Tensor Floats(const Shape& shape, const std::vector<float>& values) {
   Tensor t = Tensor::Zeros(DType::kF32, shape);
@@ -75,12 +76,15 @@ std::vector<std::pair<std::string, Program>> AsWrittenAndRecomputed(const Progra
           {"nothing_saveable", ApplyPolicy(program, Policy::Parse("nothing_saveable"))}};
 }
 
-// Rows of 4 chosen so that the flat order from +0 gives a value no other
-// order or accumulator does:
-//   2^24, 1, 1, -2^24   in order from +0: 2^24, 2^24, 2^24, 0; pairwise 1;
-//                       in float64 2; last to first 2
+// Rows of 4 chosen so that a float64 running sum in flat order from +0,
+// rounded once, gives a value no float32 accumulator and no other order
+// does:
+//   2^24, 1, 1, -2^24   float64 in any order: 2; a float32 running sum in
+//                       flat order 0, pairwise in float32 1
 //   -0, -0, -0, -0      from +0: +0 (from the first element: -0)
-//   1, 2^24, 1, -2^24   in order: 1, 2^24 + 1 rounds to 2^24, then 2^24, 0
+//   1, 1, 2^60, -2^60   float64 in flat order: 2, then 2^60 + 2 rounds to
+//                       2^60, then 0; pairwise (1 + 1) + 0 = 2, last to
+//                       first 0 + 1 + 1 = 2
 // sum over axis 1 of x (3, 4) is read back as dv: the loss is
 // sum(mul(sum(x) ints=[1], v)), whose dv is the sum itself (times 1). The
 // broadcast add's db (b of shape (4), added to c (3, 4)) sums dy = w's
@@ -104,16 +108,16 @@ TEST(OrderTest, ReductionsAndBroadcastCotangentsSumInTheContractsOrder) {
 })",
                                        "order_test");
   const std::vector<Tensor> args = {
-      Floats(Shape({3, 4}), {kBig, 1, 1, -kBig, -0.0f, -0.0f, -0.0f, -0.0f, 1, kBig, 1, -kBig}),
+      Floats(Shape({3, 4}), {kBig, 1, 1, -kBig, -0.0f, -0.0f, -0.0f, -0.0f, 1, 1, kHuge, -kHuge}),
       Floats(Shape({3}), {1, 1, 1}), Floats(Shape({4, 3}), {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
       Floats(Shape({3}), {0, 0, 0}),
-      // w's columns: (2^24, 1, 1, -2^24), (-0, -0, -0, -0), (1, 2^24, 1, -2^24).
-      Floats(Shape({4, 3}), {kBig, -0.0f, 1, 1, -0.0f, kBig, 1, -0.0f, 1, -kBig, -0.0f, -kBig})};
+      // w's columns: (2^24, 1, 1, -2^24), (-0, -0, -0, -0), (1, 1, 2^60, -2^60).
+      Floats(Shape({4, 3}), {kBig, -0.0f, 1, 1, -0.0f, 1, 1, -0.0f, kHuge, -kBig, -0.0f, -kHuge})};
   for (const auto& [spec, p] : AsWrittenAndRecomputed(program)) {
     const Result r = MakeEngine(EngineUnderTest())->ValueAndGrad(p, args, {1, 3});
     const std::string what = EngineUnderTest() + " under " + spec + ": grad ";
-    ExpectBits(r.grads[0], {0, 0, 0}, what + "v (sum over axis 1, R2.2)");
-    ExpectBits(r.grads[1], {0, 0, 0}, what + "b (a broadcast operand's cotangent, R2.2)");
+    ExpectBits(r.grads[0], {2, 0, 0}, what + "v (sum over axis 1, R2.2)");
+    ExpectBits(r.grads[1], {2, 0, 0}, what + "b (a broadcast operand's cotangent, R2.2)");
   }
 }
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engines/api/error.h"
@@ -235,10 +236,12 @@ TEST(ModelOpsContract, AmaxSplitsTheGradientEvenlyAmongTies) {
   }
 }
 
-// The order a broadcast operand's cotangent is summed in (CONTRACT.md):
-// increasing flat index of the output, from +0. With dy = (1, 1e8, -1e8)
-// summed into one element, that order gives ((0 + 1) + 1e8) - 1e8 = 0 in
-// float32 (the 1 is absorbed); the reverse order would give 1.
+// The order a broadcast operand's cotangent and a sum over axes are summed
+// in (CONTRACT.md): increasing flat index of the output, from +0, in a
+// float64 running sum rounded once. dy = (1, 1e8, -1e8) into one element
+// gives 1 (a float32 running sum absorbs the 1 and gives 0); dy = (1,
+// 2^60, -2^60) gives 0 (2^60 absorbs the 1 in float64; the reverse order
+// would give 1).
 TEST(ModelOpsContract, BroadcastCotangentsAndSumsFollowTheStatedOrder) {
   const char* add = R"(program p(a: f32[3], b: f32[1], r: f32[3]) {
   %y: f32[3] = add(%a, %b)
@@ -246,15 +249,19 @@ TEST(ModelOpsContract, BroadcastCotangentsAndSumsFollowTheStatedOrder) {
   %s: f32[] = sum(%m)
   return %s
 })";
-  const Tensor r = F32(Shape({3}), {1, 1e8f, -1e8f});
-  const Result got = RunOne("eager", add, {F32(Shape({3}), {0, 0, 0}), F32(Shape({1}), {0}), r});
-  EXPECT_EQ(got.grads[1].f32()[0], 0.0f);
+  const float huge = 1152921504606846976.0f;  // 2^60
   const char* sum = R"(program p(x: f32[3,1]) {
   %y: f32[1] = sum(%x) ints=[0]
   %s: f32[] = sum(%y)
   return %s
 })";
-  EXPECT_EQ(RunOne("eager", sum, {F32(Shape({3, 1}), {1, 1e8f, -1e8f})}).value.f32()[0], 0.0f);
+  for (const auto& [terms, want] : {std::pair<std::vector<float>, float>{{1, 1e8f, -1e8f}, 1.0f},
+                                    std::pair<std::vector<float>, float>{{1, huge, -huge}, 0.0f}}) {
+    const Result got = RunOne("eager", add, {F32(Shape({3}), {0, 0, 0}), F32(Shape({1}), {0}),
+                                             F32(Shape({3}), terms)});
+    EXPECT_EQ(got.grads[1].f32()[0], want) << terms[1];
+    EXPECT_EQ(RunOne("eager", sum, {F32(Shape({3, 1}), terms)}).value.f32()[0], want) << terms[1];
+  }
 }
 
 // relu6 = hardtanh [0, 6]: the bounds clamp, a NaN passes, and the gradient

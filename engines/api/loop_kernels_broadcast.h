@@ -9,9 +9,10 @@
 // The order of every reduction (CONTRACT.md, "Broadcasting and
 // reductions"): a reduced element is the sum, from +0, of the elements of
 // the full tensor that map to it, in increasing row-major (flat) index of
-// the full tensor, one running sum in T; a mean is that sum divided by the
-// number of terms (one division); a max starts from -inf and takes each
-// element in the same order, a NaN kept (a NaN propagates).
+// the full tensor, one running sum in double rounded once to T; a mean is
+// that double sum divided by the number of terms, rounded once; a max
+// starts from -inf and takes each element in the same order, a NaN kept (a
+// NaN propagates).
 #ifndef REMAT_ENGINES_API_LOOP_KERNELS_BROADCAST_H_
 #define REMAT_ENGINES_API_LOOP_KERNELS_BROADCAST_H_
 
@@ -165,10 +166,27 @@ void FoldInto(const Tensor& x, const Shape& kept, T* o, int64_t out_elements, T 
   }
 }
 
-// The running sums from +0.
+// The sums from +0, each a running sum in double of its terms (each an
+// element of x, in T) in the header's order, divided by `count` (a mean's
+// terms; 1 for a sum) and rounded once to T. Why double: a float running
+// sum's error grows with the number of terms, and a broadcast scalar's
+// gradient sums a whole activation (timm's HGNetV2 scales every map by one
+// learned number: 32k terms of both signs put its gradient 21 times
+// further from float64 than PyTorch's pairwise float sums).
 template <typename T>
-void SumInto(const Tensor& x, const Shape& kept, T* o, int64_t out_elements) {
-  FoldInto<T>(x, kept, o, out_elements, T(0), [](T& acc, T v) { acc += v; });
+void SumInto(const Tensor& x, const Shape& kept, T* o, int64_t out_elements, int64_t count = 1) {
+  std::vector<double> acc(static_cast<size_t>(out_elements), 0.0);
+  const BroadcastWalk<1> walk(x.shape(), {kept});
+  const T* px = static_cast<const T*>(x.raw());
+  const int64_t cols = walk.cols(), so = walk.col_stride(0);
+  for (int64_t r = 0; r < walk.rows(); ++r) {
+    double* ra = acc.data() + walk.RowOffset(0, r);
+    const T* rx = px + r * cols;
+    for (int64_t j = 0; j < cols; ++j) ra[j * so] += static_cast<double>(rx[j]);
+  }
+  for (int64_t i = 0; i < out_elements; ++i) {
+    o[i] = static_cast<T>(acc[static_cast<size_t>(i)] / static_cast<double>(count));
+  }
 }
 
 // dy summed back to `out`'s shape, which broadcasts to dy's (the backward
@@ -190,10 +208,7 @@ void Reduce(const Tensor& x, std::span<const int64_t> axes, int64_t op, Tensor& 
   const int64_t n = out.num_elements();
   const int64_t count = n == 0 ? 0 : x.num_elements() / n;
   if (static_cast<ReduceOp>(op) != ReduceOp::kAmax) {
-    SumInto<T>(x, kept, o, n);
-    if (static_cast<ReduceOp>(op) == ReduceOp::kMean) {
-      for (int64_t i = 0; i < n; ++i) o[i] = o[i] / static_cast<T>(count);
-    }
+    SumInto<T>(x, kept, o, n, static_cast<ReduceOp>(op) == ReduceOp::kMean ? count : 1);
     return;
   }
   // The max from -inf; a NaN, once seen, stays.

@@ -66,13 +66,15 @@ void FaultyKernels::SumInFloat64(const Tensor& x, Tensor& out) const {
   out.f32()[0] = static_cast<float>(sum);
 }
 
-void FaultyKernels::SumToInFloat64(const Tensor& dy, Tensor& out) const {
+void FaultyKernels::SumToInFloat32(const Tensor& dy, Tensor& out) const {
   // dy's element at multi-index i goes to out's at i aligned on the right,
-  // an axis where out has size 1 at 0.
+  // an axis where out has size 1 at 0; each of out's elements one float32
+  // running sum in flat order (the rule before CONTRACT.md R2.2 took
+  // float64 accumulators).
   const Shape& from = dy.shape();
   const Shape& to = out.shape();
   const int extra = from.rank() - to.rank();
-  std::vector<double> acc(static_cast<size_t>(out.num_elements()), 0.0);
+  std::vector<float> acc(static_cast<size_t>(out.num_elements()), 0.0f);
   std::vector<int64_t> index(static_cast<size_t>(from.rank()), 0);
   for (int64_t i = 0; i < dy.num_elements(); ++i) {
     int64_t rest = i, at = 0, stride = 1;
@@ -86,7 +88,7 @@ void FaultyKernels::SumToInFloat64(const Tensor& dy, Tensor& out) const {
     }
     acc[at] += dy.f32()[i];
   }
-  for (int64_t j = 0; j < out.num_elements(); ++j) out.f32()[j] = static_cast<float>(acc[j]);
+  for (int64_t j = 0; j < out.num_elements(); ++j) out.f32()[j] = acc[j];
 }
 
 void FaultyKernels::LayerNormWrongEpsilon(const Tensor& x, const Tensor& gamma,
@@ -313,8 +315,8 @@ void FaultyKernels::RunTableKernel(KernelOp op, std::span<const Tensor* const> i
     case KernelFault::kSumInFloat64:
       if (op == KernelOp::kSum) SumInFloat64(*in[0], out);
       break;
-    case KernelFault::kBroadcastSumInFloat64:
-      if (std::string_view(TableKernel(op).name) == "sum_to") SumToInFloat64(*in[0], out);
+    case KernelFault::kBroadcastSumInFloat32:
+      if (std::string_view(TableKernel(op).name) == "sum_to") SumToInFloat32(*in[0], out);
       break;
     case KernelFault::kLayerNormEpsilon1e6:
       if (op == KernelOp::kLayerNorm) LayerNormWrongEpsilon(*in[0], *in[1], *in[2], out);

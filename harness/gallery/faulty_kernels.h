@@ -33,10 +33,10 @@ enum class KernelFault {
   // sum accumulates in float64 and rounds once: float32 promoted inside a
   // kernel.
   kSumInFloat64,
-  // A broadcast operand's cotangent (sum_to) accumulates in float64 and
-  // rounds once per element, not one float32 running sum in flat order
-  // (CONTRACT.md R2.2).
-  kBroadcastSumInFloat64,
+  // A broadcast operand's cotangent (sum_to) is one float32 running sum in
+  // flat order per element, not a float64 one rounded once (CONTRACT.md
+  // R2.2).
+  kBroadcastSumInFloat32,
   // dropout draws fresh bits each time the forward pass or a recomputation
   // runs it (a generator whose state advances per call, as PyTorch's
   // without preserve_rng_state), and the backward pass reuses the latest
@@ -99,7 +99,7 @@ class FaultyKernels : public OneDnnKernels {
   static bool ComputesCotangents(KernelOp op);
   void ReluGradAtZeroIsOne(const Tensor& x, const Tensor& dy, Tensor& out) const;
   void SumInFloat64(const Tensor& x, Tensor& out) const;
-  void SumToInFloat64(const Tensor& dy, Tensor& out) const;
+  void SumToInFloat32(const Tensor& dy, Tensor& out) const;
   void LayerNormWrongEpsilon(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& out) const;
   void LayerNormBackwardWrongEpsilon(const Tensor& x, const Tensor& gamma, const Tensor& dy,

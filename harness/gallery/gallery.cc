@@ -285,11 +285,11 @@ const std::vector<Entry>& Entries() {
         "sum accumulated in float64 inside a kernel, while claiming eager's kernels",
         {"differs from eager"}},
        InKernels("faulty_float64_sum", KernelFault::kSumInFloat64, "onednn")},
-      {{"faulty_broadcast_sum_in_float64",
-        "a broadcast operand's cotangent (sum_to) summed in float64 and rounded once, while "
-        "claiming eager's kernels (CONTRACT.md R2.2: one float32 running sum in flat order)",
+      {{"faulty_broadcast_sum_in_float32",
+        "a broadcast operand's cotangent (sum_to) one float32 running sum in flat order, while "
+        "claiming eager's kernels (CONTRACT.md R2.2: a float64 running sum, rounded once)",
         {"differs from eager"}},
-       InKernels("faulty_broadcast_sum_in_float64", KernelFault::kBroadcastSumInFloat64, "onednn")},
+       InKernels("faulty_broadcast_sum_in_float32", KernelFault::kBroadcastSumInFloat32, "onednn")},
       {{"faulty_fresh_dropout_mask",
         "dropout draws fresh bits on every forward or recomputed run of it (a stateful "
         "generator), the backward pass reusing the latest mask",
