@@ -35,6 +35,19 @@ if base.HAVE_TORCH:
         def forward(self, x):
             return F.relu(x * self.w + self.b, inplace=self.inplace) @ self.v
 
+    class TwoNear(OnAKink):
+        """A second element near the kink, 3 * 2^-24 in float64 and 2^-23
+        in float32: within roundoff, but PyTorch's float32 stays on its
+        side."""
+
+        def __init__(self):
+            super().__init__(False)
+            self.w = nn.Parameter(torch.tensor([1 + 2.0 ** -12, 1 + 2.0 ** -12, 2.0]))
+            self.b = nn.Parameter(torch.tensor([-(1 + 2.0 ** -11), -(1 + 2.0 ** -11) + 2.0 ** -23, -1.0]))
+            self.v = nn.Parameter(torch.tensor([3.0, 7.0, 5.0]))
+
+    X3 = (torch.tensor([1 + 2.0 ** -12, 1 + 2.0 ** -12, 1.0]),)
+
     def sum_loss(y):
         return y.sum()
 
@@ -88,14 +101,7 @@ class KinkTest(unittest.TestCase):
         # A second element near the kink, 3 * 2^-24 in float64 and 2^-23 in
         # float32: within roundoff, but PyTorch's float32 stays on its side.
         # A run that flips it (and not the first) is found by the fit.
-        class TwoNear(OnAKink):
-            def __init__(self):
-                super().__init__(False)
-                self.w = nn.Parameter(torch.tensor([1 + 2.0 ** -12, 1 + 2.0 ** -12, 2.0]))
-                self.b = nn.Parameter(torch.tensor([-(1 + 2.0 ** -11), -(1 + 2.0 ** -11) + 2.0 ** -23, -1.0]))
-                self.v = nn.Parameter(torch.tensor([3.0, 7.0, 5.0]))
-        x = (torch.tensor([1 + 2.0 ** -12, 1 + 2.0 ** -12, 1.0]),)
-        ref = model_judge.Reference(TwoNear(), x, sum_loss, ())
+        ref = model_judge.Reference(TwoNear(), X3, sum_loss, ())
         self.assertEqual((ref.near, ref.torch_flips), (2, 1))
         second = [c for c in ref._candidates if c[1] == 1]
         grads = {n: g + ref._change(second)[n] for n, g in ref.grads64.items()}
@@ -105,6 +111,23 @@ class KinkTest(unittest.TestCase):
         self.assertEqual((mine, theirs, near), (1, 1, 2))
         grads["b"][1] = 1.0  # neither side of the kink
         self.assertFalse(self.verdict(ref, grads)[0])
+
+    def test_the_verdicts_search_finds_a_flip_the_fit_missed(self):
+        # The least-squares fit can miss a flip whose change lies in a few
+        # elements of a large gradient; Reference.refine, searching by the
+        # verdict's own measure, finds it on its own (the fit made to find
+        # nothing here), and still forgives nothing else.
+        ref = model_judge.Reference(TwoNear(), X3, sum_loss, ())
+        ref.nearest = lambda grads, mixed=True: []
+        second = [c for c in ref._candidates if c[1] == 1]
+        grads = {n: g + ref._change(second)[n] for n, g in ref.grads64.items()}
+        ok, rows, (mine, theirs, _) = self.verdict(ref, grads)
+        self.assertTrue(ok, rows)
+        self.assertEqual((mine, theirs), (1, 1))
+        grads["w"] = grads["w"] * np.array([1.0, 1.0, 1.0 + 1e-3])
+        self.assertFalse(self.verdict(ref, grads)[0], "a flip and w 1e-3 off")
+        half = {n: g + 0.5 * ref._change(second)[n] for n, g in ref.grads64.items()}
+        self.assertFalse(self.verdict(ref, half)[0], "half a flip")
 
     def test_tracing_changes_nothing(self):
         for inplace in (False, True):
