@@ -172,7 +172,8 @@ def _write(module, name, out_dir, named, trace, result, regions):
     lost = []
     lowering.top.prune([lowering.top.out], lost, lowering.fresh)
     _check_regions(regions, lowering.top, lost)
-    return write_program(out_dir, name or type(module).__name__, lowering.top, inputs)
+    return write_program(out_dir, name or type(module).__name__, lowering.top, inputs,
+                         trace.assumed if trace.shapes_only else None)
 
 
 def _kept(body):

@@ -144,10 +144,12 @@ class Lowering:
 
     def const_name(self, v, hint):
         """A constant's input name: an integer example input's own name when
-        it holds that input's elements (targets.view(-1)), else the module
-        path that made it and what it is."""
+        it holds that input's elements (targets.view(-1); shapes only, where
+        no elements are known: when its type and size are that input's),
+        else the module path that made it and what it is."""
         for name, t in self.example_names:
-            if t.dtype == v.dtype and t.numel() == v.tensor.numel() and torch.equal(t.reshape(-1), v.tensor.reshape(-1)):
+            if t.dtype == v.dtype and t.numel() == v.tensor.numel() and (
+                    t.is_meta or torch.equal(t.reshape(-1), v.tensor.reshape(-1))):
                 if name not in self.inputs.owner:
                     return name
         return _join(v.path, hint or v.label or "const")
@@ -163,7 +165,9 @@ class Lowering:
             t = t.to(torch.int32)
         elif t.dtype.is_floating_point and t.dtype != torch.float32:
             raise _Unsupported("a %s constant (remat's programs are f32)" % t.dtype)
-        key = ("c", str(t.dtype), tuple(t.shape), t.contiguous().numpy().tobytes())
+        # Equal constants are one input; a shapes-only export's have no
+        # contents, and each is its own.
+        key = ("c", str(t.dtype), tuple(t.shape), ("meta", id(v)) if t.is_meta else t.contiguous().numpy().tobytes())
         name = self.const_name(v, hint)
         return self.source(body, key, name, t, "constant")
 

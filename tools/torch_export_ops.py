@@ -686,7 +686,9 @@ def _nll_loss(ctx, x, target, weight, reduction, ignore_index):
                  % (weight is not None, ["none", "mean", "sum"][reduction]))
     if ctx.live(target):
         ctx.fail("targets computed from the model's values")
-    held = bool((target.tensor == ignore_index).any())
+    # ignore_index only where a target holds it; shapes only (no targets
+    # known): always, which holds for any targets.
+    held = target.tensor.is_meta or bool((target.tensor == ignore_index).any())
     loss = ctx.emit("cross_entropy", [ctx.id(origin[1]), ctx.id(target, "targets")], (),
                     _ints([ignore_index]) if held else "")
     return [loss, None]

@@ -49,7 +49,8 @@ class Inputs:
             raise ExportError("two inputs of the program would both be named %r: %s %r and %s %r; rename one"
                               % (pid, self.owner[pid][0], self.owner[pid][1], kind, name))
         wide = tensor.to(torch.int64) if tensor.dtype in _INTEGER else None
-        if wide is not None and wide.numel() and (int(wide.min()) < -2 ** 31 or int(wide.max()) >= 2 ** 31):
+        if wide is not None and wide.numel() and not wide.is_meta and (
+                int(wide.min()) < -2 ** 31 or int(wide.max()) >= 2 ** 31):
             raise ExportError("input %r: integer values outside int32 (remat's integer inputs are i32)" % pid)
         self.owner[pid] = (kind, name)
         self.by_key[key] = (pid, tensor, kind, last)
@@ -204,19 +205,25 @@ def _used_ids(body):
     return used
 
 
-def write_program(out_dir, name, top, inputs):
+def write_program(out_dir, name, top, inputs, assumed=None):
     """Writes out_dir/program.txt (the program `name` whose body is `top`)
-    and one .npy per input it reads; returns the program's text."""
+    and one .npy per input it reads; returns the program's text. assumed:
+    None, or a shapes-only export's [(module path, op, what)]: no .npy is
+    written, and the header says so and lists them."""
     used = _used_ids(top) | {top.out}
     declared = inputs.declared(used)
     decls = ["%s: %s%s" % (pid, _type(t.shape, t.dtype), " data" if data else "") for pid, t, data in declared]
     text = "# exported from PyTorch %s by tools/torch_export.py\n" % torch.__version__
+    if assumed is not None:
+        text += ("# shapes only (the model on the meta device): no input files; for remat plan, or a run on "
+                 "generated inputs\n")
+        text += "".join("# assumed at %s (aten.%s): %s\n" % (path or "<root>", op, what) for path, op, what in assumed)
     text += "program %s(%s) {\n" % (_ident(name), ", ".join(decls))
     text += "\n".join(_lines(top, "  ")) + "\n  return %%%s\n}\n" % top.out
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "program.txt"), "w") as f:
         f.write(text)
-    for pid, t, _ in declared:
+    for pid, t, _ in declared if assumed is None else ():
         kind = np.int32 if t.dtype in _INTEGER else np.float32
         np.save(os.path.join(out_dir, pid + ".npy"), t.detach().contiguous().numpy().astype(kind))
     return text

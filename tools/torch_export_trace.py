@@ -13,12 +13,18 @@ are kept as the op made them, and become inputs of the program where a live
 op reads them. Values made by random ops (bernoulli_, dropout's noise) are
 random."""
 
+import contextlib
+import weakref
+
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 from torch.nn.modules import module as module_hooks
 from torch._decomp import decomposition_table
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_map
 
 from torch_export_errors import ExportError
 
@@ -78,6 +84,15 @@ class Trace:
         # fixed_decisions, constants as this run made them (export's
         # docstring); the (module path, op) of each either way.
         self.fixed_decisions, self.decisions = fixed_decisions, []
+        # Shapes only (every tensor on the meta device): the choices that
+        # depend on values are taken the common way, each noted here as
+        # (module path, op, what was assumed) for the program's header.
+        self.shapes_only, self.assumed = _shapes_only(root, inputs), []
+        # Shapes only: a constant's contents where they are known (computed
+        # on the CPU from the integer inputs, arange, ...), by the meta
+        # tensor's id, so that Python reading one (.item(), `if mask.all()`)
+        # and the program's constants see real values.
+        self.shadow = {}
         self.paths = {}
         for path, m in root.named_modules():
             self.paths.setdefault(id(m), path)
@@ -103,6 +118,12 @@ class Trace:
             if id(t) not in self.values:
                 self.add(t, "input", t.detach().clone(), name=name)
 
+    def assume(self, path, op, what):
+        """Notes a value-dependent choice taken the common way (shapes
+        only); returns False, the note of the common case."""
+        self.assumed.append((path, op, what))
+        return False
+
     def add(self, t, kind, snapshot, name=None, path="", label=""):
         v = Value(self.count, kind, snapshot if snapshot is not None else t, name, path, label)
         v.tensor_id = id(t)
@@ -110,19 +131,31 @@ class Trace:
             v.tensor = None
         self.count += 1
         if id(t) not in self.values:
-            ptr = t.untyped_storage().data_ptr() if t.layout == torch.strided else None
-            self.storages.setdefault(ptr, set()).add(id(t))
+            key = _storage_key(t)
+            self.storages.setdefault(key, set()).add(id(t))
+            # What is kept by a tensor's id goes when the tensor does, before
+            # its id can be another's: the trace holds no tensor alive, and
+            # a forward at a real size needs the memory it would need
+            # untraced (a whole GPT-2 small's activations at 2 x 1024 tokens
+            # were 18 GB held).
+            weakref.finalize(t, _forget, weakref.ref(self), id(t), key)
         self.values[id(t)] = v
-        self.tensors[id(t)] = t  # alive, so that ids stay unique for the whole trace
+        self.tensors[id(t)] = weakref.ref(t)
         return v
+
 
     def value(self, t):
         """The Value of tensor t now; a tensor first met here (one Python made
         in forward) is a constant, named by the module that read it."""
         v = self.values.get(id(t))
         if v is None:
-            v = self.add(t, "const", t.detach().clone(), path=self.stack[-1], label="const")
+            v = self.add(t, "const", self.contents(t), path=self.stack[-1], label="const")
         return v
+
+    def contents(self, t):
+        """A copy of t's contents: its shadow's, shapes only, where known."""
+        shadow = self.shadow.get(id(t)) if t.is_meta else None
+        return (shadow if shadow is not None else t).detach().clone()
 
     def module_pre(self, module, args):
         self.stack.append(self.paths.get(id(module), self.stack[-1]))
@@ -138,6 +171,43 @@ def _to_values(trace, x):
     if isinstance(x, (list, tuple)):
         return type(x)(_to_values(trace, y) for y in x)
     return x
+
+
+def _forget(trace_ref, tid, key):
+    """A tensor of the trace is gone: what its id kept goes too (the trace
+    itself may be gone: a parameter outlives it)."""
+    trace = trace_ref()
+    if trace is None:
+        return
+    for table in (trace.values, trace.tensors, trace.shadow, trace.views):
+        table.pop(tid, None)
+    trace.storages.get(key, set()).discard(tid)
+
+
+def _storage_key(t):
+    """What identifies t's storage among the tensors the trace holds (on the
+    meta device every storage's address is 0)."""
+    if t.layout != torch.strided:
+        return None
+    return ("meta", t.untyped_storage()._cdata) if t.is_meta else t.untyped_storage().data_ptr()
+
+
+def _shapes_only(root, inputs):
+    """Whether the model is on the meta device (export then traces shapes
+    only); its float buffers and float example inputs must be too, integer
+    ones may be real (token ids: what the model computes from them is then
+    known); an ExportError where that does not hold."""
+    tensors = ([("parameter " + n, t) for n, t in root.named_parameters()] +
+               [("buffer " + n, t) for n, t in root.named_buffers()] +
+               [("input " + n, t) for n, t in inputs if isinstance(t, torch.Tensor)])
+    meta = [n for n, t in tensors if t.is_meta]
+    real = [n for n, t in tensors if not t.is_meta and (t.is_floating_point() or t.is_complex())]
+    if meta and real:
+        real = real[0]
+        raise ExportError("%s is on the meta device and %s is not: a shapes-only export needs the model and its "
+                          "float example inputs all on the meta device (built under `with torch.device(\"meta\")`)"
+                          % (meta[0], real))
+    return bool(meta)
 
 
 def op_key(func):
@@ -240,8 +310,8 @@ class _Dispatch(TorchDispatchMode):
                    if isinstance(a, torch.Tensor) and spec.alias_info is not None and spec.alias_info.is_write]
         sharers = set()
         for a in written:
-            sharers |= {sid for sid in trace.storages.get(a.untyped_storage().data_ptr(), set()) - {id(a)}
-                        if sid not in trace.tensors or _overlaps(trace.tensors[sid], a)}
+            sharers |= {sid for sid in trace.storages.get(_storage_key(a), set()) - {id(a)}
+                        if sid not in trace.tensors or _overlaps(trace.tensors[sid](), a)}
         aliased = any(trace.value(a).kind in ("param", "buffer", "input") and a.requires_grad for a in written)
         # A write into a slice or select of a base whose other views are
         # not read again (Swin V2's qkv_bias[l:2l].zero_(), a buffer filled
@@ -254,7 +324,6 @@ class _Dispatch(TorchDispatchMode):
             chain.append(trace.views[id(view)])
             view = chain[-1][0]
         stale = sharers - {id(base) for base, _, _ in chain}  # read later: refused
-        out = func(*args, **kwargs)
         inputs = [v for v in tree_flatten((vargs, vkwargs))[0] if isinstance(v, Value)]
         name = func._schema.name.split("::")[-1].rstrip("_")
         if name in _SHAPE_ONLY:
@@ -263,6 +332,7 @@ class _Dispatch(TorchDispatchMode):
             kind = "live" if any(v.live for v in inputs) else "random"
         else:
             kind = "live" if any(v.live for v in inputs) else "const"
+        out = _call_shapes_only(trace, func, args, kwargs, kind == "const") if trace.shapes_only else func(*args, **kwargs)
         path, label = trace.stack[-1], name
         if kind == "const" and name in _VIEWS and inputs and inputs[0].kind == "const":
             # A view of a constant keeps the name of what it views (RoPE's cos
@@ -278,19 +348,21 @@ class _Dispatch(TorchDispatchMode):
                 trace.decisions.append((path, name))
                 if trace.fixed_decisions:
                     k = "const"
-            snapshot = t.detach().clone() if k == "const" else t.detach() if k == "random" else None
+            snapshot = trace.contents(t) if k == "const" else t.detach() if k == "random" else None
             outs.append(trace.add(t, k, snapshot, path=path, label=label))
         note = None
         if name == "_safe_softmax" and kind == "live":
             # PyTorch's safe softmax gives 0 on a row that is -inf everywhere:
             # remat's softmax gives nan there. Noted for the op table.
-            note = bool((out == 0).all(-1).any())
+            note = (trace.assume(path, name, "no row of the scores is masked everywhere") if trace.shapes_only
+                    else bool((out == 0).all(-1).any()))
         if name in ("max", "min") and kind == "live" and isinstance(out, tuple):
             # torch.max(x, dim) gives the gradient to the element its index
             # names, remat's amax splits it among ties: whether a row of this
             # input has several elements equal to its extremum.
-            note = _has_ties(args[0], out[0], args[1] if len(args) > 1 else kwargs["dim"],
-                             args[2] if len(args) > 2 else kwargs.get("keepdim", False))
+            note = (trace.assume(path, name, "no row holds its extremum twice") if trace.shapes_only
+                    else _has_ties(args[0], out[0], args[1] if len(args) > 1 else kwargs["dim"],
+                                   args[2] if len(args) > 2 else kwargs.get("keepdim", False)))
         if name == "as_strided" and kind == "live":
             note = _strided_index(*args, **kwargs)
         if kind == "live" and not isinstance(out, (torch.Tensor, list, tuple)):
@@ -311,8 +383,8 @@ class _Dispatch(TorchDispatchMode):
             for sid in sharers:
                 v = trace.values.get(sid)
                 if v is not None and v.kind == "const":
-                    t = trace.tensors[sid]
-                    trace.add(t, "const", t.detach().clone(), path=v.path, label=v.label)
+                    t = trace.tensors[sid]()
+                    trace.add(t, "const", trace.contents(t), path=v.path, label=v.label)
         if chain and outs and outs[0] is not None and outs[0].kind == "live":
             part = outs[0]
             for base, op_name, rest in chain:
@@ -322,6 +394,73 @@ class _Dispatch(TorchDispatchMode):
                                          [new_base], path))
                 part = new_base
         return out
+
+
+class _NoValue(Exception):
+    pass
+
+
+def _call_shapes_only(trace, func, args, kwargs, const):
+    """func on the meta device (its tensor arguments moved there: integer
+    inputs are real); a constant's op also on the CPU, from its arguments'
+    contents where all are known (trace.shadow), which become its outputs'
+    shadows. An op that returns no tensor (.item(), `if mask.all()`)
+    returns the CPU's answer: Python reads a known constant."""
+    def cpu(a):
+        if isinstance(a, torch.Tensor):
+            if not a.is_meta:
+                return a
+            if id(a) not in trace.shadow:
+                raise _NoValue()
+            return trace.shadow[id(a)]
+        if isinstance(a, torch.device) and a.type == "meta":
+            return torch.device("cpu")
+        return a
+    real = None
+    if const:
+        try:
+            real = func(*tree_map(cpu, args), **tree_map(cpu, kwargs))
+        except _NoValue:
+            real = None
+        if real is not None and not any(isinstance(r, torch.Tensor) for r in tree_flatten(real)[0]):
+            return real
+    meta = (lambda a: a.to("meta") if isinstance(a, torch.Tensor) and not a.is_meta else a)
+    out = func(*tree_map(meta, args), **tree_map(meta, kwargs))
+    if real is not None:
+        for t, r in zip(tree_flatten(out)[0], tree_flatten(real)[0]):
+            if isinstance(t, torch.Tensor) and isinstance(r, torch.Tensor):
+                trace.shadow[id(t)] = r
+    return out
+
+
+class _CpuAttention(TorchFunctionMode):
+    """Shapes only: scaled_dot_product_attention picks its kernel by
+    device, its math form on the meta device and on the CPU (where its
+    choice is the fused kernel) _scaled_dot_product_flash_attention_for_cpu,
+    which the op table maps whole. Here it takes the CPU's choice, asked of
+    stand-ins of the same types that are never written (the choice reads no
+    values), and calls that kernel as the CPU's dispatch does (a boolean
+    mask made additive first), so that the program is a CPU export's."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not F.scaled_dot_product_attention:
+            return func(*args, **kwargs)
+        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+        given = dict(zip(names, args), **kwargs)
+
+        def cpu(t):
+            return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype) if isinstance(t, torch.Tensor) else t
+        with _disable_current_modes():  # the trace's: it would make them meta tensors
+            choice = torch._fused_sdp_choice(*[cpu(a) for a in args], **{k: cpu(v) for k, v in kwargs.items()})
+        if choice != SDPBackend.FLASH_ATTENTION.value:
+            return func(*args, **kwargs)
+        q, mask = given["query"], given.get("attn_mask")
+        if mask is not None and mask.dtype == torch.bool:
+            mask = torch.where(mask.logical_not(), float("-inf"), 0.0).to(q.dtype)
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, given["key"], given["value"], given.get("dropout_p", 0.0), given.get("is_causal", False),
+            attn_mask=mask, scale=given.get("scale"))[0]
 
 
 class _Hooks:
@@ -351,11 +490,17 @@ def run_traced(root, inputs, fn, regions, mapped=None, fixed_decisions=False):
     trace = Trace(root, inputs, fixed_decisions)
     buffers = [(b, b.detach().clone()) for b in root.buffers()]
     try:
-        with torch.random.fork_rng(), regions.recording(trace), _Hooks(trace), _Dispatch(trace, mapped):
+        with torch.random.fork_rng(), regions.recording(trace), _Hooks(trace), _Dispatch(trace, mapped), \
+                (_CpuAttention() if trace.shapes_only else contextlib.nullcontext()):
             result = fn()
     except ExportError:
         raise
     except Exception as e:
+        if trace.shapes_only and "meta" in str(e):
+            raise ExportError("%s: the model's forward read the contents of a tensor computed from its parameters "
+                              "or buffers (%s: %s), and a shapes-only export has none (they are on the meta "
+                              "device); export with real tensors" % (trace.stack[-1] or "<root>", type(e).__name__,
+                                                                    e)) from e
         raise ExportError("%s: the model's forward raised %s: %s (under the exporter's trace)"
                           % (trace.stack[-1] or "<root>", type(e).__name__, e)) from e
     finally:

@@ -1,0 +1,116 @@
+"""tools/torch_export.py's shapes-only export: a model built on the meta
+device (no weights allocated), its token ids real, exports the program a
+CPU export of the same model gives, without input files; `remat plan` of it
+predicts the peak that a run of the real export measures, to the byte
+(tools/examples/predict_peaks.py --confirm). Mixed devices and Python that
+reads a value only real weights have are ExportErrors that say so.
+
+Runs on PyTorch 2 and transformers from the workspace's environment
+(tools/python_env.sh); skipped, and passed, without them.
+"""
+
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "examples"))
+sys.path.insert(0, os.path.join(HERE, "testdata"))
+
+import torch_export_test as base  # noqa: E402  (finds PyTorch 2: the workspace's .venv)
+
+if base.HAVE_TORCH:
+    import torch
+    import torch.nn as nn
+    from torch_export import ExportError, export
+    import predict_peaks
+
+
+def _program(text):
+    """The program without its comment lines (the header differs)."""
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+
+
+@unittest.skipIf(not base.HAVE_TORCH, "PyTorch 2 is not installed (tools/python_env.sh)")
+class ShapesOnlyTest(unittest.TestCase):
+
+    def both(self, make, inputs):
+        """(real export's text, shapes-only export's text, its directory)."""
+        torch.manual_seed(0)
+        real = export(make(), inputs, tempfile.mkdtemp())
+        with torch.device("meta"):
+            model = make()
+        d = tempfile.mkdtemp()
+        shapes = export(model, inputs, d)
+        self.assertEqual(os.listdir(d), ["program.txt"], "a shapes-only export writes no input files")
+        self.assertIn("# shapes only", shapes)
+        return real, shapes, d
+
+    def test_nanogpt_gives_the_cpu_program(self):
+        # Its attention is scaled_dot_product_attention(is_causal=True): on
+        # the meta device PyTorch picks the math form, the CPU the fused
+        # kernel; the export takes the CPU's choice.
+        from nanogpt import GPT, GPTConfig
+        config = GPTConfig(block_size=32, vocab_size=65, n_layer=2, n_head=2, n_embd=32, dropout=0.0,
+                           checkpointed=True)
+        ids = torch.randint(0, 65, (2, 32))
+        real, shapes, _ = self.both(lambda: GPT(config).train(), (ids, ids))
+        self.assertEqual(_program(real), _program(shapes))
+        self.assertIn("masked_fill(", shapes)  # the fused kernel's causal mask, not the math form's bias
+
+    def test_hugging_face_gpt2_gives_the_cpu_program(self):
+        # Its mask code reads tensors in Python (`if (mask[:, -1] == 0).all()`)
+        # and its loss shifts the labels: constants computed from the real
+        # ids, so they are known; the ignore_index=-100 of the loss is
+        # written only where a target holds it, as on the CPU.
+        from transformers import GPT2Config, GPT2LMHeadModel
+        config = GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=32)
+
+        def make():
+            m = GPT2LMHeadModel(config)
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            return m.train()
+        ids = torch.randint(0, 64, (2, 16))
+        real, shapes, _ = self.both(make, {"input_ids": ids, "labels": ids})
+        self.assertEqual(_program(real), _program(shapes))
+        self.assertEqual(shapes.count(" = checkpoint("), 2)
+
+    def test_the_prediction_is_the_measurement(self):
+        d = tempfile.mkdtemp()
+        out = os.path.join(d, "rows.txt")
+        with open(out, "w") as f:
+            stdout, sys.stdout = sys.stdout, f
+            try:
+                predict_peaks.main(["nanogpt", "--batch", "2", "--tokens", "32", "--confirm",
+                                    "--remat", os.path.join(HERE, "remat")])
+            finally:
+                sys.stdout = stdout
+        with open(out) as f:
+            text = f.read()
+        self.assertIn("every measured peak equals its shapes-only prediction", text)
+        self.assertEqual(text.count("| recompute"), 3, text)
+
+    def test_mixed_devices_are_an_error(self):
+        with torch.device("meta"):
+            model = nn.Linear(4, 3)
+        with self.assertRaisesRegex(ExportError, "parameter weight is on the meta device and input input is not"):
+            export(model, (torch.randn(2, 4),), tempfile.mkdtemp(), loss="sum")
+
+    def test_python_reading_a_weight_is_an_error(self):
+        class Reads(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.ones(3))
+
+            def forward(self, x):
+                return (x * self.w).sum() if self.w.sum() > 0 else x.sum()
+        with torch.device("meta"):
+            model = Reads()
+        with self.assertRaisesRegex(ExportError, "a shapes-only export has none"):
+            export(model, (torch.empty(3, device="meta"),), tempfile.mkdtemp())
+
+
+if __name__ == "__main__":
+    unittest.main()
