@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/cpu_link.h"
+
 namespace remat::bench {
 
 std::string WithoutDebugBanner(const std::string& text) {
@@ -31,7 +33,10 @@ bool CollectingReporter::ReportContext(const Context& context) {
     throw;
   }
   display_->SetErrorStream(&err);
-  err << WithoutDebugBanner(caught.str()) << kTimingLine << std::endl;
+  // Two CPUs on one core halve every absolute time without a ratio
+  // looking wrong: measured once, said with the context.
+  err << WithoutDebugBanner(caught.str()) << kTimingLine << "\n"
+      << DescribeCpuPairing(MeasureCpuPairing()) << std::endl;
   return ok;
 }
 

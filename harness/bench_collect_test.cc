@@ -20,7 +20,8 @@ TEST(WithoutDebugBanner, DropsTheWarningLineOnly) {
 
 // The bench's context on the console: the library's lines (Debian's build
 // adds its DEBUG warning to them), less the warning, and the timing line,
-// on the stream the display reporter had.
+// and whether two CPUs share a core (harness/cpu_link.h), on the stream the
+// display reporter had.
 TEST(CollectingReporter, ContextKeepsTheLibrarysLinesLessItsDebugWarning) {
   auto console = std::make_unique<benchmark::ConsoleReporter>(benchmark::ConsoleReporter::OO_None);
   std::ostringstream out, err;
@@ -33,6 +34,7 @@ TEST(CollectingReporter, ContextKeepsTheLibrarysLinesLessItsDebugWarning) {
   EXPECT_EQ(text.find("DEBUG"), std::string::npos) << text;
   EXPECT_NE(text.find("Run on ("), std::string::npos) << text;
   EXPECT_NE(text.find(std::string(kTimingLine) + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncpus: "), std::string::npos) << "whether two CPUs share a core: " << text;
   EXPECT_EQ(&console->GetErrorStream(), &err);
 }
 

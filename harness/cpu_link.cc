@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -65,16 +67,111 @@ std::optional<double> RoundTripNs(int a, int b) {
   return ns;
 }
 
-}  // namespace
-
-std::optional<double> CpuLinkRoundTripNs() {
+// The CPUs this process may run on, in order.
+std::vector<int> AllowedCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return std::nullopt;
   std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &set)) cpus.push_back(c);
   }
+  return cpus;
+}
+
+// The throughput-bound loop: 16 chains, independent, so that the core's
+// multiply and add units, not a chain's latency, bound it (a latency-bound
+// loop runs as fast beside a sibling). Returns the chains' sum, which the
+// caller keeps, so that the loop is not dropped.
+double BusyLoop() {
+  constexpr int kChains = 16;
+  constexpr int kIterations = 1 << 19;
+  double acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = 1.0 + 1e-3 * i;
+  for (int n = 0; n < kIterations; ++n) {
+    for (int i = 0; i < kChains; ++i) acc[i] = acc[i] * 0.9999999 + 1e-7;
+  }
+  double sum = 0;
+  for (double a : acc) sum += a;
+  return sum;
+}
+
+// The loop on each of `cpus` at once, each thread pinned first: the ns from
+// the first thread's start to the last one's end (two threads time-sliced
+// on one CPU each run alone in their slices: only the span shows they
+// shared it), or empty if one could not be pinned.
+std::optional<double> BusyNs(const std::vector<int>& cpus) {
+  using Clock = std::chrono::steady_clock;
+  std::atomic<int> ready{0};
+  std::atomic<bool> failed{false};
+  std::vector<Clock::time_point> starts(cpus.size()), ends(cpus.size());
+  std::vector<double> sums(cpus.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < cpus.size(); ++i) {
+    threads.emplace_back([&, i] {
+      if (!PinThisThread(cpus[i])) failed = true;
+      ready.fetch_add(1);
+      while (ready.load() < static_cast<int>(cpus.size())) {
+      }
+      if (failed) return;
+      starts[i] = Clock::now();
+      sums[i] = BusyLoop();
+      ends[i] = Clock::now();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (failed) return std::nullopt;
+  volatile double keep = 0;
+  for (double s : sums) keep = keep + s;
+  return std::chrono::duration<double, std::nano>(*std::max_element(ends.begin(), ends.end()) -
+                                                  *std::min_element(starts.begin(), starts.end()))
+      .count();
+}
+
+}  // namespace
+
+std::optional<CpuPairing> MeasureCpuPairing(int a, int b, int tries) {
+  CpuPairing p;
+  p.first_cpu = a;
+  p.second_cpu = b;
+  double alone_a = 0, alone_b = 0;
+  for (int t = 0; t < tries; ++t) {
+    // Each CPU alone as well: another process busy on one of them slows
+    // the pair too, and is not a shared core (it slows that CPU alone).
+    const std::optional<double> on_a = BusyNs({a});
+    const std::optional<double> on_b = BusyNs({b});
+    const std::optional<double> together = BusyNs({a, b});
+    if (!on_a || !on_b || !together) return std::nullopt;
+    alone_a = t == 0 ? *on_a : std::min(alone_a, *on_a);
+    alone_b = t == 0 ? *on_b : std::min(alone_b, *on_b);
+    p.together_ns = t == 0 ? *together : std::min(p.together_ns, *together);
+  }
+  p.alone_ns = std::max(alone_a, alone_b);
+  return p;
+}
+
+std::optional<CpuPairing> MeasureCpuPairing() {
+  const std::vector<int> cpus = AllowedCpus();
+  if (cpus.size() < 2) return std::nullopt;
+  return MeasureCpuPairing(cpus[0], cpus[1]);
+}
+
+std::string DescribeCpuPairing(const std::optional<CpuPairing>& p) {
+  if (!p) return "cpus: one CPU, or a thread could not be pinned: whether two share a core, not measured";
+  char slowdown[32];
+  std::snprintf(slowdown, sizeof slowdown, "%.2fx", p->slowdown());
+  const std::string pair = "CPUs " + std::to_string(p->first_cpu) + " and " + std::to_string(p->second_cpu);
+  if (p->shared_core()) {
+    return "cpus: WARNING: " + pair + " share one core (hyperthread siblings), or other work kept them busy: "
+           "a busy pair ran " + slowdown + " slower than either alone, at best of " +
+           std::to_string(kCpuPairTries) + " tries; absolute times are then those of one core, about half "
+           "of two cores', and ratios between rows that use both threads differently are not two cores' ratios";
+  }
+  return "cpus: " + pair + " run as separate cores (a busy pair runs " + slowdown + " one alone's time)";
+}
+
+std::optional<double> CpuLinkRoundTripNs() {
+  const std::vector<int> cpus = AllowedCpus();
   if (cpus.size() < 2) return std::nullopt;
   // The first CPU against the second, the middle and the last.
   std::vector<int> others = {cpus[1], cpus[cpus.size() / 2], cpus.back()};

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace remat {
@@ -88,6 +89,38 @@ class CpuLinkMonitor {
   std::vector<double> seen_;  // every reading, in no particular order
   double reference_ns_ = 0;
 };
+
+// Whether two CPUs of this process share one core's execution units: two
+// hyperthreads of one host core, which a virtual machine's topology need
+// not show (the 2-vCPU Xeon above reports 2 cores of 1 thread each). Timed,
+// not read: a throughput-bound loop (16 independent multiply-add chains)
+// on each CPU alone, then on both at once; siblings split
+// one core's units and the pair runs slower, separate cores do not. Two
+// siblings halve a row's absolute time against two cores (a kernel's two
+// threads share one core) without any ratio looking wrong, which the link
+// round trip above does not catch: theirs is short, as when together.
+inline constexpr double kSharedCoreSlowdown = 1.4;
+struct CpuPairing {
+  int first_cpu = 0, second_cpu = 0;
+  double alone_ns = 0;     // the loop on each CPU alone, the slower (least of the tries)
+  double together_ns = 0;  // both started at once, to the last one's end (least of the tries)
+  double slowdown() const { return alone_ns > 0 ? together_ns / alone_ns : 0; }
+  bool shared_core() const { return slowdown() >= kSharedCoreSlowdown; }
+};
+// A pair that is slow in every one of these tries shares a core or was
+// never quiet; once quiet, its least try is two cores' time.
+inline constexpr int kCpuPairTries = 10;
+
+// The pairing of CPUs a and b (a == b: two threads on one CPU, which must
+// read as shared), the least of `tries` of each time; alone_ns is the
+// slower CPU's alone. Empty where a thread cannot be pinned. A try takes
+// about 10 ms on the machine above; the caller's affinity is left as it
+// was.
+std::optional<CpuPairing> MeasureCpuPairing(int a, int b, int tries = kCpuPairTries);
+// The first CPU this process may run on and the next; empty with one CPU.
+std::optional<CpuPairing> MeasureCpuPairing();
+// One line for a run's context: shared, separate, or not measured.
+std::string DescribeCpuPairing(const std::optional<CpuPairing>& pairing);
 
 }  // namespace remat
 

@@ -4,6 +4,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <iostream>
+#include <optional>
+#include <string>
 #include <thread>
 
 namespace remat {
@@ -98,6 +101,38 @@ TEST(CpuLinkTest, TheReferenceIsTheTenthPercentileOfTheReadings) {
   CpuLinkMonitor rare;  // together in 5% of the readings: not its usual state
   for (int i = 0; i < 100; ++i) rare.Saw(i < 5 ? 50 : 320);
   EXPECT_EQ(rare.reference_ns(), 320);
+}
+
+// Two threads pinned to one CPU share it whole: the detector must read
+// that as a shared core (a busy pair about twice one alone); the process's
+// own two CPUs read as whatever they are.
+TEST(CpuLinkTest, TwoThreadsOnOneCpuReadAsSharingACore) {
+  const std::optional<CpuPairing> same = MeasureCpuPairing(0, 0);
+  ASSERT_TRUE(same.has_value()) << "a thread could not be pinned to CPU 0";
+  EXPECT_GT(same->alone_ns, 0);
+  EXPECT_TRUE(same->shared_core()) << "slowdown " << same->slowdown();
+  EXPECT_NE(DescribeCpuPairing(same).find("WARNING: CPUs 0 and 0 share one core (hyperthread siblings)"), std::string::npos)
+      << DescribeCpuPairing(same);
+  const std::optional<CpuPairing> mine = MeasureCpuPairing();
+  if (mine) {
+    // Whatever they are (a busy machine may read as shared): not faster
+    // as a pair than alone, beyond the clock's noise.
+    EXPECT_GT(mine->slowdown(), 0.8) << DescribeCpuPairing(mine);
+    std::cout << DescribeCpuPairing(mine) << std::endl;
+  }
+}
+
+TEST(CpuLinkTest, ThePairingsVerdict) {
+  CpuPairing p;
+  p.first_cpu = 2;
+  p.second_cpu = 3;
+  p.alone_ns = 100;
+  p.together_ns = 185;
+  EXPECT_TRUE(p.shared_core());
+  p.together_ns = 104;
+  EXPECT_FALSE(p.shared_core());
+  EXPECT_EQ(DescribeCpuPairing(p), "cpus: CPUs 2 and 3 run as separate cores (a busy pair runs 1.04x one alone's time)");
+  EXPECT_NE(DescribeCpuPairing(std::nullopt).find("not measured"), std::string::npos);
 }
 
 }  // namespace
