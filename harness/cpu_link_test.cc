@@ -123,11 +123,7 @@ TEST(CpuLinkTest, TwoThreadsOnOneCpuReadAsSharingACore) {
 }
 
 TEST(CpuLinkTest, ThePairingsVerdict) {
-  CpuPairing p;
-  p.first_cpu = 2;
-  p.second_cpu = 3;
-  p.alone_ns = 100;
-  p.together_ns = 185;
+  CpuPairing p{2, 3, 100, 185};  // CPUs 2 and 3, 100 ns alone, 185 as a pair
   EXPECT_TRUE(p.shared_core());
   p.together_ns = 104;
   EXPECT_FALSE(p.shared_core());
