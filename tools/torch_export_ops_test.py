@@ -253,6 +253,32 @@ class OpsTest(unittest.TestCase):
         torch.manual_seed(15)
         self.check(_loss_of(Writes()), torch.randn(3, 4), params_only=True)
 
+    def test_a_write_into_a_view_whose_base_is_gone(self):
+        # Funnel's relative shift: a matmul's result reshaped and sliced,
+        # the slice scaled in place, the matmul's own tensor never read
+        # again and gone when its function returns. The trace holds no
+        # tensor alive, so later tensors take its id; a later read of one
+        # of them is not a read of the written storage (it was refused as
+        # one, by id).
+        class Shift(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(16, 16) / 4)
+
+            def shifted(self, x):
+                a = x @ self.w
+                b = a.reshape(4, 32, 8)[:, 1:, :].reshape(4, 31 * 8)[:, :240]
+                b *= 0.5
+                return b
+
+            def forward(self, x):
+                for _ in range(6):
+                    x = torch.tanh(self.shifted(x).reshape(4, 15, 16) + x[:, :15, :].mean()).sum(1, keepdim=True) + x
+                return x
+
+        torch.manual_seed(16)
+        self.check(_loss_of(Shift()), torch.randn(4, 16, 16), params_only=True)
+
     def test_max_pool_ceil_mode(self):
         torch.manual_seed(5)
         for size, kernel, stride, padding in ((10, 3, 2, 0), (9, 2, 2, 0), (12, 3, 2, 1)):

@@ -93,6 +93,7 @@ class Trace:
         # tensor's id, so that Python reading one (.item(), `if mask.all()`)
         # and the program's constants see real values.
         self.shadow = {}
+        self.generation = {}  # id -> how many tensors with it are gone (_forget)
         self.paths = {}
         for path, m in root.named_modules():
             self.paths.setdefault(id(m), path)
@@ -126,7 +127,10 @@ class Trace:
 
     def add(self, t, kind, snapshot, name=None, path="", label=""):
         v = Value(self.count, kind, snapshot if snapshot is not None else t, name, path, label)
-        v.tensor_id = id(t)
+        # The tensor's identity for the whole trace: its id, and how many
+        # tensors had that id before it (ids of tensors that are gone are
+        # taken again).
+        v.tensor_id = (id(t), self.generation.get(id(t), 0))
         if kind == "live":
             v.tensor = None
         self.count += 1
@@ -182,6 +186,7 @@ def _forget(trace_ref, tid, key):
     for table in (trace.values, trace.tensors, trace.shadow, trace.views):
         table.pop(tid, None)
     trace.storages.get(key, set()).discard(tid)
+    trace.generation[tid] = trace.generation.get(tid, 0) + 1
 
 
 def _storage_key(t):
@@ -370,7 +375,7 @@ class _Dispatch(TorchDispatchMode):
         if aliased and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
             note = "aliased"
         elif stale and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
-            note = ("aliased", frozenset(stale))
+            note = ("aliased", frozenset((sid, trace.generation.get(sid, 0)) for sid in stale))
         trace.events.append(Call(func, vargs, vkwargs, outs, path, note))
         if name in ("slice", "select") and isinstance(out, torch.Tensor) and args[0].layout == torch.strided:
             rest = list(args[1:]) + [kwargs[k] for k in ("dim", "start", "end", "step", "index") if k in kwargs]
