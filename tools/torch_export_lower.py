@@ -82,7 +82,7 @@ class Lowering:
 
     def _judge_aliased_writes(self):
         """An in-place write whose storage other tensors share (the trace's
-        note ("aliased", their tensor_ids)) is refused ("aliased") when one of those
+        note ("aliased", their ids)) is refused ("aliased") when one of those
         tensors is read after it: the trace holds its old contents. Else the
         write is a plain op."""
         events = [ev for ev in self.trace.events if hasattr(ev, "func")]

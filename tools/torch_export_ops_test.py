@@ -256,10 +256,10 @@ class OpsTest(unittest.TestCase):
     def test_a_write_into_a_view_whose_base_is_gone(self):
         # Funnel's relative shift: a matmul's result reshaped and sliced,
         # the slice scaled in place, the matmul's own tensor never read
-        # again and gone when its function returns. The trace holds no
-        # tensor alive, so later tensors take its id; a later read of one
+        # again and gone when its function returns. A trace that lets
+        # tensors die sees later tensors take its id; a later read of one
         # of them is not a read of the written storage (it was refused as
-        # one, by id).
+        # one, by id, when the trace held weak references).
         class Shift(nn.Module):
             def __init__(self):
                 super().__init__()

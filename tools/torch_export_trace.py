@@ -14,7 +14,6 @@ op reads them. Values made by random ops (bernoulli_, dropout's noise) are
 random."""
 
 import contextlib
-import weakref
 
 import torch
 import torch.nn as nn
@@ -93,7 +92,6 @@ class Trace:
         # tensor's id, so that Python reading one (.item(), `if mask.all()`)
         # and the program's constants see real values.
         self.shadow = {}
-        self.generation = {}  # id -> how many tensors with it are gone (_forget)
         self.paths = {}
         for path, m in root.named_modules():
             self.paths.setdefault(id(m), path)
@@ -127,24 +125,19 @@ class Trace:
 
     def add(self, t, kind, snapshot, name=None, path="", label=""):
         v = Value(self.count, kind, snapshot if snapshot is not None else t, name, path, label)
-        # The tensor's identity for the whole trace: its id, and how many
-        # tensors had that id before it (ids of tensors that are gone are
-        # taken again).
-        v.tensor_id = (id(t), self.generation.get(id(t), 0))
+        v.tensor_id = id(t)
         if kind == "live":
             v.tensor = None
         self.count += 1
         if id(t) not in self.values:
-            key = _storage_key(t)
-            self.storages.setdefault(key, set()).add(id(t))
-            # What is kept by a tensor's id goes when the tensor does, before
-            # its id can be another's: the trace holds no tensor alive, and
-            # a forward at a real size needs the memory it would need
-            # untraced (a whole GPT-2 small's activations at 2 x 1024 tokens
-            # were 18 GB held).
-            weakref.finalize(t, _forget, weakref.ref(self), id(t), key)
+            self.storages.setdefault(_storage_key(t), set()).add(id(t))
         self.values[id(t)] = v
-        self.tensors[id(t)] = weakref.ref(t)
+        # Alive, so that ids stay unique for the whole trace. (Weak
+        # references, with a tensor's entries dropped when it dies and its
+        # identity (id, tensors with that id gone), took GPT-2 small's
+        # export at 2 x 1024 tokens from 18 GB to 10.5; not kept until the
+        # whole model sweep has run on it: issue 65.)
+        self.tensors[id(t)] = t
         return v
 
 
@@ -175,18 +168,6 @@ def _to_values(trace, x):
     if isinstance(x, (list, tuple)):
         return type(x)(_to_values(trace, y) for y in x)
     return x
-
-
-def _forget(trace_ref, tid, key):
-    """A tensor of the trace is gone: what its id kept goes too (the trace
-    itself may be gone: a parameter outlives it)."""
-    trace = trace_ref()
-    if trace is None:
-        return
-    for table in (trace.values, trace.tensors, trace.shadow, trace.views):
-        table.pop(tid, None)
-    trace.storages.get(key, set()).discard(tid)
-    trace.generation[tid] = trace.generation.get(tid, 0) + 1
 
 
 def _storage_key(t):
@@ -316,7 +297,7 @@ class _Dispatch(TorchDispatchMode):
         sharers = set()
         for a in written:
             sharers |= {sid for sid in trace.storages.get(_storage_key(a), set()) - {id(a)}
-                        if sid not in trace.tensors or _overlaps(trace.tensors[sid](), a)}
+                        if sid not in trace.tensors or _overlaps(trace.tensors[sid], a)}
         aliased = any(trace.value(a).kind in ("param", "buffer", "input") and a.requires_grad for a in written)
         # A write into a slice or select of a base whose other views are
         # not read again (Swin V2's qkv_bias[l:2l].zero_(), a buffer filled
@@ -375,7 +356,7 @@ class _Dispatch(TorchDispatchMode):
         if aliased and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
             note = "aliased"
         elif stale and (kind == "live" or any(v.kind in ("param", "buffer", "input") for v in inputs)):
-            note = ("aliased", frozenset((sid, trace.generation.get(sid, 0)) for sid in stale))
+            note = ("aliased", frozenset(stale))
         trace.events.append(Call(func, vargs, vkwargs, outs, path, note))
         if name in ("slice", "select") and isinstance(out, torch.Tensor) and args[0].layout == torch.strided:
             rest = list(args[1:]) + [kwargs[k] for k in ("dim", "start", "end", "step", "index") if k in kwargs]
@@ -388,7 +369,7 @@ class _Dispatch(TorchDispatchMode):
             for sid in sharers:
                 v = trace.values.get(sid)
                 if v is not None and v.kind == "const":
-                    t = trace.tensors[sid]()
+                    t = trace.tensors[sid]
                     trace.add(t, "const", trace.contents(t), path=v.path, label=v.label)
         if chain and outs and outs[0] is not None and outs[0].kind == "live":
             part = outs[0]
