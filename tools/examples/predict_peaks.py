@@ -136,7 +136,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.batch < 1 or args.tokens < 1:
         raise SystemExit("predict_peaks: --batch and --tokens must be positive")
-    work = tempfile.mkdtemp(prefix="predict_peaks_")
+    with tempfile.TemporaryDirectory(prefix="predict_peaks_") as work:  # a real export is the model's size
+        _rows(args, work)
+
+
+def _rows(args, work):
+    """main's work, its exports under `work`."""
     seconds, params = export_at(args.model, args.batch, args.tokens, os.path.join(work, "shapes"), meta=True)
     print("%s, %.1f M parameters, batch %d of %d tokens: exported shapes only in %.1f s"
           % (args.model, params / 1e6, args.batch, args.tokens, seconds))
