@@ -60,13 +60,15 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
   flags.policies = SplitPolicies(kDefaultPolicies);
   flags.max_memory_bytes = DefaultMaxMemoryBytes();
   bool policies_given = false;
+  bool peer_all = false;
+  bool budget_given = false;
   rest->clear();
   if (!args.empty()) rest->push_back(args[0]);
   const std::vector<std::string> ours = {"engines",         "policies",        "problems",
                                          "program",         "sweep",           "out",
                                          "max-memory",      "max-row-seconds", "sampling-budget",
                                          "memory-cap",      "windows",         "only-window",
-                                         "wrt"};
+                                         "wrt",             "models-dir",      "models"};
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -75,18 +77,16 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       continue;
     }
     if (arg == "--peer") {
-      flags.peers.assign(std::begin(kPeerEngines), std::end(kPeerEngines));
+      peer_all = true;  // every peer of the run's kind, once --sweep is known
+      flags.peers.clear();
       continue;
     }
     if (arg.rfind("--peer=", 0) == 0) {
+      // Checked against the peers of the run's kind once every flag is read.
+      peer_all = false;
       flags.peers.clear();
       std::stringstream list(arg.substr(7));
       for (std::string name; std::getline(list, name, ',');) {
-        if (std::find(std::begin(kPeerEngines), std::end(kPeerEngines), name) == std::end(kPeerEngines)) {
-          throw Error(StrCat("--peer: unknown engine '", name, "'; peers: ",
-                             Join(std::vector<std::string>(std::begin(kPeerEngines), std::end(kPeerEngines)),
-                                  ", ")));
-        }
         if (std::find(flags.peers.begin(), flags.peers.end(), name) == flags.peers.end()) {
           flags.peers.push_back(name);
         }
@@ -152,9 +152,25 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       }
       (name == "max-row-seconds" ? flags.max_row_seconds : flags.sampling_budget_seconds) =
           seconds;
+      budget_given = budget_given || name == "sampling-budget";
     } else if (name == "wrt") {
       // Checked against each case's inputs by PlanRows (WrtFromFlags).
       flags.wrt.push_back(value);
+    } else if (name == "models-dir") {
+      if (value.empty()) throw Error("--models-dir needs a directory (--models-dir=DIR)");
+      flags.models_dir = value;
+    } else if (name == "models") {
+      flags.models.clear();
+      for (const std::string& model : Split(value, ',')) {
+        if (std::find(std::begin(kSweepModels), std::end(kSweepModels), model) ==
+            std::end(kSweepModels)) {
+          throw Error(StrCat("--models: unknown model '", model, "'; models: ",
+                             Join(std::vector<std::string>(std::begin(kSweepModels),
+                                                           std::end(kSweepModels)),
+                                  ", ")));
+        }
+        flags.models.push_back(model);
+      }
     } else if (name == "memory-cap") {
       if (value.empty()) throw Error("--memory-cap=: expected BYTES (64MiB) or FRACx (0.5x)");
       flags.memory_cap = value;
@@ -180,25 +196,52 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
         flags.sweep = Sweep::kDtr;
       } else if (value == "budget") {
         flags.sweep = Sweep::kBudget;
+      } else if (value == "models") {
+        flags.sweep = Sweep::kModels;
       } else if (value == "none" || value.empty()) {
         flags.sweep = Sweep::kNone;
       } else {
         throw Error(StrCat("--sweep=", value,
                            ": unknown sweep; sweeps: depth, width, transformer, schedules, scale, dtr, "
-                           "budget"));
+                           "budget, models"));
       }
     }
+  }
+  // --peer's names, against the peers of the run's kind (a model's peers
+  // run the model itself: tools/model_time.py).
+  const bool models = flags.sweep == Sweep::kModels;
+  const std::vector<std::string> known =
+      models ? std::vector<std::string>(std::begin(kModelPeerEngines), std::end(kModelPeerEngines))
+             : std::vector<std::string>(std::begin(kPeerEngines), std::end(kPeerEngines));
+  for (const std::string& name : flags.peers) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      throw Error(StrCat("--peer: unknown engine '", name, "'; peers", models ? " of --sweep=models" : "",
+                         ": ", Join(known, ", ")));
+    }
+  }
+  // The models sweep's point is its peers beside remat: all of them unless
+  // --peer= names some.
+  if (peer_all || (models && flags.peers.empty())) flags.peers = known;
+  // A model's run takes seconds: its rows are sampled for kModelRowSeconds
+  // each (a few pairs), not by the default run's budget.
+  if (models && flags.max_row_seconds == 0) flags.max_row_seconds = kModelRowSeconds;
+  if (models && !budget_given) flags.sampling_budget_seconds = 0;
+  if (!models && (!flags.models.empty() || !flags.models_dir.empty())) {
+    throw Error(StrCat(flags.models.empty() ? "--models-dir" : "--models",
+                       " is a flag of --sweep=models"));
   }
   if (flags.only_window > flags.Windows()) {
     throw Error(StrCat("--only-window=", flags.only_window, ": the run has ", flags.Windows(),
                        " window(s)"));
   }
   if (policies_given && (flags.sweep == Sweep::kSchedules || flags.sweep == Sweep::kScale ||
-                         flags.sweep == Sweep::kDtr || flags.sweep == Sweep::kBudget)) {
+                         flags.sweep == Sweep::kDtr || flags.sweep == Sweep::kBudget ||
+                         flags.sweep == Sweep::kModels)) {
     throw Error(StrCat("--policies and --sweep=",
                        flags.sweep == Sweep::kSchedules ? "schedules"
                        : flags.sweep == Sweep::kScale   ? "scale"
                        : flags.sweep == Sweep::kBudget  ? "budget"
+                       : flags.sweep == Sweep::kModels  ? "models"
                                                         : "dtr",
                        " do not combine: the sweep picks its own policies and schedules"));
   }
@@ -255,6 +298,17 @@ std::string BenchHelp() {
       "  --sweep=budget    the memory_budget:B curve, B = 0, 0.1, ..., 1, on every problem\n"
       "                    at its first bench size (transformer_stack L=4), with JAX's\n"
       "                    policies and sqrt, revolve:4, budget:4MiB as points\n"
+      "  --sweep=models    the models people train at their sizes (tools/real_models.py:\n"
+      "                    nanoGPT Shakespeare 4x256, GPT-2 small 1x1024, a 100 M\n"
+      "                    Llama 1x1024, ResNet-50 16x224x224), exported once into\n"
+      "                    --models-dir by tools/model_time.py (.venv): eager and\n"
+      "                    recompute (as written, memory_budget:peak:min) on each\n"
+      "                    program, beside the peers (--peer; default all: jax on the\n"
+      "                    program, torch, torch-checkpoint, torch-compile on the model)\n"
+      "  --models=a,b      the models of --sweep=models (default: all four)\n"
+      "  --models-dir=DIR  where --sweep=models keeps its exports, each redone when\n"
+      "                    the exporter or the model changed (default: .models/ in\n"
+      "                    the workspace)\n"
       "  --wrt=NAME[,NAME...]|all  the inputs every case differentiates, as remat run's\n"
       "                    --wrt (NAME* a prefix; all: every float input); default: each\n"
       "                    problem's own, a program file's every float input\n"

@@ -51,6 +51,7 @@ enum class Sweep {
   kScale,        // scan_stack at L=2048, d=1024, N=1024, kScalePolicies; big rows
   kDtr,          // DtrSweepCases(): cap:F rows for dtr, budget-under-cap:F for recompute
   kBudget,       // every problem at its first bench size, kBudgetSweepPolicies
+  kModels,       // the real-size models (harness/bench_models.h), exported programs
 };
 
 // The default --sampling-budget. A pair's ratio (row / eager next to it)
@@ -135,6 +136,10 @@ struct BenchFlags {
   // --wrt=..., repeatable: the inputs every case differentiates
   // (WrtFromFlags, problems/problem.h); empty: each case's own.
   std::vector<std::string> wrt;
+  // --models-dir=DIR: where --sweep=models keeps its exports (empty: .models/
+  // in the workspace); --models=a,b: the models it runs (empty: kSweepModels).
+  std::string models_dir;
+  std::vector<std::string> models;
   bool help = false;                  // --help (also handed on to Google Benchmark)
 };
 
@@ -143,6 +148,16 @@ struct BenchFlags {
 // the problems they time (every size the run has eager rows at).
 inline constexpr const char* kPeerEngines[] = {"jax", "torch", "torch-compile"};
 inline constexpr const char* kPeerProblems[] = {"scan_stack", "mlp_chain", "transformer_stack", "gpt"};
+// The peers of --sweep=models (harness/bench_models.h): JAX on the exported
+// program, PyTorch on the model itself (tools/model_time.py --engine).
+inline constexpr const char* kModelPeerEngines[] = {"jax", "torch", "torch-checkpoint",
+                                                    "torch-compile"};
+// The models of --sweep=models (tools/real_models.py names them), in order.
+// --sweep=models samples each row for this long (unless --max-row-seconds),
+// with no sampling budget (unless --sampling-budget): a GPT-2 small step
+// takes seconds, so a row gets a few pairs with eager.
+inline constexpr double kModelRowSeconds = 30;
+inline constexpr const char* kSweepModels[] = {"nanogpt", "gpt2", "llama-100m", "resnet50"};
 
 // Takes this binary's own flags out of `args` (args[0] is the program name)
 // and returns them; every other argument, args[0] first, goes to `rest` in

@@ -6,6 +6,7 @@
 //   tools/bazel run //harness:bench -- --sweep=depth
 //   tools/bazel run //harness:bench -- --sweep=schedules
 //   tools/bazel run //harness:bench -- --sweep=scale
+//   tools/bazel run //harness:bench -- --sweep=models
 //   tools/bazel run //harness:bench -- --engines=eager,recompute --benchmark_filter=scan_stack
 //
 // Flags: harness/bench_flags.h (BenchHelp); Google Benchmark's own flags pass
@@ -35,6 +36,7 @@
 #include "harness/bench_flags.h"
 #include "harness/bench_lib.h"
 #include "harness/bench_matmul_bound.h"
+#include "harness/bench_models.h"
 #include "harness/bench_peers.h"
 #include "harness/bench_plan.h"
 #include "harness/bench_register.h"
@@ -57,11 +59,19 @@ int Main(int argc, char** argv) {
   std::vector<std::string> rest;
   BenchFlags flags;
   std::vector<PlannedRow> plan;
+  std::vector<ModelExport> models;
   BenchSession session;
   try {
     flags = ParseBenchFlags(args, &rest);
     if (flags.help) std::cout << BenchHelp() << "\nGoogle Benchmark's flags:\n";
-    plan = PlanRows(flags, EngineNames());
+    // --sweep=models: the programs are exported (or found up to date) first;
+    // a window's process finds them as the first left them.
+    std::vector<std::pair<std::string, std::string>> programs;
+    if (flags.sweep == Sweep::kModels && !flags.help) {
+      models = ExportModels(flags, std::cerr);
+      for (const ModelExport& m : models) programs.push_back({m.Label(), m.program()});
+    }
+    plan = PlanRows(flags, EngineNames(), programs);
     session.max_memory_bytes = flags.max_memory_bytes;
     session.paired = flags.paired;
     session.rule = DefaultSamplingRule();
@@ -202,7 +212,11 @@ int Main(int argc, char** argv) {
     nlohmann::json run = ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);
     run["controls"] = ControlsJson(controls);
     run["source"] = source;
-    if (!flags.peers.empty()) AddPeerRows(results, flags.peers, &run, console ? std::cout : std::cerr);
+    if (!flags.peers.empty() && flags.sweep == Sweep::kModels) {
+      AddModelPeerRows(results, models, flags.peers, &run, console ? std::cout : std::cerr);
+    } else if (!flags.peers.empty()) {
+      AddPeerRows(results, flags.peers, &run, console ? std::cout : std::cerr);
+    }
     const std::vector<std::string> written =
         WriteResults(ResultsDir(flags.out_dir), UtcStamp(started), run);
     std::cerr << "\nbench: wrote " << Join(written, " and ") << "\n";

@@ -22,11 +22,13 @@
 #include "problems/problem.h"
 
 namespace remat::bench {
-namespace {
 
-// Runs `command` through the shell; returns its exit status and its output
-// (stdout and stderr together).
-int Capture(const std::string& command, std::string* output) {
+std::string PeerPython() {
+  const char* venv = std::getenv("REMAT_VENV");
+  return StrCat(venv ? std::string(venv) : WorkspaceDir() + "/.venv", "/bin/python");
+}
+
+int CaptureOutput(const std::string& command, std::string* output) {
   output->clear();
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return -1;
@@ -36,15 +38,44 @@ int Capture(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-}  // namespace
+std::string TimePeer(const std::string& command, double eager_ms, nlohmann::json* row) {
+  std::string output;
+  const int status = CaptureOutput(command, &output);
+  const size_t last = output.find_last_of('\n', output.size() >= 2 ? output.size() - 2 : 0);
+  const std::string last_line = output.substr(last == std::string::npos ? 0 : last + 1);
+  std::string shown;
+  if (status == 0) {
+    try {
+      const nlohmann::json j = nlohmann::json::parse(last_line);
+      (*row)["real_time_ms"] = j.at("min_ms");
+      (*row)["median_time_ms"] = j.at("median_ms");
+      (*row)["times_ms"] = j.at("times_ms");
+      (*row)["compile_seconds"] = j.at("compile_seconds");
+      (*row)["version"] = j.at("version");
+      (*row)["threads"] = j.at("threads");
+      if (j.contains("peak_rss_bytes")) (*row)["peak_rss_bytes"] = j.at("peak_rss_bytes");
+      (*row)["vs_eager"] = j.at("min_ms").get<double>() / eager_ms;
+      char line[64];
+      std::snprintf(line, sizeof line, "%9.1f ms  x eager %.2f", j.at("min_ms").get<double>(),
+                    (*row)["vs_eager"].get<double>());
+      shown = line;
+    } catch (const std::exception& e) {
+      (*row)["error"] = StrCat(command, " printed no result: ", last_line);
+    }
+  } else {
+    std::string why = last_line;
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    (*row)["error"] = status == 77 ? why : StrCat("exit ", status, ": ", why);
+  }
+  if (row->contains("error")) shown = "error: " + (*row)["error"].get<std::string>();
+  return shown;
+}
 
 void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::string>& peers,
                  nlohmann::json* run, std::ostream& out) {
   namespace fs = std::filesystem;
-  const std::string root = WorkspaceDir();
-  const char* venv = std::getenv("REMAT_VENV");
-  const std::string python = StrCat(venv ? std::string(venv) : root + "/.venv", "/bin/python");
-  const std::string script = root + "/tools/peer_time.py";
+  const std::string python = PeerPython();
+  const std::string script = WorkspaceDir() + "/tools/peer_time.py";
   (*run)["peer"] = {{"engines", peers}, {"python", python}, {"script", script}};
   if (!fs::exists(python)) {
     out << "\npeer: " << python << " not found (tools/python_env.sh makes .venv with JAX and "
@@ -85,36 +116,9 @@ void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::s
                               {"engine", peer},
                               {"policy", variant},
                               {"peer", true}};
-        std::string output;
-        const int status = Capture(StrCat(python, " ", script, " --engine ", peer, " --repeats 5 '",
-                                          dir.string(), "'"),
-                                   &output);
-        const size_t last = output.find_last_of('\n', output.size() >= 2 ? output.size() - 2 : 0);
-        const std::string last_line = output.substr(last == std::string::npos ? 0 : last + 1);
-        std::string shown;
-        if (status == 0) {
-          try {
-            const nlohmann::json j = nlohmann::json::parse(last_line);
-            row["real_time_ms"] = j.at("min_ms");
-            row["median_time_ms"] = j.at("median_ms");
-            row["times_ms"] = j.at("times_ms");
-            row["compile_seconds"] = j.at("compile_seconds");
-            row["version"] = j.at("version");
-            row["threads"] = j.at("threads");
-            row["vs_eager"] = j.at("min_ms").get<double>() / r.real_time_ms;
-            char line[64];
-            std::snprintf(line, sizeof line, "%9.1f ms  x eager %.2f", j.at("min_ms").get<double>(),
-                          row["vs_eager"].get<double>());
-            shown = line;
-          } catch (const std::exception& e) {
-            row["error"] = StrCat("tools/peer_time.py printed no result: ", last_line);
-          }
-        } else {
-          std::string why = last_line;
-          while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-          row["error"] = status == 77 ? why : StrCat("exit ", status, ": ", why);
-        }
-        if (row.contains("error")) shown = "error: " + row["error"].get<std::string>();
+        const std::string shown =
+            TimePeer(StrCat(python, " ", script, " --engine ", peer, " --repeats 5 '", dir.string(), "'"),
+                     r.real_time_ms, &row);
         out << "  " << r.row.problem << " " << params_text << "  " << peer << "/" << variant << "  "
             << shown << "\n"
             << std::flush;

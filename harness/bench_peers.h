@@ -23,6 +23,19 @@ namespace remat::bench {
 void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::string>& peers,
                  nlohmann::json* run, std::ostream& out);
 
+// The Python the peers run on: $REMAT_VENV/bin/python, else the workspace's
+// .venv/bin/python (tools/python_env.sh makes it).
+std::string PeerPython();
+// Runs `command` through the shell; returns its exit status (-1 when it did
+// not exit) and its output, stdout and stderr together.
+int CaptureOutput(const std::string& command, std::string* output);
+// Times one peer: runs `command` (a script that prints one JSON object as
+// its last line, with min_ms, median_ms, times_ms, compile_seconds,
+// version, threads; exit 77 and a reason for a case it refuses) and fills
+// `row` with those fields and vs_eager (min_ms over `eager_ms`), or with
+// "error". Returns what the summary shows of it.
+std::string TimePeer(const std::string& command, double eager_ms, nlohmann::json* row);
+
 }  // namespace remat::bench
 
 #endif  // REMAT_HARNESS_BENCH_PEERS_H_

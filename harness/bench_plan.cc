@@ -126,6 +126,7 @@ std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size) {
   std::vector<std::string> out;
   if (sweep == Sweep::kScale) return SplitPolicies(kScalePolicies);
   if (sweep == Sweep::kBudget) return SplitPolicies(kBudgetSweepPolicies);
+  if (sweep == Sweep::kModels) return SplitPolicies(kModelPolicies);
   if (sweep != Sweep::kSchedules) return out;
   // The frontier's case also has its place in the depth series: its rows
   // once, the frontier's order first.
@@ -136,11 +137,15 @@ std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size) {
   return out;
 }
 
-std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
-                                 const std::vector<std::string>& registered_engines) {
+std::vector<PlannedRow> PlanRows(
+    const BenchFlags& flags, const std::vector<std::string>& registered_engines,
+    const std::vector<std::pair<std::string, std::string>>& models) {
   // Engines: the baseline first, then the others by name.
   std::vector<std::string> engines = flags.engines;
   if (engines.empty() && flags.sweep == Sweep::kDtr) engines = {kBaselineEngine, "dtr", "recompute"};
+  if (engines.empty() && flags.sweep == Sweep::kModels) {
+    engines.assign(std::begin(kModelEngines), std::end(kModelEngines));
+  }
   if (engines.empty()) {
     for (const std::string& e : registered_engines) {
       if (!IsFloat64Check(e)) engines.push_back(e);
@@ -173,6 +178,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
     const Problem* problem;
     std::vector<ParamValues> sizes;
     std::string program_file;
+    std::string label;  // a model's (--sweep=models); else the case is named by its problem
   };
   std::vector<PlannedCase> cases;
   std::vector<std::unique_ptr<ProgramFileProblem>> files;
@@ -194,6 +200,11 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
         }
         cases.push_back({&p, sizes, ""});
         for (const char* cap : d.caps) dtr_caps[d.problem].push_back(cap);
+      }
+    } else if (flags.sweep == Sweep::kModels) {
+      for (const auto& [label, path] : models) {
+        files.push_back(ProgramFileProblem::Read(path));
+        cases.push_back({files.back().get(), {ParamValues()}, path, label});
       }
     } else if (flags.sweep == Sweep::kBudget) {
       for (const auto& p : AllProblems()) {
@@ -219,7 +230,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
   }
 
   std::vector<PlannedRow> rows;
-  for (const auto& [problem, sizes, program_file] : cases) {
+  for (const auto& [problem, sizes, program_file, label] : cases) {
     // Schedules reverse scans and chains of blocks: their rows go to problems
     // that have one (ApplySchedule says which).
     const Program program = problem->Build(sizes.front());
@@ -237,9 +248,10 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
       const OrderedParams params = OrderParams(*problem, size);
       const std::string formatted = FormatOrderedParams(params);
       const std::string name =
-          program_file.empty()
-              ? problem->name()
-              : problem->name() + "@" + std::filesystem::path(program_file).filename().string();
+          !label.empty()          ? label
+          : program_file.empty() ? problem->name()
+                                 : problem->name() + "@" +
+                                       std::filesystem::path(program_file).filename().string();
       const std::string case_key = formatted.empty() ? name : name + "/" + formatted;
       std::vector<CaseVariant> size_policies;
       for (const std::string& label : SweepPolicies(flags.sweep, size)) {
@@ -293,6 +305,10 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
           row.variant = variant;
           row.wrt = flags.wrt;
           row.case_key = case_key;
+          // A model's inputs are its export's: its weights as initialised
+          // (drawn uniform in [-1, 1), a 12-layer model's activations blow
+          // up, and nanoGPT ran 8 times slower).
+          if (!label.empty()) row.inputs_dir = std::filesystem::path(program_file).parent_path().string();
           row.big = flags.sweep == Sweep::kScale;
           row.name = StrCat("BM_ValueAndGrad/", case_key, "/", engine, "/", variant.Label());
           rows.push_back(row);
@@ -322,6 +338,7 @@ std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
         bound.engine = kBoundEngine;
         bound.wrt = flags.wrt;
         bound.case_key = case_key;
+        if (!label.empty()) bound.inputs_dir = std::filesystem::path(program_file).parent_path().string();
         bound.name = StrCat("BM_OneDnnMatMulBound/", case_key);
         rows.insert(rows.begin() + case_begin, bound);
       }

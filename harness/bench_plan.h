@@ -63,6 +63,11 @@ inline constexpr int64_t kScheduleDepths[] = {16, 64, 256, 1024};
 // keeps there.
 inline constexpr char kScalePolicies[] =
     "schedule:sqrt;schedule:revolve:8;schedule:budget:128MiB";
+// --sweep=models: the engines (unless --engines) and policies of every model:
+// eager, and recompute as the model is written (its own checkpoint regions)
+// and at the least peak it can plan (engines/budget).
+inline constexpr const char* kModelEngines[] = {"eager", "recompute"};
+inline constexpr char kModelPolicies[] = "as-written;memory_budget:peak:min";
 // The store-everything baseline every row's time is compared with (vs_eager).
 inline constexpr char kBaselineEngine[] = "eager";
 // Whether `engine` is one of the float64 checks (kOracleEngine,
@@ -135,8 +140,12 @@ std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size);
 // remat::Error naming an unknown engine (with the registered ones), policy
 // or problem, a bad program file (file:line:column), or for --problems or
 // --program with --sweep.
-std::vector<PlannedRow> PlanRows(const BenchFlags& flags,
-                                 const std::vector<std::string>& registered_engines);
+// --sweep=models: `models` are the exported models' (label, program file):
+// each a case keyed by its label, with eager (and its control), recompute
+// under kModelPolicies (default engines: kModelEngines) and the matmul bound.
+std::vector<PlannedRow> PlanRows(
+    const BenchFlags& flags, const std::vector<std::string>& registered_engines,
+    const std::vector<std::pair<std::string, std::string>>& models = {});
 
 // The case's baseline row: eager's, not its A/A control.
 inline bool IsBaselineRow(const PlannedRow& row) {

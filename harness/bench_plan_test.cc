@@ -253,6 +253,70 @@ TEST(BenchPlanTest, ProgramFilesGetRows) {
   }
 }
 
+// --sweep=models: each exported model is a case named by its label, its
+// inputs read from the export's directory; eager (and its control), recompute
+// as written and at the least peak, and the matmul bound; the peers are all
+// four unless named, --peer's names are the models' peers; the rows are
+// sampled for kModelRowSeconds with no budget; the sweep's flags go with it.
+TEST(BenchPlan, ModelsSweepRunsEachExportBesideItsPeers) {
+  const std::string dir = (std::filesystem::path(::testing::TempDir()) / "bench_models").string();
+  std::filesystem::create_directories(dir + "/gpt");
+  const Problem& gpt = FindProblem("gpt");
+  const std::string file = dir + "/gpt/program.txt";
+  std::ofstream(file) << PrintProgram(gpt.Build(ResolveParams(gpt, {}, true)));
+  std::vector<std::string> rest;
+  const BenchFlags flags = ParseBenchFlags({"bench", "--sweep=models", "--models=gpt2"}, &rest);
+  EXPECT_EQ(flags.peers, (std::vector<std::string>{"jax", "torch", "torch-checkpoint", "torch-compile"}));
+  EXPECT_EQ(flags.models, (std::vector<std::string>{"gpt2"}));
+  EXPECT_EQ(flags.max_row_seconds, kModelRowSeconds);
+  EXPECT_EQ(flags.sampling_budget_seconds, 0);
+  EXPECT_EQ(flags.Windows(), 1);
+  const std::vector<PlannedRow> rows =
+      PlanRows(flags, {"eager", "planned", "recompute"}, {{"gpt2@1x1024", file}});
+  std::vector<std::string> names;
+  for (const PlannedRow& row : rows) {
+    names.push_back(row.name);
+    EXPECT_EQ(row.inputs_dir, dir + "/gpt") << row.name;
+    EXPECT_EQ(row.program_file, file) << row.name;
+    EXPECT_EQ(row.case_key, "gpt2@1x1024") << row.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "BM_OneDnnMatMulBound/gpt2@1x1024",
+                       "BM_ValueAndGrad/gpt2@1x1024/eager/as-written",
+                       "BM_ValueAndGrad/gpt2@1x1024/eager/as-written/control",
+                       "BM_ValueAndGrad/gpt2@1x1024/recompute/as-written",
+                       "BM_ValueAndGrad/gpt2@1x1024/recompute/memory_budget:peak:min",
+                   }));
+  // --peer=LIST, --max-row-seconds and --sampling-budget are the user's.
+  const BenchFlags named = ParseBenchFlags({"bench", "--peer=torch-checkpoint", "--sweep=models",
+                                            "--max-row-seconds=5", "--sampling-budget=60"},
+                                           &rest);
+  EXPECT_EQ(named.peers, (std::vector<std::string>{"torch-checkpoint"}));
+  EXPECT_EQ(named.max_row_seconds, 5);
+  EXPECT_EQ(named.sampling_budget_seconds, 60);
+  EXPECT_TRUE(named.models.empty());  // every model of kSweepModels
+  EXPECT_EQ(ParseBenchFlags({"bench", "--peer", "--sweep=models"}, &rest).peers.size(), 4u);
+  // Errors name the flag and what there is.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"bench", "--peer=torch-checkpoint"}, "unknown engine 'torch-checkpoint'; peers: jax, torch"},
+      {{"bench", "--sweep=models", "--peer=pytorch"},
+       "peers of --sweep=models: jax, torch, torch-checkpoint, torch-compile"},
+      {{"bench", "--sweep=models", "--models=vgg"},
+       "--models: unknown model 'vgg'; models: nanogpt, gpt2, llama-100m, resnet50"},
+      {{"bench", "--models=gpt2"}, "--models is a flag of --sweep=models"},
+      {{"bench", "--models-dir=/tmp"}, "--models-dir is a flag of --sweep=models"},
+      {{"bench", "--sweep=models", "--policies=dots_saveable"}, "--sweep=models do not combine"},
+  };
+  for (const auto& [args, message] : bad) {
+    try {
+      ParseBenchFlags(args, &rest);
+      ADD_FAILURE() << args.back() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The default run gives planned one row per case (as written, next to
 // eager's); naming it in --engines gives it every policy, as recompute has.
 TEST(BenchPlan, PlannedRunsAsWrittenInTheDefaultRun) {

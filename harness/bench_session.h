@@ -18,6 +18,7 @@
 #include "engines/api/registry.h"
 #include "harness/bench_plan.h"
 #include "harness/bench_sampling.h"
+#include "harness/case_directory.h"
 #include "harness/case_spec.h"
 #include "harness/conformance.h"
 #include "harness/cpu_link.h"
@@ -79,6 +80,7 @@ class CaseCache {
         case_ = std::make_unique<Case>(MakeCase(*file, params, /*seed=*/1));
         case_->owner = std::move(file);
       }
+      if (!row.inputs_dir.empty()) ReadCaseInputs(row.inputs_dir, case_.get());
       case_->wrt = WrtFromFlags(row.wrt, case_->program, case_->wrt);
       key_ = row.case_key;
     }

@@ -22,6 +22,14 @@ namespace remat {
 std::vector<std::string> WriteCaseDirectory(const Case& c, const CaseVariant& variant,
                                             const std::string& dir);
 
+// Replaces every input of `c` by DIR/<input name>.npy (what WriteCaseDirectory
+// and tools/torch_export.py write; remat run --inputs). Throws remat::Error
+// naming the file for a missing input, a shape that is not the program's,
+// and a .npy that names no input (other than the loss.npy, grad_*.npy and
+// state_*.npy remat run --dump writes beside them), and for a DIR that is
+// not a directory.
+void ReadCaseInputs(const std::string& dir, Case* c);
+
 }  // namespace remat
 
 #endif  // REMAT_HARNESS_CASE_DIRECTORY_H_

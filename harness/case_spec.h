@@ -120,6 +120,10 @@ struct CaseSpec {
   // The inputs differentiated, by name (WrtFromFlags' forms); empty: the
   // case's own (problems/problem.h).
   std::vector<std::string> wrt;
+  // A directory every input is read from, <input>.npy (ReadCaseInputs,
+  // harness/case_directory.h: an exported model's weights and tokens); "":
+  // the inputs are drawn (MakeCase).
+  std::string inputs_dir;
 };
 
 }  // namespace remat

@@ -24,6 +24,7 @@
 #include "engines/budget/peak_budget.h"
 #include "engines/api/registry.h"
 #include "engines/onednn/platform.h"
+#include "harness/case_directory.h"
 #include "harness/case_spec.h"
 #include "harness/conformance.h"
 #include "harness/memory_caps.h"
@@ -146,34 +147,6 @@ const Problem& ResolveProblem(const CaseOptions& o, std::shared_ptr<const Proble
   return FindProblem(o.problem);
 }
 
-// Checks that `dir` holds no .npy file that names no input of `program`,
-// other than what --dump writes beside the inputs (loss.npy, grad_*.npy, state_*.npy): a
-// misspelt input's file would otherwise be silently ignored.
-void CheckNoExtraInputs(const std::string& dir, const Program& program, const std::string& what) {
-  if (!std::filesystem::is_directory(dir)) {
-    throw Error(StrCat("--inputs ", dir, ": not a directory"));
-  }
-  std::vector<std::string> extra;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string file = entry.path().filename().string();
-    if (entry.path().extension() != ".npy") continue;
-    const std::string stem = entry.path().stem().string();
-    const bool input = std::find(program.param_names.begin(), program.param_names.end(), stem) !=
-                       program.param_names.end();
-    if (!input && file != "loss.npy" && stem.rfind("grad_", 0) != 0 &&
-        stem.rfind("state_", 0) != 0) {
-      extra.push_back(file);
-    }
-  }
-  std::sort(extra.begin(), extra.end());
-  if (!extra.empty()) {
-    throw Error(StrCat((std::filesystem::path(dir) / extra[0]).string(), ": no input of ", what,
-                       " is named ", std::filesystem::path(extra[0]).stem().string(),
-                       extra.size() > 1 ? StrCat(" (nor ", extra.size() - 1, " other files)") : "",
-                       "; its inputs: ", Join(program.param_names, ", ")));
-  }
-}
-
 Case LoadCase(const CaseOptions& o, std::ostream& err) {
   std::shared_ptr<const Problem> owned;
   const Problem& problem = ResolveProblem(o, &owned);
@@ -186,23 +159,10 @@ Case LoadCase(const CaseOptions& o, std::ostream& err) {
   }
   if (!o.schedule.empty()) c.program = ApplySchedule(c.program, o.schedule);
   if (!o.inputs_dir.empty()) {
-    CheckNoExtraInputs(o.inputs_dir, c.program, c.ToString());
-    for (int i = 0; i < c.program.num_params(); ++i) {
-      const std::string path =
-          (std::filesystem::path(o.inputs_dir) / (c.program.param_names[i] + ".npy")).string();
-      if (!std::filesystem::exists(path)) {
-        throw Error(StrCat(path, ": missing: input ", c.program.param_names[i], " of ",
-                           c.ToString(), " (", c.program.shapes[i].ToString(),
-                           ") has no file in ", o.inputs_dir));
-      }
-      Tensor t = ReadNpy(path);
-      if (t.shape() != c.program.shapes[i]) {
-        throw Error(StrCat(path, ": input ", c.program.param_names[i], " of ", c.ToString(),
-                           " should be ", c.program.shapes[i].ToString(), ", the file holds ",
-                           t.TypeString()));
-      }
-      c.inputs[i] = t;
+    if (!std::filesystem::is_directory(o.inputs_dir)) {
+      throw Error(StrCat("--inputs ", o.inputs_dir, ": not a directory"));
     }
+    ReadCaseInputs(o.inputs_dir, &c);
   }
   return c;
 }

@@ -113,4 +113,5 @@ class ShapesOnlyTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    base._reexec_with_torch()
     unittest.main()

@@ -11,12 +11,10 @@ prediction; any difference is an error (exit 1).
     .venv/bin/python tools/examples/predict_peaks.py llama-1b --batch 1 --tokens 2048
     .venv/bin/python tools/examples/predict_peaks.py gpt2 --batch 1 --tokens 512 --confirm
 
-Models: gpt2 (Hugging Face GPT2LMHeadModel, GPT2Config's defaults: GPT-2
-small, 124 M parameters), llama-1b (LlamaForCausalLM shaped as Llama 3.2
-1B: 16 layers, 2048 wide, 32 query and 8 key/value heads, MLP 8192, 128,256
-tokens, tied embeddings; 1.24 B parameters), nanogpt (tools/testdata's
-Shakespeare GPT). Hugging Face's checkpointing switch on, training mode,
-the loss from `labels=`. One Markdown row per engine and policy: the
+Models: tools/real_models.py's (gpt2: GPT-2 small, 124 M parameters;
+llama-1b: Llama 3.2 1B's shape, 1.24 B; llama-100m; nanogpt: the
+Shakespeare GPT; resnet50), with their own checkpointing on, in training
+mode. One Markdown row per engine and policy: the
 predicted peak, the seconds `remat plan` took, and with --confirm the
 measured peak.
 """
@@ -36,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.dirname(HERE)
 sys.path.insert(0, TOOLS)
 sys.path.insert(0, os.path.join(TOOLS, "testdata"))
+import real_models  # noqa: E402
 from torch_export import export  # noqa: E402
 
 # (row, remat's options): eager stores everything; the others honour the
@@ -47,29 +46,6 @@ ROWS = [
     ("recompute, dots_saveable", ["--engine", "recompute", "--policy", "dots_saveable"]),
     ("recompute, memory_budget:peak:min", ["--engine", "recompute", "--policy", "memory_budget:peak:min"]),
 ]
-
-
-def build(name, tokens):
-    """(model, its vocabulary size) in training mode, checkpointing on, on
-    the current default device."""
-    if name == "nanogpt":
-        from nanogpt import GPT, GPTConfig
-        config = GPTConfig(block_size=tokens, vocab_size=65, n_layer=6, n_head=6, n_embd=384, dropout=0.0,
-                           checkpointed=True)
-        return GPT(config).train(), config.vocab_size
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
-    if name == "gpt2":
-        config = GPT2Config(n_positions=max(tokens, 1024))
-        model = GPT2LMHeadModel(config)
-    elif name == "llama-1b":
-        config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-                             num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=max(tokens, 2048),
-                             tie_word_embeddings=True)
-        model = LlamaForCausalLM(config)
-    else:
-        raise SystemExit("predict_peaks: no model %r (gpt2, llama-1b, nanogpt)" % name)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    return model.train(), config.vocab_size
 
 
 def export_at(name, batch, tokens, out, meta):
@@ -89,19 +65,14 @@ def export_at(name, batch, tokens, out, meta):
 
 
 def _export_child(name, batch, tokens, out, meta, queue):
-    torch.manual_seed(0)
     if meta:
         with torch.device("meta"):
-            model, vocab = build(name, tokens)
+            model = real_models.build(name, batch, tokens)
     else:
-        model, vocab = build(name, tokens)
-    ids = torch.randint(0, vocab, (batch, tokens))
+        model = real_models.build(name, batch, tokens)
     start = time.time()
-    if name == "nanogpt":
-        export(model, (ids, ids), out)
-    else:
-        export(model, {"input_ids": ids, "labels": ids}, out)
-    queue.put((time.time() - start, sum(p.numel() for p in model.parameters())))
+    export(model.module, model.inputs, out, loss=model.loss, loss_inputs=model.loss_inputs)
+    queue.put((time.time() - start, model.parameters()))
 
 
 def remat(remat_bin, command, program, options, inputs=None):
@@ -126,7 +97,7 @@ def predicted(plan_output):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", help="gpt2, llama-1b or nanogpt")
+    parser.add_argument("model", help="a model of tools/real_models.py: " + ", ".join(real_models.names()))
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--tokens", type=int, default=1024)
     parser.add_argument("--confirm", action="store_true",
@@ -136,6 +107,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.batch < 1 or args.tokens < 1:
         raise SystemExit("predict_peaks: --batch and --tokens must be positive")
+    if args.model not in real_models.SIZES:
+        raise SystemExit("predict_peaks: no model %r; models: %s" % (args.model, ", ".join(real_models.names())))
     with tempfile.TemporaryDirectory(prefix="predict_peaks_") as work:  # a real export is the model's size
         _rows(args, work)
 

@@ -1,0 +1,164 @@
+#include "harness/bench_models.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "engines/api/error.h"
+#include "engines/api/policy.h"
+#include "harness/bench_peers.h"
+#include "harness/bench_plan.h"
+#include "harness/bench_report.h"
+#include "harness/case_directory.h"
+#include "harness/case_spec.h"
+#include "problems/program_file.h"
+
+namespace remat::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `text` as one word of a POSIX shell command line.
+std::string Quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The last non-empty line of a command's output.
+std::string LastLine(const std::string& output) {
+  std::string text = output;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  const size_t last = text.find_last_of('\n');
+  return last == std::string::npos ? text : text.substr(last + 1);
+}
+
+}  // namespace
+
+std::string ModelExport::Label() const { return StrCat(model, "@", batch, "x", tokens); }
+
+ModelExport ReadModelExport(const std::string& model, const std::string& dir) {
+  const std::string path = dir + "/model.json";
+  std::ifstream in(path);
+  if (!in) throw Error(StrCat(path, ": cannot read the export's model.json"));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(StrCat(path, ": not JSON (", e.what(), ")"));
+  }
+  ModelExport m;
+  m.model = model;
+  m.dir = dir;
+  for (const char* field : {"model", "batch", "tokens", "parameters"}) {
+    if (!j.contains(field)) throw Error(StrCat(path, ": no \"", field, "\""));
+  }
+  const nlohmann::json& named = j.at("model");
+  if (named != model) {
+    throw Error(StrCat(path, ": the export of model ", named.is_string() ? named.get<std::string>() : named.dump(),
+                       ", not ", model));
+  }
+  m.batch = j.at("batch").get<int64_t>();
+  m.tokens = j.at("tokens").get<int64_t>();
+  m.parameters = j.at("parameters").get<int64_t>();
+  return m;
+}
+
+std::vector<ModelExport> ExportModels(const BenchFlags& flags, std::ostream& log) {
+  const std::vector<std::string> models =
+      flags.models.empty() ? std::vector<std::string>(std::begin(kSweepModels), std::end(kSweepModels))
+                           : flags.models;
+  const std::string python = PeerPython();
+  if (!fs::exists(python)) {
+    throw Error(StrCat("--sweep=models: ", python,
+                       " not found (tools/python_env.sh makes .venv with PyTorch, transformers and "
+                       "torchvision; $REMAT_VENV names another)"));
+  }
+  const std::string root = flags.models_dir.empty() ? WorkspaceDir() + "/.models" : flags.models_dir;
+  const std::string script = WorkspaceDir() + "/tools/model_time.py";
+  std::vector<ModelExport> out;
+  for (const std::string& model : models) {
+    const std::string dir = root + "/" + model;
+    const std::string command =
+        StrCat(python, " ", Quoted(script), " export ", model, " ", Quoted(dir), " --if-stale");
+    std::string output;
+    const int status = CaptureOutput(command, &output);
+    if (status != 0) {
+      throw Error(StrCat("--sweep=models: exporting ", model, " failed (exit ", status, " of `",
+                         command, "`): ", LastLine(output)));
+    }
+    log << "bench: " << LastLine(output) << "\n" << std::flush;
+    out.push_back(ReadModelExport(model, dir));
+  }
+  return out;
+}
+
+void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<ModelExport>& models,
+                      const std::vector<std::string>& peers, nlohmann::json* run, std::ostream& out) {
+  const std::string python = PeerPython();
+  const std::string root = WorkspaceDir();
+  (*run)["peer"] = {{"engines", peers}, {"python", python}};
+  std::string pattern = (fs::temp_directory_path() / "remat-model-peer-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw Error("peer: cannot create a temporary directory");
+  const fs::path tmp = pattern;
+  out << "\npeer: " << python << " tools/model_time.py time MODEL --engine {torch,torch-checkpoint,"
+      << "torch-compile} (the model) and tools/peer_time.py --engine jax (its program), each the "
+      << "least of 5 steps after 2 warm-ups\n";
+  for (const ModelExport& m : models) {
+    const auto eager = std::find_if(results.begin(), results.end(), [&](const RowResult& r) {
+      return IsBaselineRow(r.row) && r.row.kind == RowKind::kValueAndGrad &&
+             r.row.program_file == m.program();
+    });
+    if (eager == results.end() || !eager->error.empty() || eager->real_time_ms <= 0) {
+      out << "  " << m.Label() << ": no eager row to set peers beside\n";
+      continue;
+    }
+    const int64_t eager_flops = eager->flops_forward + eager->flops_backward;
+    for (const std::string& peer : peers) {
+      std::vector<std::pair<std::string, std::string>> variants;  // (policy, command)
+      if (peer == "jax") {
+        const std::unique_ptr<ProgramFileProblem> problem = ProgramFileProblem::Read(m.program());
+        for (const CaseVariant& v : {CaseVariant(), CaseVariant::OfPolicy("everything_saveable")}) {
+          Case c = MakeCase(*problem, ParamValues(), /*seed=*/1);
+          ReadCaseInputs(m.dir, &c);  // eager's row's inputs: the export's
+          c.program = v.Apply(c.program);
+          const fs::path dir = tmp / StrCat(m.model, ".", v.Label());
+          WriteCaseDirectory(c, v, dir.string());
+          variants.push_back({v.Label(), StrCat(python, " ", Quoted(root + "/tools/peer_time.py"),
+                                                " --engine jax --repeats 5 ", Quoted(dir.string()))});
+        }
+      } else {
+        variants.push_back(
+            {peer == "torch-checkpoint" ? "as-written" : "everything_saveable",
+             StrCat(python, " ", Quoted(root + "/tools/model_time.py"), " time ", m.model, " --engine ",
+                    peer, " --batch ", m.batch, " --tokens ", m.tokens, " --repeats 5")});
+      }
+      for (const auto& [policy, command] : variants) {
+        nlohmann::json row = {{"name", StrCat("peer/", m.model, "/", peer, "/", policy)},
+                              {"problem", eager->row.problem},
+                              {"model", m.model},
+                              {"model_label", m.Label()},
+                              {"program_file", m.program()},
+                              {"engine", peer},
+                              {"policy", policy},
+                              {"eager_flops", eager_flops},
+                              {"peer", true}};
+        const std::string shown = TimePeer(command, eager->real_time_ms, &row);
+        if (row.contains("real_time_ms")) {
+          row["gflops"] = static_cast<double>(eager_flops) / (row["real_time_ms"].get<double>() * 1e6);
+        }
+        out << "  " << m.Label() << "  " << peer << "/" << policy << "  " << shown << "\n" << std::flush;
+        (*run)["rows"].push_back(row);
+      }
+      fs::remove_all(tmp / StrCat(m.model, ".as-written"));
+      fs::remove_all(tmp / StrCat(m.model, ".everything_saveable"));
+    }
+  }
+  fs::remove_all(tmp);
+}
+
+}  // namespace remat::bench

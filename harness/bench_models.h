@@ -1,0 +1,64 @@
+// --sweep=models: the models people train, at the sizes they train them
+// (tools/real_models.py), as programs exported from PyTorch
+// (tools/model_time.py export, into --models-dir), timed as remat's rows
+// beside the peers: JAX on the same program, PyTorch on the model itself.
+//
+//   std::vector<ModelExport> models = ExportModels(flags, std::cerr);
+//   ... flags.programs = ProgramsOf(models); PlanRows ...; run ...
+//   AddModelPeerRows(results, models, flags.peers, &run, std::cout);
+#ifndef REMAT_HARNESS_BENCH_MODELS_H_
+#define REMAT_HARNESS_BENCH_MODELS_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "harness/bench_flags.h"
+#include "harness/bench_lib.h"
+#include <nlohmann/json.hpp>
+
+namespace remat::bench {
+
+// One exported model: its name (tools/real_models.py's), the directory
+// holding program.txt, its inputs and model.json, and what model.json says.
+struct ModelExport {
+  std::string model;
+  std::string dir;
+  int64_t batch = 0;
+  int64_t tokens = 0;  // tokens per sequence, or a ResNet's image side
+  int64_t parameters = 0;
+  std::string program() const { return dir + "/program.txt"; }
+  // "gpt2@1x1024": the case's name in the rows and the report.
+  std::string Label() const;
+};
+
+// The models of the run (flags.models, else kSweepModels), each exported
+// into <models dir>/<model>/ (flags.models_dir, else WorkspaceDir()/.models)
+// by `python tools/model_time.py export --if-stale` in PeerPython(): an
+// export whose model.json names the same model, sizes and sources (a digest
+// of the exporter's and the model's files) is kept as it is. One line per
+// model to `log`. Throws remat::Error naming the model, the command and the
+// exporter's last line when one fails, and naming the Python when it is
+// missing.
+std::vector<ModelExport> ExportModels(const BenchFlags& flags, std::ostream& log);
+
+// Reads <dir>/model.json (what tools/model_time.py export writes); throws
+// remat::Error naming the file and the field it lacks.
+ModelExport ReadModelExport(const std::string& model, const std::string& dir);
+
+// The peers of each model beside its eager row in `results` (rows of
+// program file export.program()): "jax" runs the program (as written and
+// under everything_saveable) in tools/peer_time.py, "torch",
+// "torch-checkpoint" and "torch-compile" the model in tools/model_time.py
+// time. Each row: {"name": "peer/<model>/<engine>[/<policy>]", "model",
+// "engine", "policy", "peer": true, real_time_ms (the least of 5 steps
+// after 2 warm-ups), vs_eager (over eager's row), eager_flops (eager's
+// FLOPs of the program: a GFLOP/s on the same work), ...} or with "error"
+// (the run goes on).
+void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<ModelExport>& models,
+                      const std::vector<std::string>& peers, nlohmann::json* run, std::ostream& out);
+
+}  // namespace remat::bench
+
+#endif  // REMAT_HARNESS_BENCH_MODELS_H_
