@@ -17,7 +17,7 @@ program runs as the engine's user would write it:
 A run is one value and every gradient in "wrt". After one warm-up run (the
 compile, for jax and torch-compile) it times --repeats runs and prints one
 JSON object: {"engine", "version", "threads", "min_ms", "median_ms",
-"times_ms", "compile_seconds", "loss"}; or "unsupported: WHY" and exit 77
+"times_ms", "compile_seconds", "loss", "peak_rss_bytes"}; or "unsupported: WHY" and exit 77
 when the engine cannot run the program as asked (tools/conform.h's rule);
 exit 3 when the engine is not installed.
 """
@@ -25,6 +25,7 @@ exit 3 when the engine is not installed.
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -138,6 +139,9 @@ def main(argv):
         return status
     out["min_ms"] = min(out["times_ms"])
     out["median_ms"] = statistics.median(out["times_ms"])
+    # The process's peak resident set: the framework, the case and what its
+    # allocator kept (not remat's tracked peak: another measure).
+    out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps(out))
     return 0
 

@@ -31,6 +31,8 @@ report has its tables and says the plots were skipped):
                             schedules), with eager and JAX-style body checkpointing
   schedules_vs_depth.png    peak memory, and the activations in it, vs depth
                             for each schedule (scan_stack)
+REPORT.md has, after the default runs, each --sweep=models run's models
+beside the field's engines (tools/report_models.py).
 Sections of REPORT-full.md: a table per problem of each tabled run; the
 frontier case's schedules relative to eager;
 rows run at scale (//harness:bench --sweep=scale: one run each, peak by
@@ -57,6 +59,7 @@ from report_runs import (  # noqa: E402
 from report_tables import (  # noqa: E402
     agreement_section, frontier_table, peer_table, scale_table, summary_table, table)
 from report_plots import compile_budget_section, plots  # noqa: E402
+from report_models import models_section  # noqa: E402
 
 
 LEGEND = (
@@ -121,8 +124,10 @@ def main(argv=None):
     runs = load(args.inputs)
     every_row = [row for run in runs for row in run.get("rows", [])]
     every_control = [row for run in runs for row in run.get("_controls", [])]
+    # A models run's peers ran the models, not a problem: report_models.py.
+    problem_peers = [row for row in every_row if not row.get("model")]
     if args.section_only:
-        print("\n".join(peer_table(every_row, every_control)))
+        print("\n".join(peer_table(problem_peers, every_control)))
         return 0
     # The field's engines' rows have their own table (peer_table), and so do
     # the rows of a --peer run.
@@ -168,9 +173,10 @@ def main(argv=None):
                "Ratios are x eager of the same run; `none`: no row that is a result peaks below "
                f"eager. Every row: [{FULL}]({FULL}#{anchor(title)}).", "",
                summary_table(mine), ""]
+    md += models_section(runs)
     full += agreement_section(runs, tabled)
     full += frontier_table(same_family)
-    full += peer_table(every_row, every_control)
+    full += peer_table(problem_peers, every_control)
     full += scale_table(same_family)
     if args.compile_budget:
         full += compile_budget_section(args.compile_budget, args.out)

@@ -230,6 +230,8 @@ def run_kind(run):
     """'peer' for a run with the field's engines (its rows go to the peer
     table), the sweep's name for a --sweep run, else 'default'."""
     command = run.get("command", "")
+    if "--sweep=models" in command.split():  # its peers are its own (report_models.py)
+        return "models"
     if any(r.get("peer") for r in run.get("rows", [])) or run.get("peer"):
         return "peer"
     for word in command.split():

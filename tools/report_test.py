@@ -178,6 +178,51 @@ class ReportTest(unittest.TestCase):
         # Peer rows stay out of the problem's own table.
         self.assertNotIn("jax/as-written", md.split("## The field's engines")[0])
 
+    def test_a_models_run_sets_each_model_beside_its_peers(self):
+        # remat's rows and the peers of one model, by program file; the
+        # ratios, useful GFLOP/s (eager's FLOPs over each time), the share of
+        # the ceiling (bound + stream floor over each time) and each side's
+        # cost of checkpointing; a peer that failed shows its error; the
+        # models' peer rows stay out of the problems' peer table.
+        program = "/m/gpt2/program.txt"
+
+        def mine(engine, policy, ms, **extra):
+            r = {"name": f"BM_ValueAndGrad/gpt2@1x1024/{engine}/{policy}", "problem": "GPT2LMHeadModel",
+                 "params": {}, "program_file": program, "engine": engine, "policy": policy,
+                 "real_time_ms": ms, "peak_bytes": 3 * 2 ** 30, "flops_forward": 200e9,
+                 "flops_backward": 400e9}
+            r.update(extra)
+            return r
+
+        def peer(engine, policy, ms, **extra):
+            r = {"name": f"peer/gpt2/{engine}/{policy}", "problem": "GPT2LMHeadModel", "model": "gpt2",
+                 "model_label": "gpt2@1x1024", "program_file": program, "engine": engine, "policy": policy,
+                 "peer": True, "real_time_ms": ms, "peak_rss_bytes": 2 ** 31}
+            r.update(extra)
+            return r
+
+        rows = [mine("onednn", "as-written", 2000, matmul_bound=True, stream_floor_ms=1000),
+                mine("eager", "as-written", 4000),
+                mine("eager", "as-written", 4100, control=True, vs_eager_paired=1.0),
+                mine("recompute", "as-written", 5000, vs_eager_paired=1.2),
+                mine("recompute", "memory_budget:peak:min", 4400, vs_eager_paired=1.1),
+                peer("torch", "everything_saveable", 3000),
+                peer("torch-checkpoint", "as-written", 3300),
+                peer("torch-compile", "everything_saveable", 0, error="inductor failed"),
+                peer("jax", "as-written", 6000)]
+        run = {"command": "tools/bazel run //harness:bench -- --sweep=models",
+               "machine": {"cpu": "test", "cores": 2}, "date": "2026-01-01T00:00:00Z", "rows": rows}
+        text = report_of([("models.json", run)])
+        self.assertIn("## The models people train, beside the field's engines", text)
+        self.assertIn("| gpt2@1x1024 | remat eager | 4000.0 | 1.00 | 150.0 | 75% | 3.00 |", text)
+        self.assertIn("| gpt2@1x1024 | remat recompute, as written | 5000.0 | 1.20 | 120.0 | 60% | 3.00 |", text)
+        self.assertIn("| gpt2@1x1024 | PyTorch eager | 3000.0 | 0.75 | 200.0 | 100% | 2.00 (RSS) |", text)
+        self.assertIn("| gpt2@1x1024 | torch.compile | error: inductor failed |", text)
+        self.assertIn("| gpt2@1x1024 | JAX, program as written | 6000.0 | 1.50 |", text)
+        self.assertIn("gpt2@1x1024: checkpointing as written costs remat +20% of its eager step, "
+                      "PyTorch +10% of its own", text)
+        self.assertNotIn("## The field's engines, in the same run", text)
+
     def test_the_compile_budget_section_and_its_gaps(self):
         # tools/torch_compile_budget.py's TSV: one problem, three budgets;
         # remat recomputes fewer FLOPs at B = 0.5, the same elsewhere.
