@@ -214,6 +214,9 @@ int Main(int argc, char** argv) {
     run["source"] = source;
     if (!flags.peers.empty() && flags.sweep == Sweep::kModels) {
       AddModelPeerRows(results, models, flags.peers, &run, console ? std::cout : std::cerr);
+    }
+    if (flags.sweep == Sweep::kModels) {
+      AnnotateModelRows(models, &run);
     } else if (!flags.peers.empty()) {
       AddPeerRows(results, flags.peers, &run, console ? std::cout : std::cerr);
     }

@@ -161,4 +161,33 @@ void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<M
   fs::remove_all(tmp);
 }
 
+void AnnotateModelRows(const std::vector<ModelExport>& models, nlohmann::json* run) {
+  if (!run->contains("rows")) return;
+  nlohmann::json& rows = (*run)["rows"];
+  auto ms_of = [](const nlohmann::json& r) {
+    return !r.contains("error") && r.contains("real_time_ms") && r["real_time_ms"].is_number()
+               ? r["real_time_ms"].get<double>()
+               : 0.0;
+  };
+  for (const ModelExport& m : models) {
+    double ceiling_ms = 0;
+    double eager_flops = 0;
+    for (const nlohmann::json& r : rows) {
+      if (r.value("program_file", "") != m.program() || r.value("peer", false)) continue;
+      if (r.value("matmul_bound", false) && ms_of(r) > 0 && r.contains("stream_floor_ms")) {
+        ceiling_ms = ms_of(r) + r["stream_floor_ms"].get<double>();
+      }
+      if (r.value("engine", "") == kBaselineEngine && !r.value("control", false) && ms_of(r) > 0) {
+        eager_flops = r.value("flops_forward", 0.0) + r.value("flops_backward", 0.0);
+      }
+    }
+    for (nlohmann::json& r : rows) {
+      const double ms = ms_of(r);
+      if (r.value("program_file", "") != m.program() || r.value("matmul_bound", false) || ms <= 0) continue;
+      if (eager_flops > 0) r["useful_gflops"] = eager_flops / (ms * 1e6);
+      if (ceiling_ms > 0) r["of_ceiling"] = ceiling_ms / ms;
+    }
+  }
+}
+
 }  // namespace remat::bench

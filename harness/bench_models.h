@@ -59,6 +59,15 @@ ModelExport ReadModelExport(const std::string& model, const std::string& dir);
 void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<ModelExport>& models,
                       const std::vector<std::string>& peers, nlohmann::json* run, std::ostream& out);
 
+// Adds to every row of each model in run["rows"] (remat's and the peers',
+// by program file; not the bound row) what the report sets them beside:
+// "useful_gflops", eager's FLOPs of one step (forward and backward, no
+// recomputation) over the row's time, and "of_ceiling", the case's ceiling
+// (its bound row's time plus its stream_floor_ms: eager's matmuls bare and
+// its other kernels' bytes at the stream rate) over the row's time. A model
+// without an eager row or a bound row gets neither field.
+void AnnotateModelRows(const std::vector<ModelExport>& models, nlohmann::json* run);
+
 }  // namespace remat::bench
 
 #endif  // REMAT_HARNESS_BENCH_MODELS_H_

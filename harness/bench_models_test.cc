@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engines/api/error.h"
+#include "harness/bench_plan.h"
 
 namespace remat::bench {
 namespace {
@@ -52,6 +53,40 @@ TEST(BenchModels, ABadExportIsAnErrorNamingTheFile) {
       EXPECT_NE(std::string(e.what()).find(dir + "/" + message), std::string::npos) << e.what();
     }
   }
+}
+
+// Each row of a model gets eager's FLOPs over its time and the ceiling (the
+// bound's time plus its stream floor) over its time; the bound row, a
+// failed row, a control's twin of another model and a model without a
+// bound row are left as they are.
+TEST(BenchModels, RowsGetTheirUsefulRateAndShareOfTheCeiling) {
+  ModelExport gpt2{"gpt2", "/m/gpt2", 1, 1024, 124};
+  ModelExport resnet{"resnet50", "/m/resnet50", 16, 224, 25};
+  const std::string p = gpt2.program(), q = resnet.program();
+  nlohmann::json run = {
+      {"rows",
+       {{{"program_file", p}, {"matmul_bound", true}, {"real_time_ms", 2000.0}, {"stream_floor_ms", 1000.0}},
+        {{"program_file", p}, {"engine", "eager"}, {"real_time_ms", 4000.0}, {"flops_forward", 2e11},
+         {"flops_backward", 4e11}},
+        {{"program_file", p}, {"engine", "eager"}, {"control", true}, {"real_time_ms", 4100.0},
+         {"flops_forward", 1.0}, {"flops_backward", 1.0}},
+        {{"program_file", p}, {"engine", "recompute"}, {"real_time_ms", 5000.0}, {"flops_forward", 3e11}},
+        {{"program_file", p}, {"engine", "torch"}, {"peer", true}, {"real_time_ms", 3000.0}},
+        {{"program_file", p}, {"engine", "jax"}, {"peer", true}, {"error", "exit 1"}},
+        {{"program_file", q}, {"engine", "eager"}, {"real_time_ms", 100.0}, {"flops_forward", 1e9}}}}};
+  AnnotateModelRows({gpt2, resnet}, &run);
+  const nlohmann::json& rows = run["rows"];
+  EXPECT_FALSE(rows[0].contains("of_ceiling"));  // the bound itself
+  EXPECT_DOUBLE_EQ(rows[1]["useful_gflops"].get<double>(), 150.0);
+  EXPECT_DOUBLE_EQ(rows[1]["of_ceiling"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(rows[2]["useful_gflops"].get<double>(), 6e11 / 4100e6);  // eager's, not its own
+  EXPECT_DOUBLE_EQ(rows[3]["useful_gflops"].get<double>(), 120.0);
+  EXPECT_DOUBLE_EQ(rows[3]["of_ceiling"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(rows[4]["useful_gflops"].get<double>(), 200.0);
+  EXPECT_DOUBLE_EQ(rows[4]["of_ceiling"].get<double>(), 1.0);
+  EXPECT_FALSE(rows[5].contains("useful_gflops"));
+  EXPECT_DOUBLE_EQ(rows[6]["useful_gflops"].get<double>(), 10.0);
+  EXPECT_FALSE(rows[6].contains("of_ceiling"));  // resnet50 has no bound row here
 }
 
 }  // namespace

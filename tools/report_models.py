@@ -34,10 +34,11 @@ LEGEND = (
     "quiet run (eager) or the paired median (x eager). `x remat eager`: the row's time over "
     "remat eager's (paired for remat's rows, least times for the peers). `GFLOP/s`: remat "
     "eager's FLOPs of one step (forward and backward, no recomputation: the useful work, the "
-    "same for every engine) over the row's time. `of ceiling`: the case's ceiling (eager's "
+    "same for every engine) over the row's time (runs before the bench recorded it: remat "
+    "eager's and the peers' only). `of ceiling`: the case's ceiling (eager's "
     "matmuls alone, timed bare, plus its other kernels' bytes at this machine's stream rate: "
     "the least time of an engine that runs each op as a pass of its own) over the row's "
-    "time. `peak`: remat's tracker's high-water mark (every byte remat allocates); for the "
+    "time, as the bench recorded it (`of_ceiling`; blank in runs before it did). `peak`: remat's tracker's high-water mark (every byte remat allocates); for the "
     "peers the process's peak resident set (the model, the framework and its allocator's "
     "cache), which is not the same measure. Bits differ: every peer runs its own kernels, "
     "GPT-2's dropout draws PyTorch's random numbers in PyTorch's rows and remat's Philox "
@@ -65,7 +66,7 @@ def models_section(runs):
         out += [f"`{run.get('command', '?')}` (`{run.get('_path', '?')}`) on {run.get('date', '?')}:", "",
                 "| model | engine | step ms | x remat eager | GFLOP/s | of ceiling | peak GiB |",
                 "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-        notes = []
+        notes, ceilings = [], []
         for program, label in labels.items():
             mine = [r for r in rows if r.get("program_file") == program]
             by = {}
@@ -74,11 +75,9 @@ def models_section(runs):
                     by.setdefault((r.get("engine"), r.get("policy")), r)
             bound = next((r for r in mine if r.get("matmul_bound") and not failed(r)), None)
             eager = by.get(("eager", "as-written"))
-            eager_ms = _ms(eager) if eager else None
-            flops = eager.get("flops_forward", 0) + eager.get("flops_backward", 0) if eager else 0
-            ceiling = None
             if bound and _ms(bound) and isinstance(bound.get("stream_floor_ms"), (int, float)):
-                ceiling = _ms(bound) + bound["stream_floor_ms"]
+                ceilings.append(f"{label}: eager's matmuls alone {_ms(bound):.1f} ms, its other kernels' bytes "
+                                f"at the stream rate {bound['stream_floor_ms']:.1f} ms")
             for key, name in ENGINES:
                 r = by.get(key)
                 if r is None:
@@ -89,7 +88,7 @@ def models_section(runs):
                                "|  |  |  |  |")
                     continue
                 if r.get("peer"):
-                    ratio = ms / eager_ms if eager_ms else None
+                    ratio = r.get("vs_eager")
                     peak = r.get("peak_rss_bytes")
                     peak_text = f"{peak / GIB:.2f} (RSS)" if peak else ""
                 else:
@@ -97,9 +96,12 @@ def models_section(runs):
                     peak_text = f"{r['peak_bytes'] / GIB:.2f}" if r.get("peak_bytes") else ""
                 ratio_text = "noise" if not r.get("peer") and is_noise(r) else (
                     "" if ratio is None else f"{ratio:.2f}")
-                gflops = f"{flops / ms / 1e6:.1f}" if flops else ""
-                share = f"{100 * ceiling / ms:.0f}%" if ceiling else ""
-                out.append(f"| {label} | {name} | {ms:.1f} | {ratio_text} | {gflops} | {share} | {peak_text} |")
+                gflops = r.get("useful_gflops", r.get("gflops") if r.get("peer") or key[0] == "eager" else None)
+                gflops_text = "" if gflops is None else f"{gflops:.1f}"
+                share = r.get("of_ceiling")
+                share_text = "" if share is None else f"{100 * share:.0f}%"
+                out.append(f"| {label} | {name} | {ms:.1f} | {ratio_text} | {gflops_text} | {share_text} | "
+                           f"{peak_text} |")
             torch_ms = _ms(by[("torch", "everything_saveable")]) if ("torch", "everything_saveable") in by else None
             torch_cp = by.get(("torch-checkpoint", "as-written"))
             recompute = by.get(("recompute", "as-written"))
@@ -107,6 +109,8 @@ def models_section(runs):
                 notes.append(f"{label}: checkpointing as written costs remat {100 * (ratio_to_eager(recompute) - 1):+.0f}% "
                              f"of its eager step, PyTorch {100 * (_ms(torch_cp) / torch_ms - 1):+.0f}% of its own")
         out += [""]
+        if ceilings:
+            out += ["The ceilings (`of ceiling` is their sum over the row's time): " + "; ".join(ceilings) + ".", ""]
         if notes:
             out += ["The cost of the model's own checkpointing, each engine against its own eager step: "
                     + "; ".join(notes) + ".", ""]

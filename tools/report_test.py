@@ -201,24 +201,35 @@ class ReportTest(unittest.TestCase):
             r.update(extra)
             return r
 
+        # The bench records of_ceiling (bound + stream floor over the time)
+        # and useful_gflops (eager's FLOPs over the time); older runs lack
+        # them (the torch-checkpoint row here): blank cells, but the
+        # recorded gflops of a peer.
         rows = [mine("onednn", "as-written", 2000, matmul_bound=True, stream_floor_ms=1000),
-                mine("eager", "as-written", 4000),
+                mine("eager", "as-written", 4000, gflops=150.0, useful_gflops=150.0, of_ceiling=0.75),
                 mine("eager", "as-written", 4100, control=True, vs_eager_paired=1.0),
-                mine("recompute", "as-written", 5000, vs_eager_paired=1.2),
-                mine("recompute", "memory_budget:peak:min", 4400, vs_eager_paired=1.1),
-                peer("torch", "everything_saveable", 3000),
-                peer("torch-checkpoint", "as-written", 3300),
+                mine("recompute", "as-written", 5000, vs_eager_paired=1.2, gflops=130.0, useful_gflops=120.0,
+                     of_ceiling=0.6),
+                mine("recompute", "memory_budget:peak:min", 4400, vs_eager_paired=1.1, gflops=140.0),
+                peer("torch", "everything_saveable", 3000, vs_eager=0.75, gflops=200.0, useful_gflops=200.0,
+                     of_ceiling=1.0),
+                peer("torch-checkpoint", "as-written", 3300, vs_eager=0.825, gflops=181.8),
                 peer("torch-compile", "everything_saveable", 0, error="inductor failed"),
-                peer("jax", "as-written", 6000)]
+                peer("jax", "as-written", 6000, vs_eager=1.5)]
         run = {"command": "tools/bazel run //harness:bench -- --sweep=models",
                "machine": {"cpu": "test", "cores": 2}, "date": "2026-01-01T00:00:00Z", "rows": rows}
         text = report_of([("models.json", run)])
         self.assertIn("## The models people train, beside the field's engines", text)
         self.assertIn("| gpt2@1x1024 | remat eager | 4000.0 | 1.00 | 150.0 | 75% | 3.00 |", text)
         self.assertIn("| gpt2@1x1024 | remat recompute, as written | 5000.0 | 1.20 | 120.0 | 60% | 3.00 |", text)
+        self.assertIn("| gpt2@1x1024 | remat recompute, memory_budget:peak:min | 4400.0 | 1.10 |  |  | 3.00 |",
+                      text)
         self.assertIn("| gpt2@1x1024 | PyTorch eager | 3000.0 | 0.75 | 200.0 | 100% | 2.00 (RSS) |", text)
+        self.assertIn("| gpt2@1x1024 | PyTorch, its checkpointing | 3300.0 | 0.82 | 181.8 |  | 2.00 (RSS) |", text)
         self.assertIn("| gpt2@1x1024 | torch.compile | error: inductor failed |", text)
         self.assertIn("| gpt2@1x1024 | JAX, program as written | 6000.0 | 1.50 |", text)
+        self.assertIn("gpt2@1x1024: eager's matmuls alone 2000.0 ms, its other kernels' bytes at the stream "
+                      "rate 1000.0 ms", text)
         self.assertIn("gpt2@1x1024: checkpointing as written costs remat +20% of its eager step, "
                       "PyTorch +10% of its own", text)
         self.assertNotIn("## The field's engines, in the same run", text)
