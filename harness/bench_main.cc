@@ -213,7 +213,8 @@ int Main(int argc, char** argv) {
     run["controls"] = ControlsJson(controls);
     run["source"] = source;
     if (!flags.peers.empty() && flags.sweep == Sweep::kModels) {
-      AddModelPeerRows(results, models, flags.peers, &run, console ? std::cout : std::cerr);
+      AddModelPeerRows(results, models, flags.peers, flags.max_row_seconds, &run,
+                       console ? std::cout : std::cerr);
     }
     if (flags.sweep == Sweep::kModels) {
       AnnotateModelRows(models, &run);

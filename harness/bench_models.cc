@@ -22,13 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `text` as one word of a POSIX shell command line.
-std::string Quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // The last non-empty line of a command's output.
 std::string LastLine(const std::string& output) {
   std::string text = output;
@@ -84,7 +77,7 @@ std::vector<ModelExport> ExportModels(const BenchFlags& flags, std::ostream& log
   for (const std::string& model : models) {
     const std::string dir = root + "/" + model;
     const std::string command =
-        StrCat(python, " ", Quoted(script), " export ", model, " ", Quoted(dir), " --if-stale");
+        StrCat(ShellWord(python), " ", ShellWord(script), " export ", model, " ", ShellWord(dir), " --if-stale");
     std::string output;
     const int status = CaptureOutput(command, &output);
     if (status != 0) {
@@ -98,7 +91,8 @@ std::vector<ModelExport> ExportModels(const BenchFlags& flags, std::ostream& log
 }
 
 void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<ModelExport>& models,
-                      const std::vector<std::string>& peers, nlohmann::json* run, std::ostream& out) {
+                      const std::vector<std::string>& peers, double max_seconds, nlohmann::json* run,
+                      std::ostream& out) {
   const std::string python = PeerPython();
   const std::string root = WorkspaceDir();
   (*run)["peer"] = {{"engines", peers}, {"python", python}};
@@ -107,7 +101,7 @@ void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<M
   const fs::path tmp = pattern;
   out << "\npeer: " << python << " tools/model_time.py time MODEL --engine {torch,torch-checkpoint,"
       << "torch-compile} (the model) and tools/peer_time.py --engine jax (its program), each the "
-      << "least of 5 steps after 2 warm-ups\n";
+      << "least of 5 steps after 2 warm-ups (fewer once they took " << max_seconds << " s)\n";
   for (const ModelExport& m : models) {
     const auto eager = std::find_if(results.begin(), results.end(), [&](const RowResult& r) {
       return IsBaselineRow(r.row) && r.row.kind == RowKind::kValueAndGrad &&
@@ -128,14 +122,16 @@ void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<M
           c.program = v.Apply(c.program);
           const fs::path dir = tmp / StrCat(m.model, ".", v.Label());
           WriteCaseDirectory(c, v, dir.string());
-          variants.push_back({v.Label(), StrCat(python, " ", Quoted(root + "/tools/peer_time.py"),
-                                                " --engine jax --repeats 5 ", Quoted(dir.string()))});
+          variants.push_back({v.Label(), StrCat(ShellWord(python), " ", ShellWord(root + "/tools/peer_time.py"),
+                                                " --engine jax --repeats 5 --max-seconds ", max_seconds, " ",
+                                                ShellWord(dir.string()))});
         }
       } else {
         variants.push_back(
             {peer == "torch-checkpoint" ? "as-written" : "everything_saveable",
-             StrCat(python, " ", Quoted(root + "/tools/model_time.py"), " time ", m.model, " --engine ",
-                    peer, " --batch ", m.batch, " --tokens ", m.tokens, " --repeats 5")});
+             StrCat(ShellWord(python), " ", ShellWord(root + "/tools/model_time.py"), " time ", m.model, " --engine ",
+                    peer, " --batch ", m.batch, " --tokens ", m.tokens, " --repeats 5 --max-seconds ",
+                    max_seconds)});
       }
       for (const auto& [policy, command] : variants) {
         nlohmann::json row = {{"name", StrCat("peer/", m.model, "/", peer, "/", policy)},

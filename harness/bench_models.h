@@ -53,11 +53,13 @@ ModelExport ReadModelExport(const std::string& model, const std::string& dir);
 // "torch-checkpoint" and "torch-compile" the model in tools/model_time.py
 // time. Each row: {"name": "peer/<model>/<engine>[/<policy>]", "model",
 // "engine", "policy", "peer": true, real_time_ms (the least of 5 steps
-// after 2 warm-ups), vs_eager (over eager's row), eager_flops (eager's
+// after 2 warm-ups, fewer once they took `max_seconds`: one at least),
+// vs_eager (over eager's row), eager_flops (eager's
 // FLOPs of the program: a GFLOP/s on the same work), ...} or with "error"
 // (the run goes on).
 void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<ModelExport>& models,
-                      const std::vector<std::string>& peers, nlohmann::json* run, std::ostream& out);
+                      const std::vector<std::string>& peers, double max_seconds, nlohmann::json* run,
+                      std::ostream& out);
 
 // Adds to every row of each model in run["rows"] (remat's and the peers',
 // by program file; not the bound row) what the report sets them beside:

@@ -28,6 +28,12 @@ std::string PeerPython() {
   return StrCat(venv ? std::string(venv) : WorkspaceDir() + "/.venv", "/bin/python");
 }
 
+std::string ShellWord(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 int CaptureOutput(const std::string& command, std::string* output) {
   output->clear();
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
@@ -117,7 +123,8 @@ void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::s
                               {"policy", variant},
                               {"peer", true}};
         const std::string shown =
-            TimePeer(StrCat(python, " ", script, " --engine ", peer, " --repeats 5 '", dir.string(), "'"),
+            TimePeer(StrCat(ShellWord(python), " ", ShellWord(script), " --engine ", peer, " --repeats 5 ",
+                            ShellWord(dir.string())),
                      r.real_time_ms, &row);
         out << "  " << r.row.problem << " " << params_text << "  " << peer << "/" << variant << "  "
             << shown << "\n"

@@ -26,6 +26,8 @@ void AddPeerRows(const std::vector<RowResult>& results, const std::vector<std::s
 // The Python the peers run on: $REMAT_VENV/bin/python, else the workspace's
 // .venv/bin/python (tools/python_env.sh makes it).
 std::string PeerPython();
+// `text` as one word of a POSIX shell command line (single-quoted).
+std::string ShellWord(const std::string& text);
 // Runs `command` through the shell; returns its exit status (-1 when it did
 // not exit) and its output, stdout and stderr together.
 int CaptureOutput(const std::string& command, std::string* output);

@@ -4,6 +4,7 @@ in PyTorch as their users train them (the bench's --sweep=models runs both).
 
     .venv/bin/python tools/model_time.py export MODEL DIR [--batch B] [--tokens T] [--if-stale]
     .venv/bin/python tools/model_time.py time MODEL --engine ENGINE [--batch B] [--tokens T] [--repeats 5]
+        [--max-seconds S]
 
 export writes DIR/program.txt and its inputs (torch_export.export, real
 weights) and DIR/model.json ({"model", "batch", "tokens", "parameters",
@@ -22,7 +23,7 @@ gradient; nothing else) of the model as ENGINE:
   torch-compile     torch.compile of the model without checkpointing
                     (inductor, its default mode); compiling is not timed
 on PyTorch's own kernels and threads. After two warm-up steps it times
---repeats steps and prints one JSON object: {"engine", "model", "version",
+--repeats steps (fewer once they took --max-seconds; one at least) and prints one JSON object: {"engine", "model", "version",
 "threads", "min_ms", "median_ms", "times_ms", "compile_seconds", "loss",
 "peak_rss_bytes"} (the last: the process's peak resident memory, which
 includes the model and PyTorch itself). Exit 3 when PyTorch is missing, 2
@@ -40,6 +41,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+
+import peer_time  # noqa: E402  (its timing loop: the peers of both kinds time alike)
 
 ENGINES = ("torch", "torch-checkpoint", "torch-compile")
 NOT_INSTALLED_EXIT = 3
@@ -105,15 +108,7 @@ def do_time(args, real_models):
         loss.backward()
         return float(loss)
 
-    start = time.perf_counter()
-    loss = step()
-    compile_seconds = time.perf_counter() - start
-    step()  # a second warm-up: torch.compile's first backward may recompile
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        step()
-        times.append(1e3 * (time.perf_counter() - start))
+    loss, compile_seconds, times = peer_time.timed(step, args.repeats, args.max_seconds)
     print(json.dumps({"engine": args.engine, "model": args.model, "version": "PyTorch " + torch.__version__,
                       "threads": torch.get_num_threads(), "min_ms": min(times),
                       "median_ms": statistics.median(times), "times_ms": times,
@@ -133,6 +128,8 @@ def main(argv=None):
         else:
             p.add_argument("--engine", required=True, choices=ENGINES)
             p.add_argument("--repeats", type=int, default=5)
+            p.add_argument("--max-seconds", type=float,
+                           help="stop timing once the timed steps took this long (at least one step)")
         p.add_argument("--batch", type=int)
         p.add_argument("--tokens", type=int, help="tokens (or the image side of resnet50)")
     args = parser.parse_args(argv)
@@ -148,6 +145,8 @@ def main(argv=None):
             parser.error("--%s=%d: must be positive" % (flag, getattr(args, flag)))
     if getattr(args, "repeats", 1) < 1:
         parser.error("--repeats=%d: must be positive" % args.repeats)
+    if getattr(args, "max_seconds", None) is not None and not args.max_seconds > 0:
+        parser.error("--max-seconds=%g: must be positive" % args.max_seconds)
     if args.command == "export":
         do_export(args, real_models)
     else:

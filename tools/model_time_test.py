@@ -99,12 +99,20 @@ class ModelTimeTest(unittest.TestCase):
             self.assertGreater(j["peak_rss_bytes"], 0)
             self.assertTrue(j["version"].startswith("PyTorch 2"))
 
+    def test_max_seconds_stops_the_timed_steps_after_one_at_least(self):
+        code, out = _run(["time", "nanogpt", "--engine", "torch", "--batch", "1", "--tokens", "16",
+                          "--repeats", "50", "--max-seconds", "1e-9"])
+        self.assertEqual(code, 0)
+        self.assertEqual(len(json.loads(out.strip().splitlines()[-1])["times_ms"]), 1)
+
     def test_bad_arguments_are_one_line_naming_them(self):
         for argv, message in ((["time", "vgg", "--engine", "torch"], "no model 'vgg'; models: gpt2"),
                               (["time", "gpt2", "--engine", "jax"], "invalid choice: 'jax'"),
                               (["export", "gpt2", "/tmp/x", "--batch", "0"], "--batch=0: must be positive"),
                               (["time", "gpt2", "--engine", "torch", "--repeats", "0"],
-                               "--repeats=0: must be positive")):
+                               "--repeats=0: must be positive"),
+                              (["time", "gpt2", "--engine", "torch", "--max-seconds", "0"],
+                               "--max-seconds=0: must be positive")):
             done = subprocess.run([sys.executable, os.path.join(HERE, "model_time.py")] + argv,
                                   capture_output=True, text=True)
             self.assertEqual(done.returncode, 2, argv)

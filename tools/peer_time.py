@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The field's engines timed on a remat program, as their users run them.
 
-    .venv/bin/python tools/peer_time.py --engine jax|torch|torch-compile DIR [--repeats 5]
+    .venv/bin/python tools/peer_time.py --engine jax|torch|torch-compile DIR [--repeats 5] [--max-seconds S]
 
 DIR is what `remat conform` writes for a case (program.txt, <input>.npy,
 case.json with "wrt"); //harness:bench --peer=... writes one per case. The
@@ -15,7 +15,8 @@ program runs as the engine's user would write it:
   torch-compile  the same function under torch.compile (inductor, its
                  default mode); compiling is not timed
 A run is one value and every gradient in "wrt". After one warm-up run (the
-compile, for jax and torch-compile) it times --repeats runs and prints one
+compile, for jax and torch-compile) it times --repeats runs (fewer once
+they took --max-seconds; one at least) and prints one
 JSON object: {"engine", "version", "threads", "min_ms", "median_ms",
 "times_ms", "compile_seconds", "loss", "peak_rss_bytes"}; or "unsupported: WHY" and exit 77
 when the engine cannot run the program as asked (tools/conform.h's rule);
@@ -39,21 +40,23 @@ UNSUPPORTED_EXIT = 77
 NOT_INSTALLED_EXIT = 3
 
 
-def timed(step, repeats):
-    """Compile/warm-up seconds, then each run's milliseconds."""
+def timed(step, repeats, max_seconds=None):
+    """(the first run's loss, its seconds: the compile and warm-up, each
+    timed run's milliseconds): two warm-up runs, then `repeats` timed runs,
+    or fewer once the timed runs have taken max_seconds (at least one)."""
     start = time.perf_counter()
     loss = step()
     compile_seconds = time.perf_counter() - start
     step()  # a second warm-up: torch.compile's first backward may recompile
     times = []
-    for _ in range(repeats):
+    while len(times) < repeats and (max_seconds is None or not times or sum(times) < 1e3 * max_seconds):
         start = time.perf_counter()
         step()
         times.append(1e3 * (time.perf_counter() - start))
     return loss, compile_seconds, times
 
 
-def run_jax(d, repeats):
+def run_jax(d, repeats, max_seconds=None):
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     try:
         import numpy as np
@@ -82,12 +85,12 @@ def run_jax(d, repeats):
         jax.block_until_ready(grads)
         return float(loss)
 
-    loss, compile_seconds, times = timed(step, repeats)
+    loss, compile_seconds, times = timed(step, repeats, max_seconds)
     return 0, {"engine": "jax", "version": jax.__version__, "threads": "XLA default (%d cores)" % os.cpu_count(),
                "loss": loss, "compile_seconds": compile_seconds, "times_ms": times}
 
 
-def run_torch(d, repeats, compile_it):
+def run_torch(d, repeats, compile_it, max_seconds=None):
     try:
         import numpy as np
         import torch
@@ -114,7 +117,7 @@ def run_torch(d, repeats, compile_it):
         return loss.item()
 
     try:
-        loss, compile_seconds, times = timed(step, repeats)
+        loss, compile_seconds, times = timed(step, repeats, max_seconds)
     except torch_engine.Unsupported as e:
         print("unsupported: %s" % e)
         return UNSUPPORTED_EXIT, None
@@ -127,14 +130,18 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--engine", required=True, choices=["jax", "torch", "torch-compile"])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--max-seconds", type=float,
+                        help="stop timing once the timed runs took this long (at least one run)")
     parser.add_argument("dir")
     o = parser.parse_args(argv[1:])
     if o.repeats < 1:
         raise SystemExit("peer_time: --repeats %d: expected at least 1" % o.repeats)
+    if o.max_seconds is not None and not o.max_seconds > 0:
+        raise SystemExit("peer_time: --max-seconds %g: expected a positive number" % o.max_seconds)
     if o.engine == "jax":
-        status, out = run_jax(o.dir, o.repeats)
+        status, out = run_jax(o.dir, o.repeats, o.max_seconds)
     else:
-        status, out = run_torch(o.dir, o.repeats, o.engine == "torch-compile")
+        status, out = run_torch(o.dir, o.repeats, o.engine == "torch-compile", o.max_seconds)
     if status != 0:
         return status
     out["min_ms"] = min(out["times_ms"])
