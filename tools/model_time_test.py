@@ -88,6 +88,27 @@ class ModelTimeTest(unittest.TestCase):
         with open(os.path.join(d, "program.txt")) as f:
             self.assertEqual(f.read().count("= checkpoint("), 16)  # 3 + 4 + 6 + 3 Bottlenecks
 
+    def test_a_meta_export_writes_the_real_exports_files(self):
+        # The trace on the meta device, the files from the CPU model's
+        # weights: the same program and the same bytes, ResNet-50's
+        # checkpoint wrapper's parameter names and its images included.
+        import numpy as np
+        for name, batch, tokens in (("nanogpt", 1, 16), ("resnet50", 2, 32)):
+            real, meta = tempfile.mkdtemp(), tempfile.mkdtemp()
+            args = ["--batch", str(batch), "--tokens", str(tokens)]
+            self.assertEqual(_run(["export", name, real] + args)[0], 0)
+            self.assertEqual(_run(["export", name, meta, "--meta"] + args)[0], 0)
+            with open(os.path.join(real, "program.txt")) as f, open(os.path.join(meta, "program.txt")) as g:
+                strip = (lambda text: [line for line in text.splitlines() if not line.startswith("#")])
+                self.assertEqual(strip(f.read()), strip(g.read()), name)
+            files = sorted(f for f in os.listdir(real) if f.endswith(".npy"))
+            self.assertEqual(files, sorted(f for f in os.listdir(meta) if f.endswith(".npy")), name)
+            for f in files:
+                self.assertTrue(np.array_equal(np.load(os.path.join(real, f)), np.load(os.path.join(meta, f))),
+                                "%s: %s" % (name, f))
+            with open(os.path.join(meta, "model.json")) as f:
+                self.assertTrue(json.load(f)["meta"])
+
     def test_each_engine_times_a_step(self):
         for engine in model_time.ENGINES:
             code, out = _run(["time", "nanogpt", "--engine", engine, "--batch", "1", "--tokens", "16",

@@ -102,7 +102,7 @@ def _named_inputs(module, example_inputs):
 
 
 def export(module, example_inputs, out_dir, loss=None, name=None, output=None, loss_inputs=(),
-           fixed_decisions=False):
+           fixed_decisions=False, weights=None):
     """Writes out_dir/program.txt and out_dir/<input>.npy; returns the program's text.
 
     loss: None (the module's output is the loss), "sum", "sum_of_squares", or
@@ -118,7 +118,15 @@ def export(module, example_inputs, out_dir, loss=None, name=None, output=None, l
     run, the gradient through the values kept (topk's and sort's values,
     max(x, dim)'s, are gathers at the fixed indices, PyTorch's own
     gradient). The program then holds for these inputs and parameters
-    only. Without it such a result is an error naming it."""
+    only. Without it such a result is an error naming it.
+    weights: with the module on the meta device (a shapes-only export), a
+    dict of real tensors by name (the same model's state_dict() built on the
+    CPU, and any example input given on the meta device, by its argument
+    name): the input files are written from it, so that a model whose real
+    export would not fit (the trace keeps every tensor the forward makes)
+    exports at the cost of its weights. The program is the shapes-only
+    one; what its header lists as assumed was not checked on these
+    values."""
     args, kwargs, named = _named_inputs(module, example_inputs)
     loss_inputs = tuple(loss_inputs)
     if loss_inputs and not callable(loss):
@@ -145,7 +153,7 @@ def export(module, example_inputs, out_dir, loss=None, name=None, output=None, l
     regions = Regions()
     trace, result = run_traced(module, named, forward, regions, frozenset(TABLE), fixed_decisions)
     try:
-        return _write(module, name, out_dir, named, trace, result, regions)
+        return _write(module, name, out_dir, named, trace, result, regions, weights)
     except ExportError:
         raise
     except Exception as e:  # the exporter's own fault: named, never raw
@@ -153,7 +161,7 @@ def export(module, example_inputs, out_dir, loss=None, name=None, output=None, l
                                                                          type(e).__name__, e)) from e
 
 
-def _write(module, name, out_dir, named, trace, result, regions):
+def _write(module, name, out_dir, named, trace, result, regions, weights=None):
     """The program of the trace, checked and written (export's second half)."""
     if not _is_loss(result):
         raise ExportError("the loss is %s, not a float scalar" % type(result).__name__)
@@ -172,8 +180,10 @@ def _write(module, name, out_dir, named, trace, result, regions):
     lost = []
     lowering.top.prune([lowering.top.out], lost, lowering.fresh)
     _check_regions(regions, lowering.top, lost)
+    if weights is not None and not trace.shapes_only:
+        raise ExportError("weights= is for a model on the meta device; this one's weights are real")
     return write_program(out_dir, name or type(module).__name__, lowering.top, inputs,
-                         trace.assumed if trace.shapes_only else None)
+                         trace.assumed if trace.shapes_only else None, weights)
 
 
 def _kept(body):

@@ -161,6 +161,8 @@ class Lowering:
         if v.kind == "input":
             return self.source(body, ("t", v.index, False), v.name, v.tensor, "argument", last=True)
         t = v.tensor
+        if t.is_meta and id(t) in self.trace.shadow:  # shapes only: its contents, computed beside the trace
+            t = self.trace.shadow[id(t)]
         if t.dtype == torch.bool:
             t = t.to(torch.int32)
         elif t.dtype.is_floating_point and t.dtype != torch.float32:

@@ -205,16 +205,51 @@ def _used_ids(body):
     return used
 
 
-def write_program(out_dir, name, top, inputs, assumed=None):
+def _filled(declared, inputs, weights):
+    """The declared inputs of a shapes-only export with contents: a meta
+    tensor's from `weights` by its name (a parameter read transposed, from
+    its own, transposed); every other's (token ids, constants computed
+    beside the trace) its own. An input `weights` lacks, or holds at
+    another shape, is an ExportError naming it."""
+    names = {v[0]: (key, inputs.owner[v[0]]) for key, v in inputs.by_key.items()}
+    out, missing = [], []
+    for pid, t, data in declared:
+        if t.is_meta:
+            key, (kind, name) = names[pid]
+            transposed = key[0] == "t" and key[2]
+            source = name[:-len(".T")] if transposed else name
+            real = weights.get(source)
+            if real is None:
+                missing.append("%s %r (%s)" % (kind, source, _type(t.shape, t.dtype)))
+                continue
+            want = tuple(t.shape)[::-1] if transposed else tuple(t.shape)
+            if tuple(real.shape) != want:
+                missing.append("%s %r: weights hold %s, the model's is %s" % (kind, source, tuple(real.shape), want))
+                continue
+            t = real.detach().t() if transposed else real.detach()
+        out.append((pid, t, data))
+    if missing:
+        raise ExportError("weights= lacks %d of the program's inputs:\n%s"
+                          % (len(missing), "\n".join("  " + m for m in missing)))
+    return out
+
+
+def write_program(out_dir, name, top, inputs, assumed=None, weights=None):
     """Writes out_dir/program.txt (the program `name` whose body is `top`)
     and one .npy per input it reads; returns the program's text. assumed:
-    None, or a shapes-only export's [(module path, op, what)]: no .npy is
-    written, and the header says so and lists them."""
+    None, or a shapes-only export's [(module path, op, what)]: the header
+    says so and lists them, and no .npy is written unless `weights` (a dict
+    of real tensors by parameter, buffer or argument name) gives the
+    contents the meta device lacks."""
     used = _used_ids(top) | {top.out}
     declared = inputs.declared(used)
+    if assumed is not None and weights is not None:
+        declared = _filled(declared, inputs, weights)
     decls = ["%s: %s%s" % (pid, _type(t.shape, t.dtype), " data" if data else "") for pid, t, data in declared]
     text = "# exported from PyTorch %s by tools/torch_export.py\n" % torch.__version__
-    if assumed is not None:
+    if assumed is not None and weights is not None:
+        text += "# shapes only (the model on the meta device), its input files from the weights given\n"
+    elif assumed is not None:
         text += ("# shapes only (the model on the meta device): no input files; for remat plan, or a run on "
                  "generated inputs\n")
         text += "".join("# assumed at %s (aten.%s): %s\n" % (path or "<root>", op, what) for path, op, what in assumed)
@@ -223,7 +258,7 @@ def write_program(out_dir, name, top, inputs, assumed=None):
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "program.txt"), "w") as f:
         f.write(text)
-    for pid, t, _ in declared if assumed is None else ():
+    for pid, t, _ in declared if assumed is None or weights is not None else ():
         kind = np.int32 if t.dtype in _INTEGER else np.float32
         np.save(os.path.join(out_dir, pid + ".npy"), t.detach().contiguous().numpy().astype(kind))
     return text

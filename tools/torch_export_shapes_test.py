@@ -77,6 +77,60 @@ class ShapesOnlyTest(unittest.TestCase):
         self.assertEqual(_program(real), _program(shapes))
         self.assertEqual(shapes.count(" = checkpoint("), 2)
 
+    def test_weights_give_the_real_exports_input_files(self):
+        # GPT-2 (tied embeddings, Conv1D weights, the mask and the shifted
+        # labels computed beside the trace) and a ResNet block's convolution
+        # and BatchNorm buffers, its images given on the meta device: the
+        # shapes-only export with weights= writes the real export's files,
+        # byte for byte, and its program.
+        import numpy as np
+        import torchvision
+        from transformers import GPT2Config, GPT2LMHeadModel
+        config = GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=32)
+
+        def gpt2():
+            m = GPT2LMHeadModel(config)
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            return m.train()
+        ids = torch.randint(0, 64, (2, 16))
+        images = torch.randn(2, 3, 32, 32)
+        cases = [(gpt2, lambda: {"input_ids": ids, "labels": ids}, {}, {}),
+                 (lambda: torchvision.models.resnet18(num_classes=10).train(), lambda: (images,),
+                  {"x": images}, dict(loss="sum"))]  # resnet's forward(x)
+        for make, inputs, arguments, kwargs in cases:
+            torch.manual_seed(0)
+            model = make()
+            real_dir, meta_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
+            real = export(model, inputs(), real_dir, **kwargs)
+            with torch.device("meta"):
+                meta_model = make()
+            meta_inputs = inputs()
+            if isinstance(meta_inputs, tuple):
+                meta_inputs = tuple(t.to("meta") for t in meta_inputs)
+            weights = dict(model.state_dict(), **arguments)
+            shapes = export(meta_model, meta_inputs, meta_dir, weights=weights, **kwargs)
+            self.assertEqual(_program(real), _program(shapes))
+            self.assertIn("its input files from the weights given", shapes)
+            self.assertEqual(sorted(os.listdir(real_dir)), sorted(os.listdir(meta_dir)))
+            for f in os.listdir(real_dir):
+                if f.endswith(".npy"):
+                    a, b = np.load(os.path.join(real_dir, f)), np.load(os.path.join(meta_dir, f))
+                    self.assertEqual((a.dtype, a.shape), (b.dtype, b.shape), f)
+                    self.assertTrue(np.array_equal(a, b), f)
+
+    def test_weights_that_lack_an_input_or_a_real_model_are_errors(self):
+        with torch.device("meta"):
+            model = nn.Linear(4, 3)
+        with self.assertRaisesRegex(ExportError, r"weights= lacks 1 of the program's inputs:\n  parameter 'bias' "
+                                                 r"\(f32\[3\]\)"):
+            export(model, (torch.empty(2, 4, device="meta"),), tempfile.mkdtemp(), loss="sum",
+                   weights={"weight": torch.ones(3, 4), "input": torch.ones(2, 4)})
+        with self.assertRaisesRegex(ExportError, "parameter 'weight': weights hold \\(4, 3\\), the model's is \\(3, 4\\)"):
+            export(model, (torch.empty(2, 4, device="meta"),), tempfile.mkdtemp(), loss="sum",
+                   weights={"weight": torch.ones(4, 3), "bias": torch.ones(3), "input": torch.ones(2, 4)})
+        with self.assertRaisesRegex(ExportError, "weights= is for a model on the meta device"):
+            export(nn.Linear(4, 3), (torch.randn(2, 4),), tempfile.mkdtemp(), loss="sum", weights={})
+
     def test_the_prediction_is_the_measurement(self):
         d = tempfile.mkdtemp()
         out = os.path.join(d, "rows.txt")
