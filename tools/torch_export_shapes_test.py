@@ -33,6 +33,14 @@ def _program(text):
     return "\n".join(line for line in text.splitlines() if not line.startswith("#"))
 
 
+def _tiny_gpt2():
+    """Hugging Face's GPT-2 at 2 layers of 32, checkpointing on, training."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    m = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=32))
+    m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return m.train()
+
+
 @unittest.skipIf(not base.HAVE_TORCH, "PyTorch 2 is not installed (tools/python_env.sh)")
 class ShapesOnlyTest(unittest.TestCase):
 
@@ -65,15 +73,8 @@ class ShapesOnlyTest(unittest.TestCase):
         # and its loss shifts the labels: constants computed from the real
         # ids, so they are known; the ignore_index=-100 of the loss is
         # written only where a target holds it, as on the CPU.
-        from transformers import GPT2Config, GPT2LMHeadModel
-        config = GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=32)
-
-        def make():
-            m = GPT2LMHeadModel(config)
-            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            return m.train()
         ids = torch.randint(0, 64, (2, 16))
-        real, shapes, _ = self.both(make, {"input_ids": ids, "labels": ids})
+        real, shapes, _ = self.both(_tiny_gpt2, {"input_ids": ids, "labels": ids})
         self.assertEqual(_program(real), _program(shapes))
         self.assertEqual(shapes.count(" = checkpoint("), 2)
 
@@ -85,16 +86,9 @@ class ShapesOnlyTest(unittest.TestCase):
         # byte for byte, and its program.
         import numpy as np
         import torchvision
-        from transformers import GPT2Config, GPT2LMHeadModel
-        config = GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=32)
-
-        def gpt2():
-            m = GPT2LMHeadModel(config)
-            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            return m.train()
         ids = torch.randint(0, 64, (2, 16))
         images = torch.randn(2, 3, 32, 32)
-        cases = [(gpt2, lambda: {"input_ids": ids, "labels": ids}, {}, {}),
+        cases = [(_tiny_gpt2, lambda: {"input_ids": ids, "labels": ids}, {}, {}),
                  (lambda: torchvision.models.resnet18(num_classes=10).train(), lambda: (images,),
                   {"x": images}, dict(loss="sum"))]  # resnet's forward(x)
         for make, inputs, arguments, kwargs in cases:
