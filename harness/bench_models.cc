@@ -22,14 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The last non-empty line of a command's output.
-std::string LastLine(const std::string& output) {
-  std::string text = output;
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  const size_t last = text.find_last_of('\n');
-  return last == std::string::npos ? text : text.substr(last + 1);
-}
-
 }  // namespace
 
 std::string ModelExport::Label() const { return StrCat(model, "@", batch, "x", tokens); }
@@ -111,7 +103,6 @@ void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<M
       out << "  " << m.Label() << ": no eager row to set peers beside\n";
       continue;
     }
-    const int64_t eager_flops = eager->flops_forward + eager->flops_backward;
     for (const std::string& peer : peers) {
       std::vector<std::pair<std::string, std::string>> variants;  // (policy, command)
       if (peer == "jax") {
@@ -141,17 +132,15 @@ void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<M
                               {"program_file", m.program()},
                               {"engine", peer},
                               {"policy", policy},
-                              {"eager_flops", eager_flops},
                               {"peer", true}};
-        const std::string shown = TimePeer(command, eager->real_time_ms, &row);
-        if (row.contains("real_time_ms")) {
-          row["gflops"] = static_cast<double>(eager_flops) / (row["real_time_ms"].get<double>() * 1e6);
-        }
+        const std::string shown = TimePeer(command, eager->real_time_ms, &row);  // its rate: AnnotateModelRows
         out << "  " << m.Label() << "  " << peer << "/" << policy << "  " << shown << "\n" << std::flush;
         (*run)["rows"].push_back(row);
       }
-      fs::remove_all(tmp / StrCat(m.model, ".as-written"));
-      fs::remove_all(tmp / StrCat(m.model, ".everything_saveable"));
+      if (peer == "jax") {  // its case directories: the model's inputs, once a variant
+        fs::remove_all(tmp / StrCat(m.model, ".as-written"));
+        fs::remove_all(tmp / StrCat(m.model, ".everything_saveable"));
+      }
     }
   }
   fs::remove_all(tmp);

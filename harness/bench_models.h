@@ -54,9 +54,8 @@ ModelExport ReadModelExport(const std::string& model, const std::string& dir);
 // time. Each row: {"name": "peer/<model>/<engine>[/<policy>]", "model",
 // "engine", "policy", "peer": true, real_time_ms (the least of 5 steps
 // after 2 warm-ups, fewer once they took `max_seconds`: one at least),
-// vs_eager (over eager's row), eager_flops (eager's
-// FLOPs of the program: a GFLOP/s on the same work), ...} or with "error"
-// (the run goes on).
+// vs_eager (over eager's row), peak_rss_bytes, ...} or with "error" (the
+// run goes on); their rates: AnnotateModelRows.
 void AddModelPeerRows(const std::vector<RowResult>& results, const std::vector<ModelExport>& models,
                       const std::vector<std::string>& peers, double max_seconds, nlohmann::json* run,
                       std::ostream& out);

@@ -34,6 +34,13 @@ std::string ShellWord(const std::string& text) {
   return out + "'";
 }
 
+std::string LastLine(const std::string& output) {
+  std::string text = output;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  const size_t last = text.find_last_of('\n');
+  return last == std::string::npos ? text : text.substr(last + 1);
+}
+
 int CaptureOutput(const std::string& command, std::string* output) {
   output->clear();
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
@@ -47,8 +54,7 @@ int CaptureOutput(const std::string& command, std::string* output) {
 std::string TimePeer(const std::string& command, double eager_ms, nlohmann::json* row) {
   std::string output;
   const int status = CaptureOutput(command, &output);
-  const size_t last = output.find_last_of('\n', output.size() >= 2 ? output.size() - 2 : 0);
-  const std::string last_line = output.substr(last == std::string::npos ? 0 : last + 1);
+  const std::string last_line = LastLine(output);
   std::string shown;
   if (status == 0) {
     try {
@@ -69,9 +75,7 @@ std::string TimePeer(const std::string& command, double eager_ms, nlohmann::json
       (*row)["error"] = StrCat(command, " printed no result: ", last_line);
     }
   } else {
-    std::string why = last_line;
-    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    (*row)["error"] = status == 77 ? why : StrCat("exit ", status, ": ", why);
+    (*row)["error"] = status == 77 ? last_line : StrCat("exit ", status, ": ", last_line);
   }
   if (row->contains("error")) shown = "error: " + (*row)["error"].get<std::string>();
   return shown;

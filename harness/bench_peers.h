@@ -31,6 +31,9 @@ std::string ShellWord(const std::string& text);
 // Runs `command` through the shell; returns its exit status (-1 when it did
 // not exit) and its output, stdout and stderr together.
 int CaptureOutput(const std::string& command, std::string* output);
+// The last line of a command's output that is not empty, its trailing
+// spaces and newlines dropped: what a script says last.
+std::string LastLine(const std::string& output);
 // Times one peer: runs `command` (a script that prints one JSON object as
 // its last line, with min_ms, median_ms, times_ms, compile_seconds,
 // version, threads; exit 77 and a reason for a case it refuses) and fills

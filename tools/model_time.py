@@ -64,8 +64,7 @@ def sources_digest():
 
 
 def do_export(args, real_models):
-    batch, tokens = (real_models.SIZES[args.model][0] if args.batch is None else args.batch,
-                     real_models.SIZES[args.model][1] if args.tokens is None else args.tokens)
+    batch, tokens = real_models.size(args.model, args.batch, args.tokens)
     wanted = {"model": args.model, "batch": batch, "tokens": tokens, "sources": sources_digest(),
               "meta": bool(args.meta)}
     info_path = os.path.join(args.dir, "model.json")
@@ -113,15 +112,13 @@ def do_time(args, real_models):
     import torch
     model = real_models.build(args.model, args.batch, args.tokens, checkpointed=args.engine == "torch-checkpoint")
     params = [p for p in model.module.parameters() if p.requires_grad]
-    step_fn = model.step
     if args.engine == "torch-compile":
-        model.module = torch.compile(model.module)
-        step_fn = model.step
+        model.module = torch.compile(model.module)  # Model.step calls it
 
     def step():
         for p in params:
             p.grad = None
-        loss = step_fn()
+        loss = model.step()
         loss.backward()
         return float(loss)
 

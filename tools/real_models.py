@@ -75,14 +75,18 @@ def names():
     return sorted(SIZES)
 
 
-def build(name, batch=None, tokens=None, checkpointed=True):
-    """The Model `name` (see the module's docstring) at batch x tokens (or
-    image side), its defaults when None, on the current default device."""
+def size(name, batch=None, tokens=None):
+    """(batch, tokens) of model `name`: those given, its defaults for None."""
     if name not in SIZES:
         raise ValueError("no model %r; models: %s" % (name, ", ".join(names())))
     default_batch, default_tokens = SIZES[name]
-    batch = default_batch if batch is None else batch
-    tokens = default_tokens if tokens is None else tokens
+    return (default_batch if batch is None else batch, default_tokens if tokens is None else tokens)
+
+
+def build(name, batch=None, tokens=None, checkpointed=True):
+    """The Model `name` (see the module's docstring) at batch x tokens (or
+    image side), its defaults when None, on the current default device."""
+    batch, tokens = size(name, batch, tokens)
     if batch < 1 or tokens < 1:
         raise ValueError("%s: batch and tokens must be positive (got %d and %d)" % (name, batch, tokens))
     torch.manual_seed(SEED)
