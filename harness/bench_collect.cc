@@ -47,27 +47,11 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   // The timed runs (a sample may average several), not Google Benchmark's
   // iterations (one per row and repetition).
   r.iterations = s.runs;
-  const std::vector<double>& samples = s.timings.row_ms;
-  if (!samples.empty()) {
-    double sum = 0;
-    for (double t : samples) sum += t;
-    r.mean_time_ms = sum / static_cast<double>(samples.size());
-    r.median_time_ms = Median(samples);
-    // The least quiet time and the median of quiet pairs' ratios: see
-    // RowEstimate.
-    const RowEstimate estimate = Estimate(s.timings);
-    r.real_time_ms = estimate.row_ms;
-    r.samples = estimate.samples;
-    r.spread = estimate.spread;
-    r.quiet = estimate.quiet;
-    r.quiet_samples = estimate.quiet_samples;
-    if (s.timings.paired()) {
-      r.vs_eager_paired = estimate.value;
-      r.pair_time_ms = estimate.pair_row_ms;
-      r.paired_eager_ms = estimate.pair_eager_ms;
-      r.eager_flops = s.eager_flops;
-    }
+  if (!s.timings.row_ms.empty()) {
+    SetSampledFields(s.timings, &r);
+    if (s.timings.paired()) r.eager_flops = s.eager_flops;
   } else if (!c.times_ms.empty()) {
+    r.timings = s.timings;
     r.real_time_ms = r.median_time_ms = r.mean_time_ms = c.times_ms.front();
   }
   r.matmul_impls = s.matmul_impls;
@@ -78,15 +62,6 @@ RowResult MakeResult(const RowState& s, const CollectingReporter::Collected& c) 
   r.memory_cap_bytes = s.memory_cap_bytes;
   r.budget_bytes = s.budget_bytes;
   r.sampling_seconds = s.sampling_seconds;
-  r.timings = s.timings;
-  if (s.timings.paired() && !s.timings.window_starts.empty()) {
-    for (const RowEstimate& w : WindowEstimates(s.timings)) {
-      if (w.quiet_samples >= kMinQuietSamples) {
-        r.window_values.push_back(w.value);
-        r.window_spreads.push_back(w.spread.value_or(0));
-      }
-    }
-  }
   r.max_bytes_used = c.max_bytes_used;
   r.peak_bytes = s.stats.peak_bytes;
   r.peak_bytes_by_category = s.stats.peak_bytes_by_category;

@@ -230,4 +230,36 @@ void ComputeVsEager(std::vector<RowResult>* rows) {
   }
 }
 
+void SetSampledFields(const Timings& t, RowResult* r) {
+  r->timings = t;
+  r->window_values.clear();
+  r->window_spreads.clear();
+  if (t.row_ms.empty()) return;
+  double sum = 0;
+  for (double v : t.row_ms) sum += v;
+  r->mean_time_ms = sum / static_cast<double>(t.row_ms.size());
+  r->median_time_ms = Median(t.row_ms);
+  // The least quiet time and the median of quiet pairs' ratios: see
+  // RowEstimate.
+  const RowEstimate estimate = Estimate(t);
+  r->real_time_ms = estimate.row_ms;
+  r->samples = estimate.samples;
+  r->spread = estimate.spread;
+  r->quiet = estimate.quiet;
+  r->quiet_samples = estimate.quiet_samples;
+  if (t.paired()) {
+    r->vs_eager_paired = estimate.value;
+    r->pair_time_ms = estimate.pair_row_ms;
+    r->paired_eager_ms = estimate.pair_eager_ms;
+    if (!t.window_starts.empty()) {
+      for (const RowEstimate& w : WindowEstimates(t)) {
+        if (w.quiet_samples >= kMinQuietSamples) {
+          r->window_values.push_back(w.value);
+          r->window_spreads.push_back(w.spread.value_or(0));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace remat::bench

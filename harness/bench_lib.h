@@ -282,6 +282,14 @@ struct EngineTime {
 // FLOPs come from eager_flops when set, else from the eager row of the case.
 void ComputeVsEager(std::vector<RowResult>* rows);
 
+// Sets what `r` takes from its samples `t` (RowEstimate, WindowEstimates):
+// its times (least quiet, median, mean), samples, quiet samples, spread,
+// paired x eager and the median pair's times, each window's x eager and
+// spread, and r->timings itself. What the bench does with a row's samples
+// (MakeResult) and what a replay of recorded samples does
+// (harness/sampling_replay.h), one definition. Leaves the rest of `r`.
+void SetSampledFields(const Timings& t, RowResult* r);
+
 }  // namespace remat::bench
 
 #endif  // REMAT_HARNESS_BENCH_LIB_H_

@@ -130,9 +130,7 @@ void RunMatMulBound(benchmark::State& state, RowState* s) {
       // kBoundMinSeconds: every row of its case is checked against it, a
       // bound taken while a neighbour ran would flag them all, and its
       // samples are milliseconds, so a second more costs little.
-      SamplingRule rule = RuleNow(*s->session, s->weight);
-      rule.min_seconds = std::max(rule.min_seconds, kBoundMinSeconds);
-      rule.max_samples = std::max<int64_t>(rule.max_samples, 1000);
+      const SamplingRule rule = BoundRule(RuleNow(*s->session, s->weight));
       SamplePaired(s, s->paired ? &s->session->baselines.Get(s->row, c, options) : nullptr, c,
                    options, rule, [&] {
                      MatMulRecorder recorder;

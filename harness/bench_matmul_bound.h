@@ -10,9 +10,6 @@
 
 namespace remat::bench {
 
-// The least time a matmul bound row is sampled (RunMatMulBound).
-inline constexpr double kBoundMinSeconds = 1.0;
-
 // One pass over eager's matmuls (RowState::bound_calls), each product
 // written into the buffer that stands for the address eager wrote it to.
 void RunCaseMatMuls(RowState& s);

@@ -206,7 +206,10 @@ void RunValueAndGrad(benchmark::State& state, RowState* s) {
       }
       state.SetIterationTime(Estimate(s->timings).row_ms / 1e3);
     }
-    if (!memory_pass && !s->row.big && !s->timings.row_ms.empty()) {
+    // A later window's process (session.child) takes none: it hands back
+    // only its samples (SampleWindowInChild), and its probes had cost the
+    // default run about 20 s for nothing.
+    if (!memory_pass && !s->row.big && !s->timings.row_ms.empty() && !s->session->child) {
       // The kernels' share: kProbesPerRow probes of one sample's worth of
       // runs (two at least), untimed as samples (EngineTime uses the one
       // with the least kernel time).

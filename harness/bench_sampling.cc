@@ -165,6 +165,19 @@ std::vector<RowEstimate> WindowEstimates(const Timings& t) {
   return out;
 }
 
+SamplingRule CappedRule(SamplingRule rule, double left_seconds, double weight,
+                        double weight_left) {
+  rule.max_seconds = std::min(rule.max_seconds, SampleShareSeconds(left_seconds, weight, weight_left));
+  if (rule.quiet_samples_at_cap > 0) rule.stretched_max_seconds = kCapStretch * rule.max_seconds;
+  return rule;
+}
+
+SamplingRule BoundRule(SamplingRule rule) {
+  rule.min_seconds = std::max(rule.min_seconds, kBoundMinSeconds);
+  rule.max_samples = std::max(rule.max_samples, kBoundMaxSamples);
+  return rule;
+}
+
 bool SamplingDone(const Timings& timings, const SamplingRule& rule, double seconds_spent) {
   const RowEstimate e = Estimate(timings);
   if (e.samples >= rule.max_samples) return true;

@@ -27,8 +27,16 @@ double Median(std::vector<double> values);
 struct SamplingRule {
   // Stop once the row has this many quiet samples (pairs)...
   int64_t min_samples = 6;
-  // ...and a spread (RowEstimate::spread) at most this...
-  double target_spread = 0.01;
+  // ...and a spread (RowEstimate::spread) at most this: half the
+  // allowance a control is held to (kControlAllowance, 2%) with room to
+  // spare, and half what flags a row as imprecise (3%). At 1% most matrix
+  // rows never settled and ran to their caps; replayed on the samples of
+  // the three default runs of 2026-12-03 (`bazel-bin/harness/sampling_replay
+  // --sampling-budget=360 --target-spread=0.015 results/bench-20261203T*.json`)
+  // 1.5% kept every control within 2% in all three and 190-196 of 210 rows
+  // trustworthy (194, 192, 201 as recorded under 480 s and 1%), while 1%
+  // under the same budget took 27-34 s more of sampling a run.
+  double target_spread = 0.015;
   // ...and has been sampled this long: rows of a few ms vary by a few %
   // from sample to sample, and their median needs a few dozen.
   double min_seconds = 0.15;
@@ -53,6 +61,12 @@ struct SamplingRule {
   // quiet (a busy machine; the row is noise anyway).
   double busy_seconds = 1;
 };
+// The fewest samples (pairs) a row takes, whatever its time cap: a median
+// and a spread. Beyond them SamplingDone decides: rule.min_samples quiet
+// ones and a narrow spread, or the cap. The cap wins over min_samples so
+// that a neighbour that slows every run several times over cannot stretch
+// the run: its rows stop early, flagged or with a wide spread.
+inline constexpr int64_t kFewestSamples = 3;
 // The rule of the default run: what bench_main uses unless --max-row-seconds
 // (which makes max_seconds a hard cap: quiet_samples_at_cap 0). The bench
 // sets stretched_max_seconds to kCapStretch x each row's cap, and counts
@@ -84,6 +98,23 @@ double SamplingWeight(int64_t eager_flops);
 // rows still to sample in the window, this one included; 0 when nothing is
 // left.
 double SampleShareSeconds(double left_seconds, double weight, double weight_left);
+// `rule` with its cap at the row's share (SampleShareSeconds) of
+// `left_seconds`, the budget the window has left, and, where the rule
+// stretches (quiet_samples_at_cap), its stretched cap at kCapStretch times
+// that: the rule a row of weight `weight` is sampled under when the rows
+// still to sample weigh `weight_left`, it included. The bench's (RuleNow)
+// and a replay's (harness/sampling_replay.h) one definition.
+SamplingRule CappedRule(SamplingRule rule, double left_seconds, double weight,
+                        double weight_left);
+
+// The bound rows (harness/bench_matmul_bound.h) are sampled for at least
+// kBoundMinSeconds, up to kBoundMaxSamples samples (they take
+// milliseconds), and weigh kBoundMinSeconds in the budget: every row of
+// their case is checked against them, and a bound taken while a neighbour
+// ran would flag them all.
+inline constexpr double kBoundMinSeconds = 1.0;
+inline constexpr int64_t kBoundMaxSamples = 1000;
+SamplingRule BoundRule(SamplingRule rule);
 
 // The runs that take one pair, in order. Each side's timed run follows a run
 // of the same side, an untimed one where the run before was the other's:

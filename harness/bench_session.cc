@@ -23,9 +23,7 @@ SamplingRule RuleNow(BenchSession& session, double weight) {
   if (session.sampling_budget <= 0) return rule;
   const double left =
       session.sampling_budget * session.window / session.windows - session.sampled_seconds;
-  rule.max_seconds = std::min(rule.max_seconds, SampleShareSeconds(left, weight, weight_left));
-  if (rule.quiet_samples_at_cap > 0) rule.stretched_max_seconds = kCapStretch * rule.max_seconds;
-  return rule;
+  return CappedRule(rule, left, weight, weight_left);
 }
 
 }  // namespace remat::bench

@@ -166,12 +166,6 @@ struct BenchSession {
 
 void ReportStart(BenchSession& session, const PlannedRow& row);
 
-// The fewest samples (pairs) a row takes, whatever its time cap: a median
-// and a spread. Beyond them SamplingDone decides: rule.min_samples quiet
-// ones and a narrow spread, or the cap. The cap wins over min_samples so
-// that a neighbour that slows every run several times over cannot stretch
-// the run: its rows stop early, flagged or with a wide spread.
-constexpr int64_t kFewestSamples = 3;
 
 // Samples taken with the CPUs apart do not count (CpusApart), so a row does
 // not take them: it waits for the CPUs to come together, reading their
