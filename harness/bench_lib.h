@@ -161,7 +161,7 @@ struct RowResult {
   std::optional<double> of_matmul_bound;
   // A bound row's: eager's kernels besides matmul on the case, one run's,
   // at this machine's stream rate (harness/stream_rate.h,
-  // NonMatMulStreamFloor over eager's peak), and their bytes. The least
+  // NonContractionStreamFloor over eager's peak), and their bytes. The least
   // time an engine that runs them as passes of their own adds to its
   // matmuls: with the bound's, the most of the bound such an engine can
   // reach. Empty where not measured (another window's process; a case

@@ -17,58 +17,59 @@
 namespace remat::bench {
 
 void RunCaseMatMuls(RowState& s) {
+  std::vector<const Tensor*> operands;
   for (const RowState::BoundCall& c : s.bound_calls) {
-    Tensor out = s.kernels->MatMulInto(c.out, c.a, c.transpose_a, c.b, c.transpose_b);
+    operands.clear();
+    for (const Tensor& t : c.operands) operands.push_back(&t);
+    Tensor out = s.kernels->CallInto(c.op, operands, c.attrs, c.out);
     benchmark::DoNotOptimize(out.raw());
   }
 }
 
 void SetUpMatMulBound(RowState* s) {
   const Case& c = s->session->cases.Get(s->row);
-  // Eager's matmuls on the case, from one run of it, with where each
+  // Eager's contractions on the case, from one run of it, with where each
   // operand's elements were.
-  std::vector<RecordedMatMul> calls;
+  std::vector<KernelCallSite> sites;
   KernelTrafficByName traffic;
   int64_t eager_peak_bytes = 0;
   {
-    MatMulRecorder recorder(MatMulRecorder::Detail::kCalls);
-    KernelTrafficRecorder traffic_recorder;
+    KernelTrafficRecorder recorder(KernelTrafficRecorder::KeepCalls::kContractionSites);
     RunOptions options;
     options.max_memory_bytes = s->session->max_memory_bytes;
     eager_peak_bytes =
         MakeEngine(kBaselineEngine)->ValueAndGrad(c.program, c.inputs, c.wrt, options).stats.peak_bytes;
-    calls = recorder.calls();
-    traffic = traffic_recorder.traffic();
+    sites = recorder.sites();
+    traffic = recorder.traffic();
   }
   // Measured once, by the first window's process (about 50 ms a kernel).
   if (!s->session->child) {
-    const StreamFloor floor =
-        NonMatMulStreamFloor(traffic, eager_peak_bytes);
+    const StreamFloor floor = NonContractionStreamFloor(traffic, eager_peak_bytes);
     if (floor.bytes > 0) s->stream_floor = floor;
   }
-  if (calls.empty()) {
-    throw Error(StrCat("matmul bound: eager makes no matmul on ", c.ToString()));
+  if (sites.empty()) {
+    throw Error(StrCat("matmul bound: eager makes no matmul or convolution on ", c.ToString()));
   }
   s->kernels = std::make_unique<OneDnnKernels>();
   s->tracker = std::make_shared<MemoryTracker>();
   s->kernels->Bind(s->tracker);
-  // One buffer per address eager's matmuls read or wrote, as large as the
-  // largest operand or output there: where eager read one buffer twice (a
-  // weight in the forward and the backward), the replay does too; where
+  // One buffer per address eager's contractions read or wrote, as large as
+  // the largest operand or output there: where eager read one buffer twice
+  // (a weight in the forward and the backward), the replay does too; where
   // eager read L weights, so does the replay, from memory rather than
   // cache; and where eager wrote L activations it keeps for the backward,
   // the replay writes L buffers, not one output buffer that the allocator
   // hands back hot after every call (README: the bound's outputs).
   std::map<const void*, int64_t> elements_at;
-  for (const RecordedMatMul& call : calls) {
-    const Shape out_shape = Kernels::MatMulShape(call.call.a, call.call.transpose_a,
-                                                 call.call.b, call.call.transpose_b);
-    for (const auto& [data, shape] :
-         {std::pair{call.a_data, call.call.a}, std::pair{call.b_data, call.call.b},
-          std::pair{call.out_data, out_shape}}) {
-      int64_t& n = elements_at[data];
-      n = std::max(n, shape.num_elements());
+  auto note = [&elements_at](const void* data, const Shape& shape) {
+    int64_t& n = elements_at[data];
+    n = std::max(n, shape.num_elements());
+  };
+  for (const KernelCallSite& site : sites) {
+    for (size_t i = 0; i < site.operand_data.size(); ++i) {
+      note(site.operand_data[i], site.operand_shapes[i]);
     }
+    note(site.out_data, site.out_shape);
   }
   // Values in [-1, 1): the same arithmetic the problems' inputs make (no
   // zeros or denormals that some kernels might shortcut).
@@ -83,13 +84,13 @@ void SetUpMatMulBound(RowState* s) {
     }
     buffer_at.emplace(data, std::move(t));
   }
-  for (const RecordedMatMul& call : calls) {
-    const Shape out_shape = Kernels::MatMulShape(call.call.a, call.call.transpose_a,
-                                                 call.call.b, call.call.transpose_b);
-    s->bound_calls.push_back({buffer_at.at(call.a_data).View(0, call.call.a),
-                              buffer_at.at(call.b_data).View(0, call.call.b),
-                              buffer_at.at(call.out_data).View(0, out_shape),
-                              call.call.transpose_a, call.call.transpose_b});
+  for (const KernelCallSite& site : sites) {
+    RowState::BoundCall call{site.op, site.attrs, {},
+                             buffer_at.at(site.out_data).View(0, site.out_shape)};
+    for (size_t i = 0; i < site.operand_data.size(); ++i) {
+      call.operands.push_back(buffer_at.at(site.operand_data[i]).View(0, site.operand_shapes[i]));
+    }
+    s->bound_calls.push_back(std::move(call));
   }
   // Warm-up: creates the primitives and counts the FLOPs, as the engines
   // count them.

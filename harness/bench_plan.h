@@ -86,10 +86,14 @@ bool HonoursMemoryCaps(const std::string& engine);
 
 enum class RowKind {
   kValueAndGrad,  // engine->ValueAndGrad on a problem
-  // oneDNN alone on the matmuls one eager run makes on a case: the same
-  // shapes and transposes in the same order, on operands that alias as
-  // eager's did (one buffer per address eager's matmuls read), with nothing
-  // between them: the least time any engine's matmuls of that run take.
+  // oneDNN alone on the contractions (matmuls and convolutions,
+  // IsContraction) one eager run makes on a case: the same kernels, shapes
+  // and attributes in the same order, on operands that alias as eager's did
+  // (one buffer per address eager's contractions read), with nothing
+  // between them: the least time any engine's contractions of that run
+  // take. Named for the matmuls, which were all it timed until it took the
+  // convolutions too (2026-12-08): a convolution network's bound had been
+  // its one classifier matmul, and its ceiling its other kernels' bytes.
   kMatMulBound,
 };
 

@@ -410,7 +410,7 @@ std::string FormatSummary(const std::vector<RowResult>& rows, const std::string&
                     static_cast<long long>(bound.samples));
     }
     out << "\noneDNN matmuls alone, " << bound.row.case_key
-        << " (eager's matmuls on the case, bare): " << FormatMs(bound.real_time_ms) << " ms, "
+        << " (eager's matmuls and convolutions on the case, bare): " << FormatMs(bound.real_time_ms) << " ms, "
         << gflops << "\n";
     for (const RowResult& r : rows) {
       if (!IsBaselineRow(r.row) || !r.of_matmul_bound) continue;

@@ -58,12 +58,15 @@ struct RowState {
   // the cap and the budget B found under it.
   int64_t memory_cap_bytes = 0;
   int64_t budget_bytes = 0;
-  // kMatMulBound: eager's matmuls on the case, in eager's order, on
-  // operands and into outputs that alias as eager's did
-  // (harness/bench_plan.h, kMatMulBound).
+  // kMatMulBound: eager's contractions on the case (its matmuls and
+  // convolutions, IsContraction), replayed in eager's order, on operands
+  // and into outputs that alias as eager's did (harness/bench_plan.h,
+  // kMatMulBound).
   struct BoundCall {
-    Tensor a, b, out;
-    bool transpose_a = false, transpose_b = false;
+    KernelOp op;
+    KernelAttrs attrs;
+    std::vector<Tensor> operands;
+    Tensor out;
   };
   std::unique_ptr<OneDnnKernels> kernels;
   std::shared_ptr<MemoryTracker> tracker;

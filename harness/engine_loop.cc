@@ -63,7 +63,7 @@ void PrintStreamFloor(const KernelTimes& by_kernel, const KernelTimes& quietest,
   if (traffic.empty()) return;  // not on oneDNN's kernels: nothing recorded
   const double n = static_cast<double>(runs);
   const int64_t working_set = StreamPoolBytes(peak_bytes);
-  const StreamFloor floor = NonMatMulStreamFloor(traffic, peak_bytes);
+  const StreamFloor floor = NonContractionStreamFloor(traffic, peak_bytes);
   double other_seconds = 0;
   for (const auto& [name, t] : by_kernel) {
     if (name != "matmul" && traffic.count(name) > 0) other_seconds += t.seconds / n;

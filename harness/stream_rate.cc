@@ -90,11 +90,11 @@ double StreamBytesPerSecond(int64_t pass_bytes, int64_t working_set_bytes, doubl
   return static_cast<double>(3 * n * 4) / best;
 }
 
-StreamFloor NonMatMulStreamFloor(const KernelTrafficByName& traffic, int64_t working_set_bytes) {
+StreamFloor NonContractionStreamFloor(const KernelTrafficByName& traffic, int64_t working_set_bytes) {
   working_set_bytes = StreamPoolBytes(working_set_bytes);
   StreamFloor floor;
   for (const auto& [name, k] : traffic) {
-    if (name == "matmul" || k.calls == 0 || k.bytes() == 0) continue;
+    if (IsContraction(name) || k.calls == 0 || k.bytes() == 0) continue;
     const int64_t call_bytes = std::max<int64_t>(12, k.bytes() / k.calls);
     floor.bytes += k.bytes();
     floor.seconds += static_cast<double>(k.bytes()) /

@@ -27,7 +27,8 @@ namespace remat {
 double StreamBytesPerSecond(int64_t pass_bytes, int64_t working_set_bytes,
                             double min_seconds = 0.05);
 
-// The kernels besides matmul of a run (`traffic`, a KernelTrafficRecorder's)
+// The kernels besides the contractions (IsContraction: matmul and the
+// convolutions) of a run (`traffic`, a KernelTrafficRecorder's)
 // at this machine's stream rate: each kernel's bytes at
 // StreamBytesPerSecond(its mean call's bytes, working_set_bytes), summed.
 // The least time an engine that runs them as passes of their own could
@@ -38,7 +39,7 @@ struct StreamFloor {
   double seconds = 0;
   int64_t bytes = 0;  // the kernels' bytes (KernelTraffic::bytes) in all
 };
-StreamFloor NonMatMulStreamFloor(const KernelTrafficByName& traffic, int64_t working_set_bytes);
+StreamFloor NonContractionStreamFloor(const KernelTrafficByName& traffic, int64_t working_set_bytes);
 
 // The pool the floor's passes take their arrays from for a run whose peak
 // is `working_set_bytes`: at least kMinStreamPoolBytes (a run's buffers are

@@ -37,14 +37,14 @@ TEST(StreamRateTest, FloorCountsEveryKernelButMatMul) {
   omp_set_num_threads(1);
   KernelTrafficByName traffic;
   traffic["matmul"] = {10, 1 << 20, 1 << 20};
-  EXPECT_EQ(NonMatMulStreamFloor(traffic, 8 << 20).bytes, 0);
-  EXPECT_EQ(NonMatMulStreamFloor(traffic, 8 << 20).seconds, 0);
+  EXPECT_EQ(NonContractionStreamFloor(traffic, 8 << 20).bytes, 0);
+  EXPECT_EQ(NonContractionStreamFloor(traffic, 8 << 20).seconds, 0);
   traffic["add"] = {1, 2 << 20, 1 << 20};
-  const StreamFloor one = NonMatMulStreamFloor(traffic, 8 << 20);
+  const StreamFloor one = NonContractionStreamFloor(traffic, 8 << 20);
   EXPECT_EQ(one.bytes, 3 << 20);
   EXPECT_GT(one.seconds, 0);
   traffic["add"] = {2, 4 << 20, 2 << 20};
-  const StreamFloor two = NonMatMulStreamFloor(traffic, 8 << 20);
+  const StreamFloor two = NonContractionStreamFloor(traffic, 8 << 20);
   EXPECT_EQ(two.bytes, 6 << 20);
   EXPECT_GT(two.seconds, one.seconds * 1.1);
   EXPECT_LT(two.seconds, one.seconds * 4);

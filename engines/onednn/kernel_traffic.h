@@ -40,6 +40,27 @@ struct KernelCall {
   KernelAttrs attrs;
 };
 
+// One kernel call as it ran, without its values: its kernel and attributes,
+// its operands' and output's shapes and where their elements were
+// (Tensor::raw(): the buffer's address plus the view's offset), so that a
+// replay can run it again on buffers that alias as the run's did (the same
+// buffer where the run read or wrote the same one).
+struct KernelCallSite {
+  KernelOp op;
+  KernelAttrs attrs;
+  std::vector<Shape> operand_shapes;
+  std::vector<const void*> operand_data;
+  Shape out_shape;
+  const void* out_data = nullptr;
+};
+
+// The contractions: matmul and the convolutions (forward, with or without
+// bias, backward data, backward weights). Their time is arithmetic, not
+// bytes: the bench's bound (harness/bench_matmul_bound.h) times them alone,
+// and the stream floor (harness/stream_rate.h) counts every other kernel.
+bool IsContraction(KernelOp op);
+bool IsContraction(const std::string& kernel_name);
+
 // Records the kernel calls OneDnnKernels runs on the calling thread while
 // the recorder lives (not dry runs' calls, which move no data). Recorders
 // nest: every enclosing one records too. Not shared across threads: create,
@@ -52,10 +73,12 @@ struct KernelCall {
 // With KeepCalls::kYes it also keeps every call (calls(), in the order they
 // ran), copies of its operands included, for a replay of each one alone
 // (engine_loop's "alone, in cache" column). The copies cost the recorded
-// run time and memory: not for a timed run.
+// run time and memory: not for a timed run. With KeepCalls::kContractionSites
+// it keeps each contraction's KernelCallSite instead (sites(), in order):
+// shapes and addresses, no copies.
 class KernelTrafficRecorder {
  public:
-  enum class KeepCalls { kNo, kYes };
+  enum class KeepCalls { kNo, kYes, kContractionSites };
   explicit KernelTrafficRecorder(KeepCalls keep = KeepCalls::kNo);
   ~KernelTrafficRecorder();
   KernelTrafficRecorder(const KernelTrafficRecorder&) = delete;
@@ -64,13 +87,16 @@ class KernelTrafficRecorder {
   const KernelTrafficByName& traffic() const { return traffic_; }
   // Empty unless constructed with KeepCalls::kYes.
   const std::vector<KernelCall>& calls() const { return calls_; }
+  // Empty unless constructed with KeepCalls::kContractionSites.
+  const std::vector<KernelCallSite>& sites() const { return sites_; }
 
  private:
   friend struct KernelTrafficRecorderAccess;
   KernelTrafficRecorder* outer_;
-  bool keep_calls_;
+  KeepCalls keep_;
   KernelTrafficByName traffic_;
   std::vector<KernelCall> calls_;
+  std::vector<KernelCallSite> sites_;
 };
 
 namespace kernel_traffic_internal {

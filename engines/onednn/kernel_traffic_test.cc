@@ -1,6 +1,7 @@
 #include "engines/onednn/kernel_traffic.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -100,6 +101,75 @@ TEST(KernelTrafficTest, KeepsCallsToRunAgain) {
       EXPECT_EQ(again.f32()[k], first.f32()[k]) << "call " << i << ", element " << k;
     }
   }
+}
+
+KernelOp TableKernelNamed(const std::string& name) {
+  for (KernelOp k : TableKernels()) {
+    if (TableKernel(k).name == name) return k;
+  }
+  ADD_FAILURE() << "no table kernel " << name;
+  return KernelOp::kMatMul;
+}
+
+TEST(KernelTrafficTest, TheContractionsAreTheMatMulAndTheConvolutions) {
+  for (const char* name : {"matmul", "conv2d", "conv2d_bias", "conv2d_backward_data",
+                           "conv2d_backward_weights"}) {
+    EXPECT_TRUE(IsContraction(name)) << name;
+    EXPECT_TRUE(IsContraction(TableKernelNamed(name))) << name;
+  }
+  for (const char* name : {"add", "conv2d_bias_grad", "max_pool2d", "softmax", "gelu"}) {
+    EXPECT_FALSE(IsContraction(name)) << name;
+  }
+}
+
+// KeepCalls::kContractionSites keeps each contraction's shapes and where
+// its operands' and output's elements were, in order (a view's where its
+// elements start; an output given, where it was written), no copies and
+// nothing of the other kernels; a dry run's none.
+TEST(KernelTrafficTest, KeepsEachContractionsSiteInOrder) {
+  OneDnnKernels kernels;
+  Tensor a = Tensor::Zeros(DType::kF32, Shape({3, 5}));
+  Tensor b = Tensor::Zeros(DType::kF32, Shape({5, 7}));
+  Tensor g = Tensor::Zeros(DType::kF32, Shape({3, 7}));
+  Tensor stacked = Tensor::Zeros(DType::kF32, Shape({2, 5, 7}));
+  Tensor x = Tensor::Zeros(DType::kF32, Shape({1, 2, 6, 6}));
+  Tensor w = Tensor::Zeros(DType::kF32, Shape({4, 2, 3, 3}));
+  KernelAttrs conv;
+  conv.int_a = 1;  // stride
+  conv.int_b = 1;  // padding
+  kernels.MatMul(a, false, b, false);  // before the recorder
+  KernelTrafficRecorder recorder(KernelTrafficRecorder::KeepCalls::kContractionSites);
+  const Tensor first = kernels.MatMul(a, false, b, false);
+  kernels.Call(KernelOp::kAdd, {&a, &a});  // not a contraction
+  kernels.MatMulInto(stacked.Slice(0).View(0, Shape({3, 5})), g, false, b, true);
+  kernels.MatMul(a, false, stacked.Slice(1), false);
+  const Tensor y = kernels.Call(TableKernelNamed("conv2d"), {&x, &w}, conv);
+  EXPECT_TRUE(recorder.calls().empty());
+  const std::vector<KernelCallSite>& sites = recorder.sites();
+  ASSERT_EQ(sites.size(), 4u);
+  EXPECT_EQ(sites[0].op, KernelOp::kMatMul);
+  EXPECT_EQ(sites[0].operand_shapes, (std::vector<Shape>{Shape({3, 5}), Shape({5, 7})}));
+  EXPECT_EQ(sites[0].operand_data, (std::vector<const void*>{a.raw(), b.raw()}));
+  EXPECT_EQ(sites[0].out_data, first.raw());
+  EXPECT_EQ(sites[0].out_shape, Shape({3, 7}));
+  EXPECT_TRUE(sites[1].attrs.transpose_b);
+  EXPECT_EQ(sites[1].out_data, stacked.raw());
+  EXPECT_EQ(sites[2].operand_data[1], static_cast<const char*>(stacked.raw()) + 5 * 7 * sizeof(float));
+  EXPECT_EQ(sites[3].op, TableKernelNamed("conv2d"));
+  EXPECT_EQ(sites[3].operand_shapes[1], Shape({4, 2, 3, 3}));
+  EXPECT_EQ(sites[3].out_shape, Shape({1, 4, 6, 6}));
+  EXPECT_EQ(sites[3].out_data, y.raw());
+  EXPECT_EQ(sites[3].attrs.int_b, 1);
+  EXPECT_EQ(recorder.traffic().at("add").calls, 1);
+
+  auto tracker = std::make_shared<MemoryTracker>();
+  tracker->set_dry_run(true);
+  OneDnnKernels planning;
+  planning.Bind(tracker);
+  Tensor p = Tensor::Zeros(DType::kF32, Shape({2, 4, 8}), tracker, Category::kInputs);
+  Tensor q = Tensor::Zeros(DType::kF32, Shape({2, 8, 4}), tracker, Category::kInputs);
+  planning.MatMul(p, false, q, false);
+  EXPECT_EQ(recorder.sites().size(), 4u);
 }
 
 }  // namespace

@@ -58,8 +58,7 @@ void OneDnnKernels::State::MatMul(const Tensor& a, bool transpose_a, const Tenso
   // of work (a benchmark row) sees the primitives it took from the cache.
   // A dry run plans the matmul and runs nothing: not recorded.
   if (!(tracker && tracker->dry_run())) {
-    matmul_calls_internal::NoteMatMul(a.shape(), transpose_a, a.raw(), b.shape(), transpose_b,
-                                      b.raw(), out.raw(), cached.impl);
+    matmul_calls_internal::NoteMatMul(cached.impl);
   }
   Execute(cached,
           {{DNNL_ARG_SRC, Memory(a_md, a)},
