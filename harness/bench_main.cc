@@ -19,6 +19,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <exception>
@@ -55,6 +56,9 @@ int Main(int argc, char** argv) {
   // and the heap in huge pages, so that a case's ratios do not depend on
   // the cases run before it.
   UseMeasurementSettings(argv);
+  // The run's wall time, from here (after any re-run for the settings) to
+  // its results: what "a default run takes N minutes" is measured by.
+  const auto process_start = std::chrono::steady_clock::now();
   const std::vector<std::string> args(argv, argv + argc);
   std::vector<std::string> rest;
   BenchFlags flags;
@@ -221,9 +225,17 @@ int Main(int argc, char** argv) {
     } else if (!flags.peers.empty()) {
       AddPeerRows(results, flags.peers, &run, console ? std::cout : std::cerr);
     }
+    const double wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - process_start).count();
+    double sampling_seconds = 0;  // every row's, stretches included
+    for (const RowResult& r : results) sampling_seconds += r.sampling_seconds;
+    run["wall_seconds"] = wall_seconds;
+    run["sampling_seconds"] = sampling_seconds;
     const std::vector<std::string> written =
         WriteResults(ResultsDir(flags.out_dir), UtcStamp(started), run);
-    std::cerr << "\nbench: wrote " << Join(written, " and ") << "\n";
+    std::cerr << "\nbench: the run took " << std::lround(wall_seconds) << " s ("
+              << std::lround(sampling_seconds) << " s of it sampling rows); wrote "
+              << Join(written, " and ") << "\n";
   } catch (const std::exception& e) {
     std::cerr << "bench: " << e.what() << "\n";
     return 1;

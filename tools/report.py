@@ -145,7 +145,8 @@ def main(argv=None):
           "edited by hand; tools/report_committed_test.py writes both again and compares):", ""]
     for run in runs:
         md.append(f"- `{run['_path']}`: `{run.get('command', '?')}` on {run.get('date', '?')}, "
-                  f"{source_of(run)}; platform: {platform_of(run)}; {controls_of(run)}")
+                  f"{source_of(run)}; platform: {platform_of(run)}; {controls_of(run)}"
+                  + (f"; the run took {run['wall_seconds']:.0f} s" if "wall_seconds" in run else ""))
     warnings = platform_warnings(runs)
     if warnings:
         md += [""] + warnings

@@ -342,7 +342,10 @@ class ReportTest(unittest.TestCase):
         good = scale_run()
         good["controls"] = {"valid": True, "allowance": 0.02, "rows": 1, "trusted": 1,
                             "noise": 0, "untrusted": 0, "checks": [{"ok": True}]}
+        good["wall_seconds"] = 351.4  # the bench's since 2026-12-08; older runs have none
         md = report_of((("bad.json", bad), ("good.json", good), ("old.json", scale_run())))
+        self.assertIn("1 of 1 rows trustworthy; the run took 351 s", md)
+        self.assertNotIn("9 rows trustworthy; the run took", md)
         self.assertIn("**ratios not valid**: scan_stack/L=256,d=512,N=256 eager A/A control: "
                       "x eager 1.075, 7.5% from 1.00; 5 of 9 rows trustworthy", md)
         self.assertIn("controls: all 1 within 2% of 1.00 x eager; 1 of 1 rows trustworthy", md)
