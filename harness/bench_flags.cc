@@ -162,14 +162,11 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
     } else if (name == "models") {
       flags.models.clear();
       for (const std::string& model : Split(value, ',')) {
-        if (std::find(std::begin(kSweepModels), std::end(kSweepModels), model) ==
-            std::end(kSweepModels)) {
-          throw Error(StrCat("--models: unknown model '", model, "'; models: ",
-                             Join(std::vector<std::string>(std::begin(kSweepModels),
-                                                           std::end(kSweepModels)),
-                                  ", ")));
+        try {
+          flags.models.push_back(SweepModel::Parse(model));
+        } catch (const Error& e) {
+          throw Error(StrCat("--models: ", e.what()), e);
         }
-        flags.models.push_back(model);
       }
     } else if (name == "memory-cap") {
       if (value.empty()) throw Error("--memory-cap=: expected BYTES (64MiB) or FRACx (0.5x)");
@@ -246,6 +243,24 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
                        " do not combine: the sweep picks its own policies and schedules"));
   }
   return flags;
+}
+
+SweepModel SweepModel::Parse(const std::string& text) {
+  SweepModel m;
+  m.name = text;
+  const std::string fit = "@fit";
+  if (text.size() > fit.size() && text.compare(text.size() - fit.size(), fit.size(), fit) == 0) {
+    m.name = text.substr(0, text.size() - fit.size());
+    m.fit_batch = true;
+  } else if (text.find('@') != std::string::npos) {
+    throw Error(StrCat("'", text, "': NAME or NAME@fit (the largest batch that fits --max-memory)"));
+  }
+  if (std::find(std::begin(kSweepModels), std::end(kSweepModels), m.name) == std::end(kSweepModels)) {
+    throw Error(StrCat("unknown model '", m.name, "'; models: ",
+                       Join(std::vector<std::string>(std::begin(kSweepModels), std::end(kSweepModels)),
+                            ", ")));
+  }
+  return m;
 }
 
 int64_t DefaultMaxMemoryBytes() {

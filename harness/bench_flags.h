@@ -100,6 +100,22 @@ inline constexpr double kDefaultSamplingBudgetSeconds = 360;
 inline constexpr int kDefaultWindows = 2;
 inline constexpr double kWindowAllowance = 0.03;
 
+// A model of --sweep=models, as --models names it: "gpt2" at its default
+// size (tools/real_models.py's SIZES), or "gpt2@fit" at the largest batch
+// whose eager step fits the run's --max-memory (FitBatch,
+// harness/bench_models.h), at its default tokens.
+struct SweepModel {
+  std::string name;
+  bool fit_batch = false;
+  // Reads "NAME" or "NAME@fit"; throws remat::Error naming the text and the
+  // models there are (kSweepModels) or the one suffix there is.
+  static SweepModel Parse(const std::string& text);
+  std::string Text() const { return fit_batch ? name + "@fit" : name; }
+  friend bool operator==(const SweepModel& a, const SweepModel& b) {
+    return a.name == b.name && a.fit_batch == b.fit_batch;
+  }
+};
+
 struct BenchFlags {
   // --engines=a,b; empty: every registered engine but the float64 checks.
   std::vector<std::string> engines;
@@ -145,7 +161,7 @@ struct BenchFlags {
   // --models-dir=DIR: where --sweep=models keeps its exports (empty: .models/
   // in the workspace); --models=a,b: the models it runs (empty: kSweepModels).
   std::string models_dir;
-  std::vector<std::string> models;
+  std::vector<SweepModel> models;
   bool help = false;                  // --help (also handed on to Google Benchmark)
 };
 
@@ -164,6 +180,11 @@ inline constexpr const char* kModelPeerEngines[] = {"jax", "torch", "torch-check
 // takes seconds, so a row gets a few pairs with eager.
 inline constexpr double kModelRowSeconds = 30;
 inline constexpr const char* kSweepModels[] = {"nanogpt", "gpt2", "llama-100m", "resnet50"};
+// What --sweep=models runs without --models: GPT-2 small at the largest
+// batch eager fits (as people train it: the batch as large as memory
+// allows), the others at their sizes.
+inline constexpr const char* kDefaultSweepModels[] = {"nanogpt", "gpt2@fit", "llama-100m",
+                                                      "resnet50"};
 
 // Takes this binary's own flags out of `args` (args[0] is the program name)
 // and returns them; every other argument, args[0] first, goes to `rest` in

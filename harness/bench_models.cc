@@ -10,11 +10,14 @@
 
 #include "engines/api/error.h"
 #include "engines/api/policy.h"
+#include "engines/api/registry.h"
 #include "harness/bench_peers.h"
 #include "harness/bench_plan.h"
 #include "harness/bench_report.h"
 #include "harness/case_directory.h"
 #include "harness/case_spec.h"
+#include "harness/conformance.h"
+#include "problems/problem.h"
 #include "problems/program_file.h"
 
 namespace remat::bench {
@@ -53,10 +56,72 @@ ModelExport ReadModelExport(const std::string& model, const std::string& dir) {
   return m;
 }
 
+int64_t LargestFitting(const std::function<bool(int64_t)>& fits, int64_t limit) {
+  int64_t good = 0, bad = limit + 1;  // fits at good (0: none yet), not at bad
+  for (int64_t b = 1; b <= limit; b *= 2) {
+    if (!fits(b)) {
+      bad = b;
+      break;
+    }
+    good = b;
+  }
+  if (bad == limit + 1 && good < limit && fits(limit)) return limit;
+  if (bad == limit + 1 && good < limit) bad = limit;
+  while (bad - good > 1) {
+    const int64_t mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
+  return good;
+}
+
+int64_t FitBatch(const std::string& model, const std::string& root, int64_t max_memory_bytes,
+                 std::ostream& log) {
+  const std::string python = PeerPython();
+  const std::string script = WorkspaceDir() + "/tools/model_time.py";
+  std::string first_error;
+  auto fits = [&](int64_t batch) {
+    const std::string dir = StrCat(root, "/", model, ".fit/", batch);
+    const std::string command = StrCat(ShellWord(python), " ", ShellWord(script), " export ", model, " ",
+                                       ShellWord(dir), " --batch ", batch, " --shapes-only --if-stale");
+    std::string output;
+    const int status = CaptureOutput(command, &output);
+    if (status != 0) {
+      throw Error(StrCat("--sweep=models: ", model, "@fit: exporting batch ", batch, " failed (exit ",
+                         status, " of `", command, "`): ", LastLine(output)));
+    }
+    const std::unique_ptr<ProgramFileProblem> problem = ProgramFileProblem::Read(dir + "/program.txt");
+    const Program program = problem->Build(ParamValues());
+    RunOptions options;
+    options.plan_only = true;
+    options.max_memory_bytes = max_memory_bytes;
+    try {
+      const Stats s = MakeEngine(kBaselineEngine)
+                          ->ValueAndGrad(program, ShapeOnlyArguments(program), WrtIndices(*problem, program),
+                                         options)
+                          .stats;
+      log << "bench: " << model << "@fit: batch " << batch << ": eager's planned peak "
+          << s.predicted_peak_bytes << " bytes, within " << max_memory_bytes << "\n" << std::flush;
+      return true;
+    } catch (const Error& e) {
+      if (batch == 1) first_error = e.what();
+      log << "bench: " << model << "@fit: batch " << batch << " does not fit: " << e.what() << "\n"
+          << std::flush;
+      return false;
+    }
+  };
+  const int64_t batch = LargestFitting(fits, kMaxFitBatch);
+  if (batch == 0) {
+    throw Error(StrCat("--sweep=models: ", model, "@fit: not even batch 1 fits --max-memory=",
+                       max_memory_bytes, ": ", first_error));
+  }
+  return batch;
+}
+
 std::vector<ModelExport> ExportModels(const BenchFlags& flags, std::ostream& log) {
-  const std::vector<std::string> models =
-      flags.models.empty() ? std::vector<std::string>(std::begin(kSweepModels), std::end(kSweepModels))
-                           : flags.models;
+  std::vector<SweepModel> models = flags.models;
+  if (models.empty()) {
+    for (const char* m : kDefaultSweepModels) models.push_back(SweepModel::Parse(m));
+  }
   const std::string python = PeerPython();
   if (!fs::exists(python)) {
     throw Error(StrCat("--sweep=models: ", python,
@@ -66,10 +131,16 @@ std::vector<ModelExport> ExportModels(const BenchFlags& flags, std::ostream& log
   const std::string root = flags.models_dir.empty() ? WorkspaceDir() + "/.models" : flags.models_dir;
   const std::string script = WorkspaceDir() + "/tools/model_time.py";
   std::vector<ModelExport> out;
-  for (const std::string& model : models) {
+  for (const SweepModel& choice : models) {
+    const std::string& model = choice.name;
     const std::string dir = root + "/" + model;
-    const std::string command =
-        StrCat(ShellWord(python), " ", ShellWord(script), " export ", model, " ", ShellWord(dir), " --if-stale");
+    std::string sizing;
+    if (choice.fit_batch) {
+      const int64_t batch = FitBatch(model, root, flags.max_memory_bytes, log);
+      sizing = StrCat(" --batch ", batch, " --meta");
+    }
+    const std::string command = StrCat(ShellWord(python), " ", ShellWord(script), " export ", model, " ",
+                                       ShellWord(dir), sizing, " --if-stale");
     std::string output;
     const int status = CaptureOutput(command, &output);
     if (status != 0) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,15 +34,35 @@ struct ModelExport {
   std::string Label() const;
 };
 
-// The models of the run (flags.models, else kSweepModels), each exported
-// into <models dir>/<model>/ (flags.models_dir, else WorkspaceDir()/.models)
-// by `python tools/model_time.py export --if-stale` in PeerPython(): an
-// export whose model.json names the same model, sizes and sources (a digest
-// of the exporter's and the model's files) is kept as it is. One line per
-// model to `log`. Throws remat::Error naming the model, the command and the
-// exporter's last line when one fails, and naming the Python when it is
-// missing.
+// The models of the run (flags.models, else kDefaultSweepModels), each
+// exported into <models dir>/<model>/ (flags.models_dir, else
+// WorkspaceDir()/.models) by `python tools/model_time.py export --if-stale`
+// in PeerPython(): an export whose model.json names the same model, sizes
+// and sources (a digest of the exporter's and the model's files) is kept as
+// it is. A NAME@fit model is exported at FitBatch's batch, with --meta (the
+// weights, not the trace: a real trace of GPT-2 small holds 9 GB a
+// sequence). One line per model to `log`. Throws remat::Error naming the
+// model, the command and the exporter's last line when one fails, and
+// naming the Python when it is missing.
 std::vector<ModelExport> ExportModels(const BenchFlags& flags, std::ostream& log);
+
+// The largest batch in [1, limit] for which `fits` holds, given that it
+// holds up to some batch and not past it: doubling from 1 until it fails,
+// then bisecting between the last that held and the first that did not
+// (about 2 log2(answer) calls). 0 when it fails at 1.
+int64_t LargestFitting(const std::function<bool(int64_t)>& fits, int64_t limit);
+
+// The largest batch of `model` at its default tokens whose eager step fits
+// within `max_memory_bytes`, by remat's own planner: each candidate batch
+// is exported shapes-only (model_time.py export --shapes-only, program.txt
+// alone, into <root>/<model>.fit/<batch>, kept while current) and eager's
+// step planned on it (a dry run: its predicted peak, every category, against
+// the limit, as --max-memory refuses a run). At most kMaxFitBatch. Throws
+// remat::Error naming the model and the planner's error when batch 1 does
+// not fit, and the command when an export fails.
+inline constexpr int64_t kMaxFitBatch = 256;
+int64_t FitBatch(const std::string& model, const std::string& root, int64_t max_memory_bytes,
+                 std::ostream& log);
 
 // Reads <dir>/model.json (what tools/model_time.py export writes); throws
 // remat::Error naming the file and the field it lacks.

@@ -89,5 +89,25 @@ TEST(BenchModels, RowsGetTheirUsefulRateAndShareOfTheCeiling) {
   EXPECT_FALSE(rows[6].contains("of_ceiling"));  // resnet50 has no bound row here
 }
 
+// The search's answer for every place the limit can fall, and few calls:
+// doubling, then bisecting.
+TEST(BenchModels, LargestFittingFindsTheLastBatchThatFitsInFewCalls) {
+  for (int64_t fit_up_to : {0, 1, 2, 3, 7, 8, 9, 100, 255, 256, 300}) {
+    int calls = 0;
+    const int64_t got = LargestFitting(
+        [&](int64_t b) {
+          ++calls;
+          EXPECT_GE(b, 1);
+          EXPECT_LE(b, kMaxFitBatch);
+          return b <= fit_up_to;
+        },
+        kMaxFitBatch);
+    EXPECT_EQ(got, std::min<int64_t>(fit_up_to, kMaxFitBatch)) << fit_up_to;
+    EXPECT_LE(calls, 18) << fit_up_to;
+  }
+  EXPECT_EQ(LargestFitting([](int64_t b) { return b <= 9; }, 10), 9);
+  EXPECT_EQ(LargestFitting([](int64_t) { return true; }, 10), 10);
+}
+
 }  // namespace
 }  // namespace remat::bench

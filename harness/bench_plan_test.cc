@@ -267,7 +267,9 @@ TEST(BenchPlan, ModelsSweepRunsEachExportBesideItsPeers) {
   std::vector<std::string> rest;
   const BenchFlags flags = ParseBenchFlags({"bench", "--sweep=models", "--models=gpt2"}, &rest);
   EXPECT_EQ(flags.peers, (std::vector<std::string>{"jax", "torch", "torch-checkpoint", "torch-compile"}));
-  EXPECT_EQ(flags.models, (std::vector<std::string>{"gpt2"}));
+  EXPECT_EQ(flags.models, (std::vector<SweepModel>{{"gpt2", false}}));
+  EXPECT_EQ(ParseBenchFlags({"bench", "--sweep=models", "--models=gpt2@fit,nanogpt"}, &rest).models,
+            (std::vector<SweepModel>{{"gpt2", true}, {"nanogpt", false}}));
   EXPECT_EQ(flags.max_row_seconds, kModelRowSeconds);
   EXPECT_EQ(flags.sampling_budget_seconds, 0);
   EXPECT_EQ(flags.Windows(), 1);
@@ -294,7 +296,8 @@ TEST(BenchPlan, ModelsSweepRunsEachExportBesideItsPeers) {
   EXPECT_EQ(named.peers, (std::vector<std::string>{"torch-checkpoint"}));
   EXPECT_EQ(named.max_row_seconds, 5);
   EXPECT_EQ(named.sampling_budget_seconds, 60);
-  EXPECT_TRUE(named.models.empty());  // every model of kSweepModels
+  EXPECT_TRUE(named.models.empty());  // kDefaultSweepModels
+  for (const char* m : kDefaultSweepModels) EXPECT_EQ(SweepModel::Parse(m).Text(), m);
   EXPECT_EQ(ParseBenchFlags({"bench", "--peer", "--sweep=models"}, &rest).peers.size(), 4u);
   // Errors name the flag and what there is.
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
@@ -303,6 +306,9 @@ TEST(BenchPlan, ModelsSweepRunsEachExportBesideItsPeers) {
        "peers of --sweep=models: jax, torch, torch-checkpoint, torch-compile"},
       {{"bench", "--sweep=models", "--models=vgg"},
        "--models: unknown model 'vgg'; models: nanogpt, gpt2, llama-100m, resnet50"},
+      {{"bench", "--sweep=models", "--models=vgg@fit"}, "--models: unknown model 'vgg'"},
+      {{"bench", "--sweep=models", "--models=gpt2@8"},
+       "--models: 'gpt2@8': NAME or NAME@fit (the largest batch that fits --max-memory)"},
       {{"bench", "--models=gpt2"}, "--models is a flag of --sweep=models"},
       {{"bench", "--models-dir=/tmp"}, "--models-dir is a flag of --sweep=models"},
       {{"bench", "--sweep=models", "--policies=dots_saveable"}, "--sweep=models do not combine"},

@@ -3,6 +3,7 @@
 in PyTorch as their users train them (the bench's --sweep=models runs both).
 
     .venv/bin/python tools/model_time.py export MODEL DIR [--batch B] [--tokens T] [--if-stale]
+        [--meta | --shapes-only]
     .venv/bin/python tools/model_time.py time MODEL --engine ENGINE [--batch B] [--tokens T] [--repeats 5]
         [--max-seconds S]
 
@@ -14,7 +15,10 @@ depends on, tells whether DIR is stale). It prints one line. With
 and sources, and says so. With --meta the trace runs on the meta device
 and the input files come from the CPU model's weights (torch_export's
 weights=): the real trace keeps every tensor the forward makes (GPT-2
-small at 1 x 1024 tokens: about 9 GB), --meta only the model.
+small at 1 x 1024 tokens: about 9 GB), --meta only the model. With
+--shapes-only the trace runs on the meta device and no input file is
+written: program.txt alone, for planning (`remat plan`, the bench's
+search for the largest batch that fits), at the cost of neither.
 
 time runs one training step (forward, the loss, backward: every parameter's
 gradient; nothing else) of the model as ENGINE:
@@ -66,7 +70,7 @@ def sources_digest():
 def do_export(args, real_models):
     batch, tokens = real_models.size(args.model, args.batch, args.tokens)
     wanted = {"model": args.model, "batch": batch, "tokens": tokens, "sources": sources_digest(),
-              "meta": bool(args.meta)}
+              "meta": bool(args.meta), "shapes_only": bool(args.shapes_only)}
     info_path = os.path.join(args.dir, "model.json")
     if args.if_stale and os.path.exists(info_path) and os.path.exists(os.path.join(args.dir, "program.txt")):
         try:
@@ -85,7 +89,11 @@ def do_export(args, real_models):
                 os.remove(os.path.join(args.dir, name))
     import torch
     from torch_export import _named_inputs, export
-    model = real_models.build(args.model, batch, tokens, checkpointed=True)
+    if args.shapes_only:  # the meta device's model: its export is program.txt alone
+        with torch.device("meta"):
+            model = real_models.build(args.model, batch, tokens, checkpointed=True)
+    else:
+        model = real_models.build(args.model, batch, tokens, checkpointed=True)
     start = time.time()
     if args.meta:
         # The weights (by the names the export gives inputs: named_parameters'
@@ -139,10 +147,14 @@ def main(argv=None):
         if name == "export":
             p.add_argument("dir")
             p.add_argument("--if-stale", action="store_true", help="keep an up-to-date export")
-            p.add_argument("--meta", action="store_true",
-                           help="trace the model on the meta device, the input files from the CPU model's "
-                                "weights (torch_export's weights=): the export holds the weights, not every "
-                                "tensor of the forward")
+            kind = p.add_mutually_exclusive_group()
+            kind.add_argument("--meta", action="store_true",
+                              help="trace the model on the meta device, the input files from the CPU "
+                                   "model's weights (torch_export's weights=): the export holds the "
+                                   "weights, not every tensor of the forward")
+            kind.add_argument("--shapes-only", action="store_true",
+                              help="trace the model on the meta device and write program.txt alone "
+                                   "(no input file): for planning")
         else:
             p.add_argument("--engine", required=True, choices=ENGINES)
             p.add_argument("--repeats", type=int, default=5)

@@ -108,6 +108,18 @@ class ModelTimeTest(unittest.TestCase):
                                 "%s: %s" % (name, f))
             with open(os.path.join(meta, "model.json")) as f:
                 self.assertTrue(json.load(f)["meta"])
+            # Shapes only: the same program, no input file; a stale-check
+            # tells it from a full export of the same size.
+            shapes = tempfile.mkdtemp()
+            self.assertEqual(_run(["export", name, shapes, "--shapes-only"] + args)[0], 0)
+            with open(os.path.join(real, "program.txt")) as f, open(os.path.join(shapes, "program.txt")) as g:
+                self.assertEqual(strip(f.read()), strip(g.read()), name)
+            self.assertEqual(sorted(os.listdir(shapes)), ["model.json", "program.txt"], name)
+            with open(os.path.join(shapes, "model.json")) as f:
+                self.assertTrue(json.load(f)["shapes_only"])
+            code, out = _run(["export", name, shapes, "--if-stale"] + args)
+            self.assertNotIn("up to date", out)
+            self.assertTrue(files and all(os.path.exists(os.path.join(shapes, f)) for f in files), name)
 
     def test_each_engine_times_a_step(self):
         for engine in model_time.ENGINES:
@@ -130,6 +142,8 @@ class ModelTimeTest(unittest.TestCase):
         for argv, message in ((["time", "vgg", "--engine", "torch"], "no model 'vgg'; models: gpt2"),
                               (["time", "gpt2", "--engine", "jax"], "invalid choice: 'jax'"),
                               (["export", "gpt2", "/tmp/x", "--batch", "0"], "--batch=0: must be positive"),
+                              (["export", "gpt2", "/tmp/x", "--meta", "--shapes-only"],
+                               "not allowed with argument"),
                               (["time", "gpt2", "--engine", "torch", "--repeats", "0"],
                                "--repeats=0: must be positive"),
                               (["time", "gpt2", "--engine", "torch", "--max-seconds", "0"],
