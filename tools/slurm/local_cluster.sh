@@ -2,7 +2,8 @@
 # A one-node Slurm cluster on this machine (slurmctld, slurmd, munged), for
 # tests and CI: tools/slurm/slurm.conf.in filled in for this host.
 #
-#   tools/slurm/local_cluster.sh start [DIR]    # installs slurm-wlm, munge if missing (root)
+#   tools/slurm/local_cluster.sh install        # apt-get install slurm-wlm munge if missing (root)
+#   tools/slurm/local_cluster.sh start [DIR]    # installs them too
 #   eval "$(tools/slurm/local_cluster.sh env [DIR])"   # SLURM_CONF for sbatch, sinfo, ...
 #   tools/slurm/local_cluster.sh status [DIR]
 #   tools/slurm/local_cluster.sh stop [DIR]
@@ -144,9 +145,10 @@ status() {
 }
 
 case $cmd in
+  install) install ;;
   start) start ;;
   stop) stop ;;
   status) status ;;
   env) echo "export SLURM_CONF=$conf" ;;
-  *) echo "usage: $0 start|stop|status|env [DIR]" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|stop|status|env [DIR]" >&2; exit 2 ;;
 esac
