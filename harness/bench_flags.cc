@@ -173,6 +173,7 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       flags.programs.push_back(value);
     } else if (name == "out") {
       flags.out_dir = value;
+      if (flags.sweep_dir.empty()) flags.sweep_dir = value;
     } else if (name == "windows" || name == "only-window") {
       char* end = nullptr;
       const long number = std::strtol(value.c_str(), &end, 10);

@@ -155,6 +155,10 @@ struct BenchFlags {
   // options from --slurm-config=FILE and --slurm-KEY=VALUE.
   std::string write_cases;
   std::string cases;
+  // The first --out given: a task's sweep directory, where it looks for
+  // current results (a window's process, started with --only-window, gets
+  // an --out of its own after the task's).
+  std::string sweep_dir;
   int task = -1;  // -1: not a task
   int tasks = 1;
   std::string merge_dir;

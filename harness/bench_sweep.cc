@@ -72,7 +72,7 @@ std::vector<PlannedRow> PlanCaseListRows(const BenchFlags& flags,
   for (const int i : share) {
     const SweepCase& c = all[i];
     if (flags.task >= 0) {
-      const std::optional<nlohmann::json> file = ReadCaseResult(flags.out_dir, c);
+      const std::optional<nlohmann::json> file = ReadCaseResult(flags.sweep_dir, c);
       std::string why;
       if (file && CaseResultCurrent(*file, c, source, machine, &why)) {
         ++current;

@@ -26,7 +26,8 @@ int WriteCasesCommand(const BenchFlags& flags, const std::vector<std::string>& r
 
 // --cases=FILE: the rows to run, in list order. Every engine must be
 // registered (or be the bound rows'); with --task=K, task K's share of the
-// cases, less those whose results file in --out is current for `source`
+// cases, less those whose results file in the sweep's directory (the first
+// --out) is current for `source`
 // and `machine` (said on `log`, with why a file there is not). `cases`
 // gets the cases whose rows are returned.
 std::vector<PlannedRow> PlanCaseListRows(const BenchFlags& flags,
