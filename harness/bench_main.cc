@@ -69,7 +69,7 @@ int Main(int argc, char** argv) {
     flags = ParseBenchFlags(args, &rest);
     if (flags.help) std::cout << BenchHelp() << "\nGoogle Benchmark's flags:\n";
     // The sweep's commands that run no row (harness/bench_sweep.h).
-    if (!flags.help && !flags.write_cases.empty()) return WriteCasesCommand(flags, EngineNames(), std::cerr);
+    if (!flags.help && !flags.write_cases.empty()) return WriteCasesCommand(flags, args, EngineNames(), std::cerr);
     if (!flags.help && !flags.merge_dir.empty()) return MergeCommand(flags, std::cerr);
     if (!flags.help && !flags.submit.empty()) return SubmitCommand(flags, args, std::cerr);
     // Read before the first row: the binary was built from the tree as it

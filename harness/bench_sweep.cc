@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "engines/api/error.h"
 #include "harness/bench_plan.h"
@@ -34,10 +35,21 @@ std::string SelfPath() {
 
 }  // namespace
 
-int WriteCasesCommand(const BenchFlags& flags, const std::vector<std::string>& registered_engines,
-                      std::ostream& log) {
+int WriteCasesCommand(const BenchFlags& flags, const std::vector<std::string>& args,
+                      const std::vector<std::string>& registered_engines, std::ostream& log) {
   const std::vector<PlannedRow> rows = PlanRows(flags, registered_engines);
-  const std::string text = FormatCaseList(rows);
+  // What planned them, for the merge's command (tools/report.py reads a
+  // run's kind from it): these flags but --write-cases.
+  std::vector<std::string> planning;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--write-cases") {
+      ++i;
+    } else if (args[i].rfind("--write-cases=", 0) != 0) {
+      planning.push_back(args[i]);
+    }
+  }
+  planning.insert(planning.begin(), args.empty() ? "bench" : args[0]);
+  const std::string text = FormatCaseList(rows, CommandLine(planning));
   std::ofstream out(flags.write_cases);
   out << text;
   if (!out) throw Error(StrCat("--write-cases=", flags.write_cases, ": cannot write the file"));
@@ -105,11 +117,15 @@ void WriteTaskResults(const BenchFlags& flags, const std::vector<SweepCase>& cas
 }
 
 int MergeCommand(const BenchFlags& flags, std::ostream& log) {
-  const std::vector<SweepCase> cases = GroupCases(ReadCaseList(flags.cases));
+  std::ifstream list(flags.cases);
+  if (!list) throw Error(StrCat("--cases=", flags.cases, ": cannot read the file"));
+  std::stringstream text;
+  text << list.rdbuf();
+  const std::vector<SweepCase> cases = GroupCases(ParseCaseList(text.str(), flags.cases));
   if (!std::filesystem::is_directory(flags.merge_dir)) {
     throw Error(StrCat("--merge=", flags.merge_dir, ": not a directory"));
   }
-  const MergedSweep merged = MergeSweep(cases, flags.merge_dir);
+  const MergedSweep merged = MergeSweep(cases, flags.merge_dir, CaseListPlannedBy(text.str()));
   for (const std::string& w : merged.warnings) log << "bench: merge: " << w << "\n";
   const std::time_t now = std::time(nullptr);
   const std::vector<std::string> written =

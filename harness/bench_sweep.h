@@ -20,9 +20,10 @@
 
 namespace remat::bench {
 
-// --write-cases=FILE: PlanRows(flags) as a case list into FILE; 0.
-int WriteCasesCommand(const BenchFlags& flags, const std::vector<std::string>& registered_engines,
-                      std::ostream& log);
+// --write-cases=FILE: PlanRows(flags) as a case list into FILE, with the
+// command that planned them (`args` but --write-cases); 0.
+int WriteCasesCommand(const BenchFlags& flags, const std::vector<std::string>& args,
+                      const std::vector<std::string>& registered_engines, std::ostream& log);
 
 // --cases=FILE: the rows to run, in list order. Every engine must be
 // registered (or be the bound rows'); with --task=K, task K's share of the

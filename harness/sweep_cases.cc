@@ -1,7 +1,6 @@
 #include "harness/sweep_cases.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -27,12 +26,7 @@ bool Flag(const std::map<std::string, std::string>& words, const std::string& ke
 }  // namespace
 
 std::string FormatRowLine(const PlannedRow& row) {
-  const std::string derived =
-      row.program_file.empty()
-          ? row.problem
-          : row.problem + "@" + std::filesystem::path(row.program_file).filename().string();
-  const std::string size = FormatOrderedParams(row.params);
-  if (row.case_key != (size.empty() ? derived : derived + "/" + size)) {
+  if (row.case_key != CaseKeyOf(row.problem, row.program_file, row.params)) {
     // --sweep=models names a case by its model's label: a name this line
     // cannot carry.
     throw Error(StrCat("row ", row.name, ": its case key '", row.case_key,
@@ -64,25 +58,30 @@ PlannedRow ParseRowLine(const std::string& line) {
   if (row.control && row.engine != kBaselineEngine) {
     throw Error(StrCat("control=1 is a row of engine=", kBaselineEngine, " only"));
   }
-  const std::string name =
-      row.program_file.empty()
-          ? row.problem
-          : row.problem + "@" + std::filesystem::path(row.program_file).filename().string();
-  const std::string size = FormatOrderedParams(row.params);
-  row.case_key = size.empty() ? name : name + "/" + size;
-  row.name = row.kind == RowKind::kMatMulBound
-                 ? StrCat("BM_OneDnnMatMulBound/", row.case_key)
-                 : StrCat("BM_ValueAndGrad/", row.case_key, "/", row.engine, "/",
-                          row.variant.Label(), row.control ? "/control" : "");
+  row.case_key = CaseKeyOf(row.problem, row.program_file, row.params);
+  row.name = RowName(row);
   return row;
 }
 
-std::string FormatCaseList(const std::vector<PlannedRow>& rows) {
+namespace {
+constexpr char kPlannedBy[] = "# planned by: ";
+}  // namespace
+
+std::string FormatCaseList(const std::vector<PlannedRow>& rows, const std::string& planned_by) {
   std::string text = StrCat(kCaseListHeader, ": ", rows.size(), " rows in ",
                             GroupCases(rows).size(),
                             " cases (harness/sweep_cases.h; bench --cases=FILE runs them)\n");
+  if (!planned_by.empty()) text += StrCat(kPlannedBy, planned_by, "\n");
   for (const PlannedRow& row : rows) text += FormatRowLine(row) + "\n";
   return text;
+}
+
+std::string CaseListPlannedBy(const std::string& text) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(kPlannedBy, 0) == 0) return line.substr(std::string(kPlannedBy).size());
+  }
+  return "";
 }
 
 std::vector<PlannedRow> ParseCaseList(const std::string& text, const std::string& source) {

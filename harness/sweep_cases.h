@@ -38,8 +38,12 @@ inline constexpr char kCaseListHeader[] = "# remat-bench sweep";
 std::string FormatRowLine(const PlannedRow& row);
 PlannedRow ParseRowLine(const std::string& line);
 
-// The whole list: kCaseListHeader and a count, then a line a row.
-std::string FormatCaseList(const std::vector<PlannedRow>& rows);
+// The whole list: kCaseListHeader and a count, the command that planned the
+// rows (`planned_by`, if not empty: "# planned by: COMMAND"), then a line a
+// row.
+std::string FormatCaseList(const std::vector<PlannedRow>& rows, const std::string& planned_by = "");
+// The command of a list's "# planned by: " line; "" if it has none.
+std::string CaseListPlannedBy(const std::string& text);
 // Reads a list: blank lines and '#' lines skipped. Throws remat::Error
 // naming `source` and the line number: a line ParseRowLine refuses, an
 // unknown problem (the registered ones listed), a size naming a parameter

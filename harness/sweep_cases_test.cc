@@ -39,6 +39,14 @@ TEST(SweepCases, TheDefaultRunsRowsRoundTrip) {
   ExpectSameRows(ParseCaseList(FormatCaseList(rows), "list"), rows);
 }
 
+TEST(SweepCases, AListNamesTheCommandThatPlannedIt) {
+  const std::vector<PlannedRow> rows = Plan({"--problems=sin_plain"});
+  const std::string text = FormatCaseList(rows, "tools/bazel run //harness:bench -- --problems=sin_plain");
+  EXPECT_EQ(CaseListPlannedBy(text), "tools/bazel run //harness:bench -- --problems=sin_plain");
+  EXPECT_EQ(CaseListPlannedBy(FormatCaseList(rows)), "");
+  ExpectSameRows(ParseCaseList(text, "list"), rows);
+}
+
 TEST(SweepCases, SweepsAndWrtRoundTrip) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"--sweep=schedules"},

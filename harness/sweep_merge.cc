@@ -7,12 +7,17 @@
 
 namespace remat::bench {
 
-std::string LocalCommand(const std::string& task_command) {
+std::string LocalCommand(const std::string& task_command, const std::string& planned_by) {
   std::istringstream in(task_command);
   std::vector<std::string> kept;
+  bool flags = planned_by.empty();  // past "--": the bench's own words
   for (std::string word; in >> word;) {
+    if (!flags) {
+      flags = word == "--";
+      continue;
+    }
     bool drop = false;
-    for (const char* flag : {"--task", "--tasks", "--out"}) {
+    for (const char* flag : {"--task", "--tasks", "--out", planned_by.empty() ? "--task" : "--cases"}) {
       const std::string f = flag;
       if (word == f) {
         in >> word;  // its value
@@ -23,10 +28,16 @@ std::string LocalCommand(const std::string& task_command) {
     }
     if (!drop) kept.push_back(word);
   }
+  if (!planned_by.empty()) {
+    // CommandLine writes no "--" before an empty list of flags.
+    if (!kept.empty() && planned_by.find(" -- ") == std::string::npos) kept.insert(kept.begin(), "--");
+    kept.insert(kept.begin(), planned_by);
+  }
   return Join(kept, " ");
 }
 
-MergedSweep MergeSweep(const std::vector<SweepCase>& cases, const std::string& dir) {
+MergedSweep MergeSweep(const std::vector<SweepCase>& cases, const std::string& dir,
+                       const std::string& planned_by) {
   MergedSweep merged;
   nlohmann::json rows = nlohmann::json::array();
   nlohmann::json checks = nlohmann::json::array();
@@ -44,6 +55,12 @@ MergedSweep MergeSweep(const std::vector<SweepCase>& cases, const std::string& d
     const nlohmann::json& sc = file->value("sweep_case", nlohmann::json::object());
     if (!sc.is_object() || sc.value("text", "") != c.Text()) {
       merged.missing.push_back(StrCat(c.key, " (", c.FileName(), " holds other rows)"));
+      continue;
+    }
+    const size_t count = file->value("rows", nlohmann::json::array()).size();
+    if (count != c.rows.size()) {
+      merged.missing.push_back(StrCat(c.key, " (", c.FileName(), " holds ", count, " of its ",
+                                      c.rows.size(), " rows)"));
       continue;
     }
     if (first.is_null()) {
@@ -86,7 +103,7 @@ MergedSweep MergeSweep(const std::vector<SweepCase>& cases, const std::string& d
   bool valid = !checks.empty();
   for (const nlohmann::json& check : checks) valid = valid && check.value("ok", false);
   nlohmann::json& run = merged.run;
-  run["command"] = first.is_null() ? "" : LocalCommand(first.value("command", ""));
+  run["command"] = first.is_null() ? "" : LocalCommand(first.value("command", ""), planned_by);
   run["date"] = first.is_null() ? nlohmann::json() : first["date"];
   run["machine"] = first.is_null() ? nlohmann::json::object() : first["machine"];
   run["source"] = first.is_null() ? nlohmann::json::object() : first["source"];

@@ -27,8 +27,12 @@ namespace remat::bench {
 struct MergedSweep {
   // {"command", "date", "machine", "rows", "controls", "source", "sweep"}:
   // "sweep" holds {"cases": [{"key", "hostname", "machine"}], "missing":
-  // [keys], "machines": [MachineKey...]}. The command is the first case's
-  // task's, without --task, --tasks and --out: the local run of the list.
+  // [keys], "machines": [MachineKey...]}. The command is `planned_by`
+  // (the list's "# planned by" command) with the first case's task's own
+  // flags (sampling, windows: not --cases, --task, --tasks, --out) after it:
+  // the local run the sweep stands for, as tools/report.py reads a run's
+  // kind from it; without `planned_by`, the task's command without --task,
+  // --tasks and --out (the local run of the list).
   nlohmann::json run;
   // Cases whose file is absent or is not the case's (its key and why).
   std::vector<std::string> missing;
@@ -38,11 +42,13 @@ struct MergedSweep {
 
 // Throws remat::Error naming a file that is not JSON; a case whose file is
 // missing is listed in `missing`, not thrown.
-MergedSweep MergeSweep(const std::vector<SweepCase>& cases, const std::string& dir);
+MergedSweep MergeSweep(const std::vector<SweepCase>& cases, const std::string& dir,
+                       const std::string& planned_by = "");
 
 // The task's command line without the words of one task (--task=, --tasks=,
-// --out=, and their two-word forms).
-std::string LocalCommand(const std::string& task_command);
+// --out=, and their two-word forms); with `planned_by`, that command and
+// then the task's words after "--" but --cases.
+std::string LocalCommand(const std::string& task_command, const std::string& planned_by = "");
 
 }  // namespace remat::bench
 

@@ -125,7 +125,23 @@ TEST(SweepMerge, SaysWhenItsCasesRanOnDifferentMachines) {
 }
 
 TEST(SweepMerge, LocalCommand) {
-  EXPECT_EQ(LocalCommand("b -- --cases=c --task 3 --tasks=8 --out /x --windows=1"), "b -- --cases=c --windows=1");
+  const std::string task = "b -- --cases=c --task 3 --tasks=8 --out /x --windows=1";
+  EXPECT_EQ(LocalCommand(task), "b -- --cases=c --windows=1");
+  EXPECT_EQ(LocalCommand(task, "b -- --sweep=depth"), "b -- --sweep=depth --windows=1");
+  EXPECT_EQ(LocalCommand(task, "b"), "b -- --windows=1");
+  EXPECT_EQ(LocalCommand("b -- --cases c --task=1 --tasks=2 --out=d", "b"), "b");
+}
+
+TEST(SweepMerge, AFileWithoutEveryRowOfItsCaseIsMissing) {
+  std::vector<RowResult> results = Results();
+  const std::vector<SweepCase> cases = Cases(results);
+  const std::string dir = TempDir("filtered");
+  results.erase(results.begin() + 1);  // the first case's recompute row did not run
+  WriteCaseResult(dir, cases[0], CaseResultJson(cases[0], results, "c", kMachine, kSource, "d"));
+  WriteCaseResult(dir, cases[1], CaseResultJson(cases[1], results, "c", kMachine, kSource, "d"));
+  const MergedSweep m = MergeSweep(cases, dir);
+  ASSERT_EQ(m.missing.size(), 1u);
+  EXPECT_NE(m.missing[0].find("holds 1 of its 2 rows"), std::string::npos) << m.missing[0];
 }
 
 }  // namespace

@@ -39,9 +39,13 @@ install() {
   installed || { echo "local_cluster.sh: slurm-wlm installed but slurmctld/slurmd/munged/sbatch not on PATH" >&2; exit 3; }
 }
 
-# A free TCP port (the default 6817/6818 may be taken by a system Slurm).
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+# Two free TCP ports, "CTLD SLURMD" (the default 6817/6818 may be taken by a
+# system Slurm); both held open while chosen, so that they differ.
+free_ports() {
+  python3 -c 'import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])'
 }
 
 pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -56,8 +60,10 @@ show_logs() {
 }
 
 write_conf() {
-  local node cpus mem
+  local node cpus mem ports
   node=$(hostname -s)
+  read -r -a ports < <(free_ports)
+  [[ ${#ports[@]} == 2 ]] || die "cannot find two free TCP ports for slurmctld and slurmd"
   # slurmd -C: "NodeName=vm CPUs=2 ... RealMemory=24105"; a little memory
   # left to the system, so that the node is not drained for having less.
   cpus=$(slurmd -C | sed -n 's/.* CPUs=\([0-9]*\).*/\1/p' | head -1)
@@ -65,7 +71,7 @@ write_conf() {
   [[ -n $cpus && -n $mem ]] || die "slurmd -C did not report CPUs and RealMemory"
   mem=$((mem * 95 / 100))
   sed -e "s|@NODE@|$node|g" -e "s|@CPUS@|$cpus|g" -e "s|@MEM@|$mem|g" -e "s|@DIR@|$dir|g" \
-      -e "s|@CTLD_PORT@|$(free_port)|g" -e "s|@SLURMD_PORT@|$(free_port)|g" \
+      -e "s|@CTLD_PORT@|${ports[0]}|g" -e "s|@SLURMD_PORT@|${ports[1]}|g" \
       "$here/slurm.conf.in" >"$conf"
 }
 

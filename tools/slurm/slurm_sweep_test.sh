@@ -33,6 +33,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM  # Bazel's timeout: the EXIT trap stops the daemons
 
 # The tasks key their results by source commit: a checkout of its own, as
 # `bazel run` gives the bench its workspace.
