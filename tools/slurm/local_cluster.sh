@@ -81,7 +81,7 @@ start() {
     die "a cluster is already running from $dir (local_cluster.sh stop $dir first)"
   fi
   mkdir -p "$dir"/{state,spool,log,munge} || die "cannot create $dir"
-  chmod 700 "$dir/munge"
+  chmod 755 "$dir/munge"  # the socket, for every user's sbatch; the key itself is 0400
   write_conf
   local key=$dir/munge/munge.key
   if [[ ! -s $key ]]; then
