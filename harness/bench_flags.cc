@@ -68,7 +68,11 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
                                          "program",         "sweep",           "out",
                                          "max-memory",      "max-row-seconds", "sampling-budget",
                                          "memory-cap",      "windows",         "only-window",
-                                         "wrt",             "models-dir",      "models"};
+                                         "wrt",             "models-dir",      "models",
+                                         "write-cases",     "cases",           "task",
+                                         "tasks",           "merge",           "submit",
+                                         "slurm-config"};
+  bool plans_rows = false;  // a flag that --cases does not combine with
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -92,6 +96,17 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
         }
       }
       if (flags.peers.empty()) throw Error("--peer=: an empty list; peers: jax, torch, torch-compile");
+      continue;
+    }
+    if (arg == "--slurm-wait") {
+      flags.slurm.emplace_back("wait", "true");
+      continue;
+    }
+    if (arg.rfind("--slurm-", 0) == 0 && arg.rfind("--slurm-config", 0) != 0) {
+      // Checked by SetSlurmOption (harness/sweep_submit.h) when submitting.
+      const size_t eq = arg.find('=');
+      if (eq == std::string::npos) throw Error(StrCat(arg, " needs a value (", arg, "=...)"));
+      flags.slurm.emplace_back(arg.substr(8, eq - 8), arg.substr(eq + 1));
       continue;
     }
     if (arg == "--paired") {
@@ -122,7 +137,31 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       rest->push_back(arg);
       continue;
     }
-    if (name == "engines") {
+    if (name == "engines" || name == "policies" || name == "problems" || name == "program" ||
+        name == "sweep" || name == "wrt" || name == "memory-cap" || name == "models" ||
+        name == "models-dir") {
+      plans_rows = true;
+    }
+    if (name == "write-cases" || name == "cases" || name == "merge" || name == "submit" ||
+        name == "slurm-config") {
+      if (value.empty()) throw Error(StrCat("--", name, " needs a value (--", name, "=...)"));
+      (name == "write-cases" ? flags.write_cases
+       : name == "cases"     ? flags.cases
+       : name == "merge"     ? flags.merge_dir
+       : name == "submit"    ? flags.submit
+                             : flags.slurm_config) = value;
+      if (name == "submit" && value != "slurm") {
+        throw Error(StrCat("--submit=", value, ": unknown scheduler; schedulers: slurm"));
+      }
+    } else if (name == "task" || name == "tasks") {
+      char* end = nullptr;
+      const long number = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || number < (name == "task" ? 0 : 1) || number > 100000) {
+        throw Error(StrCat("--", name, "=", value, ": not a ",
+                           name == "task" ? "task index (0 or more)" : "number of tasks (1 or more)"));
+      }
+      (name == "task" ? flags.task : flags.tasks) = static_cast<int>(number);
+    } else if (name == "engines") {
       flags.engines = Split(value, ',');
     } else if (name == "policies") {
       flags.policies = SplitPolicies(value);
@@ -134,6 +173,7 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
       flags.programs.push_back(value);
     } else if (name == "out") {
       flags.out_dir = value;
+      if (flags.sweep_dir.empty()) flags.sweep_dir = value;
     } else if (name == "windows" || name == "only-window") {
       char* end = nullptr;
       const long number = std::strtol(value.c_str(), &end, 10);
@@ -241,6 +281,35 @@ BenchFlags ParseBenchFlags(const std::vector<std::string>& args, std::vector<std
                        : flags.sweep == Sweep::kModels  ? "models"
                                                         : "dtr",
                        " do not combine: the sweep picks its own policies and schedules"));
+  }
+  // Sweeps: the case list decides the rows.
+  if (!flags.cases.empty() && (plans_rows || !flags.peers.empty())) {
+    throw Error(StrCat("--cases=", flags.cases,
+                       " and the flags that plan rows (--engines, --policies, --problems, --program, "
+                       "--sweep, --wrt, --memory-cap, --peer, --models) do not combine: the case "
+                       "list holds its rows"));
+  }
+  if (!flags.write_cases.empty() && !flags.cases.empty()) {
+    throw Error("--write-cases and --cases do not combine (--write-cases plans from the other flags)");
+  }
+  const bool submit = !flags.submit.empty();
+  if ((submit || !flags.merge_dir.empty() || flags.task >= 0) && flags.cases.empty()) {
+    throw Error(StrCat(submit ? "--submit" : !flags.merge_dir.empty() ? "--merge" : "--task",
+                       " needs the sweep's case list (--cases=FILE)"));
+  }
+  if ((submit || flags.task >= 0) && flags.out_dir.empty()) {
+    throw Error(StrCat(submit ? "--submit" : "--task",
+                       " needs the sweep's directory (--out=DIR), where each case's results go"));
+  }
+  if (flags.task >= flags.tasks) {
+    throw Error(StrCat("--task=", flags.task, ": not a task of 0 to ", flags.tasks - 1,
+                       " (--tasks=", flags.tasks, ")"));
+  }
+  if (!submit && (!flags.slurm.empty() || !flags.slurm_config.empty())) {
+    throw Error("--slurm-* flags are flags of --submit=slurm");
+  }
+  if (submit && (flags.task >= 0 || !flags.merge_dir.empty())) {
+    throw Error(StrCat("--submit and ", flags.task >= 0 ? "--task" : "--merge", " do not combine"));
   }
   return flags;
 }
@@ -366,6 +435,27 @@ std::string BenchHelp() {
       "                    whose windows' x eager differ by more than ",
       100 * kWindowAllowance, "% and by more\n"
       "                    than their 95% intervals allow is flagged\n"
+      "\n"
+      "Sweeps over many machines (Slurm job arrays; README, 'Sweeps on Slurm'):\n"
+      "  --write-cases=FILE  write the rows the other flags plan as a case list (one\n"
+      "                    case a line, harness/sweep_cases.h) and run nothing\n"
+      "  --cases=FILE      run the rows of a case list (not with --engines, --policies,\n"
+      "                    --problems, --program, --sweep, --wrt, --memory-cap, --peer)\n"
+      "  --task=K --tasks=N --out=DIR  run task K's share of the list's cases (each\n"
+      "                    case's rows together, on this machine), skipping cases whose\n"
+      "                    results file in DIR is current (same rows, source commit,\n"
+      "                    machine); one results file per case into DIR\n"
+      "  --submit=slurm --cases=FILE --tasks=N --out=DIR  submit the list as an sbatch\n"
+      "                    job array of the tasks with cases not yet current; DIR on a\n"
+      "                    filesystem the nodes share; Slurm options from\n"
+      "                    --slurm-config=FILE (key = value lines) and --slurm-KEY=VALUE:\n"
+      "                    partition, account, time, cpus_per_task, mem, bench (the\n"
+      "                    binary's path on the nodes), tries (default 3), exclusive\n"
+      "                    (default true), wait (--slurm-wait: until the array is done),\n"
+      "                    sbatch (more sbatch words)\n"
+      "  --merge=DIR --cases=FILE [--out=OUT]  every case's results file in DIR into\n"
+      "                    one results JSON as a local run writes it, naming any case\n"
+      "                    missing and warning when its cases ran on different CPUs/ISAs\n"
       "\n"
       "Google Benchmark's flags work as usual, e.g. --benchmark_filter=scan_stack,\n"
       "--benchmark_out=FILE; each row is one Google Benchmark iteration (its whole\n"

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace remat::bench {
@@ -163,6 +164,29 @@ struct BenchFlags {
   std::string models_dir;
   std::vector<SweepModel> models;
   bool help = false;                  // --help (also handed on to Google Benchmark)
+
+  // Sweeps (harness/sweep_cases.h). --write-cases=FILE: write the rows the
+  // other flags plan as a case list, and run nothing. --cases=FILE: run the
+  // rows of a case list instead of planning them (it does not combine with
+  // the flags that plan rows); with --task=K (and --tasks=N, --out=DIR) only
+  // task K's share of its cases, skipping those with a current results file
+  // in DIR, and one results file per case into DIR instead of
+  // bench-<UTC>.json. --merge=DIR (with --cases): the cases' files in DIR
+  // into one results JSON (--out). --submit=slurm (with --cases, --tasks,
+  // --out): the list as a Slurm job array (harness/sweep_submit.h), its
+  // options from --slurm-config=FILE and --slurm-KEY=VALUE.
+  std::string write_cases;
+  std::string cases;
+  // The first --out given: a task's sweep directory, where it looks for
+  // current results (a window's process, started with --only-window, gets
+  // an --out of its own after the task's).
+  std::string sweep_dir;
+  int task = -1;  // -1: not a task
+  int tasks = 1;
+  std::string merge_dir;
+  std::string submit;
+  std::string slurm_config;
+  std::vector<std::pair<std::string, std::string>> slurm;  // --slurm-KEY=VALUE, in order
 };
 
 

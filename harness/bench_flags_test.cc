@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "engines/api/engine.h"
 #include "engines/api/error.h"
@@ -98,6 +99,66 @@ TEST(BenchFlags, TheDefaultRunSamplesInTwoWindowsAndSweepsInOne) {
           << e.what();
     }
   }
+}
+
+}  // namespace
+}  // namespace remat::bench
+
+namespace remat::bench {
+namespace {
+
+std::string FlagsError(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  try {
+    ParseBenchFlags(args, &rest);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(BenchFlags, SweepFlags) {
+  std::vector<std::string> rest;
+  const BenchFlags task = ParseBenchFlags(
+      {"bench", "--cases=c.txt", "--task=3", "--tasks", "8", "--out=/s", "--windows=1"}, &rest);
+  EXPECT_EQ(task.cases, "c.txt");
+  EXPECT_EQ(task.task, 3);
+  EXPECT_EQ(task.tasks, 8);
+  EXPECT_EQ(task.sweep_dir, "/s");
+  // A window's process: its own --out after the task's.
+  const BenchFlags child = ParseBenchFlags(
+      {"bench", "--cases=c.txt", "--task=3", "--tasks=8", "--out=/s", "--windows=2",
+       "--only-window=2", "--out=/tmp/w"},
+      &rest);
+  EXPECT_EQ(child.out_dir, "/tmp/w");
+  EXPECT_EQ(child.sweep_dir, "/s");
+  const BenchFlags submit = ParseBenchFlags(
+      {"bench", "--submit=slurm", "--cases=c.txt", "--tasks=8", "--out=/s", "--slurm-config=x.conf",
+       "--slurm-partition=debug", "--slurm-wait"},
+      &rest);
+  EXPECT_EQ(submit.submit, "slurm");
+  EXPECT_EQ(submit.slurm_config, "x.conf");
+  ASSERT_EQ(submit.slurm.size(), 2u);
+  EXPECT_EQ(submit.slurm[0], std::make_pair(std::string("partition"), std::string("debug")));
+  EXPECT_EQ(submit.slurm[1], std::make_pair(std::string("wait"), std::string("true")));
+  EXPECT_EQ(rest, std::vector<std::string>{"bench"});
+}
+
+TEST(BenchFlags, SweepFlagsRefuseWhatDoesNotCombine) {
+  EXPECT_NE(FlagsError({"bench", "--cases=c.txt", "--engines=eager"}).find("do not combine"),
+            std::string::npos);
+  EXPECT_NE(FlagsError({"bench", "--task=1", "--tasks=2", "--out=d"}).find("--task needs the sweep's case list"),
+            std::string::npos);
+  EXPECT_NE(FlagsError({"bench", "--cases=c", "--task=1", "--tasks=2"}).find("--task needs the sweep's directory"),
+            std::string::npos);
+  EXPECT_NE(FlagsError({"bench", "--cases=c", "--task=2", "--tasks=2", "--out=d"}).find("not a task of 0 to 1"),
+            std::string::npos);
+  EXPECT_NE(FlagsError({"bench", "--cases=c", "--task=x", "--out=d"}).find("--task=x"), std::string::npos);
+  EXPECT_NE(FlagsError({"bench", "--submit=pbs", "--cases=c", "--out=d"}).find("unknown scheduler"),
+            std::string::npos);
+  EXPECT_NE(FlagsError({"bench", "--slurm-time=10"}).find("flags of --submit=slurm"), std::string::npos);
+  EXPECT_NE(FlagsError({"bench", "--merge=d"}).find("--merge needs the sweep's case list"), std::string::npos);
+  EXPECT_NE(FlagsError({"bench", "--write-cases=a", "--cases=b"}).find("do not combine"), std::string::npos);
 }
 
 }  // namespace

@@ -44,6 +44,7 @@
 #include "harness/bench_report.h"
 #include "harness/bench_row.h"
 #include "harness/bench_session.h"
+#include "harness/bench_sweep.h"
 #include "harness/bench_windows.h"
 #include "harness/stats_json.h"
 
@@ -65,9 +66,19 @@ int Main(int argc, char** argv) {
   std::vector<PlannedRow> plan;
   std::vector<ModelExport> models;
   BenchSession session;
+  // --cases: the cases this process runs (a task writes one file each).
+  std::vector<SweepCase> sweep_cases;
+  nlohmann::json source;
   try {
     flags = ParseBenchFlags(args, &rest);
     if (flags.help) std::cout << BenchHelp() << "\nGoogle Benchmark's flags:\n";
+    // The sweep's commands that run no row (harness/bench_sweep.h).
+    if (!flags.help && !flags.write_cases.empty()) return WriteCasesCommand(flags, args, EngineNames(), std::cerr);
+    if (!flags.help && !flags.merge_dir.empty()) return MergeCommand(flags, std::cerr);
+    if (!flags.help && !flags.submit.empty()) return SubmitCommand(flags, args, std::cerr);
+    // Read before the first row: the binary was built from the tree as it
+    // is now, and an edit made while the run goes on is not its source.
+    source = SourceInfo();
     // --sweep=models: the programs are exported (or found up to date) first;
     // a window's process finds them as the first left them.
     std::vector<std::pair<std::string, std::string>> programs;
@@ -75,7 +86,10 @@ int Main(int argc, char** argv) {
       models = ExportModels(flags, std::cerr);
       for (const ModelExport& m : models) programs.push_back({m.Label(), m.program()});
     }
-    plan = PlanRows(flags, EngineNames(), programs);
+    plan = flags.cases.empty() || flags.help
+               ? PlanRows(flags, EngineNames(), programs)
+               : PlanCaseListRows(flags, EngineNames(), source, MachineInfo(), std::cerr, &sweep_cases);
+    if (flags.task >= 0 && plan.empty()) return 0;  // every case of its share current
     session.max_memory_bytes = flags.max_memory_bytes;
     session.paired = flags.paired;
     session.rule = DefaultSamplingRule();
@@ -136,9 +150,6 @@ int Main(int argc, char** argv) {
   session.progress.enabled = flags.sweep != Sweep::kNone;
 
   const std::time_t started = std::time(nullptr);
-  // Read before the first row: the binary was built from the tree as it is
-  // now, and an edit made while the run goes on is not its source.
-  const nlohmann::json source = SourceInfo();
   // The default display reporter is the library's (it honours
   // --benchmark_format); it is never freed, as the library's own is not.
   CollectingReporter reporter(benchmark::CreateDefaultDisplayReporter());
@@ -190,6 +201,10 @@ int Main(int argc, char** argv) {
     auto it = reporter.collected().find(s->row.name);
     if (it != reporter.collected().end()) results.push_back(MakeResult(*s, it->second));
   }
+  if (results.empty() && flags.task >= 0 && !session.child) {
+    std::cerr << "bench: task " << flags.task << ": nothing to run\n";
+    return 0;
+  }
   if (results.empty()) {
     std::cerr << "bench: no benchmark ran (see --benchmark_filter); no results written\n";
     return 0;
@@ -212,6 +227,17 @@ int Main(int argc, char** argv) {
       << FormatControls(controls) << FormatSummary(results, FormatPlatform(DescribePlatform()))
       << std::flush;
 
+  if (flags.task >= 0) {
+    // A sweep's task: one results file per case (harness/sweep_results.h).
+    try {
+      WriteTaskResults(flags, sweep_cases, results, CommandLine(args), MachineInfo(), source,
+                       UtcDate(started), std::cerr);
+    } catch (const std::exception& e) {
+      std::cerr << "bench: " << e.what() << "\n";
+      return 1;
+    }
+    return 0;
+  }
   try {
     nlohmann::json run = ResultsJson(CommandLine(args), MachineInfo(), UtcDate(started), results);
     run["controls"] = ControlsJson(controls);

@@ -137,6 +137,22 @@ std::vector<std::string> SweepPolicies(Sweep sweep, const ParamValues& size) {
   return out;
 }
 
+std::string CaseKeyOf(const std::string& problem, const std::string& program_file,
+                      const OrderedParams& params) {
+  const std::string name =
+      program_file.empty()
+          ? problem
+          : problem + "@" + std::filesystem::path(program_file).filename().string();
+  const std::string formatted = FormatOrderedParams(params);
+  return formatted.empty() ? name : name + "/" + formatted;
+}
+
+std::string RowName(const PlannedRow& row) {
+  if (row.kind == RowKind::kMatMulBound) return StrCat("BM_OneDnnMatMulBound/", row.case_key);
+  return StrCat("BM_ValueAndGrad/", row.case_key, "/", row.engine, "/", row.variant.Label(),
+                row.control ? "/control" : "");
+}
+
 std::vector<PlannedRow> PlanRows(
     const BenchFlags& flags, const std::vector<std::string>& registered_engines,
     const std::vector<std::pair<std::string, std::string>>& models) {
@@ -247,12 +263,9 @@ std::vector<PlannedRow> PlanRows(
       const std::ptrdiff_t case_begin = static_cast<std::ptrdiff_t>(rows.size());
       const OrderedParams params = OrderParams(*problem, size);
       const std::string formatted = FormatOrderedParams(params);
-      const std::string name =
-          !label.empty()          ? label
-          : program_file.empty() ? problem->name()
-                                 : problem->name() + "@" +
-                                       std::filesystem::path(program_file).filename().string();
-      const std::string case_key = formatted.empty() ? name : name + "/" + formatted;
+      const std::string case_key =
+          label.empty() ? CaseKeyOf(problem->name(), program_file, params)
+                        : (formatted.empty() ? label : label + "/" + formatted);
       std::vector<CaseVariant> size_policies;
       for (const std::string& label : SweepPolicies(flags.sweep, size)) {
         size_policies.push_back(CaseVariant::Parse(label));
@@ -310,7 +323,7 @@ std::vector<PlannedRow> PlanRows(
           // up, and nanoGPT ran 8 times slower).
           if (!label.empty()) row.inputs_dir = std::filesystem::path(program_file).parent_path().string();
           row.big = flags.sweep == Sweep::kScale;
-          row.name = StrCat("BM_ValueAndGrad/", case_key, "/", engine, "/", variant.Label());
+          row.name = RowName(row);
           rows.push_back(row);
         }
       }
@@ -323,7 +336,7 @@ std::vector<PlannedRow> PlanRows(
           flags.sweep != Sweep::kScale) {
         PlannedRow control = *baseline;
         control.control = true;
-        control.name += "/control";
+        control.name = RowName(control);
         rows.insert(baseline + 1, control);
       }
       // The case's matmul bound (kMatMulBound), before its rows: sampled
@@ -339,7 +352,7 @@ std::vector<PlannedRow> PlanRows(
         bound.wrt = flags.wrt;
         bound.case_key = case_key;
         if (!label.empty()) bound.inputs_dir = std::filesystem::path(program_file).parent_path().string();
-        bound.name = StrCat("BM_OneDnnMatMulBound/", case_key);
+        bound.name = RowName(bound);
         rows.insert(rows.begin() + case_begin, bound);
       }
     }

@@ -120,6 +120,16 @@ struct PlannedRow : CaseSpec {
   bool big = false;
 };
 
+// The key of a problem's case, "scan_stack/L=32,d=512,N=256", or of a
+// program file's, "NAME@FILE/..." (the program's name, the file's base
+// name); no "/..." when the case has no parameters. (A model's case,
+// --sweep=models, is keyed by its label instead.)
+std::string CaseKeyOf(const std::string& problem, const std::string& program_file,
+                      const OrderedParams& params);
+// A row's name from its kind, case key, engine, variant and control:
+// PlannedRow::name's forms.
+std::string RowName(const PlannedRow& row);
+
 // The sizes a run without --sweep measures `problem` at: a few sizes chosen
 // so that the whole default run takes about three minutes on a 2-core
 // machine; a problem this file does not know is measured at its defaults.

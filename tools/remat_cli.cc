@@ -26,6 +26,7 @@
 #include "engines/onednn/platform.h"
 #include "harness/case_directory.h"
 #include "harness/case_spec.h"
+#include "harness/case_text.h"
 #include "harness/conformance.h"
 #include "harness/memory_caps.h"
 #include "harness/cpu_link.h"
@@ -98,7 +99,46 @@ struct CaseOptions {
   std::string memory_cap;
   std::string policy;
   std::string schedule;
+  std::string case_line;  // --case: the case's text form (harness/case_text.h)
 };
+
+// --case LINE: the case in its one text form (the bench's case lists, the
+// sweep's), read into the options it stands for. It holds the problem or
+// program, size, engine, variant and wrt, so it does not combine with the
+// options that give them; its engine replaces --engine's default.
+void ApplyCaseLine(CaseOptions* o) {
+  if (o->case_line.empty()) return;
+  if (!o->problem.empty() || !o->program_file.empty() || !o->params.empty() || !o->wrt.empty() ||
+      !o->policy.empty() || !o->schedule.empty() || !o->memory_cap.empty() || !o->inputs_dir.empty()) {
+    throw po::error(
+        "--case holds the case: it does not combine with --problem, --program, --param, --wrt, "
+        "--policy, --schedule, --memory-cap or --inputs");
+  }
+  const CaseSpec spec = ParseCase(o->case_line);
+  (spec.program_file.empty() ? o->problem : o->program_file) =
+      spec.program_file.empty() ? spec.problem : spec.program_file;
+  for (const auto& [name, value] : spec.params) o->params.push_back(StrCat(name, "=", value));
+  if (!spec.engine.empty()) o->engine = spec.engine;
+  o->wrt = spec.wrt;
+  o->inputs_dir = spec.inputs_dir;
+  switch (spec.variant.kind()) {
+    case CaseVariant::Kind::kAsWritten:
+      break;
+    case CaseVariant::Kind::kPolicy:
+      o->policy = spec.variant.spec();
+      break;
+    case CaseVariant::Kind::kSchedule:
+      o->schedule = spec.variant.spec();
+      break;
+    case CaseVariant::Kind::kMemoryCap:
+      o->memory_cap = spec.variant.spec();
+      break;
+    case CaseVariant::Kind::kBudgetUnderCap:
+      throw Error(StrCat("--case: variant=", spec.variant.Label(),
+                         " is the bench's (a search over budgets beside a cap); remat runs "
+                         "variant=schedule:budget:B or variant=cap:C"));
+  }
+}
 
 void AddCaseOptions(po::options_description* d, CaseOptions* o, const std::string& engine) {
   d->add_options()("problem", po::value(&o->problem), "problem name (remat list)")(
@@ -129,7 +169,11 @@ void AddCaseOptions(po::options_description* d, CaseOptions* o, const std::strin
       "schedule", po::value(&o->schedule),
       "reverse every scan, and every chain of checkpointed blocks, under a schedule: every:K, "
       "segments:K, sqrt, bisect, revolve:C, budget:BYTES, checkpoint_every:K (the schedule "
-      "then decides what is kept: the checkpoints inside a scan's body or a block are inlined)");
+      "then decides what is kept: the checkpoints inside a scan's body or a block are inlined)")(
+      "case", po::value(&o->case_line),
+      "LINE: the whole case in its text form, as the bench's case lists write it "
+      "('problem=layer_loss size=d=512,N=256 engine=recompute variant=schedule:sqrt'; "
+      "harness/case_text.h), instead of --problem, --param, --engine, --policy, ...");
 }
 
 // The problem --problem names, or the program file --program reads (then
@@ -299,6 +343,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
                      "write DIR/loss.npy, DIR/grad_<input>.npy, DIR/<input>.npy, DIR/stats.json")(
       "json", po::bool_switch(&json), "print one JSON object instead of the table");
   if (!Parse(args, desc, out)) return 0;
+  ApplyCaseLine(&o);
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   RunOptions options = MakeRunOptions(o);
@@ -491,6 +536,7 @@ int Residuals(const std::vector<std::string>& args, std::ostream& out, std::ostr
       "(as jax.ad_checkpoint.print_saved_residuals)");
   AddCaseOptions(&desc, &o, kListingEngine);
   if (!Parse(args, desc, out)) return 0;
+  ApplyCaseLine(&o);
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   RunOptions options = MakeRunOptions(o);
@@ -517,6 +563,7 @@ int PrintProgram(const std::vector<std::string>& args, std::ostream& out, std::o
       "inline every checkpoint region first (the function without checkpointing, as "
       "torch.compile sees a model; then --policy wraps the whole of it in one region)");
   if (!Parse(args, desc, out)) return 0;
+  ApplyCaseLine(&o);
   if (format != "text" && format != "listing") {
     throw Error(StrCat("--format '", format, "': expected text or listing"));
   }
@@ -546,6 +593,7 @@ int PrintSchedule(const std::vector<std::string>& args, std::ostream& out, std::
       "recomputation marked (as the JAX tutorial's print_fwd_bwd)");
   AddCaseOptions(&desc, &o, kListingEngine);
   if (!Parse(args, desc, out)) return 0;
+  ApplyCaseLine(&o);
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   RunOptions options = MakeRunOptions(o);
@@ -580,6 +628,7 @@ int PrintPlan(const std::vector<std::string>& args, std::ostream& out, std::ostr
       "scan's or chain's schedule. Planned by a dry run, as --plan-only: no kernel runs");
   AddCaseOptions(&desc, &o, kListingEngine);
   if (!Parse(args, desc, out)) return 0;
+  ApplyCaseLine(&o);
   Case c = LoadCase(o, err);
   std::unique_ptr<Engine> engine = MakeEngine(o.engine);
   RunOptions options = MakeRunOptions(o);

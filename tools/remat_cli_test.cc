@@ -1057,3 +1057,48 @@ TEST(RematCliTest, ConformStopsAtFailFastAndTheTimeLimit) {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+// The output lines a case decides (not the times).
+std::string PeakAndFlops(const std::string& out) {
+  std::istringstream in(out);
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("peak ", 0) == 0 || line.rfind("flops", 0) == 0 || line.rfind("residuals", 0) == 0) {
+      kept += line + "\n";
+    }
+  }
+  return kept;
+}
+
+TEST(RematCliTest, CaseRunsTheCaseItsTextNames) {
+  const Output by_case = Remat({"run", "--case",
+                                "problem=layer_loss size=d=64,N=32 engine=recompute variant=nothing_saveable"});
+  ASSERT_EQ(by_case.status, 0) << by_case.err;
+  const Output by_flags = Remat({"run", "--problem", "layer_loss", "--param", "d=64", "--param", "N=32",
+                                 "--engine", "recompute", "--policy", "nothing_saveable"});
+  ASSERT_EQ(by_flags.status, 0) << by_flags.err;
+  EXPECT_FALSE(PeakAndFlops(by_case.out).empty()) << by_case.out;
+  EXPECT_EQ(PeakAndFlops(by_case.out), PeakAndFlops(by_flags.out));
+
+  const Output schedule = Remat({"run", "--case", "problem=scan_stack size=L=8,d=16,N=8 engine=recompute "
+                                                  "variant=schedule:sqrt"});
+  EXPECT_EQ(schedule.status, 0) << schedule.err;
+}
+
+TEST(RematCliTest, CaseRefusesWhatDoesNotCombineOrParse) {
+  Output o = Remat({"run", "--case", "problem=sin_chain engine=eager variant=as-written", "--problem", "sin_chain"});
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.err.find("--case holds the case"), std::string::npos) << o.err;
+  o = Remat({"run", "--case", "problem=sin_chain engine=eager"});
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.err.find("no variant= word"), std::string::npos) << o.err;
+  o = Remat({"run", "--case", "problem=sin_chain engine=recompute variant=budget-under-cap:0.5x"});
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.err.find("budget-under-cap"), std::string::npos) << o.err;
+}
+
+}  // namespace
+}  // namespace remat
