@@ -31,7 +31,9 @@ std::vector<double> Doubles(const nlohmann::json& samples, const char* key) {
 
 // The row's case, as PlanRows named it: the row's name less its kind's
 // prefix and, for an engine's row, its "/engine/label" (and "/control").
-std::string CaseKeyOf(const std::string& name, const PlannedRow& row) {
+// From the name, not CaseKeyOf: a results file keeps the parameters as an
+// object, whose order is not the problem's, and a model's case is its label.
+std::string CaseKeyFromName(const std::string& name, const PlannedRow& row) {
   const std::string bound = "BM_OneDnnMatMulBound/";
   const std::string value = "BM_ValueAndGrad/";
   if (row.kind == RowKind::kMatMulBound) {
@@ -121,7 +123,7 @@ std::vector<RowResult> RowsOfRun(const nlohmann::json& run) {
       if (j.contains("params") && j["params"].is_object()) {
         for (const auto& [k, v] : j["params"].items()) p.params.push_back({k, v.get<int64_t>()});
       }
-      p.case_key = CaseKeyOf(name, p);
+      p.case_key = CaseKeyFromName(name, p);
       r.error = Field<std::string>(j, "error", "");
       r.iterations = Field<int64_t>(j, "iterations", 0);
       r.sampling_seconds = Field<double>(j, "sampling_seconds", 0.0);
