@@ -1,6 +1,7 @@
 #include "harness/bench_sampling.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 
 #include "harness/cpu_link.h"
@@ -129,20 +130,23 @@ double SampleShareSeconds(double left_seconds, double weight, double weight_left
   return left_seconds * std::min(1.0, weight / std::max(weight, weight_left));
 }
 
-Timings SamplesFrom(const Timings& t, size_t begin) {
-  auto tail = [begin](const std::vector<double>& v) {
-    return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(std::min(begin, v.size())),
-                               v.end());
+Timings SamplesIn(const Timings& t, size_t begin, size_t end) {
+  auto cut = [begin, end](const std::vector<double>& v) {
+    const size_t b = std::min(begin, v.size()), e = std::max(b, std::min(end, v.size()));
+    return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(b),
+                               v.begin() + static_cast<std::ptrdiff_t>(e));
   };
   Timings out;
-  out.row_ms = tail(t.row_ms);
-  out.eager_ms = tail(t.eager_ms);
-  out.row_delay = tail(t.row_delay);
-  out.eager_delay = tail(t.eager_delay);
-  out.link_ns = tail(t.link_ns);
+  out.row_ms = cut(t.row_ms);
+  out.eager_ms = cut(t.eager_ms);
+  out.row_delay = cut(t.row_delay);
+  out.eager_delay = cut(t.eager_delay);
+  out.link_ns = cut(t.link_ns);
   out.reference_link_ns = t.reference_link_ns;
   return out;
 }
+
+Timings SamplesFrom(const Timings& t, size_t begin) { return SamplesIn(t, begin, SIZE_MAX); }
 
 std::vector<RowEstimate> WindowEstimates(const Timings& t) {
   std::vector<RowEstimate> out;

@@ -170,8 +170,10 @@ struct Timings {
   bool paired() const { return !eager_ms.empty(); }
 };
 // The samples of `t` from sample `begin` on (one window's, for SamplingDone),
-// without window_starts.
+// without window_starts; SamplesIn: those before `end` of them (each
+// vector cut at its own length: a reading may be missing past its end).
 Timings SamplesFrom(const Timings& t, size_t begin);
+Timings SamplesIn(const Timings& t, size_t begin, size_t end);
 
 // The half-width of the distribution-free 95% confidence interval of the
 // median of `values`, relative to the median: half the distance between the

@@ -66,23 +66,6 @@ std::vector<std::pair<size_t, size_t>> Windows(const Timings& t) {
   return out;
 }
 
-// Samples [begin, end) of `t`, window_starts dropped.
-Timings Slice(const Timings& t, size_t begin, size_t end) {
-  auto cut = [&](const std::vector<double>& v) {
-    std::vector<double> out;
-    for (size_t i = begin; i < end && i < v.size(); ++i) out.push_back(v[i]);
-    return out;
-  };
-  Timings s;
-  s.row_ms = cut(t.row_ms);
-  s.eager_ms = cut(t.eager_ms);
-  s.row_delay = cut(t.row_delay);
-  s.eager_delay = cut(t.eager_delay);
-  s.link_ns = cut(t.link_ns);
-  s.reference_link_ns = t.reference_link_ns;
-  return s;
-}
-
 // Appends window `w` to `to` (a window after the first starts a window).
 void Append(const Timings& w, Timings* to) {
   if (!to->row_ms.empty()) to->window_starts.push_back(to->row_ms.size());
@@ -229,14 +212,14 @@ Replay ReplayRun(const nlohmann::json& run, const SamplingRule& rule, double bud
       }
       const double seconds_per_ms = all_ms > 0 ? r.sampling_seconds / all_ms : 0;
       const auto [begin, end] = windows[i][w];
-      const Timings whole = Slice(r.timings, begin, end);
+      const Timings whole = SamplesIn(r.timings, begin, end);
       size_t take = whole.row_ms.size();
       double spent = 0;
       bool done = false;
       for (size_t k = 0; k < whole.row_ms.size(); ++k) {
         spent += seconds_per_ms * (whole.row_ms[k] + (whole.paired() ? whole.eager_ms[k] : 0));
         if (static_cast<int64_t>(k + 1) < kFewestSamples) continue;
-        if (SamplingDone(Slice(whole, 0, k + 1), row_rule, spent)) {
+        if (SamplingDone(SamplesIn(whole, 0, k + 1), row_rule, spent)) {
           take = k + 1;
           done = true;
           break;
@@ -245,7 +228,7 @@ Replay ReplayRun(const nlohmann::json& run, const SamplingRule& rule, double bud
       if (!done) ++out.longer;
       out.sampled_seconds += spent;
       sampled += std::min(spent, row_rule.max_seconds);
-      Append(Slice(whole, 0, take), &cut[i]);
+      Append(SamplesIn(whole, 0, take), &cut[i]);
     }
   }
   for (size_t i = 0; i < rows.size(); ++i) {
